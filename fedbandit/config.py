@@ -1,0 +1,52 @@
+"""The book's single scale knob.
+
+Chapters read ``FEDBANDIT_SCALE`` through :func:`get_scale` only: ``quick``
+(seconds per chapter, used by the tests) or ``paper`` (the papers' settings,
+used by ``make book``).  When ``FEDBANDIT_SCALE_LOG`` names a file, every call
+appends the resolved scale to it, so the test suite can check (the "canary")
+that no notebook under test ran at paper scale.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TypeVar
+
+__all__ = ["SCALES", "get_scale", "by_scale"]
+
+SCALES = ("quick", "paper")
+DEFAULT_SCALE = "paper"
+
+T = TypeVar("T")
+
+
+def get_scale() -> str:
+    """Return the scale the book runs at, from ``FEDBANDIT_SCALE``.
+
+    Returns
+    -------
+    str
+        ``"quick"`` or ``"paper"`` (the default when the variable is unset or empty).
+
+    Raises
+    ------
+    ValueError
+        If the variable holds any other value.
+    """
+    raw = os.environ.get("FEDBANDIT_SCALE", "").strip().lower()
+    scale = raw or DEFAULT_SCALE
+    if scale not in SCALES:
+        raise ValueError(
+            f"FEDBANDIT_SCALE must be one of {SCALES!r} (or unset for {DEFAULT_SCALE!r}), "
+            f"got {os.environ.get('FEDBANDIT_SCALE')!r}"
+        )
+    log = os.environ.get("FEDBANDIT_SCALE_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {scale}\n")
+    return scale
+
+
+def by_scale(*, quick: T, paper: T) -> T:
+    """Pick the setting for the current scale: ``by_scale(quick=200, paper=10_000)``."""
+    return quick if get_scale() == "quick" else paper

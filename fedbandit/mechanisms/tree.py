@@ -1,0 +1,302 @@
+"""The tree-based (binary) mechanism for continual release of prefix sums.
+
+Two forms share one implementation:
+
+* **distributed**, exactly as Algorithm 2 of Zhou & Chowdhury (2023): every agent's
+  randomizer :class:`TreeRandomizer` keeps noise-free partial sums ("p-sums") of its
+  own stream and, at step k, releases the p-sum that closes at level j = ν(k) (the
+  index of the lowest set bit of k) with fresh noise; the analyzer
+  :class:`TreeAnalyzer` sums the agents' noisy p-sums and rebuilds the prefix sum
+  s̃_k from the p-sums at the set bits of k;
+* **central** (Dwork, Naor, Pitassi & Rothblum 2010; Chan, Shi & Song 2011):
+  :class:`TreeMechanism`, one randomizer and one analyzer at a trusted curator.
+
+Every element γ_k of the stream enters at most κ = ⌊log₂ K⌋ + 1 p-sums, and every
+prefix sum uses at most ⌊log₂ k⌋ + 1 of them, so with per-node Gaussian noise of
+standard deviation σ₀ the release of the whole stream is κΔ²/(2σ₀²)-zCDP
+(:func:`tree_zcdp`) and the prefix error at k has variance popcount(k)·σ₀² per entry
+(:func:`prefix_noise_variance`).
+
+All state carries arbitrary leading ``batch_shape`` axes (typically (runs, agents)),
+so one step of many independent trees is a handful of array operations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validation import (
+    check_choice,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_rng,
+)
+
+__all__ = [
+    "lowest_set_bit",
+    "prefix_nodes",
+    "tree_depth",
+    "prefix_noise_variance",
+    "tree_zcdp",
+    "draw_noise",
+    "TreeRandomizer",
+    "TreeAnalyzer",
+    "TreeMechanism",
+    "DistributedTreeMechanism",
+]
+
+NOISES = ("gaussian", "laplace")
+
+
+def lowest_set_bit(k: int) -> int:
+    """ν(k): the index j of the lowest set bit of k ≥ 1 (k = 2^j · odd)."""
+    k = check_positive_int("k", k)
+    return (k & -k).bit_length() - 1
+
+
+def prefix_nodes(k: int) -> list[tuple[int, int]]:
+    """The tree nodes (level j, index) whose p-sums add up to the prefix sum s_k.
+
+    Node (j, i) covers the stream positions (i − 1)·2^j + 1, …, i·2^j.  The nodes are
+    the set bits of k, so there are popcount(k) ≤ ⌊log₂ k⌋ + 1 of them.
+    """
+    k = check_positive_int("k", k)
+    nodes = []
+    for j in range(k.bit_length()):
+        if k >> j & 1:
+            nodes.append((j, k >> j))
+    return nodes
+
+
+def tree_depth(n_steps: int) -> int:
+    """κ = ⌊log₂ K⌋ + 1: the number of levels of a tree over K steps, which bounds how
+    many p-sums one element enters (Zhou & Chowdhury, Algorithm 2)."""
+    return check_positive_int("n_steps", n_steps).bit_length()
+
+
+def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
+    """Per-entry variance of the prefix-sum error at step(s) k.
+
+    popcount(k) independent node noises: popcount(k)·σ₀² for Gaussian noise of
+    standard deviation σ₀, popcount(k)·2b² for Laplace noise of scale b = σ₀.
+    ``k`` may be an int or an integer array.
+    """
+    sigma0 = check_nonnegative_float("sigma0", sigma0)
+    check_choice("noise", noise, NOISES)
+    k_arr = np.asarray(k)
+    if not np.issubdtype(k_arr.dtype, np.integer) or np.any(k_arr < 1):
+        raise ValueError(f"k must be integer(s) >= 1, got {k!r}")
+    pop = np.vectorize(lambda v: int(v).bit_count(), otypes=[np.int64])(k_arr)
+    per_node = sigma0**2 if noise == "gaussian" else 2.0 * sigma0**2
+    out = pop * per_node
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
+    """ρ of the Gaussian tree over K = ``n_steps`` steps: ρ = κ Δ² / (2σ₀²).
+
+    One element of the stream changes at most κ = :func:`tree_depth` (K) p-sums, each
+    by at most Δ in ℓ2, and each p-sum is a Gaussian mechanism; zCDP composes
+    additively (Bun & Steinke 2016, Lemma 2.3).
+    """
+    kappa = tree_depth(n_steps)
+    sensitivity = check_positive_float("sensitivity", sensitivity)
+    sigma0 = check_positive_float("sigma0", sigma0)
+    return kappa * sensitivity**2 / (2.0 * sigma0**2)
+
+
+def _check_shape(name: str, shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be a tuple of positive ints, got {shape!r}") from exc
+    if any(s < 1 for s in shape):
+        raise ValueError(f"{name} must contain positive ints, got {shape!r}")
+    return shape
+
+
+def draw_noise(
+    rng: np.random.Generator, shape: tuple[int, ...], scale: float, noise: str = "gaussian", symmetric: bool = False
+) -> np.ndarray:
+    """Node noise of the given shape: N(0, scale²) or Laplace(scale) entries.
+
+    With ``symmetric=True`` the last two axes form square matrices whose entries on
+    and above the diagonal are independent and mirrored below it (the symmetric noise
+    of Algorithm 2 for Gram matrices; the hypotheses of Zhou & Chowdhury Lemma 6.7).
+    """
+    if scale == 0.0:
+        return np.zeros(shape)
+    if noise == "gaussian":
+        z = rng.standard_normal(shape)
+    else:
+        z = rng.laplace(size=shape)
+    z *= scale
+    if symmetric:
+        upper = np.triu(z)
+        z = upper + np.swapaxes(np.triu(z, 1), -1, -2)
+    return z
+
+
+class TreeRandomizer:
+    """Local randomizer R of the distributed tree mechanism (Zhou & Chowdhury, Alg. 2).
+
+    At step k, with j = ν(k) the lowest set bit of k, the noise-free p-sum
+    α_j = Σ_{l<j} α_l + γ_k is formed, the lower levels are cleared, and
+    α̂_j = α_j + Z is released with Z a fresh noise draw.
+
+    Parameters
+    ----------
+    n_steps : int
+        K, the number of steps (batches) the tree covers.
+    item_shape : tuple of int
+        Shape of one stream element γ_k (``(d,)`` for bias vectors, ``(d, d)`` for
+        Gram matrices).
+    sigma0 : float
+        Per-node noise scale σ₀ ≥ 0: standard deviation (Gaussian) or scale b (Laplace).
+    batch_shape : tuple of int, optional
+        Leading axes of independent randomizers, e.g. (runs, agents).
+    symmetric : bool, optional
+        Draw symmetric matrix noise (requires a square ``item_shape`` of two axes).
+    noise : {"gaussian", "laplace"}
+    """
+
+    def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian"):
+        self.n_steps = check_positive_int("n_steps", n_steps)
+        self.item_shape = _check_shape("item_shape", item_shape)
+        self.batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
+        self.sigma0 = check_nonnegative_float("sigma0", sigma0)
+        self.noise = check_choice("noise", noise, NOISES)
+        if symmetric and (len(self.item_shape) != 2 or self.item_shape[0] != self.item_shape[1]):
+            raise ValueError(f"symmetric=True needs a square item_shape (d, d), got {self.item_shape}")
+        self.symmetric = bool(symmetric)
+        self.kappa = tree_depth(self.n_steps)
+        self.k = 0
+        self._alpha = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one release: batch_shape + item_shape."""
+        return self.batch_shape + self.item_shape
+
+    def release(self, gamma, rng) -> tuple[int, np.ndarray]:
+        """Take γ_k and return (j, α̂_j) for the next step k.
+
+        Raises
+        ------
+        ValueError
+            If ``gamma`` has the wrong shape or the tree is exhausted (k > K).
+        """
+        rng = check_rng(rng)
+        gamma = np.asarray(gamma, dtype=float)
+        if gamma.shape != self.shape:
+            raise ValueError(f"gamma must have shape {self.shape}, got {gamma.shape}")
+        if self.k >= self.n_steps:
+            raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
+        self.k += 1
+        j = (self.k & -self.k).bit_length() - 1
+        alpha_j = self._alpha[:j].sum(axis=0) + gamma
+        self._alpha[:j] = 0.0
+        self._alpha[j] = alpha_j
+        return j, alpha_j + draw_noise(rng, self.shape, self.sigma0, self.noise, self.symmetric)
+
+
+class TreeAnalyzer:
+    """Analyzer A of the distributed tree mechanism (Zhou & Chowdhury, Alg. 2).
+
+    Keeps the latest synchronized noisy p-sum α̃_l at every level and returns the
+    prefix estimate s̃_k = Σ_{l : bit l of k set} α̃_l.
+    """
+
+    def __init__(self, n_steps, item_shape, *, batch_shape=()):
+        self.n_steps = check_positive_int("n_steps", n_steps)
+        self.item_shape = _check_shape("item_shape", item_shape)
+        self.batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
+        self.kappa = tree_depth(self.n_steps)
+        self.k = 0
+        self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
+
+    def update(self, j: int, alpha_tilde) -> np.ndarray:
+        """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
+        alpha_tilde = np.asarray(alpha_tilde, dtype=float)
+        shape = self.batch_shape + self.item_shape
+        if alpha_tilde.shape != shape:
+            raise ValueError(f"alpha_tilde must have shape {shape}, got {alpha_tilde.shape}")
+        if self.k >= self.n_steps:
+            raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
+        self.k += 1
+        expected = (self.k & -self.k).bit_length() - 1
+        if j != expected:
+            raise ValueError(f"j must be the lowest set bit of k={self.k}, i.e. {expected}, got {j!r}")
+        self._alpha_tilde[j] = alpha_tilde
+        bits = [level for level in range(self.kappa) if self.k >> level & 1]
+        return self._alpha_tilde[bits].sum(axis=0)
+
+
+class TreeMechanism:
+    """Central tree-based mechanism: a trusted curator adds noise to every p-sum.
+
+    ``step(x, rng)`` takes the next stream element (shape batch_shape + item_shape)
+    and returns the noisy prefix sum.  Each prefix error has per-entry variance
+    :func:`prefix_noise_variance` (k, sigma).
+    """
+
+    def __init__(self, n_steps, item_shape, sigma, *, batch_shape=(), symmetric=False, noise="gaussian"):
+        self.randomizer = TreeRandomizer(
+            n_steps, item_shape, sigma, batch_shape=batch_shape, symmetric=symmetric, noise=noise
+        )
+        self.analyzer = TreeAnalyzer(n_steps, item_shape, batch_shape=batch_shape)
+
+    @property
+    def k(self) -> int:
+        return self.randomizer.k
+
+    def step(self, x, rng) -> np.ndarray:
+        j, alpha_hat = self.randomizer.release(x, rng)
+        return self.analyzer.update(j, alpha_hat)
+
+
+class DistributedTreeMechanism:
+    """Algorithm 2 of Zhou & Chowdhury with S = identity: M agents, one analyzer.
+
+    Every agent runs a :class:`TreeRandomizer` on its own stream; the analyzer sums the
+    agents' noisy p-sums (α̃_j = Σ_i α̂_{j,i}) and rebuilds the prefix sums.  The server's
+    prefix error at step k is the sum of M·popcount(k) independent node noises, so its
+    per-entry variance is M·popcount(k)·σ₀² (the "Mσ², not σ²" of the DP20 analysis).
+
+    Parameters
+    ----------
+    n_steps, item_shape, sigma0, symmetric, noise
+        As for :class:`TreeRandomizer`.
+    n_agents : int
+        M, the number of agents (the axis just before ``item_shape``).
+    batch_shape : tuple of int, optional
+        Leading axes before the agents axis, e.g. (runs,).
+    """
+
+    def __init__(self, n_steps, item_shape, sigma0, n_agents, *, batch_shape=(), symmetric=False, noise="gaussian"):
+        self.n_agents = check_positive_int("n_agents", n_agents)
+        batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
+        self.randomizer = TreeRandomizer(
+            n_steps,
+            item_shape,
+            sigma0,
+            batch_shape=batch_shape + (self.n_agents,),
+            symmetric=symmetric,
+            noise=noise,
+        )
+        self.analyzer = TreeAnalyzer(n_steps, item_shape, batch_shape=batch_shape)
+        self._agent_axis = len(batch_shape)
+
+    @property
+    def k(self) -> int:
+        return self.randomizer.k
+
+    def step(self, gammas, rng) -> np.ndarray:
+        """Take every agent's γ_{k,i} (shape batch_shape + (M,) + item_shape); return s̃_k."""
+        j, alpha_hat = self.randomizer.release(gammas, rng)
+        return self.analyzer.update(j, alpha_hat.sum(axis=self._agent_axis))
