@@ -90,8 +90,14 @@ def test_distributed_equals_algorithm_2_loop():
         new = alpha[:j].sum(axis=0) + data[k - 1]
         alpha[:j] = 0
         alpha[j] = new
-        z = rng_loop.standard_normal((runs, agents, d, d)) * 0.7
-        z = np.triu(z) + np.swapaxes(np.triu(z, 1), -1, -2)
+        free = rng_loop.standard_normal((runs, agents, d * (d + 1) // 2)) * 0.7
+        z = np.zeros((runs, agents, d, d))
+        for r in range(runs):
+            for i in range(agents):
+                upper = iter(free[r, i])
+                for a in range(d):
+                    for b in range(a, d):
+                        z[r, i, a, b] = z[r, i, b, a] = next(upper)
         released = new + z
         for r in range(runs):
             alpha_tilde[j, r] = sum(released[r, i] for i in range(agents))

@@ -131,15 +131,23 @@ def draw_noise(
     """
     if scale == 0.0:
         return np.zeros(shape)
-    if noise == "gaussian":
-        z = rng.standard_normal(shape)
-    else:
-        z = rng.laplace(size=shape)
-    z *= scale
     if symmetric:
-        upper = np.triu(z)
-        z = upper + np.swapaxes(np.triu(z, 1), -1, -2)
+        # draw only the d(d+1)/2 free entries, then mirror them
+        d = shape[-1]
+        rows, cols = np.triu_indices(d)
+        free = _draw(rng, shape[:-2] + (rows.size,), noise)
+        free *= scale
+        z = np.empty(shape)
+        z[..., rows, cols] = free
+        z[..., cols, rows] = free
+        return z
+    z = _draw(rng, shape, noise)
+    z *= scale
     return z
+
+
+def _draw(rng: np.random.Generator, shape: tuple[int, ...], noise: str) -> np.ndarray:
+    return rng.standard_normal(shape) if noise == "gaussian" else rng.laplace(size=shape)
 
 
 class TreeRandomizer:

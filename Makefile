@@ -1,0 +1,78 @@
+# The book's single entry point.  `make book` and `make test` do all the set-up on a
+# fresh machine with only Python 3.11+ present; both are idempotent and stop at the
+# first failure with a non-zero exit.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# pytest workers for the unit tests and notebooks (the machine has 2 cores)
+JOBS ?= 2
+
+QUICK_DIR := _build/quick
+QUICK_HTML := $(QUICK_DIR)/_build/html
+NPM_DIR := _build/npm
+SCALE_LOG := _build/scale.log
+
+.PHONY: help book test unit notebooks canary book-quick browser bench clean venv
+
+help:
+	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
+	@echo "make test   unit tests, nbval on every chapter (quick scale), quick book build, browser check"
+	@echo "make bench  benchmarks -> benchmarks/results/{results.md,results.json}"
+	@echo "make clean  remove build outputs (keeps .venv and the experiment cache)"
+
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fedbandit needs Python >= 3.11, found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Stamps record which extras are installed; they are redone when pyproject.toml changes.
+$(VENV)/.book-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[book]'
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.test-installed
+
+book: $(VENV)/.book-installed
+	FEDBANDIT_SCALE=paper $(BIN)/jupyter-book build . -W -n --keep-going
+	@echo
+	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
+
+test: $(VENV)/.test-installed
+	$(MAKE) --no-print-directory unit notebooks canary book-quick browser
+	@echo "make test: all stages passed"
+
+unit: $(VENV)/.test-installed
+	FEDBANDIT_SCALE=quick $(BIN)/pytest -n $(JOBS) -m "not browser" tests
+
+notebooks: $(VENV)/.test-installed
+	mkdir -p _build && rm -f $(SCALE_LOG)
+	FEDBANDIT_SCALE=quick FEDBANDIT_SCALE_LOG=$(CURDIR)/$(SCALE_LOG) \
+		$(BIN)/pytest -n $(JOBS) --dist loadfile --nbval-lax -p no:cacheprovider chapters
+
+canary: $(VENV)/.test-installed
+	FEDBANDIT_SCALE_LOG=$(CURDIR)/$(SCALE_LOG) FEDBANDIT_CANARY_REQUIRED=1 \
+		$(BIN)/pytest -q -p no:cacheprovider tests/test_canary.py
+
+book-quick: $(VENV)/.test-installed
+	FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
+
+browser: $(VENV)/.test-installed
+	@if command -v npm >/dev/null; then \
+		mkdir -p $(NPM_DIR) && npm install --silent --no-save --no-audit --no-fund --prefix $(NPM_DIR) mathjax@3; \
+	else echo "npm not found: the browser check cannot serve MathJax locally"; fi
+	FEDBANDIT_BOOK_HTML=$(CURDIR)/$(QUICK_HTML) $(BIN)/pytest -q -rs -m browser -p no:cacheprovider tests/test_browser.py
+
+bench: $(VENV)/.test-installed
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf _build .pytest_cache

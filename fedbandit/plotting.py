@@ -1,0 +1,42 @@
+"""The book's figure style and the one plotting helper every chapter uses."""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import numpy as np
+
+__all__ = ["use_book_style", "band", "mean_and_se"]
+
+BOOK_STYLE = {
+    "figure.figsize": (6.4, 3.8),
+    "figure.dpi": 110,
+    "savefig.dpi": 110,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "font.size": 10,
+}
+
+
+def use_book_style() -> None:
+    """Apply the book's matplotlib style (idempotent)."""
+    mpl.rcParams.update(BOOK_STYLE)
+
+
+def mean_and_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error of the mean along ``axis`` (ddof = 1; 0 for one sample)."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[axis]
+    mean = values.mean(axis=axis)
+    if n < 2:
+        return mean, np.zeros_like(mean)
+    return mean, values.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def band(ax, x, mean, se, *, label=None, color=None, alpha=0.25, **line_kwargs):
+    """Plot ``mean`` with a shaded ±1 standard-error band; returns the line."""
+    (line,) = ax.plot(x, mean, label=label, color=color, **line_kwargs)
+    ax.fill_between(x, np.asarray(mean) - se, np.asarray(mean) + se, color=line.get_color(), alpha=alpha, lw=0)
+    return line

@@ -1,0 +1,182 @@
+"""Browser check of the built book: every page loads in headless Chromium, figures are not
+broken, math renders, internal links resolve, and a screenshot of each page is saved.
+
+Run by ``make test`` after the quick-scale book build (``pytest -m browser``).  The HTML
+folder is ``FEDBANDIT_BOOK_HTML`` (default ``_build/quick/_build/html``).  MathJax is
+served to the page from a local npm copy (``FEDBANDIT_MATHJAX_DIR``), because the pages
+load it from a CDN this machine cannot reach; every other external request is blocked.
+Without Chromium the check is skipped with the reason printed, unless
+``FEDBANDIT_REQUIRE_BROWSER=1`` (set by ``.ci/run``), in which case it fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = Path(os.environ.get("FEDBANDIT_BOOK_HTML", ROOT / "_build" / "quick" / "_build" / "html"))
+REQUIRED = os.environ.get("FEDBANDIT_REQUIRE_BROWSER", "") == "1"
+MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _pages() -> list[Path]:
+    if not HTML.is_dir():
+        return []
+    skip = {"_static", "_sources", "_images"}
+    return sorted(p for p in HTML.rglob("*.html") if not skip & set(p.relative_to(HTML).parts))
+
+
+def _unavailable(reason: str):
+    if REQUIRED:
+        pytest.fail(f"browser check required (FEDBANDIT_REQUIRE_BROWSER=1) but {reason}")
+    print(f"SKIPPED browser check: {reason}")
+    pytest.skip(reason)
+
+
+class _LinkParser(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        if tag == "a" and attrs.get("href"):
+            self.hrefs.append(attrs["href"])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path) -> _LinkParser:
+    parser = _LinkParser()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def _broken_internal_links(page: Path) -> list[str]:
+    broken = []
+    for href in _parse(page).hrefs:
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+            continue
+        target = page if not parts.path else (page.parent / unquote(parts.path)).resolve()
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.exists():
+            broken.append(f"{href} (no file {target.relative_to(HTML.resolve()) if HTML.resolve() in target.parents else target})")
+            continue
+        fragment = unquote(parts.fragment)
+        if fragment and target.suffix == ".html" and fragment not in _parse(target).ids:
+            broken.append(f"{href} (no anchor #{fragment})")
+    return broken
+
+
+@pytest.fixture(scope="module")
+def browser_env():
+    if not _pages():
+        _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        _unavailable("Chromium is not installed (Debian package 'chromium')")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the Python package 'playwright' is not installed")
+    mathjax = Path(os.environ.get("FEDBANDIT_MATHJAX_DIR", ROOT / "_build" / "npm" / "node_modules" / "mathjax"))
+    if not (mathjax / "es5" / "tex-mml-chtml.js").exists():
+        _unavailable(f"no local MathJax at {mathjax} (make test installs it with npm)")
+
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    shots = HTML.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        yield {"browser": browser, "base": base, "mathjax": mathjax, "shots": shots}
+        browser.close()
+    server.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _route(mathjax: Path, base: str):
+    def handle(route):
+        url = route.request.url
+        if url.startswith(MATHJAX_CDN):
+            local = mathjax / urlsplit(url).path.split("/mathjax@3/", 1)[1]
+            if local.is_file():
+                route.fulfill(path=str(local))
+                return
+        if url.startswith(base) or url.startswith("data:"):
+            route.continue_()
+            return
+        route.abort()  # the build machine has no internet; never wait on it
+
+    return handle
+
+
+@pytest.mark.parametrize("page", _pages() or [None], ids=lambda p: str(p.relative_to(HTML)) if p else "no-book")
+def test_page(browser_env, page):
+    rel = page.relative_to(HTML).as_posix()
+    if 'http-equiv="Refresh"' in page.read_text(encoding="utf-8", errors="replace")[:2000]:
+        # a redirect stub (index.html -> the root chapter): its target must exist
+        target = page.read_text(encoding="utf-8").split("url=", 1)[1].split('"', 1)[0]
+        assert (page.parent / target).exists(), f"{rel} redirects to a missing page {target}"
+        return
+    context = browser_env["browser"].new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    js_errors: list[str] = []
+    tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    tab.route("**/*", _route(browser_env["mathjax"], browser_env["base"]))
+    response = tab.goto(browser_env["base"] + rel, wait_until="load")
+    assert response is not None and response.ok, f"{rel} did not load: {response and response.status}"
+
+    n_math = tab.evaluate("document.querySelectorAll('.math').length")
+    if n_math:
+        tab.wait_for_function(
+            "[...document.querySelectorAll('.math')].every(e => e.querySelector('mjx-container'))",
+            timeout=30_000,
+        )
+    broken_images = tab.evaluate(
+        """async () => {
+            const imgs = [...document.images];
+            await Promise.all(imgs.map(i => i.complete ? null :
+                new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); })));
+            return imgs.filter(i => i.naturalWidth === 0).map(i => i.getAttribute('src'));
+        }"""
+    )
+    tab.screenshot(path=str(browser_env["shots"] / (rel.replace("/", "__") + ".png")), full_page=True)
+    context.close()
+
+    assert not broken_images, f"{rel}: broken images {broken_images}"
+    assert not js_errors, f"{rel}: uncaught JavaScript errors {js_errors}"
+    assert not _broken_internal_links(page), f"{rel}: broken internal links {_broken_internal_links(page)}"
