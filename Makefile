@@ -42,7 +42,7 @@ $(VENV)/.test-installed: pyproject.toml | $(PY)
 venv: $(VENV)/.test-installed
 
 book: $(VENV)/.book-installed
-	FEDBANDIT_SCALE=paper $(BIN)/jupyter-book build . -W -n --keep-going
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=paper $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
@@ -55,7 +55,7 @@ unit: $(VENV)/.test-installed
 
 notebooks: $(VENV)/.test-installed
 	mkdir -p _build && rm -f $(SCALE_LOG)
-	FEDBANDIT_SCALE=quick FEDBANDIT_SCALE_LOG=$(CURDIR)/$(SCALE_LOG) \
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick FEDBANDIT_SCALE_LOG=$(CURDIR)/$(SCALE_LOG) \
 		$(BIN)/pytest -n $(JOBS) --dist loadfile --nbval-lax -p no:cacheprovider chapters
 
 canary: $(VENV)/.test-installed
@@ -63,7 +63,7 @@ canary: $(VENV)/.test-installed
 		$(BIN)/pytest -q -p no:cacheprovider tests/test_canary.py
 
 book-quick: $(VENV)/.test-installed
-	FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
 
 browser: $(VENV)/.test-installed
 	@if command -v npm >/dev/null; then \

@@ -1,0 +1,521 @@
+"""Tests of the experiment runner (fedbandit.experiments, issue 2).
+
+Reproducibility across backends (serial, joblib processes, a real Dask LocalCluster on
+loopback), invariance to grid order and sub-grids, the on-disk cache (hits, invalidation,
+corrupt entries, KeyboardInterrupt, a subprocess killed with SIGKILL mid-grid) and
+argument validation.  No test is statistical: every comparison is exact.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedbandit import experiments as ex
+from fedbandit.experiments import config_hash, default_cache_dir, make_rng, run_grid, stack_results
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:  # worker processes inherit sys.path and import the helpers by name
+    sys.path.insert(0, str(TESTS_DIR))
+import _helpers_experiments as hx  # noqa: E402
+
+CONFIGS = hx.GRID_CONFIGS
+N_SEEDS = 3
+
+
+def assert_results_equal(a, b):
+    """Bit-identical grids of logged_draw results (same values, dtypes and shapes)."""
+    assert len(a) == len(b)
+    for row_a, row_b in zip(a, b):
+        assert len(row_a) == len(row_b)
+        for ra, rb in zip(row_a, row_b):
+            assert ra.keys() == rb.keys()
+            for k in ra.keys() - {"pid"}:
+                if isinstance(ra[k], np.ndarray):
+                    assert ra[k].dtype == rb[k].dtype and ra[k].shape == rb[k].shape
+                    assert ra[k].tobytes() == rb[k].tobytes(), k
+                else:
+                    assert ra[k] == rb[k], k
+
+
+@pytest.fixture
+def call_log(tmp_path, monkeypatch):
+    """Path of the call log written by hx.logged_draw (from any process)."""
+    path = tmp_path / "calls.log"
+    monkeypatch.setenv(hx.CALL_LOG_ENV, str(path))
+    monkeypatch.delenv(hx.SLEEP_ENV, raising=False)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in ("FEDBANDIT_BACKEND", "FEDBANDIT_N_JOBS", "FEDBANDIT_DASK_SCHEDULER", "FEDBANDIT_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The grid evaluated serially without cache: the reference every other run must equal."""
+    return run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=False, progress=False)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=50,
+        )
+    yield cluster
+    cluster.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Reproducibility
+# ---------------------------------------------------------------------------------------
+
+
+def test_result_is_func_at_make_rng(reference):
+    for i, config in enumerate(CONFIGS):
+        for s in range(N_SEEDS):
+            assert_results_equal([[reference[i][s]]], [[hx.logged_draw(config, make_rng(config, s))]])
+
+
+def test_streams_are_distinct_across_configs_and_seeds(reference):
+    draws = [r["integers"].tobytes() for row in reference for r in row]
+    assert len(set(draws)) == len(draws)
+
+
+def test_joblib_processes_bit_identical(reference):
+    out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, backend="joblib", n_jobs=2, cache_dir=False, progress=False)
+    assert_results_equal(out, reference)
+    assert os.getpid() not in {r["pid"] for row in out for r in row}  # really in worker processes
+
+
+def test_dask_local_cluster_bit_identical(reference, dask_cluster):
+    """A real LocalCluster (2 worker processes on 127.0.0.1), addressed by its address."""
+    out = run_grid(
+        hx.logged_draw, CONFIGS, N_SEEDS, scheduler=dask_cluster.scheduler_address, cache_dir=False, progress=False
+    )
+    assert_results_equal(out, reference)
+    assert os.getpid() not in {r["pid"] for row in out for r in row}
+
+
+def test_dask_client_object_and_env_address(reference, dask_cluster, monkeypatch, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(dask_cluster, set_as_default=False) as client:
+        out = run_grid(hx.logged_draw, CONFIGS[:2], N_SEEDS, backend="dask", scheduler=client, cache_dir=False, progress=False)
+        assert_results_equal(out, reference[:2])
+        assert client.status == "running"  # a caller's client is left open
+    monkeypatch.setenv("FEDBANDIT_BACKEND", "dask")
+    monkeypatch.setenv("FEDBANDIT_DASK_SCHEDULER", dask_cluster.scheduler_address)
+    out = run_grid(hx.logged_draw, CONFIGS[2:], N_SEEDS, cache_dir=tmp_path, progress=False)
+    assert_results_equal(out, reference[2:])
+
+
+def test_dask_without_scheduler_starts_a_local_cluster(reference):
+    out = run_grid(hx.logged_draw, CONFIGS[:1], 2, backend="dask", n_jobs=1, cache_dir=False, progress=False)
+    assert_results_equal(out, [reference[0][:2]])
+    assert os.getpid() not in {r["pid"] for r in out[0]}
+
+
+def test_grid_order_and_subgrid_invariance(reference):
+    order = [2, 0, 3, 1]
+    out = run_grid(hx.logged_draw, [CONFIGS[i] for i in order], N_SEEDS, cache_dir=False, progress=False)
+    assert_results_equal(out, [reference[i] for i in order])
+    # A single config and a subset of seeds reproduce the corresponding entries.
+    out = run_grid(hx.logged_draw, [CONFIGS[3]], [2, 0], cache_dir=False, progress=False)
+    assert_results_equal(out, [[reference[3][2], reference[3][0]]])
+    # seeds=n is seeds=range(n); numpy ints are accepted.
+    out = run_grid(hx.logged_draw, CONFIGS, np.arange(N_SEEDS), cache_dir=False, progress=False)
+    assert_results_equal(out, reference)
+
+
+def test_config_content_not_form_defines_stream(reference):
+    """Key order and numpy scalars do not change the stream; the value type does."""
+    c = CONFIGS[1]
+    variant = {"n": np.int64(c["n"]), "label": np.str_(c["label"]), "mu": np.float64(c["mu"])}
+    out = run_grid(hx.logged_draw, [variant], N_SEEDS, cache_dir=False, progress=False)
+    assert_results_equal(out, [reference[1]])
+    assert config_hash(variant) == config_hash(c)
+    assert config_hash({"a": 1}) != config_hash({"a": 1.0}) != config_hash({"a": True})
+
+
+def test_base_seed_changes_every_stream(reference):
+    out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=False, progress=False, base_seed=1)
+    for row_a, row_b in zip(out, reference):
+        for a, b in zip(row_a, row_b):
+            assert not np.array_equal(a["integers"], b["integers"])
+
+
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.text(max_size=5)
+)
+json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), json_value, min_size=1, max_size=5), st.integers(0, 2**31))
+def test_hash_and_stream_ignore_key_order(config, seed):
+    reordered = dict(reversed(list(config.items())))
+    assert config_hash(reordered) == config_hash(config)
+    assert make_rng(reordered, seed).integers(2**63) == make_rng(config, seed).integers(2**63)
+
+
+def test_duplicates_run_once_and_func_gets_a_copy(call_log):
+    def mutating(config, rng):
+        config["x"].append(1)  # must not leak to the caller or to the next grid point
+        hx.logged_draw({"mu": 0.0, "n": 2, "label": ""}, rng)
+        return len(config["x"])
+
+    config = {"x": []}
+    out = run_grid(mutating, [config, {"x": []}], [0, 0, 1], cache_dir=False, progress=False)
+    assert out == [[1, 1, 1], [1, 1, 1]]
+    assert config == {"x": []}
+    assert len(hx.read_calls(call_log)) == 2  # two distinct grid points
+
+
+def test_func_errors_name_the_grid_point():
+    def fails_on_two(config, rng):
+        if config["k"] == 2:
+            raise ArithmeticError("bad point")
+        return config["k"]
+
+    with pytest.raises(ArithmeticError, match="bad point") as info:
+        run_grid(fails_on_two, [{"k": 1}, {"k": 2}], 2, cache_dir=False, progress=False)
+    assert any("configs[1]" in note and "seed=0" in note for note in info.value.__notes__)
+
+
+def test_stack_results(reference):
+    arr = stack_results(reference, "normal")
+    assert arr.shape == (len(CONFIGS), N_SEEDS, CONFIGS[0]["n"])
+    assert np.array_equal(arr[2, 1], reference[2][1]["normal"])
+    assert stack_results([[1.0, 2.0], [3.0, 4.0]]).shape == (2, 2)
+    with pytest.raises(ValueError, match="same non-zero number of seeds"):
+        stack_results([[1.0], [1.0, 2.0]])
+    with pytest.raises(ValueError, match="different shapes"):
+        stack_results([[np.zeros(2), np.zeros(3)]])
+
+
+def test_progress_bar(tmp_path, capsys):
+    run_grid(hx.logged_draw, CONFIGS[:2], 2, cache_dir=False, progress=True)
+    assert "4/4" in capsys.readouterr().err
+    run_grid(hx.logged_draw, CONFIGS[:2], 2, cache_dir=False, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------------------
+# Cache
+# ---------------------------------------------------------------------------------------
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.rglob("*.pkl"))
+
+
+def test_cache_second_run_calls_nothing(tmp_path, call_log, reference):
+    first = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=tmp_path / "c", progress=False)
+    n_points = len(CONFIGS) * N_SEEDS
+    assert len(hx.read_calls(call_log)) == n_points
+    assert len(_entries(tmp_path / "c")) == n_points
+    second = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=tmp_path / "c", progress=False)
+    assert len(hx.read_calls(call_log)) == n_points  # zero new calls
+    assert_results_equal(first, reference)
+    assert_results_equal(second, reference)
+    # A reordered grid on the joblib backend is also pure cache hits (computed here, not
+    # in a worker).
+    third = run_grid(hx.logged_draw, CONFIGS[::-1], N_SEEDS, cache_dir=tmp_path / "c", backend="joblib", progress=False)
+    assert {r["pid"] for row in third for r in row} == {os.getpid()}
+    assert_results_equal(third, reference[::-1])
+    # A new configuration or seed computes only the new points.
+    extra = {"mu": 9.0, "n": 5, "label": "new"}
+    run_grid(hx.logged_draw, [*CONFIGS, extra], N_SEEDS + 1, cache_dir=tmp_path / "c", progress=False)
+    assert len(hx.read_calls(call_log)) == (len(CONFIGS) + 1) * (N_SEEDS + 1)
+
+
+def test_cache_key_includes_version_and_base_seed(tmp_path, call_log):
+    kw = dict(cache_dir=tmp_path, progress=False)
+    run_grid(hx.logged_draw, CONFIGS[:2], 2, version="1", **kw)
+    run_grid(hx.logged_draw, CONFIGS[:2], 2, version="1", **kw)
+    assert len(hx.read_calls(call_log)) == 4
+    run_grid(hx.logged_draw, CONFIGS[:2], 2, version="2", **kw)
+    assert len(hx.read_calls(call_log)) == 8
+    run_grid(hx.logged_draw, CONFIGS[:2], 2, version="2", base_seed=5, **kw)
+    assert len(hx.read_calls(call_log)) == 12
+
+
+def test_default_version_follows_the_source(tmp_path, monkeypatch):
+    """version=None: editing the function's source invalidates its entries."""
+    module = tmp_path / "mods" / "exp_source_mod.py"
+    module.parent.mkdir()
+    monkeypatch.syspath_prepend(str(module.parent))
+    counter = tmp_path / "count"
+
+    def write(body):
+        module.write_text(
+            textwrap.dedent(
+                f"""
+                def experiment(config, rng):
+                    with open({str(counter)!r}, "a") as fh:
+                        fh.write("x")
+                    return {body}
+                """
+            )
+        )
+
+    def n_calls():
+        return len(counter.read_text()) if counter.exists() else 0
+
+    write("rng.normal()")
+    mod = importlib.import_module("exp_source_mod")
+    first = run_grid(mod.experiment, [{"a": 1}], 2, cache_dir=tmp_path / "c", progress=False)
+    run_grid(mod.experiment, [{"a": 1}], 2, cache_dir=tmp_path / "c", progress=False)
+    assert n_calls() == 2
+    write("rng.normal() + 1000.0")
+    mod = importlib.reload(mod)
+    second = run_grid(mod.experiment, [{"a": 1}], 2, cache_dir=tmp_path / "c", progress=False)
+    assert n_calls() == 4
+    assert second[0][0] == pytest.approx(first[0][0] + 1000.0)
+
+
+def test_function_without_source_warns(tmp_path):
+    namespace = {}
+    exec("def nosource(config, rng):\n    return rng.random()\n", namespace)
+    with pytest.warns(UserWarning, match="cannot read the source"):
+        run_grid(namespace["nosource"], [{"a": 1}], 1, cache_dir=tmp_path, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no cache, no warning
+        run_grid(namespace["nosource"], [{"a": 1}], 1, cache_dir=False, progress=False)
+
+
+def test_corrupt_entries_are_recomputed_never_loaded(tmp_path, call_log, reference):
+    cache = tmp_path / "c"
+    run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=cache, progress=False)
+    entries = _entries(cache)
+    garbage, truncated, wrong_key, header_only, donor = entries[:5]
+    garbage.write_bytes(os.urandom(200))
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    wrong_key.write_bytes(donor.read_bytes())  # valid checksum, but another grid point
+    header_only.write_bytes(ex._MAGIC)
+    # A leftover temporary file of a killed writer (a truncated pickle) is never read.
+    (garbage.parent / f".{donor.name}.abc123.tmp").write_bytes(pickle.dumps(("x", 1))[:5])
+    n_before = len(hx.read_calls(call_log))
+    with pytest.warns(UserWarning, match="ignoring cache entry") as record:
+        out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=cache, progress=False)
+    assert len([w for w in record if "ignoring cache entry" in str(w.message)]) == 4
+    assert len(hx.read_calls(call_log)) - n_before == 4
+    assert_results_equal(out, reference)
+    # The entries were rewritten: a third run is clean and calls nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=cache, progress=False)
+    assert len(hx.read_calls(call_log)) - n_before == 4
+    assert_results_equal(out, reference)
+
+
+def test_keyboard_interrupt_keeps_finished_entries(tmp_path):
+    calls = []
+    stop_at = {"call": 3}
+
+    def interruptible(config, rng):
+        calls.append(config["k"])
+        if len(calls) == stop_at["call"]:
+            raise KeyboardInterrupt
+        return rng.random()
+
+    configs = [{"k": k} for k in range(5)]
+    with pytest.raises(KeyboardInterrupt):
+        run_grid(interruptible, configs, 1, cache_dir=tmp_path, progress=False)
+    assert calls == [0, 1, 2] and len(_entries(tmp_path)) == 2
+    stop_at["call"] = -1
+    out = run_grid(interruptible, configs, 1, cache_dir=tmp_path, progress=False)
+    assert calls == [0, 1, 2, 2, 3, 4]  # only the unfinished points ran again
+    assert out == run_grid(interruptible, configs, 1, cache_dir=False, progress=False)
+
+
+def test_unpicklable_result(tmp_path):
+    def returns_lambda(config, rng):
+        return lambda: None
+
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        run_grid(returns_lambda, [{"a": 1}], 1, cache_dir=tmp_path, progress=False)
+    assert callable(run_grid(returns_lambda, [{"a": 1}], 1, cache_dir=False, progress=False)[0][0])
+
+
+def test_default_cache_dir(tmp_path, monkeypatch, call_log):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "chapters").mkdir()
+    monkeypatch.chdir(tmp_path / "chapters")  # notebooks execute in their own folder
+    assert default_cache_dir() == tmp_path / "_cache" / "experiments"
+    run_grid(hx.logged_draw, CONFIGS[:1], 2, progress=False)
+    assert len(_entries(tmp_path / "_cache" / "experiments")) == 2
+    monkeypatch.setenv("FEDBANDIT_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert default_cache_dir() == tmp_path / "elsewhere"
+    run_grid(hx.logged_draw, CONFIGS[:1], 2, progress=False)
+    assert len(_entries(tmp_path / "elsewhere")) == 2
+
+
+def test_env_backend_and_n_jobs(monkeypatch, reference):
+    monkeypatch.setenv("FEDBANDIT_BACKEND", "joblib")
+    monkeypatch.setenv("FEDBANDIT_N_JOBS", "2")
+    out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=False, progress=False)
+    assert_results_equal(out, reference)
+    assert os.getpid() not in {r["pid"] for row in out for r in row}
+
+
+# ---------------------------------------------------------------------------------------
+# Kill and resume
+# ---------------------------------------------------------------------------------------
+
+_CHILD = """
+import sys
+sys.path.insert(0, {tests_dir!r})
+import _helpers_experiments as hx
+from fedbandit.experiments import run_grid
+run_grid(hx.logged_draw, hx.GRID_CONFIGS, {n_seeds}, cache_dir={cache!r}, progress=False)
+print("finished")
+"""
+
+
+def test_sigkill_mid_grid_then_resume(tmp_path, monkeypatch, reference):
+    cache = tmp_path / "cache"
+    child_log = tmp_path / "child.log"
+    n_points = len(CONFIGS) * N_SEEDS
+    env = dict(os.environ, OMP_NUM_THREADS="1", **{hx.CALL_LOG_ENV: str(child_log), hx.SLEEP_ENV: "0.25"})
+    code = _CHILD.format(tests_dir=str(TESTS_DIR), n_seeds=N_SEEDS, cache=str(cache))
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_entries(cache)) < 3:
+            assert proc.poll() is None, f"child exited early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "child made no progress"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    finished = {p: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in _entries(cache)}
+    assert 3 <= len(finished) < n_points, "the kill must land mid-grid"
+
+    # Resume in this process, fast, logging calls to a fresh file.
+    parent_log = tmp_path / "parent.log"
+    monkeypatch.setenv(hx.CALL_LOG_ENV, str(parent_log))
+    monkeypatch.setenv(hx.SLEEP_ENV, "0")
+    out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, cache_dir=cache, progress=False)
+
+    # (a) complete and equal to a clean run
+    assert_results_equal(out, reference)
+    assert len(_entries(cache)) == n_points
+    # (b) finished entries were neither recomputed nor rewritten
+    recomputed = hx.read_calls(parent_log)
+    assert len(recomputed) == n_points - len(finished)
+    child_calls = hx.read_calls(child_log)  # serial: grid order, so the first ones finished
+    assert not set(recomputed) & set(child_calls[: len(finished)])
+    for path, (ino, mtime, data) in finished.items():
+        assert (path.stat().st_ino, path.stat().st_mtime_ns, path.read_bytes()) == (ino, mtime, data)
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------
+
+
+def _never_called(config, rng):
+    raise AssertionError("func must not run on invalid input")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"func": 3}, TypeError, "func must be callable"),
+        ({"configs": {"a": 1}}, TypeError, r"configs must be a non-empty sequence.*wrap a single"),
+        ({"configs": []}, ValueError, "configs must be a non-empty"),
+        ({"configs": "abc"}, TypeError, "configs must be"),
+        ({"configs": [{"a": 1}, 2]}, TypeError, r"configs\[1\] must be a dict"),
+        ({"configs": [{"a": object()}]}, TypeError, r"configs\[0\]\['a'\] must be JSON-able"),
+        ({"configs": [{"a": [1, 2j]}]}, TypeError, r"configs\[0\]\['a'\]\[1\] must be JSON-able"),
+        ({"configs": [{1: 2}]}, TypeError, r"configs\[0\] must have str keys"),
+        ({"seeds": 0}, ValueError, r"seeds must be an integer in \[1, inf\]"),
+        ({"seeds": -3}, ValueError, "seeds must be"),
+        ({"seeds": 2.5}, TypeError, "seeds must be"),
+        ({"seeds": True}, TypeError, "seeds must be"),
+        ({"seeds": []}, ValueError, "seeds must be"),
+        ({"seeds": "12"}, TypeError, "seeds must be"),
+        ({"seeds": [0, -1]}, ValueError, r"seeds\[1\] must be an integer in \[0, inf\]"),
+        ({"seeds": [0, 1.5]}, TypeError, r"seeds\[1\] must be an integer"),
+        ({"seeds": np.zeros((2, 2), int)}, ValueError, "seeds must be a 1-d"),
+        ({"backend": "threads"}, ValueError, "backend must be one of"),
+        ({"backend": 1}, TypeError, "backend must be one of"),
+        ({"n_jobs": 0}, ValueError, "n_jobs must be a positive integer or -1"),
+        ({"n_jobs": -2}, ValueError, "n_jobs must be an integer in"),
+        ({"n_jobs": 1.5}, TypeError, "n_jobs must be an integer"),
+        ({"n_jobs": "2"}, TypeError, "n_jobs must be an integer"),
+        ({"backend": "serial", "scheduler": "tcp://127.0.0.1:1"}, ValueError, "scheduler is only used with"),
+        ({"backend": "dask", "scheduler": 3}, TypeError, "scheduler must be"),
+        ({"backend": "dask", "scheduler": " "}, ValueError, "scheduler must be a non-empty"),
+        ({"cache_dir": 3}, TypeError, "cache_dir must be"),
+        ({"cache_dir": ""}, ValueError, "cache_dir must be a non-empty"),
+        ({"version": 1.5}, TypeError, "version must be"),
+        ({"version": True}, TypeError, "version must be"),
+        ({"progress": "yes"}, TypeError, "progress must be a bool"),
+        ({"base_seed": -1}, ValueError, r"base_seed must be an integer in \[0, inf\]"),
+        ({"base_seed": 0.5}, TypeError, "base_seed must be an integer"),
+    ],
+)
+def test_bad_input(kwargs, error, match, tmp_path):
+    args = {"func": _never_called, "configs": [{"a": 1}], "seeds": 2, "cache_dir": tmp_path / "c", "progress": False}
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        run_grid(args.pop("func"), args.pop("configs"), args.pop("seeds"), **args)
+    assert not (tmp_path / "c").exists()  # no work, nothing written
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "match"),
+    [
+        ("FEDBANDIT_BACKEND", "gpu", "FEDBANDIT_BACKEND must be one of"),
+        ("FEDBANDIT_N_JOBS", "many", "FEDBANDIT_N_JOBS must be a positive integer or -1"),
+        ("FEDBANDIT_N_JOBS", "0", "FEDBANDIT_N_JOBS must be a positive integer or -1"),
+    ],
+)
+def test_bad_environment(name, value, match, monkeypatch, tmp_path):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=match):
+        run_grid(_never_called, [{"a": 1}], 1, cache_dir=tmp_path / "c", progress=False)
+    assert not (tmp_path / "c").exists()
+
+
+def test_missing_dask_extra_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # makes `import distributed` fail
+    with pytest.raises(ImportError, match=r"pip install 'fedbandit\[dask\]'"):
+        run_grid(_never_called, [{"a": 1}], 1, backend="dask", cache_dir=tmp_path / "c", progress=False)
+    assert not (tmp_path / "c").exists()
+
+
+def test_make_rng_bad_input():
+    with pytest.raises(TypeError, match="config must be a dict"):
+        make_rng([1], 0)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        make_rng({"a": 1}, -1)
+    with pytest.raises(ValueError, match="base_seed must be an integer"):
+        make_rng({"a": 1}, 0, base_seed=-1)
