@@ -1,14 +1,237 @@
 """Sphinx extension loaded by the book's ``_config.yml`` (``sphinx.extra_extensions``).
 
-It fixes one defect of the Jupyter Book 1 toolchain: sphinx-thebe's configuration
-script (``const THEBE_JS_URL = ...``) is registered twice, with the file name once None and once "", so every page throws
-"Identifier 'THEBE_JS_URL' has already been declared" in the browser.  Identical
-scripts are dropped from each page's script list before it is rendered.
+It does three things for the book:
+
+* ``{reconstruction-list}``: a directive replaced by the list of every
+  "Reconstruction" admonition in the book (MyST ``{admonition}`` with
+  ``:class: reconstruction``), each with a link to it and its reason.  The list is
+  collected from the parsed notebooks at build time, never maintained by hand.
+* ``{execution-status}``: a directive replaced by a table of every executed
+  notebook: its run time, how it was executed (from myst-nb), and the scale it
+  ran at (read from the line ``running at scale: quick|paper`` that every chapter
+  prints from :func:`fedbandit.config.get_scale`).
+* A fix for one defect of the Jupyter Book 1 toolchain: sphinx-thebe's
+  configuration script (``const THEBE_JS_URL = ...``) is registered twice, with
+  the file name once ``None`` and once ``""``, so every page throws "Identifier
+  'THEBE_JS_URL' has already been declared" in the browser.  Identical scripts are
+  dropped from each page's script list before it is rendered.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
+from datetime import datetime
+
+from docutils import nodes
+from sphinx.addnodes import pending_xref
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util.docutils import SphinxDirective
+
 __all__ = ["setup"]
+
+SCALE_PATTERN = re.compile(r"running at scale: (quick|paper)")
+REASON_CHARS = 400
+
+
+class reconstruction_list(nodes.General, nodes.Element):
+    """Placeholder replaced by the list of reconstructions."""
+
+
+class execution_status(nodes.General, nodes.Element):
+    """Placeholder replaced by the execution-status table."""
+
+
+class _PlaceholderDirective(SphinxDirective):
+    node_class: type = nodes.Element
+
+    def run(self):
+        self.env.fedbandit_aggregate_docs = getattr(self.env, "fedbandit_aggregate_docs", set())
+        self.env.fedbandit_aggregate_docs.add(self.env.docname)
+        return [self.node_class("")]
+
+
+class ReconstructionListDirective(_PlaceholderDirective):
+    node_class = reconstruction_list
+
+
+class ExecutionStatusDirective(_PlaceholderDirective):
+    node_class = execution_status
+
+
+def _collect(app, doctree):
+    """Record the document's reconstruction admonitions (giving each an id) and scale."""
+    env = app.env
+    docname = env.docname
+    found = []
+    taken = set(doctree.ids)
+    for node in doctree.findall(nodes.admonition):
+        if "reconstruction" not in node["classes"]:
+            continue
+        title_node = node.next_node(nodes.title)
+        title = title_node.astext() if title_node else "Reconstruction"
+        if not node["ids"]:
+            base = "reconstruction-" + (nodes.make_id(title.removeprefix("Reconstruction")) or "item")
+            ident, n = base, 1
+            while ident in taken:
+                n += 1
+                ident = f"{base}-{n}"
+            node["ids"].append(ident)
+            doctree.ids[ident] = node
+            taken.add(ident)
+        reason = " ".join(p.astext() for p in node.findall(nodes.paragraph) if p is not title_node)
+        reason = re.sub(r"\s+", " ", reason).strip()
+        if len(reason) > REASON_CHARS:
+            reason = reason[:REASON_CHARS].rsplit(" ", 1)[0] + " …"
+        found.append({"id": node["ids"][0], "title": title, "reason": reason})
+    recon = env.__dict__.setdefault("fedbandit_reconstructions", {})
+    recon[docname] = found
+    scale = None
+    for block in doctree.findall(nodes.literal_block):
+        match = SCALE_PATTERN.search(block.astext())
+        if match:
+            scale = match.group(1)
+            break
+    env.__dict__.setdefault("fedbandit_scales", {})[docname] = scale
+
+
+def _purge(app, env, docname):
+    for attr in ("fedbandit_reconstructions", "fedbandit_scales"):
+        getattr(env, attr, {}).pop(docname, None)
+    getattr(env, "fedbandit_aggregate_docs", set()).discard(docname)
+
+
+def _merge(app, env, docnames, other):
+    for attr in ("fedbandit_reconstructions", "fedbandit_scales"):
+        mine = env.__dict__.setdefault(attr, {})
+        for docname in docnames:
+            if docname in getattr(other, attr, {}):
+                mine[docname] = getattr(other, attr)[docname]
+    env.__dict__.setdefault("fedbandit_aggregate_docs", set()).update(
+        getattr(other, "fedbandit_aggregate_docs", set())
+    )
+
+
+def _outdated(app, env):
+    """Pages with an aggregate directive depend on every other page: rewrite them always."""
+    return sorted(getattr(env, "fedbandit_aggregate_docs", set()) & set(env.found_docs))
+
+
+def _doc_link(fromdoc: str, docname: str, anchor: str | None, text: str) -> nodes.Node:
+    if anchor is None:
+        ref = pending_xref(
+            "",
+            refdoc=fromdoc,
+            reftarget="/" + docname,
+            reftype="doc",
+            refdomain="std",
+            refexplicit=True,
+            refwarn=True,
+        )
+        ref += nodes.inline(text=text)
+        return ref
+    return nodes.reference(text, text, internal=True, refuri=_relative_uri(fromdoc, docname) + "#" + anchor)
+
+
+def _relative_uri(fromdoc: str, todoc: str) -> str:
+    return posixpath.relpath(todoc, posixpath.dirname(fromdoc) or ".") + ".html"
+
+
+def _title(env, docname: str) -> str:
+    title = env.titles.get(docname)
+    return title.astext() if title is not None else docname
+
+
+def _ordered_docs(env) -> list[str]:
+    """Documents in table-of-contents order (falling back to name order)."""
+    order = []
+    root = env.config.root_doc
+
+    def walk(doc):
+        if doc in order:
+            return
+        order.append(doc)
+        for child in env.toctree_includes.get(doc, []):
+            walk(child)
+
+    walk(root)
+    return order + sorted(set(env.found_docs) - set(order))
+
+
+class _AggregatesTransform(SphinxPostTransform):
+    default_priority = 8  # before the reference resolvers, so pending_xref nodes resolve
+
+    def run(self, **kwargs):
+        env = self.env
+        for node in list(self.document.findall(reconstruction_list)):
+            node.replace_self(self._reconstructions(env))
+        for node in list(self.document.findall(execution_status)):
+            node.replace_self(self._status(env))
+
+    def _reconstructions(self, env):
+        recon = getattr(env, "fedbandit_reconstructions", {})
+        out = []
+        total = 0
+        for docname in _ordered_docs(env):
+            items = recon.get(docname) or []
+            if not items:
+                continue
+            section_title = nodes.paragraph()
+            section_title += nodes.strong(text=_title(env, docname))
+            section_title += nodes.Text(f" ({len(items)})")
+            out.append(section_title)
+            bullets = nodes.bullet_list()
+            for item in items:
+                para = nodes.paragraph()
+                para += _doc_link(env.docname, docname, item["id"], item["title"])
+                if item["reason"]:
+                    para += nodes.Text(": " + item["reason"])
+                bullets += nodes.list_item("", para)
+                total += 1
+            out.append(bullets)
+        summary = nodes.paragraph(text=f"{total} reconstructions in the book, collected from the chapters at build time.")
+        return [summary] + out
+
+    def _status(self, env):
+        from myst_nb.sphinx_ import NbMetadataCollector
+
+        metadata = NbMetadataCollector.get_doc_data(env)
+        scales = getattr(env, "fedbandit_scales", {})
+        headers = ["Chapter", "Scale", "Run time (s)", "Executed", "Method", "Status"]
+        table = nodes.table(classes=["colwidths-auto"])
+        tgroup = nodes.tgroup(cols=len(headers))
+        table += tgroup
+        for _ in headers:
+            tgroup += nodes.colspec(colwidth=1)
+        thead = nodes.thead()
+        tgroup += thead
+        row = nodes.row()
+        for h in headers:
+            row += nodes.entry("", nodes.paragraph(text=h))
+        thead += row
+        tbody = nodes.tbody()
+        tgroup += tbody
+        for docname in _ordered_docs(env):
+            data = (metadata.get(docname) or {}).get("exec_data")
+            if not data:
+                continue
+            runtime = data.get("runtime")
+            mtime = data.get("mtime")
+            cells = [
+                _doc_link(env.docname, docname, None, _title(env, docname)),
+                nodes.Text(scales.get(docname) or "not reported"),
+                nodes.Text("-" if runtime is None else f"{runtime:.1f}"),
+                nodes.Text(datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M") if mtime else "-"),
+                nodes.Text(str(data.get("method", "-"))),
+                nodes.Text("succeeded" if data.get("succeeded") else "FAILED"),
+            ]
+            row = nodes.row()
+            for cell in cells:
+                para = nodes.paragraph()
+                para += cell
+                row += nodes.entry("", para)
+            tbody += row
+        return [table]
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -28,5 +251,14 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    app.add_node(reconstruction_list)
+    app.add_node(execution_status)
+    app.add_directive("reconstruction-list", ReconstructionListDirective)
+    app.add_directive("execution-status", ExecutionStatusDirective)
+    app.add_post_transform(_AggregatesTransform)
+    app.connect("doctree-read", _collect)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
+    app.connect("env-get-updated", _outdated)
     app.connect("html-page-context", _dedupe_scripts, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
