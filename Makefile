@@ -17,7 +17,7 @@ QUICK_HTML := $(QUICK_DIR)/_build/html
 NPM_DIR := _build/npm
 SCALE_LOG := _build/scale.log
 
-.PHONY: help book test unit notebooks canary book-quick browser bench clean venv
+.PHONY: help book test unit notebooks canary web-assets book-quick browser bench clean venv
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
@@ -62,13 +62,19 @@ canary: $(VENV)/.test-installed
 	FEDBANDIT_SCALE_LOG=$(CURDIR)/$(SCALE_LOG) FEDBANDIT_CANARY_REQUIRED=1 \
 		$(BIN)/pytest -q -p no:cacheprovider tests/test_canary.py
 
-book-quick: $(VENV)/.test-installed
+# MathJax and the ipywidgets manager from the npm registry, so the quick build serves them
+# itself and the browser check needs no internet (the published book uses the CDNs).
+web-assets:
+	@if command -v npm >/dev/null; then \
+		mkdir -p $(NPM_DIR) && npm install --silent --no-save --no-audit --no-fund --prefix $(NPM_DIR) \
+			mathjax@3 requirejs@2 @jupyter-widgets/html-manager@^1.0; \
+	else echo "npm not found: the quick build will load MathJax and widgets from CDNs (browser check skips)"; fi
+
+book-quick: $(VENV)/.test-installed web-assets
+	if [ -d $(NPM_DIR)/node_modules/mathjax ]; then export FEDBANDIT_NPM_MODULES=$(CURDIR)/$(NPM_DIR)/node_modules; fi; \
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
 
 browser: $(VENV)/.test-installed
-	@if command -v npm >/dev/null; then \
-		mkdir -p $(NPM_DIR) && npm install --silent --no-save --no-audit --no-fund --prefix $(NPM_DIR) mathjax@3; \
-	else echo "npm not found: the browser check cannot serve MathJax locally"; fi
 	FEDBANDIT_BOOK_HTML=$(CURDIR)/$(QUICK_HTML) $(BIN)/pytest -q -rs -m browser -p no:cacheprovider tests/test_browser.py
 
 bench: $(VENV)/.test-installed

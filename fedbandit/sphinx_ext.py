@@ -10,6 +10,12 @@ It does three things for the book:
   notebook: its run time, how it was executed (from myst-nb), and the scale it
   ran at (read from the line ``running at scale: quick|paper`` that every chapter
   prints from :func:`fedbandit.config.get_scale`).
+* ``FEDBANDIT_NPM_MODULES``: when this environment variable names a ``node_modules``
+  folder holding ``mathjax`` (v3), ``requirejs`` and ``@jupyter-widgets/html-manager``
+  (``make test`` installs them from the npm registry), the pages load MathJax and the
+  widget manager from the book's own ``_static`` instead of a CDN, so math and saved
+  widget state render on a machine without internet (the browser check).  Unset
+  (``make book``), readers' browsers use the CDNs as usual.
 * A fix for one defect of the Jupyter Book 1 toolchain: sphinx-thebe's
   configuration script (``const THEBE_JS_URL = ...``) is registered twice, with
   the file name once ``None`` and once ``""``, so every page throws "Identifier
@@ -19,9 +25,12 @@ It does three things for the book:
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import shutil
 from datetime import datetime
+from pathlib import Path
 
 from docutils import nodes
 from sphinx.addnodes import pending_xref
@@ -250,7 +259,43 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     context["script_files"] = unique
 
 
+def _local_web_assets(app, config):
+    modules = os.environ.get("FEDBANDIT_NPM_MODULES")
+    if not modules:
+        return
+    modules = Path(modules).resolve()
+    sources = {
+        "mathjax": modules / "mathjax" / "es5",
+        "require.js": modules / "requirejs" / "require.js",
+        "html-manager": modules / "@jupyter-widgets" / "html-manager" / "dist",
+    }
+    missing = [str(p) for p in sources.values() if not p.exists()]
+    if missing:
+        raise ValueError(f"FEDBANDIT_NPM_MODULES={str(modules)!r} lacks {missing} (see the Makefile's web-assets target)")
+    assets = Path(app.doctreedir).parent / "web-assets"
+    static = assets / "static"
+    shutil.rmtree(assets, ignore_errors=True)
+    shutil.copytree(sources["mathjax"], static / "mathjax")
+    shutil.copytree(sources["html-manager"], static / "widgets")
+    shutil.copy2(sources["require.js"], static / "widgets" / "require.js")
+    # The widget bundle asks for its icon fonts relative to the *page*, under
+    # @jupyter-widgets/html-manager/dist/; every page with widgets is in chapters/.
+    fonts = assets / "extra" / "chapters" / "@jupyter-widgets" / "html-manager" / "dist"
+    fonts.mkdir(parents=True)
+    for font in sources["html-manager"].iterdir():
+        if font.suffix in {".woff", ".woff2", ".ttf", ".eot", ".svg"}:
+            shutil.copy2(font, fonts / font.name)
+    config.html_static_path = list(config.html_static_path) + [str(static)]
+    config.html_extra_path = list(config.html_extra_path) + [str(assets / "extra")]
+    config.mathjax_path = "mathjax/tex-mml-chtml.js"
+    config.nb_ipywidgets_js = {
+        "widgets/require.js": {},
+        "widgets/embed-amd.js": {"data-jupyter-widgets-cdn": "https://cdn.jsdelivr.net/npm/"},
+    }
+
+
 def setup(app):
+    app.connect("config-inited", _local_web_assets)
     app.add_node(reconstruction_list)
     app.add_node(execution_status)
     app.add_directive("reconstruction-list", ReconstructionListDirective)

@@ -2,9 +2,12 @@
 broken, math renders, internal links resolve, and a screenshot of each page is saved.
 
 Run by ``make test`` after the quick-scale book build (``pytest -m browser``).  The HTML
-folder is ``FEDBANDIT_BOOK_HTML`` (default ``_build/quick/_build/html``).  MathJax is
-served to the page from a local npm copy (``FEDBANDIT_MATHJAX_DIR``), because the pages
-load it from a CDN this machine cannot reach; every other external request is blocked.
+folder is ``FEDBANDIT_BOOK_HTML`` (default ``_build/quick/_build/html``).  That build is
+pointed at MathJax and the ipywidgets manager installed from the npm registry at test time
+(``FEDBANDIT_NPM_MODULES``, see ``fedbandit.sphinx_ext``), because this machine cannot
+reach the CDNs the published book uses; every external request is blocked, so a page
+that still needs the internet fails here.  Pages with saved widget state must show every
+widget rendered (a slider or other control with its saved value, and its output).
 Without Chromium the check is skipped with the reason printed, unless
 ``FEDBANDIT_REQUIRE_BROWSER=1`` (set by ``.ci/run``), in which case it fails.
 """
@@ -27,7 +30,6 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 HTML = Path(os.environ.get("FEDBANDIT_BOOK_HTML", ROOT / "_build" / "quick" / "_build" / "html"))
 REQUIRED = os.environ.get("FEDBANDIT_REQUIRE_BROWSER", "") == "1"
-MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@3/"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -106,9 +108,8 @@ def browser_env():
         from playwright.sync_api import sync_playwright
     except ImportError:
         _unavailable("the Python package 'playwright' is not installed")
-    mathjax = Path(os.environ.get("FEDBANDIT_MATHJAX_DIR", ROOT / "_build" / "npm" / "node_modules" / "mathjax"))
-    if not (mathjax / "es5" / "tex-mml-chtml.js").exists():
-        _unavailable(f"no local MathJax at {mathjax} (make test installs it with npm)")
+    if not (HTML / "_static" / "mathjax" / "tex-mml-chtml.js").exists():
+        _unavailable(f"the build at {HTML} does not serve MathJax itself (build it with FEDBANDIT_NPM_MODULES set)")
 
     handler = functools.partial(_QuietHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -118,7 +119,7 @@ def browser_env():
     shots.mkdir(exist_ok=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        yield {"browser": browser, "base": base, "mathjax": mathjax, "shots": shots}
+        yield {"browser": browser, "base": base, "shots": shots}
         browser.close()
     server.shutdown()
 
@@ -128,14 +129,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def _route(mathjax: Path, base: str):
+def _route(base: str):
     def handle(route):
         url = route.request.url
-        if url.startswith(MATHJAX_CDN):
-            local = mathjax / urlsplit(url).path.split("/mathjax@3/", 1)[1]
-            if local.is_file():
-                route.fulfill(path=str(local))
-                return
         if url.startswith(base) or url.startswith("data:"):
             route.continue_()
             return
@@ -156,7 +152,7 @@ def test_page(browser_env, page):
     tab = context.new_page()
     js_errors: list[str] = []
     tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
-    tab.route("**/*", _route(browser_env["mathjax"], browser_env["base"]))
+    tab.route("**/*", _route(browser_env["base"]))
     response = tab.goto(browser_env["base"] + rel, wait_until="load")
     assert response is not None and response.ok, f"{rel} did not load: {response and response.status}"
 
@@ -166,6 +162,26 @@ def test_page(browser_env, page):
             "[...document.querySelectorAll('.math')].every(e => e.querySelector('mjx-container'))",
             timeout=30_000,
         )
+    n_views = tab.evaluate("document.querySelectorAll('script[type=\"application/vnd.jupyter.widget-view+json\"]').length")
+    if n_views:
+        # every saved widget view is replaced by a rendered widget tree
+        tab.wait_for_function(
+            "document.querySelectorAll('.widget-subarea').length >= document.querySelectorAll("
+            "'script[type=\"application/vnd.jupyter.widget-view+json\"]').length",
+            timeout=30_000,
+        )
+        controls = tab.evaluate(
+            """() => [...document.querySelectorAll('.widget-subarea')].map(area => ({
+                controls: area.querySelectorAll('.widget-slider, .widget-dropdown, .widget-toggle-buttons, '
+                    + '.widget-radio, .widget-checkbox, .widget-text, .widget-int-text, .widget-float-text, '
+                    + '.widget-button, .widget-select').length,
+                readouts: [...area.querySelectorAll('.widget-readout, select, input')].map(e => e.value ?? e.textContent),
+                outputs: area.querySelectorAll('.widget-output img, .widget-output pre, .widget-output table, .widget-html-content').length,
+            }))"""
+        )
+        for i, widget in enumerate(controls):
+            assert widget["controls"] > 0, f"{rel}: widget view {i} rendered no control: {widget}"
+            assert widget["outputs"] > 0, f"{rel}: widget view {i} shows no saved output: {widget}"
     broken_images = tab.evaluate(
         """async () => {
             const imgs = [...document.images];
