@@ -16,7 +16,9 @@ It does three things for the book:
   widget manager from the book's own ``_static`` instead of a CDN, so math and saved
   widget state render on a machine without internet (the browser check).  Unset
   (``make book``), readers' browsers use the CDNs as usual.
-* A fix for one defect of the Jupyter Book 1 toolchain: sphinx-thebe's
+* Two fixes so that pages load without JavaScript console errors: a default colour
+  mode for the theme (pydata-sphinx-theme complains when it is empty), and for one defect
+  of the Jupyter Book 1 toolchain: sphinx-thebe's
   configuration script (``const THEBE_JS_URL = ...``) is registered twice, with
   the file name once ``None`` and once ``""``, so every page throws "Identifier
   'THEBE_JS_URL' has already been declared" in the browser.  Identical scripts are
@@ -294,7 +296,15 @@ def _local_web_assets(app, config):
     }
 
 
+def _theme_mode(app, config):
+    # pydata-sphinx-theme logs a console error on every page when no default mode is set
+    context = dict(config.html_context or {})
+    context.setdefault("default_mode", "auto")
+    config.html_context = context
+
+
 def setup(app):
+    app.connect("config-inited", _theme_mode)
     app.connect("config-inited", _local_web_assets)
     app.add_node(reconstruction_list)
     app.add_node(execution_status)

@@ -1,5 +1,6 @@
 """Browser check of the built book: every page loads in headless Chromium, figures are not
-broken, math renders, internal links resolve, and a screenshot of each page is saved.
+broken, math renders, widgets render, no JavaScript error is logged, no request fails
+(every resource must be served by the book itself), internal links resolve, and a screenshot of each page is saved.
 
 Run by ``make test`` after the quick-scale book build (``pytest -m browser``).  The HTML
 folder is ``FEDBANDIT_BOOK_HTML`` (default ``_build/quick/_build/html``).  That build is
@@ -152,6 +153,8 @@ def test_page(browser_env, page):
     tab = context.new_page()
     js_errors: list[str] = []
     tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    tab.on("console", lambda msg: js_errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    tab.on("requestfailed", lambda req: js_errors.append(f"request failed: {req.url}"))
     tab.route("**/*", _route(browser_env["base"]))
     response = tab.goto(browser_env["base"] + rel, wait_until="load")
     assert response is not None and response.ok, f"{rel} did not load: {response and response.status}"
@@ -194,5 +197,5 @@ def test_page(browser_env, page):
     context.close()
 
     assert not broken_images, f"{rel}: broken images {broken_images}"
-    assert not js_errors, f"{rel}: uncaught JavaScript errors {js_errors}"
+    assert not js_errors, f"{rel}: JavaScript errors or failed requests {js_errors}"
     assert not _broken_internal_links(page), f"{rel}: broken internal links {_broken_internal_links(page)}"
