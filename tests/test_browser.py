@@ -199,3 +199,21 @@ def test_page(browser_env, page):
     assert not broken_images, f"{rel}: broken images {broken_images}"
     assert not js_errors, f"{rel}: JavaScript errors or failed requests {js_errors}"
     assert not _broken_internal_links(page), f"{rel}: broken internal links {_broken_internal_links(page)}"
+
+
+def test_search_finds_a_chapter_term(browser_env):
+    """The search page finds a term that occurs in the introduction chapter."""
+    term = "popcount"
+    intro = HTML / "chapters" / "intro.html"
+    assert term in intro.read_text(encoding="utf-8"), f"{term!r} no longer occurs in the introduction"
+    context = browser_env["browser"].new_context()
+    tab = context.new_page()
+    tab.route("**/*", _route(browser_env["base"]))
+    tab.goto(browser_env["base"] + f"search.html?q={term}", wait_until="load")
+    tab.wait_for_function(
+        "document.querySelectorAll('#search-results li a, ul.search li a').length > 0", timeout=30_000
+    )
+    hrefs = tab.evaluate("[...document.querySelectorAll('#search-results li a, ul.search li a')].map(a => a.getAttribute('href'))")
+    tab.screenshot(path=str(browser_env["shots"] / "search-results.png"), full_page=True)
+    context.close()
+    assert any("chapters/intro" in h for h in hrefs), hrefs
