@@ -1,0 +1,202 @@
+r"""Flattening transforms for the distributed discrete Gaussian [KLS21]_, Section 4.2.
+
+Before rounding and modular reduction each client multiplies its vector by a shared
+random unitary matrix :math:`U`, and the server multiplies the decoded sum by
+:math:`U^{-1} = U^\top`.  A good :math:`U` spreads any vector evenly over the
+coordinates, so that no coordinate of the aggregate is large enough to wrap around
+modulo :math:`m`.  Two constructions of the paper are provided:
+
+* :class:`HadamardFlattener`: :math:`U = H D / \sqrt{d'}` with :math:`D` a diagonal of
+  i.i.d. random signs and :math:`H` the Walsh–Hadamard matrix of size :math:`d' = 2^k`
+  (the input is zero-padded to the next power of two).  Subgaussian flatness constant
+  :math:`\rho = 1` ([KLS21]_ Lemma 29); the product costs :math:`O(d\log d)` with the
+  fast Walsh–Hadamard transform :func:`fwht`.
+* :class:`DFTFlattener`: pairs of real coordinates become one complex number, each is
+  multiplied by a random phase in :math:`\{1, i, -1, -i\}` and the unitary discrete
+  Fourier transform is applied; only one zero of padding is ever needed (even length),
+  also :math:`\rho = 1` ([KLS21]_ Section 4.2).
+
+The random signs/phases are *shared public randomness*: privacy does not depend on
+them being secret ([KLS21]_ Section 4.2), so they are drawn from a seed known to the
+server and all clients.
+
+References
+----------
+.. [KLS21] P. Kairouz, Z. Liu and T. Steinke, "The distributed discrete Gaussian
+   mechanism for federated learning with secure aggregation", ICML 2021.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_choice, check_positive_int, check_rng
+
+__all__ = ["fwht", "next_power_of_two", "HadamardFlattener", "DFTFlattener", "make_flattener"]
+
+
+def next_power_of_two(d: int) -> int:
+    """Smallest power of two >= ``d``."""
+    d = check_positive_int("d", d)
+    return 1 << (d - 1).bit_length()
+
+
+_BLOCK_LOG2 = 5  # dense Hadamard blocks of size 32: small GEMMs beat 5 butterfly passes
+
+
+def _hadamard_dense(k: int) -> np.ndarray:
+    h = np.ones((1, 1))
+    for _ in range(k):
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+_DENSE = {k: _hadamard_dense(k) for k in range(_BLOCK_LOG2 + 1)}
+
+
+def fwht(x, *, normalize: bool = True) -> np.ndarray:
+    r"""Fast Walsh–Hadamard transform along the last axis (length a power of two).
+
+    Computes :math:`H_{d} x` for the Sylvester–Hadamard matrix
+    :math:`H_{2d} = \begin{pmatrix} H_d & H_d \\ H_d & -H_d\end{pmatrix}`
+    ([KLS21]_ Eq. 53), divided by :math:`\sqrt d` when ``normalize`` (then the transform is
+    orthogonal and its own inverse).  Uses the Kronecker factorisation
+    :math:`H_{2^k} = H_{2^{k_1}} \otimes \cdots \otimes H_{2^{k_j}}` with blocks of at most
+    :math:`2^5`: each factor is a small dense matrix product along one axis of the reshaped
+    array, :math:`O(d \log d)` operations in total, vectorized over leading axes.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., d)
+        ``d`` must be a power of two.
+    normalize : bool, default True
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        raise ValueError("x must have at least one axis")
+    d = x.shape[-1]
+    if d < 1 or d & (d - 1):
+        raise ValueError(f"the last axis of x must have a power-of-two length, got {d}")
+    k = d.bit_length() - 1
+    lead = x.shape[:-1]
+    blocks = []
+    rest = k
+    while rest > 0:
+        b = min(_BLOCK_LOG2, rest)
+        blocks.append(b)
+        rest -= b
+    if not blocks:
+        return x.copy()
+    # x viewed as (N, 2^b1, ..., 2^bj); H acts on each of these axes independently.  For
+    # the axis of size B with A elements before it and C after, (B, B) @ (A, B, C) is a
+    # broadcast matrix product on contiguous memory (no transposes).
+    n_lead = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    y = x.reshape(n_lead, d)
+    before = n_lead
+    after = d
+    for b in blocks:
+        size = 1 << b
+        after //= size
+        h = _DENSE[b]
+        if after == 1:  # last factor: one GEMM (rows) @ H (H is symmetric)
+            y = (y.reshape(-1, size) @ h).reshape(n_lead, d)
+        elif before == 1:  # first factor with no batch axes: one GEMM H @ (cols)
+            y = (h @ y.reshape(size, after)).reshape(n_lead, d)
+        else:
+            y = (h @ y.reshape(before, size, after)).reshape(n_lead, d)
+        before *= size
+    y = y.reshape(x.shape)
+    if normalize:
+        y *= 1.0 / np.sqrt(d)
+    return y
+
+
+class HadamardFlattener:
+    r"""Randomized Hadamard rotation :math:`U x = H D \,\mathrm{pad}(x) / \sqrt{d'}` ([KLS21]_ Sec. 4.2).
+
+    Parameters
+    ----------
+    d : int
+        Input dimension; the output dimension is ``d_out = next_power_of_two(d)``.
+    rng : numpy.random.Generator or int
+        Shared public randomness for the signs (an int seed is convenient: the
+        server and the clients build the same flattener from it).
+    """
+
+    kind = "hadamard"
+    rho = 1.0  # subgaussian flatness constant (Lemma 29)
+
+    def __init__(self, d: int, rng):
+        self.d = check_positive_int("d", d)
+        self.d_out = next_power_of_two(self.d)
+        rng = check_rng(rng)
+        self.signs = rng.choice(np.array([-1.0, 1.0]), size=self.d_out)
+
+    def _check(self, x, dim, name):
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 0 or x.shape[-1] != dim:
+            raise ValueError(f"{name} must have last axis of length {dim}, got shape {x.shape}")
+        return x
+
+    def flatten(self, x) -> np.ndarray:
+        """Map ``x`` of shape (..., d) to ``U x`` of shape (..., d_out)."""
+        x = self._check(x, self.d, "x")
+        pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
+        pad[..., : self.d] = x
+        pad *= self.signs
+        return fwht(pad)
+
+    def unflatten(self, y) -> np.ndarray:
+        """Map ``y`` of shape (..., d_out) to ``U^T y`` truncated to shape (..., d)."""
+        y = self._check(y, self.d_out, "y")
+        z = fwht(y)
+        z *= self.signs
+        return z[..., : self.d]
+
+
+class DFTFlattener:
+    r"""Random-phase unitary DFT flattening ([KLS21]_ Sec. 4.2, Eq. 56-57).
+
+    Real coordinates ``(x_{2j}, x_{2j+1})`` form the complex number
+    :math:`x_{2j} + i x_{2j+1}`; each is multiplied by a uniformly random phase
+    :math:`e^{i\theta_j}`, :math:`\theta_j \in \{0, \pi/2, \pi, 3\pi/2\}`, and the unitary DFT
+    (``norm="ortho"``) is applied; real and imaginary parts of the result are the
+    ``d_out = d + (d mod 2)`` output coordinates.  The map is real-linear and orthogonal.
+    """
+
+    kind = "dft"
+    rho = 1.0
+
+    def __init__(self, d: int, rng):
+        self.d = check_positive_int("d", d)
+        self.d_out = self.d + (self.d % 2)
+        rng = check_rng(rng)
+        self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=self.d_out // 2)]
+
+    _check = HadamardFlattener._check
+
+    def flatten(self, x) -> np.ndarray:
+        x = self._check(x, self.d, "x")
+        pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
+        pad[..., : self.d] = x
+        z = (pad[..., 0::2] + 1j * pad[..., 1::2]) * self.phases
+        f = np.fft.fft(z, axis=-1, norm="ortho")
+        out = np.empty_like(pad)
+        out[..., 0::2] = f.real
+        out[..., 1::2] = f.imag
+        return out
+
+    def unflatten(self, y) -> np.ndarray:
+        y = self._check(y, self.d_out, "y")
+        z = y[..., 0::2] + 1j * y[..., 1::2]
+        f = np.fft.ifft(z, axis=-1, norm="ortho") * np.conj(self.phases)
+        out = np.empty(y.shape, dtype=np.float64)
+        out[..., 0::2] = f.real
+        out[..., 1::2] = f.imag
+        return out[..., : self.d]
+
+
+def make_flattener(d: int, rng, kind: str = "hadamard"):
+    """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``)."""
+    check_choice("kind", kind, ("hadamard", "dft"))
+    return HadamardFlattener(d, rng) if kind == "hadamard" else DFTFlattener(d, rng)
