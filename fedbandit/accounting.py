@@ -213,7 +213,9 @@ def advanced_composition(
     delta = check_nonnegative_float("delta", delta)
     k = check_positive_int("k", k)
     delta_prime = check_delta(delta_prime, "delta_prime")
-    eps_total = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * math.expm1(epsilon)
+    # e^ε − 1 overflows a float for ε ≳ 709: the composed ε is then infinite, not an error
+    growth = math.expm1(epsilon) if epsilon < 700.0 else math.inf
+    eps_total = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * growth
     return eps_total, k * delta + delta_prime
 
 

@@ -98,6 +98,12 @@ def test_advanced_composition_and_split():
     assert acc.split_budget_advanced(1.0, 1e-5, 5000)[0] > 1.0 / 5000
 
 
+def test_advanced_composition_of_huge_epsilon_is_infinite():
+    assert acc.advanced_composition(800.0, 0.0, 3, 1e-6)[0] == math.inf
+    e0, _ = acc.split_budget_advanced(5000.0, 1e-5, 3)
+    assert e0 == pytest.approx(5000.0 / 3)  # basic composition wins there
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
