@@ -1,0 +1,159 @@
+"""Speed and memory of fixed-batch federated LinUCB (fedbandit.learners.fixed_batch).
+
+* ``paper_six_configs_wall`` and ``paper_six_configs_cpu``: the six synthetic paper-scale configurations of Zhou &
+  Chowdhury's Fig. 2a/2b (M = 100, T = 10⁴, K = 100, d = 10, B = 25, 25 runs each;
+  :func:`~fedbandit.learners.fixed_batch.paper_synthetic_configs`), run through
+  :func:`fedbandit.experiments.run_grid` on 2 worker processes (no cache): total wall time
+  (target ≤ 600 s on 2 cores) and, as peak memory, the sum of the workers' peak resident
+  sets (target < 4 GB); the CPU row is the sum of the configurations' CPU times, which does
+  not depend on other load on the machine.  One row per configuration gives its own time.
+* ``vectorized_agent_rounds_per_s`` vs ``reference_agent_rounds_per_s``: agent-rounds per
+  second of the vectorized learner (25 runs side by side, 400 rounds) and of the plain
+  reference loop (``tests/reference_fixed_batch.py``, 1 run, 50 rounds) on the same
+  configuration (M = 100, K = 100, d = 10, B = 25, silo-level LDP ε = 0.2, δ = 0.1), and
+  their ratio (aim: ≥ 50).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from fedbandit.envs import SyntheticLinearEnv  # noqa: E402
+from fedbandit.experiments import run_grid  # noqa: E402
+from fedbandit.learners.fixed_batch import (  # noqa: E402
+    FixedBatchFedLinUCB,
+    paper_synthetic_configs,
+    run_experiment,
+)
+from fedbandit.protocols import SiloLDPProtocol  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from reference_fixed_batch import reference_run  # noqa: E402
+
+from _measure import max_rss_mb  # noqa: E402
+
+
+def _label(c: dict) -> str:
+    return f"{c['protocol']}_eps{c['epsilon']:g}_delta{c['delta']:g}"
+
+
+def _speed_rows() -> list[dict]:
+    M, K, d, B = 100, 100, 10, 25
+    rows = []
+    T_vec, R_vec = 400, 25
+    env = SyntheticLinearEnv(M, K, d, n_runs=R_vec, seed=0)
+    learner = FixedBatchFedLinUCB(SiloLDPProtocol(0.2, 0.1), horizon=T_vec, batch_size=B, n_agents=M, dim=d)
+    learner.run(SyntheticLinearEnv(M, K, d, n_runs=R_vec, seed=1), np.random.default_rng(1))  # warm-up
+    start = time.perf_counter()
+    learner.run(env, np.random.default_rng(0))
+    vec = R_vec * M * T_vec / (time.perf_counter() - start)
+    rows.append(
+        {
+            "name": "vectorized_agent_rounds_per_s",
+            "value": vec,
+            "unit": "agent-rounds/s",
+            "peak_mem_mb": max_rss_mb(),
+            "notes": f"M={M}, K={K}, d={d}, B={B}, LDP eps=0.2, {R_vec} runs x {T_vec} rounds, shared contexts",
+        }
+    )
+    T_ref = 50
+    env1 = SyntheticLinearEnv(M, K, d, n_runs=1, seed=0)
+    ref_learner = FixedBatchFedLinUCB(SiloLDPProtocol(0.2, 0.1), horizon=T_ref, batch_size=B, n_agents=M, dim=d)
+    start = time.perf_counter()
+    reference_run(
+        env1,
+        np.random.default_rng(0),
+        horizon=T_ref,
+        batch_size=B,
+        lam=ref_learner.lam,
+        beta=ref_learner.beta,
+        kind="gaussian_tree",
+        sigma0=ref_learner.protocol.sigma0,
+    )
+    ref = M * T_ref / (time.perf_counter() - start)
+    rows.append(
+        {
+            "name": "reference_agent_rounds_per_s",
+            "value": ref,
+            "unit": "agent-rounds/s",
+            "peak_mem_mb": max_rss_mb(),
+            "notes": f"plain loop (tests/reference_fixed_batch.py), 1 run x {T_ref} rounds, same configuration",
+        }
+    )
+    rows.append(
+        {
+            "name": "vectorized_over_reference_ratio",
+            "value": vec / ref,
+            "unit": "x",
+            "peak_mem_mb": max_rss_mb(),
+            "notes": "aim >= 50",
+        }
+    )
+    return rows
+
+
+def _paper_rows() -> list[dict]:
+    configs = paper_synthetic_configs()
+    start = time.perf_counter()
+    results = run_grid(run_experiment, configs, seeds=1, cache_dir=False, backend="joblib", n_jobs=2, progress=False)
+    wall = time.perf_counter() - start
+    rows = []
+    peaks = {}
+    cpu_total = 0.0
+    for c, (r,) in zip(configs, results):
+        cpu_total += r["cpu_seconds"]
+        rows.append(
+            {
+                "name": f"paper_{_label(c)}",
+                "value": r["seconds"],
+                "unit": "s",
+                "peak_mem_mb": r["peak_rss_mb"],
+                "notes": (
+                    f"CPU {r['cpu_seconds']:.0f} s; final time-average regret {r['avg_regret'][:, -1].mean():.3f}; "
+                    f"accounting {r['accounting']['status']}"
+                ),
+            }
+        )
+        peaks[round(r["peak_rss_mb"], 3)] = r["peak_rss_mb"]
+    # Two worker processes: the sum of the two largest peaks bounds the total resident memory.
+    total_peak = sum(sorted(peaks.values())[-2:]) + max_rss_mb()
+    rows.insert(
+        0,
+        {
+            "name": "paper_six_configs_cpu",
+            "value": cpu_total,
+            "unit": "s",
+            "peak_mem_mb": total_peak,
+            "notes": "sum of the six configurations' CPU times; /2 = wall time on 2 otherwise idle cores",
+        },
+    )
+    rows.insert(
+        0,
+        {
+            "name": "paper_six_configs_wall",
+            "value": wall,
+            "unit": "s",
+            "peak_mem_mb": total_peak,
+            "notes": "6 synthetic paper-scale configs (25 runs each), joblib 2 workers; target <= 600 s, < 4096 MB",
+        },
+    )
+    return rows
+
+
+def benchmarks() -> list[dict]:
+    return _speed_rows() + _paper_rows()
+
+
+if __name__ == "__main__":
+    only_speed = "--speed" in sys.argv
+    rows = _speed_rows() if only_speed else benchmarks()
+    for row in rows:
+        print(f"{row['name']:45s} {row['value']:14,.2f} {row['unit']:16s} peak {row['peak_mem_mb']:8.1f} MB  ({row['notes']})")

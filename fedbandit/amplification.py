@@ -1,0 +1,307 @@
+"""Privacy amplification by shuffling.
+
+Two families of results are used by the shuffle protocols of :mod:`fedbandit.protocols`:
+
+* **Feldman, McMillan & Talwar (2022), "Hiding among the clones"** (FMT22): n users each
+  apply an ε₀-LDP randomizer to their *single* record; a uniformly random shuffle of the n
+  outputs is (ε, δ)-DP for much smaller ε.
+
+  - :func:`fmt22_closed_form_epsilon` -- the closed form [recalled]
+    ε = ln(1 + (1 − e^{−ε₀})/(1 + e^{−ε₀−e'}) · (a + c)), a = 8 sqrt(e^{ε₀} ln(4/δ)/n),
+    c = 8 e^{ε₀}/n, e' = ln(1 + a + c); valid only if ε₀ < ln(n / (16 ln(4/δ)))
+    (:func:`fmt22_closed_form_validity`).
+  - :func:`fmt22_numerical_delta` / :func:`fmt22_numerical_epsilon` -- the tighter
+    numerical bound: FMT22 reduce the shuffled output to a post-processing of the pair
+    P = (A + Δ, C − A + 1 − Δ), Q = (A + 1 − Δ, C − A + Δ) with C ~ Bin(n − 1, e^{−ε₀}),
+    A ~ Bin(C, 1/2), Δ ~ Bern(e^{ε₀}/(e^{ε₀} + 1)) [recalled]; δ(ε) is the hockey-stick
+    divergence of P and Q, computed here exactly, and ε the smallest value with
+    δ(ε) ≤ δ.  No validity condition beyond ε₀-LDP.
+  - :func:`fmt22_approx_dp` -- (ε₀, δ₀)-LDP randomizers: the shuffled output is
+    (ε, δ + (e^ε + 1)(1 + e^{−ε₀}/2) n δ₀)-DP [recalled].
+
+* **Zhou & Chowdhury (2023), Appendix E**: a new amplification lemma for Gaussian
+  mechanisms run by M agents on local datasets of size n > 1 (FMT22 applies only to
+  n = 1).  Its statement is not in the available text; :func:`zc_amplification_sigma0`
+  implements the noise level as recalled [recalled]
+  σ₀² = κ log(1/δ) log(κ/(δT)) log(Mκ/δ) / (ε² M), and, by default, as the authors'
+  code computes it [authors' code], σ₀ = sqrt(κ log(1/δ) log(1 + κ/(Tδ)) log(Mκ/δ))
+  / (ε sqrt M).  Its validity region (:func:`zc_amplification_validity`): "small ε and M
+  large relative to log(1/δ)" [recalled], made concrete by the book as ε ≤ 1 and
+  M ≥ 16 ln(4/δ) [derived: the FMT22 clone argument the lemma extends needs
+  ln(n / (16 ln(4/δ))) > 0, i.e. n > 16 ln(4/δ), whatever ε₀].  Outside the region the
+  functions raise :class:`AmplificationValidityError` unless ``force=True``, in which
+  case they warn with :class:`AmplificationValidityWarning`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from ._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_nonnegative_float,
+    check_positive_int,
+)
+from .mechanisms.tree import tree_depth
+
+__all__ = [
+    "AmplificationValidityError",
+    "AmplificationValidityWarning",
+    "Condition",
+    "fmt22_closed_form_validity",
+    "fmt22_closed_form_epsilon",
+    "fmt22_numerical_delta",
+    "fmt22_numerical_epsilon",
+    "fmt22_approx_dp",
+    "zc_amplification_validity",
+    "zc_amplification_sigma0",
+]
+
+
+class AmplificationValidityError(ValueError):
+    """An amplification bound was requested outside its validity region."""
+
+
+class AmplificationValidityWarning(UserWarning):
+    """An amplification bound was forced outside its validity region."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One validity condition: its statement, the values compared, and whether it holds."""
+
+    statement: str
+    holds: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{'OK ' if self.holds else 'FAILS'} {self.statement} ({self.detail})"
+
+
+def _enforce(conditions, what: str, force: bool) -> None:
+    failed = [c for c in conditions if not c.holds]
+    if not failed:
+        return
+    msg = f"{what} is outside its validity region: " + "; ".join(f"{c.statement} fails ({c.detail})" for c in failed)
+    if not force:
+        raise AmplificationValidityError(msg + ". Pass force=True to use it anyway (a warning is emitted).")
+    warnings.warn(msg + " (forced).", AmplificationValidityWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------------
+# Feldman, McMillan & Talwar (2022)
+# ---------------------------------------------------------------------------------
+
+
+def fmt22_closed_form_validity(epsilon0: float, n: int, delta: float) -> list[Condition]:
+    """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) [recalled]."""
+    epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
+    n = check_positive_int("n", n)
+    delta = check_delta(delta)
+    ratio = n / (16.0 * math.log(4.0 / delta))
+    bound = math.log(ratio)
+    return [
+        Condition(
+            "ε₀ < ln(n / (16 ln(4/δ)))",
+            epsilon0 < bound,
+            f"ε₀={epsilon0:.4g}, ln(n/(16 ln(4/δ)))={bound:.4g} at n={n}, δ={delta:.3g}",
+        )
+    ]
+
+
+def fmt22_closed_form_epsilon(epsilon0: float, n: int, delta: float, *, force: bool = False) -> float:
+    """FMT22 closed-form amplification bound [recalled].
+
+    ε = ln(1 + (1 − e^{−ε₀})/(1 + e^{−ε₀−e'}) · (a + c)) with a = 8 sqrt(e^{ε₀} ln(4/δ)/n),
+    c = 8 e^{ε₀}/n and e' = ln(1 + a + c).
+
+    Raises
+    ------
+    AmplificationValidityError
+        If ε₀ ≥ ln(n / (16 ln(4/δ))) and ``force`` is False.
+    """
+    conds = fmt22_closed_form_validity(epsilon0, n, delta)
+    _enforce(conds, "The FMT22 closed-form bound", force)
+    a = 8.0 * math.sqrt(math.exp(epsilon0) * math.log(4.0 / delta) / n)
+    c = 8.0 * math.exp(epsilon0) / n
+    e_prime = math.log1p(a + c)
+    return math.log1p((-math.expm1(-epsilon0)) / (1.0 + math.exp(-epsilon0 - e_prime)) * (a + c))
+
+
+def _binom_half_pmf(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Bin(c, 1/2) pmf at a (0 outside 0..c), broadcasting."""
+    c = np.asarray(c, dtype=float)
+    a = np.asarray(a, dtype=float)
+    ok = (a >= 0) & (a <= c)
+    aa = np.where(ok, a, 0.0)
+    logp = special.gammaln(c + 1) - special.gammaln(aa + 1) - special.gammaln(c - aa + 1) - c * math.log(2.0)
+    return np.where(ok, np.exp(logp), 0.0)
+
+
+def fmt22_numerical_delta(epsilon: float, epsilon0: float, n: int, *, tail: float = 1e-14) -> float:
+    """δ(ε) of n shuffled ε₀-LDP reports, by the FMT22 reduction (exact hockey-stick divergence).
+
+    δ(ε) = Σ_c Pr[C = c] Σ_a max(0, P(a | c) − e^ε Q(a | c)) with C ~ Bin(n − 1, e^{−ε₀}),
+    P(a | c) = p B_c(a − 1) + (1 − p) B_c(a), Q(a | c) = (1 − p) B_c(a − 1) + p B_c(a),
+    p = e^{ε₀}/(e^{ε₀} + 1) and B_c the Bin(c, 1/2) pmf.  (By the symmetry a ↔ c + 1 − a
+    the two directions of the divergence coincide.)  Values of c whose total probability
+    is below ``tail`` are skipped and that mass is added to δ, so the result stays an
+    upper bound.
+    """
+    epsilon = check_nonnegative_float("epsilon", epsilon)
+    epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
+    n = check_positive_int("n", n)
+    if n == 1:
+        # No one to hide among: δ(ε) of the ε₀-LDP randomizer itself (two-point worst case).
+        p = 1.0 / (1.0 + math.exp(-epsilon0))
+        return max(0.0, p - math.exp(epsilon) * (1.0 - p))
+    q = math.exp(-epsilon0)
+    dist = stats.binom(n - 1, q)
+    lo = int(dist.ppf(tail / 2)) if tail > 0 else 0
+    hi = int(dist.isf(tail / 2)) if tail > 0 else n - 1
+    lo, hi = max(0, lo), min(n - 1, hi)
+    cs = np.arange(lo, hi + 1)
+    weights = dist.pmf(cs)
+    skipped = max(0.0, 1.0 - float(weights.sum()))
+    p = 1.0 / (1.0 + q)  # e^{ε₀}/(e^{ε₀} + 1)
+    e = math.exp(epsilon)
+    # Only a window of a around c/2 matters: Bin(c, 1/2) has standard deviation sqrt(c)/2,
+    # and 20 of them leave a tail far below any δ of interest.  The P-mass outside the
+    # window is added to δ, so truncation can only make the bound larger.
+    width = int(math.ceil(10.0 * math.sqrt(hi + 1))) + 3
+    offsets = np.arange(-width, width + 2, dtype=float)[None, :]
+    total = 0.0
+    chunk = max(1, 2_000_000 // offsets.size)
+    for s in range(0, cs.size, chunk):
+        c = cs[s : s + chunk, None].astype(float)
+        a = np.floor(c / 2.0) + offsets
+        b_am1 = _binom_half_pmf(c, a - 1)
+        b_a = _binom_half_pmf(c, a)
+        P = p * b_am1 + (1 - p) * b_a
+        Q = (1 - p) * b_am1 + p * b_a
+        inside = np.maximum(0.0, P - e * Q).sum(axis=1) + np.maximum(0.0, 1.0 - P.sum(axis=1))
+        total += float(np.sum(weights[s : s + chunk] * inside))
+    return min(1.0, total + skipped)
+
+
+def fmt22_numerical_epsilon(epsilon0: float, n: int, delta: float, *, tol: float = 1e-7) -> float:
+    """Smallest ε with :func:`fmt22_numerical_delta` (ε, ε₀, n) ≤ δ, by bisection on [0, ε₀].
+
+    Always valid for ε₀-LDP randomizers on single records; never larger than ε₀.
+    """
+    epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
+    n = check_positive_int("n", n)
+    delta = check_delta(delta)
+    if epsilon0 == 0.0 or fmt22_numerical_delta(0.0, epsilon0, n) <= delta:
+        return 0.0
+    lo, hi = 0.0, epsilon0
+    while hi - lo > tol * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if fmt22_numerical_delta(mid, epsilon0, n) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def fmt22_approx_dp(
+    epsilon0: float, delta0: float, n: int, delta: float, *, method: str = "numerical", force: bool = False
+) -> tuple[float, float]:
+    """Shuffling n (ε₀, δ₀)-LDP reports: (ε, δ + (e^ε + 1)(1 + e^{−ε₀}/2) n δ₀) [recalled].
+
+    ``method`` chooses the ε(ε₀, n, δ) of the pure part: ``"numerical"`` or
+    ``"closed_form"`` (which has a validity condition, see
+    :func:`fmt22_closed_form_epsilon`).
+    """
+    delta0 = check_nonnegative_float("delta0", delta0)
+    check_choice("method", method, ("numerical", "closed_form"))
+    if method == "numerical":
+        eps = fmt22_numerical_epsilon(epsilon0, n, delta)
+    else:
+        eps = fmt22_closed_form_epsilon(epsilon0, n, delta, force=force)
+    return eps, delta + (math.exp(eps) + 1.0) * (1.0 + math.exp(-epsilon0) / 2.0) * n * delta0
+
+
+# ---------------------------------------------------------------------------------
+# Zhou & Chowdhury (2023), Appendix E: Gaussian mechanisms on local datasets of size n > 1
+# ---------------------------------------------------------------------------------
+
+ZC_VARIANTS = ("authors", "recalled")
+
+
+def zc_amplification_validity(
+    epsilon: float, delta: float, n_agents: int, n_batches: int, horizon: int, variant: str = "authors"
+) -> list[Condition]:
+    """Validity conditions of the Zhou–Chowdhury Gaussian amplification lemma.
+
+    * ε ≤ 1 -- "small ε" [recalled];
+    * M ≥ 16 ln(4/δ) -- "M large relative to log(1/δ)" [recalled], with the constant of
+      FMT22's clone argument, which the lemma extends [derived];
+    * for ``variant="recalled"`` only: κ/(δT) > 1, so that log(κ/(δT)) > 0.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    n_agents = check_positive_int("n_agents", n_agents)
+    n_batches = check_positive_int("n_batches", n_batches)
+    horizon = check_positive_int("horizon", horizon)
+    check_choice("variant", variant, ZC_VARIANTS)
+    need = 16.0 * math.log(4.0 / delta)
+    conds = [
+        Condition("ε ≤ 1 (small ε)", epsilon <= 1.0, f"ε={epsilon:.3g}"),
+        Condition("M ≥ 16 ln(4/δ)", n_agents >= need, f"M={n_agents}, 16 ln(4/δ)={need:.1f} at δ={delta:.3g}"),
+    ]
+    if variant == "recalled":
+        kappa = tree_depth(n_batches)
+        r = kappa / (delta * horizon)
+        conds.append(Condition("κ/(δT) > 1", r > 1.0, f"κ/(δT)={r:.3g}"))
+    return conds
+
+
+def zc_amplification_sigma0(
+    epsilon: float,
+    delta: float,
+    n_agents: int,
+    n_batches: int,
+    horizon: int,
+    *,
+    variant: str = "authors",
+    sensitivity: float = 1.0,
+    force: bool = False,
+) -> float:
+    """Per-agent, per-node noise σ₀ of SDP by amplification (Zhou & Chowdhury, Thm. 6.3).
+
+    ``variant="authors"`` [authors' code]:
+    σ₀ = L sqrt(κ log(1/δ) log(1 + κ/(Tδ)) log(Mκ/δ)) / (ε sqrt M);
+    ``variant="recalled"`` [recalled, constant 1]:
+    σ₀² = κ log(1/δ) log(κ/(δT)) log(Mκ/δ) / (ε² M).  κ = ⌊log₂ K⌋ + 1 with K the number
+    of batches, T the horizon, L = ``sensitivity``.
+
+    Raises
+    ------
+    AmplificationValidityError
+        Outside :func:`zc_amplification_validity` unless ``force`` (then a warning).
+    """
+    conds = zc_amplification_validity(epsilon, delta, n_agents, n_batches, horizon, variant)
+    sensitivity = check_nonnegative_float("sensitivity", sensitivity)
+    _enforce(conds, f"The Zhou–Chowdhury amplification lemma (variant {variant!r})", force)
+    kappa = tree_depth(n_batches)
+    log_m = math.log(n_agents * kappa / delta)
+    if variant == "authors":
+        mid = math.log1p(kappa / (horizon * delta))
+    else:
+        mid = math.log(kappa / (delta * horizon))
+        if mid <= 0:
+            # Forced outside validity: the recalled formula has no meaning; fall back to 0 noise
+            # would be unsafe, so keep the authors' positive version and say so.
+            warnings.warn(
+                "log(κ/(δT)) <= 0: using log(1 + κ/(δT)) as in the authors' code", AmplificationValidityWarning, stacklevel=2
+            )
+            mid = math.log1p(kappa / (horizon * delta))
+    return sensitivity * math.sqrt(kappa * math.log(1.0 / delta) * mid * log_m) / (epsilon * math.sqrt(n_agents))

@@ -1,0 +1,604 @@
+"""Linear contextual bandit environments for the federated chapters.
+
+Two instances, both built the way Zhou & Chowdhury (2023, Section 7) build theirs:
+
+* :class:`SyntheticLinearEnv` -- the synthetic instance of their Fig. 2a/2b
+  [authors' code]: every arm's raw feature is a random unit vector in d − 1
+  dimensions with a bias coordinate 1 appended (the first d arms are replaced by the
+  basis rows e_j + e_d); θ is a random (d − 1)-vector of norm 0.5 with 0.5 appended;
+  agents observe the L2-normalized features; the mean reward of an arm is the inner
+  product of θ with its *raw* feature; rewards carry N(0, 0.5²) noise.
+* :class:`RealDataLinearEnv` -- the real-data instance of their Fig. 2c, rebuilt
+  from the MSLR-WEB10K sample that the ``rankeval`` package ships
+  (:func:`build_mslr_instance`, stored in ``data/`` and loaded with
+  :func:`load_mslr_instance`): θ fitted by Lasso on the relevance labels, agents own
+  disjoint blocks of queries, each round every agent draws a query of its own block
+  and the arms are that query's documents, rewards are noiseless.
+
+Generation
+----------
+Contexts are generated on the fly in blocks of rounds (:meth:`iter_blocks`), never
+for the whole horizon at once (the authors' code preallocates an 8 GB array).  Every
+array of a block carries the leading axes ``(rounds_in_block, runs, agents, ...)``.
+
+Common random numbers
+---------------------
+An environment is a deterministic function of its ``seed``: the stream of block ``b``
+is derived with :class:`numpy.random.SeedSequence` from ``(seed, role, b[, run])``
+(role 0: instance, 1: contexts, 2: reward noise), independently of any learner's own
+randomness.  So every algorithm run on the same environment sees exactly the same
+contexts and reward noise, and the data of run ``r`` do not depend on how many runs
+are simulated side by side.
+
+Contexts shared across runs
+---------------------------
+With ``shared_contexts=True`` (the authors' code: its context array is drawn once with
+a fixed seed) all runs see the same contexts and differ only in reward noise and in
+the learner's (privacy) randomness; the context arrays then have a run axis of length
+1, which the LinUCB core exploits (:mod:`fedbandit.learners.linucb`).  With
+``shared_contexts=False`` every run draws its own contexts.
+
+Reward noise is one draw per (run, round, agent), added to the mean of whichever arm
+is played: each learner observes exactly the distribution of the model
+y = ⟨θ, x⟩ + η, while two learners that play different arms see the same η, which
+keeps comparisons paired.  Regret is pseudo-regret (difference of means).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ._validation import (
+    check_array,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+)
+
+__all__ = [
+    "RoundBlock",
+    "SyntheticLinearEnv",
+    "RealDataLinearEnv",
+    "as_seed_sequence",
+    "MSLR_ANCHOR_URL_COLUMNS",
+    "RANKEVAL_VERSION",
+    "RANKEVAL_SHA256",
+    "DEFAULT_MSLR_PATH",
+    "build_mslr_instance",
+    "save_mslr_instance",
+    "load_mslr_instance",
+]
+
+#: Target size of one block of context features, in bytes (keeps peak memory small).
+BLOCK_BYTES = 48 * 2**20
+
+_ROLE_INSTANCE, _ROLE_CONTEXTS, _ROLE_NOISE = 0, 1, 2
+
+
+def as_seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
+    """Turn ``seed`` into the root :class:`~numpy.random.SeedSequence` of an environment.
+
+    Accepts a non-negative int, a SeedSequence, or a :class:`numpy.random.Generator`
+    (from which 128 bits of entropy are drawn once, so a Generator handed out by
+    :func:`fedbandit.experiments.run_grid` determines the environment).
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(int(seed.integers(0, 2**63)) << 64 | int(seed.integers(0, 2**63)))
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return np.random.SeedSequence(int(seed))
+    raise TypeError(f"{name} must be a non-negative int, a SeedSequence or a numpy Generator, got {seed!r}")
+
+
+def _child(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    """Generator keyed by ``key`` below ``root`` (independent of every other key)."""
+    ss = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(int(k) for k in key))
+    return np.random.default_rng(ss)
+
+
+@dataclass
+class RoundBlock:
+    """Contexts and reward noise of ``n_rounds`` consecutive rounds.
+
+    Attributes
+    ----------
+    start : int
+        0-based index of the block's first round (round t = start + s + 1 for row s).
+    features : ndarray, shape (n_rounds, Rc, M, K, d)
+        Features the agents observe (L2-normalized); ``Rc`` is 1 when contexts are
+        shared across runs, else the number of runs.
+    means : ndarray, shape (n_rounds, Rc, M, K)
+        Mean reward of every arm (−inf for padded arms).
+    best : ndarray, shape (n_rounds, Rc, M)
+        Largest mean reward among the arms.
+    noise : ndarray, shape (n_rounds, R, M)
+        Reward noise added to the played arm's mean.
+    mask : ndarray of bool, shape (n_rounds, Rc, M, K), or None
+        True for real arms when the number of arms varies (padding is False).
+    """
+
+    start: int
+    features: np.ndarray
+    means: np.ndarray
+    best: np.ndarray
+    noise: np.ndarray
+    mask: np.ndarray | None = None
+
+    @property
+    def n_rounds(self) -> int:
+        return self.features.shape[0]
+
+
+class _LinearEnvBase:
+    """Shared block iteration; subclasses implement :meth:`_contexts` and set sizes."""
+
+    n_agents: int
+    n_arms: int
+    dim: int
+    n_runs: int
+    noise_std: float
+    shared_contexts: bool
+    block_size: int
+    _root: np.random.SeedSequence
+
+    def _default_block_size(self, block_size) -> int:
+        if block_size is not None:
+            return check_positive_int("block_size", block_size)
+        rc = 1 if self.shared_contexts else self.n_runs
+        per_round = max(1, rc * self.n_agents * self.n_arms * self.dim * 8)
+        return int(max(1, min(256, BLOCK_BYTES // per_round)))
+
+    @property
+    def context_runs(self) -> int:
+        """Length ``Rc`` of the run axis of the context arrays (1 if shared)."""
+        return 1 if self.shared_contexts else self.n_runs
+
+    def block(self, index: int, n_rounds: int | None = None) -> RoundBlock:
+        """Block number ``index`` (rounds index·block_size + 1, …), deterministic in the seed."""
+        index = int(index)
+        if index < 0:
+            raise ValueError(f"index must be >= 0, got {index}")
+        n = self.block_size if n_rounds is None else check_positive_int("n_rounds", n_rounds)
+        if self.shared_contexts:
+            feats, means, mask = self._contexts(_child(self._root, _ROLE_CONTEXTS, index), n)
+            feats, means = feats[:, None], means[:, None]
+            mask = None if mask is None else mask[:, None]
+        else:
+            parts = [self._contexts(_child(self._root, _ROLE_CONTEXTS, index, r), n) for r in range(self.n_runs)]
+            feats = np.stack([p[0] for p in parts], axis=1)
+            means = np.stack([p[1] for p in parts], axis=1)
+            mask = None if parts[0][2] is None else np.stack([p[2] for p in parts], axis=1)
+        best = means.max(axis=-1)
+        if self.noise_std > 0:
+            noise = np.stack(
+                [
+                    _child(self._root, _ROLE_NOISE, index, r).standard_normal((n, self.n_agents))
+                    for r in range(self.n_runs)
+                ],
+                axis=1,
+            )
+            noise *= self.noise_std
+        else:
+            noise = np.zeros((n, self.n_runs, self.n_agents))
+        return RoundBlock(index * self.block_size, feats, means, best, noise, mask)
+
+    def iter_blocks(self, horizon: int) -> Iterator[RoundBlock]:
+        """Yield the blocks covering rounds 1..``horizon`` (the last one possibly shorter)."""
+        horizon = check_positive_int("horizon", horizon)
+        n_blocks = -(-horizon // self.block_size)
+        for b in range(n_blocks):
+            n = min(self.block_size, horizon - b * self.block_size)
+            yield self.block(b, n)
+
+    def _contexts(self, rng, n):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class SyntheticLinearEnv(_LinearEnvBase):
+    """Synthetic linear contextual bandit of Zhou & Chowdhury (2023), Fig. 2a/2b.
+
+    Built as in the authors' experiment code [authors' code], itself following
+    Vaswani et al. (2020): for every (round, agent), K raw features
+    x̃_a = (u_a, 1) with u_a uniform on the unit sphere of R^{d−1}, except that the first
+    d arms are the basis rows e_j + e_d (j < d) and e_d; the agent observes
+    x_a = x̃_a / ‖x̃_a‖₂.  θ = (v, 0.5) with v uniform of norm 0.5.  The mean reward is
+    ⟨θ, x̃_a⟩ (``means_from_raw=True``, the authors' choice: linear in the raw,
+    not in the observed, features) or ⟨θ, x_a⟩.
+
+    Parameters
+    ----------
+    n_agents : int
+        M.
+    n_arms : int, default 100
+        K (at least ``dim`` when ``basis_arms``).
+    dim : int, default 10
+        d ≥ 2.
+    n_runs : int, default 1
+        Independent runs simulated side by side (R).
+    noise_std : float, default 0.5
+        Standard deviation of the Gaussian reward noise.
+    shared_contexts : bool, default True
+        Same contexts in every run (the authors' code); see the module notes.
+    basis_arms : bool, default True
+        Replace the first d arms by the basis rows (the authors' code).
+    means_from_raw : bool, default True
+        Mean reward from the raw features (authors' code) or from the observed ones.
+    seed : int, SeedSequence or Generator
+        Determines θ, all contexts and all reward noise (common random numbers).
+    block_size : int, optional
+        Rounds per generated block (default: ~48 MB of features per block).
+    """
+
+    def __init__(
+        self,
+        n_agents,
+        n_arms=100,
+        dim=10,
+        *,
+        n_runs=1,
+        noise_std=0.5,
+        shared_contexts=True,
+        basis_arms=True,
+        means_from_raw=True,
+        seed=0,
+        block_size=None,
+    ):
+        self.n_agents = check_positive_int("n_agents", n_agents)
+        self.n_arms = check_positive_int("n_arms", n_arms)
+        self.dim = check_positive_int("dim", dim)
+        if self.dim < 2:
+            raise ValueError(f"dim must be >= 2 (a direction plus the bias coordinate), got {dim!r}")
+        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.noise_std = check_nonnegative_float("noise_std", noise_std)
+        self.shared_contexts = bool(shared_contexts)
+        self.basis_arms = bool(basis_arms)
+        if self.basis_arms and self.n_arms < self.dim:
+            raise ValueError(f"n_arms must be >= dim={self.dim} when basis_arms=True, got {n_arms!r}")
+        self.means_from_raw = bool(means_from_raw)
+        self._root = as_seed_sequence(seed)
+        rng = _child(self._root, _ROLE_INSTANCE)
+        v = rng.standard_normal(self.dim - 1)
+        v *= 0.5 / np.linalg.norm(v)
+        self.theta = np.append(v, 0.5)
+        basis = np.eye(self.dim)
+        basis[:, -1] = 1.0
+        self._basis = basis
+        self._basis_obs = basis / np.linalg.norm(basis, axis=1, keepdims=True)
+        self._basis_means = (basis if self.means_from_raw else self._basis_obs) @ self.theta
+        self.block_size = self._default_block_size(block_size)
+
+    def _contexts(self, rng, n):
+        M, K, d = self.n_agents, self.n_arms, self.dim
+        u = rng.standard_normal((n, M, K, d - 1))
+        u /= np.sqrt(np.einsum("...i,...i->...", u, u))[..., None]
+        # Raw feature (u, 1) has norm sqrt(2): observed = raw / sqrt(2), mean = ⟨u, v⟩ + θ_d.
+        feats = np.empty((n, M, K, d))
+        feats[..., : d - 1] = u
+        feats[..., d - 1] = 1.0
+        feats *= 1.0 / math.sqrt(2.0)
+        means = u @ self.theta[:-1] + self.theta[-1]
+        if not self.means_from_raw:
+            means *= 1.0 / math.sqrt(2.0)
+        if self.basis_arms:
+            feats[:, :, :d, :] = self._basis_obs
+            means[:, :, :d] = self._basis_means
+        return feats, means, None
+
+    def describe(self) -> dict:
+        return {
+            "instance": "synthetic (Zhou & Chowdhury Fig. 2a/2b)",
+            "M": self.n_agents,
+            "K": self.n_arms,
+            "d": self.dim,
+            "runs": self.n_runs,
+            "noise_std": self.noise_std,
+            "shared_contexts": self.shared_contexts,
+        }
+
+
+# ---------------------------------------------------------------------------------
+# Real data: the MSLR-WEB10K sample shipped by rankeval
+# ---------------------------------------------------------------------------------
+
+#: The pinned PyPI package whose source distribution ships the data.
+RANKEVAL_VERSION = "0.8.2"
+#: SHA-256 of ``rankeval-0.8.2.tar.gz`` as served by PyPI (checked by the builder).
+RANKEVAL_SHA256 = "c7d71602ab7fe0a0281976c1f0e883cb16431f72e4e946e5fd83790449bb21a9"
+_RANKEVAL_MEMBERS = (
+    "rankeval-0.8.2/rankeval/test/data/msn1.fold1.train.5k.txt",
+    "rankeval-0.8.2/rankeval/test/data/msn1.fold1.test.5k.txt",
+)
+
+#: Columns of the authors' "anchor + URL" feature set [authors' code]: column 0 is the
+#: constant 0.01 intercept of their loader, column k ≥ 1 is MSLR feature k.  57 columns.
+MSLR_ANCHOR_URL_COLUMNS = tuple([0] + [c for i in range(25) for c in (5 * i + 2, 5 * i + 4)] + list(range(126, 132)))
+
+DEFAULT_MSLR_PATH = Path(__file__).resolve().parent.parent / "data" / "mslr_rankeval_sample.npz"
+
+
+def _parse_svmlight_rank(lines, n_features: int = 136):
+    labels, qids, rows = [], [], []
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        tok = line.split()
+        labels.append(int(float(tok[0])))
+        if not tok[1].startswith("qid:"):
+            raise ValueError(f"expected 'qid:<n>' as second token, got {tok[1]!r}")
+        qids.append(int(tok[1][4:]))
+        row = np.zeros(n_features + 1)
+        row[0] = 0.01  # the authors' loader's intercept column
+        for kv in tok[2:]:
+            k, v = kv.split(":", 1)
+            row[int(k)] = float(v)
+        rows.append(row)
+    return np.asarray(labels), np.asarray(qids), np.asarray(rows)
+
+
+def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR_URL_COLUMNS, check_hash=True) -> dict:
+    """Build the real-data instance from the MSLR-WEB10K sample shipped by ``rankeval``.
+
+    The source distribution ``rankeval-0.8.2.tar.gz`` (PyPI; MPL-2.0) contains
+    ``msn1.fold1.train.5k.txt`` and ``msn1.fold1.test.5k.txt``: the first 5 000 rows of
+    the training and test files of MSLR-WEB10K Fold 1 (86 queries, 10 000
+    query–document pairs, 136 features, labels 0–4).  Following the authors' code
+    [authors' code]: prepend the intercept column 0.01, keep the 57 "anchor + URL"
+    columns :data:`MSLR_ANCHOR_URL_COLUMNS`, fit θ by
+    ``sklearn.linear_model.Lasso(alpha=1, fit_intercept=False)`` on all documents'
+    relevance labels (``selection="cyclic"`` so the fit is deterministic; the authors
+    used ``"random"`` with no seed).  Queries are numbered in file order (train file
+    first, then test file).
+
+    Parameters
+    ----------
+    source : path
+        The ``rankeval-0.8.2.tar.gz`` file, or a directory holding the two text files.
+    lasso_alpha : float, default 1.0
+        Lasso penalty (scikit-learn's default, as in the authors' code).
+    columns : sequence of int
+        Columns kept (0 = intercept, k = MSLR feature k).
+    check_hash : bool, default True
+        Refuse a tarball whose SHA-256 differs from :data:`RANKEVAL_SHA256`.
+
+    Returns
+    -------
+    dict
+        ``features`` (n_docs, d) raw features, ``labels``, ``query`` (query number
+        0..n_queries−1 of every document), ``theta`` (d,), ``columns``, ``source_sha256``.
+    """
+    from sklearn.linear_model import Lasso
+
+    lasso_alpha = check_positive_float("lasso_alpha", lasso_alpha)
+    source = Path(source)
+    texts = []
+    digest = ""
+    if source.is_dir():
+        for member in _RANKEVAL_MEMBERS:
+            path = source / Path(member).name
+            if not path.exists():
+                raise FileNotFoundError(f"source directory {source} lacks {path.name}")
+            texts.append(path.read_text(encoding="ascii").splitlines())
+    elif source.is_file():
+        data = source.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if check_hash and digest != RANKEVAL_SHA256:
+            raise ValueError(
+                f"source {source} has SHA-256 {digest}, expected {RANKEVAL_SHA256} "
+                f"(rankeval=={RANKEVAL_VERSION} from PyPI); pass check_hash=False to override"
+            )
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+            for member in _RANKEVAL_MEMBERS:
+                fh = tf.extractfile(member)
+                if fh is None:
+                    raise FileNotFoundError(f"{member} not found in {source}")
+                texts.append(io.TextIOWrapper(fh, encoding="ascii").read().splitlines())
+    else:
+        raise FileNotFoundError(f"source {source} does not exist")
+
+    labels, queries, feats = [], [], []
+    offset = 0
+    for lines in texts:
+        lab, qid, rows = _parse_svmlight_rank(lines)
+        # Renumber queries 0.. in order of first appearance, continuing across files.
+        _, first, inv = np.unique(qid, return_index=True, return_inverse=True)
+        order = np.argsort(np.argsort(first))
+        queries.append(order[inv] + offset)
+        offset += len(first)
+        labels.append(lab)
+        feats.append(rows)
+    labels = np.concatenate(labels)
+    query = np.concatenate(queries)
+    X = np.concatenate(feats)[:, list(columns)]
+    lasso = Lasso(
+        alpha=lasso_alpha, fit_intercept=False, max_iter=10000, tol=1e-4, selection="cyclic", precompute=False
+    )
+    lasso.fit(X, labels)
+    return {
+        "features": X,
+        "labels": labels,
+        "query": query,
+        "theta": np.asarray(lasso.coef_, dtype=float),
+        "columns": np.asarray(columns),
+        "lasso_alpha": lasso_alpha,
+        "source_sha256": digest,
+    }
+
+
+def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
+    """Write an instance from :func:`build_mslr_instance` to a compressed ``.npz``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **{k: np.asarray(v) for k, v in instance.items()})
+    return path
+
+
+def load_mslr_instance(path=DEFAULT_MSLR_PATH) -> dict:
+    """Load the stored real-data instance (see ``data/README.md`` to regenerate it)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} not found; regenerate it with `python -m fedbandit.envs build-mslr <rankeval-0.8.2.tar.gz>` "
+            "(see data/README.md)"
+        )
+    with np.load(path, allow_pickle=False) as f:
+        out = {k: f[k] for k in f.files}
+    out["lasso_alpha"] = float(out["lasso_alpha"])
+    out["source_sha256"] = str(out["source_sha256"])
+    return out
+
+
+class RealDataLinearEnv(_LinearEnvBase):
+    """Real-data linear contextual bandit built like Zhou & Chowdhury's MSLR instance.
+
+    [authors' code] The queries are split into M consecutive blocks of
+    ⌊n_queries / M⌋ queries (the remainder is unused); each round every agent draws a
+    query of its own block uniformly at random; its arms are the query's documents,
+    observed as L2-normalized raw features; the mean reward of a document is
+    ⟨θ, raw feature⟩ (``means_from_raw=True``), with no noise (``noise_std=0``).
+    Queries have different numbers of documents: arrays are padded to the largest and
+    ``mask`` marks real arms.
+
+    Parameters
+    ----------
+    instance : dict
+        From :func:`load_mslr_instance` (or :func:`build_mslr_instance`).
+    n_agents : int, default 10
+        M (the paper's real-data experiment uses 10).
+    n_runs : int, default 1
+    noise_std : float, default 0.0
+    shared_contexts : bool, default False
+        Draw the same queries in every run (default: per run, as the authors' code does).
+    max_arms : int, optional
+        If given, a query with more documents offers a uniformly random subset of
+        ``max_arms`` of them each round (a compute-budget device, not in the paper).
+    means_from_raw : bool, default True
+    seed : int, SeedSequence or Generator
+    block_size : int, optional
+    """
+
+    def __init__(
+        self,
+        instance: dict,
+        n_agents=10,
+        *,
+        n_runs=1,
+        noise_std=0.0,
+        shared_contexts=False,
+        max_arms=None,
+        means_from_raw=True,
+        seed=0,
+        block_size=None,
+    ):
+        self.n_agents = check_positive_int("n_agents", n_agents)
+        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.noise_std = check_nonnegative_float("noise_std", noise_std)
+        self.shared_contexts = bool(shared_contexts)
+        self.means_from_raw = bool(means_from_raw)
+        try:
+            raw = instance["features"]
+            query = instance["query"]
+            theta = instance["theta"]
+        except (KeyError, TypeError) as exc:
+            raise TypeError("instance must be a dict with 'features', 'query' and 'theta' (see load_mslr_instance)") from exc
+        raw = check_array("instance['features']", raw, ndim=2)
+        theta = check_array("instance['theta']", theta, ndim=1)
+        query = np.asarray(query)
+        if raw.shape[1] != theta.shape[0]:
+            raise ValueError(f"instance['theta'] has {theta.shape[0]} entries but features have {raw.shape[1]} columns")
+        if query.shape != (raw.shape[0],):
+            raise ValueError(f"instance['query'] must have shape ({raw.shape[0]},), got {query.shape}")
+        n_queries = int(query.max()) + 1
+        per_agent = n_queries // self.n_agents
+        if per_agent < 1:
+            raise ValueError(f"n_agents={self.n_agents} exceeds the number of queries {n_queries}")
+        self.n_queries, self.queries_per_agent = n_queries, per_agent
+        self.dim = raw.shape[1]
+        self.theta = theta
+        norms = np.linalg.norm(raw, axis=1, keepdims=True)
+        if np.any(norms == 0):
+            raise ValueError("instance['features'] has an all-zero row; it cannot be normalized")
+        obs = raw / norms
+        mean_all = (raw if self.means_from_raw else obs) @ theta
+        order = np.argsort(query, kind="stable")
+        counts = np.bincount(query, minlength=n_queries)
+        self.docs_per_query = counts
+        kmax = int(counts[: per_agent * self.n_agents].max())
+        if max_arms is not None:
+            max_arms = check_positive_int("max_arms", max_arms)
+            kmax = min(kmax, max_arms)
+        self.max_arms = max_arms
+        self.n_arms = kmax
+        # Per-query padded tables: features (Q, Kq_max, d), means (Q, Kq_max), valid (Q, Kq_max).
+        qmax = int(counts.max())
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        self._qfeat = np.zeros((n_queries, qmax, self.dim))
+        self._qmean = np.full((n_queries, qmax), -np.inf)
+        self._qvalid = np.zeros((n_queries, qmax), dtype=bool)
+        for q in range(n_queries):
+            idx = order[starts[q] : starts[q] + counts[q]]
+            self._qfeat[q, : counts[q]] = obs[idx]
+            self._qmean[q, : counts[q]] = mean_all[idx]
+            self._qvalid[q, : counts[q]] = True
+        self._root = as_seed_sequence(seed)
+        self.block_size = self._default_block_size(block_size)
+
+    def _contexts(self, rng, n):
+        M, P = self.n_agents, self.queries_per_agent
+        q = rng.integers(0, P, size=(n, M)) + P * np.arange(M)
+        feats = self._qfeat[q]
+        means = self._qmean[q]
+        valid = self._qvalid[q]
+        K = self.n_arms
+        if feats.shape[2] > K:
+            # Keep a uniformly random subset of at most K real documents: sort random keys
+            # with padding last, take the first K.
+            keys = rng.random(valid.shape)
+            keys[~valid] = 2.0
+            sel = np.argsort(keys, axis=-1)[..., :K]
+            feats = np.take_along_axis(feats, sel[..., None], axis=2)
+            means = np.take_along_axis(means, sel, axis=2)
+            valid = np.take_along_axis(valid, sel, axis=2)
+        return feats, means, valid
+
+    def describe(self) -> dict:
+        return {
+            "instance": "MSLR-WEB10K sample (rankeval 0.8.2), Zhou & Chowdhury Fig. 2c construction",
+            "M": self.n_agents,
+            "K_max": self.n_arms,
+            "d": self.dim,
+            "queries": self.n_queries,
+            "queries_per_agent": self.queries_per_agent,
+            "runs": self.n_runs,
+        }
+
+
+def _main(argv=None) -> int:
+    """``python -m fedbandit.envs build-mslr SOURCE [OUT]``: regenerate the stored instance."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] != "build-mslr":
+        print("usage: python -m fedbandit.envs build-mslr <rankeval-0.8.2.tar.gz | dir> [out.npz]", file=sys.stderr)
+        return 2
+    out = Path(argv[2]) if len(argv) > 2 else DEFAULT_MSLR_PATH
+    inst = build_mslr_instance(argv[1])
+    path = save_mslr_instance(inst, out)
+    nz = int(np.count_nonzero(inst["theta"]))
+    print(
+        f"wrote {path}: {inst['features'].shape[0]} documents, {int(inst['query'].max()) + 1} queries, "
+        f"d={inst['features'].shape[1]}, {nz} non-zero Lasso coefficients"
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(_main())

@@ -1,0 +1,943 @@
+"""Privacy protocols P = (R, S, A) through which federated agents reach the server.
+
+Every privacy model of the book is one protocol object (Zhou & Chowdhury 2023, Section 5
+and Algorithm 2): a local randomizer R at each agent, an intermediary S (identity,
+shuffler, ...) and an analyzer A at the server.  A federated learner hands the protocol,
+at every synchronization, the per-agent statistics accumulated since the last one and
+gets back the server's (noisy) synchronized prefix sums; it never sees anything else.
+So one bandit instance can be run under every privacy model.
+
+The interface (subclass :class:`Protocol` to add a model)
+------------------------------------------------------------
+``configure(n_agents=M, dim=d, n_batches=K, batch_size=B, feature_bound=L, reward_bound=Y)``
+    Called by the learner's constructor: validates the setting and calibrates the noise
+    (raises on an inconsistent or invalid one).  No random state.
+``reset(n_runs=R, rng=generator)``
+    Called at the start of a run: allocates state for R independent runs.  The protocol
+    derives its own streams from ``rng`` (``rng.spawn``), so its draws never depend on
+    the environment's.
+``synchronize(bias, gram, users=None) -> (bias_prefix, gram_prefix)``
+    ``bias`` (R, M, d) and ``gram`` (R, M, d, d): agent i's sums Σ x y and Σ x xᵀ over the
+    batch just ended (γ^bias_{k,i}, γ^cov_{k,i}).  Returns the server's synchronized
+    prefix sums (R, d) and (R, d, d), noisy versions of Σ_i Σ_{s≤t} x y and x xᵀ
+    (Ũ_syn, W̃_syn of Algorithm 1).  Protocols with ``needs_user_data = True`` (the
+    vector-sum shuffle, whose randomizer acts on every user's record) also receive
+    ``users = (x, y)`` with x (B, R, M, d) and y (B, R, M), the batch's individual
+    records (y already clipped to the reward bound).  It may be called at most K times;
+    nothing requires equally spaced calls (an adaptive learner such as DP20's FedUCB may
+    call it whenever it synchronizes, with K an upper bound on the number of calls).
+``accounting() -> Accounting``
+    (ε, δ) achieved for the configured setting, how it is known ("verified" by the book's
+    own accounting, "claimed" by a cited theorem the book does not re-prove, or
+    "invalid"), and by which theorem.
+``server_noise_std()``, ``prefix_noise_variance(k)``
+    σ of Lemma 6.7 (per-entry standard deviation of the total noise in any released prefix
+    sum, maximized over k) and the per-entry variance at batch k.
+``calibration() -> dict``
+    σ₀, σ and the protocol's own parameters, for tables.
+``communication``
+    A :class:`Communication` counter: synchronization rounds, uplink messages, payload.
+``parts() -> dict``
+    One-line descriptions of R, S and A.
+
+Protocols here
+--------------
+:class:`NonPrivateProtocol`, :class:`CentralTreeProtocol` (trusted server, super agent),
+:class:`SiloLDPProtocol` (Gaussian distributed tree, S = identity, Thm. 6.1),
+:class:`ShuffleAmplificationProtocol` (same tree, S = shuffler, σ₀ from the paper's
+amplification lemma, Thm. 6.3), :class:`VectorSumShuffleProtocol` (the shuffle vector-sum
+protocol of Cheu et al. 2021 inside every tree node, Thm. 6.5; the overall (ε, δ) split over
+the κ nodes, or, as the authors' code does, not split -- flagged as not private).
+:class:`DistributedTreeProtocol` is the base of the tree protocols; a new distributed
+mechanism (for example discrete Gaussian noise with secure aggregation) subclasses it and
+overrides :meth:`DistributedTreeProtocol._aggregate`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import accounting as acc
+from ._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_positive_float,
+    check_positive_int,
+    check_rng,
+)
+from .amplification import (
+    AmplificationValidityError,
+    zc_amplification_sigma0,
+    zc_amplification_validity,
+)
+from .mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
+from .theory_linear import ldp_sigma0
+
+__all__ = [
+    "Accounting",
+    "Communication",
+    "Protocol",
+    "NonPrivateProtocol",
+    "DistributedTreeProtocol",
+    "SiloLDPProtocol",
+    "ShuffleAmplificationProtocol",
+    "CentralTreeProtocol",
+    "VectorSumShuffle",
+    "VectorSumShuffleProtocol",
+    "CJMP21_CONSTANT",
+    "shuffle_messages",
+    "pack_statistics",
+    "unpack_statistics",
+]
+
+STATUSES = ("verified", "claimed", "invalid", "none")
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What a protocol guarantees for its configured setting.
+
+    Attributes
+    ----------
+    model : str
+        "none", "central", "silo-LDP" or "SDP".
+    target_epsilon, target_delta : float
+        The (ε, δ) the protocol was asked for (inf, 0 when not private).
+    epsilon, delta : float
+        The (ε, δ) actually achieved for the setting, as far as the book can tell.
+    status : {"verified", "claimed", "invalid", "none"}
+        "verified": computed by the book's own accounting (:mod:`fedbandit.accounting`);
+        "claimed": holds by the cited theorem, which the book states but does not
+        re-derive; "invalid": the target is *not* met (for example the composition over
+        tree nodes is ignored, or a theorem is used outside its validity region);
+        "none": no privacy.
+    theorem : str
+        Which result gives the guarantee.
+    notes : str
+    """
+
+    model: str
+    target_epsilon: float
+    target_delta: float
+    epsilon: float
+    delta: float
+    status: str
+    theorem: str
+    notes: str = ""
+
+    @property
+    def private(self) -> bool:
+        """True when the target (ε, δ) is met ("verified" or "claimed")."""
+        return self.status in ("verified", "claimed")
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "target_epsilon": self.target_epsilon,
+            "target_delta": self.target_delta,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "status": self.status,
+            "private": self.private,
+            "theorem": self.theorem,
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class Communication:
+    """Counters of what agents sent: synchronization rounds, messages, payload."""
+
+    rounds: int = 0
+    messages: int = 0
+    payload: float = 0.0
+    payload_unit: str = "floats"
+
+    def as_dict(self) -> dict:
+        return {"rounds": self.rounds, "messages": self.messages, "payload": self.payload, "unit": self.payload_unit}
+
+
+def pack_statistics(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """Concatenate bias (..., d) and the upper triangle of gram (..., d, d): (..., d + d(d+1)/2)."""
+    d = bias.shape[-1]
+    iu, ju = np.triu_indices(d)
+    return np.concatenate([bias, gram[..., iu, ju]], axis=-1)
+
+
+def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`pack_statistics` (the Gram matrix symmetrized)."""
+    iu, ju = np.triu_indices(d)
+    bias = packed[..., :d]
+    gram = np.zeros(packed.shape[:-1] + (d, d))
+    gram[..., iu, ju] = packed[..., d:]
+    gram[..., ju, iu] = packed[..., d:]
+    return bias, gram
+
+
+def shuffle_messages(rng: np.random.Generator, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
+    """The shuffler S: one uniformly random permutation of the senders per run.
+
+    Every array in ``messages`` has the senders on ``axis`` (default 1, after the runs
+    axis); the same permutation is applied to all of them (one message per sender may be
+    split across arrays, e.g. its bias and Gram parts).
+    """
+    R, M = messages[0].shape[0], messages[0].shape[axis]
+    perm = np.argsort(rng.random((R, M)), axis=1)
+    out = []
+    for m in messages:
+        idx = perm.reshape((R, M) + (1,) * (m.ndim - 2))
+        out.append(np.take_along_axis(m, idx, axis=axis))
+    return tuple(out)
+
+
+class Protocol:
+    """Base class of the privacy protocols P = (R, S, A); see the module docstring."""
+
+    name = "protocol"
+    model = "none"
+    trusted = ""
+    needs_user_data = False
+
+    def __init__(self):
+        self._configured = False
+        self._reset_done = False
+        self.communication = Communication()
+
+    # -- configuration -----------------------------------------------------------
+    def configure(self, *, n_agents, dim, n_batches, batch_size, feature_bound=1.0, reward_bound=1.0):
+        """Validate the setting and calibrate the noise; returns ``self``.
+
+        ``reward_bound=None`` means the learner does not clip rewards: the sensitivity is
+        then unknown and private protocols report status "invalid" (they calibrate as if
+        |y| ≤ 1, the papers' assumption, which Gaussian rewards violate).
+        """
+        self.n_agents = check_positive_int("n_agents", n_agents)
+        self.dim = check_positive_int("dim", dim)
+        self.n_batches = check_positive_int("n_batches", n_batches)
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.horizon = self.n_batches * self.batch_size
+        self.feature_bound = check_positive_float("feature_bound", feature_bound)
+        self.reward_bound = None if reward_bound is None else check_positive_float("reward_bound", reward_bound)
+        self.kappa = tree_depth(self.n_batches)
+        y = 1.0 if self.reward_bound is None else self.reward_bound
+        # ℓ2 sensitivities of one user's record (add/remove one user): ‖x y‖ ≤ L Y, ‖x xᵀ‖_F ≤ L².
+        self.sensitivity_bias = self.feature_bound * y
+        self.sensitivity_gram = self.feature_bound**2
+        self.sensitivity = max(self.sensitivity_bias, self.sensitivity_gram)
+        self._configure()
+        self._configured = True
+        self._reset_done = False
+        return self
+
+    def _configure(self) -> None:
+        """Subclass hook: calibrate (no random state)."""
+
+    def _require(self, reset: bool = False) -> None:
+        if not self._configured:
+            raise RuntimeError(f"{type(self).__name__}.configure(...) must be called first")
+        if reset and not self._reset_done:
+            raise RuntimeError(f"{type(self).__name__}.reset(n_runs=..., rng=...) must be called before synchronize")
+
+    # -- run state -----------------------------------------------------------------
+    def reset(self, *, n_runs, rng):
+        """Allocate the state of ``n_runs`` runs and the protocol's random streams."""
+        self._require()
+        self.n_runs = check_positive_int("n_runs", n_runs)
+        rng = check_rng(rng)
+        self._noise_rng, self._shuffle_rng = rng.spawn(2)
+        self.communication = Communication(payload_unit=self.communication.payload_unit)
+        self._k = 0
+        self._reset()
+        self._reset_done = True
+        return self
+
+    def _reset(self) -> None:
+        """Subclass hook: allocate state."""
+
+    def synchronize(self, bias, gram, *, users=None):
+        """One synchronization (end of batch k); returns (Ũ_syn (R, d), W̃_syn (R, d, d))."""
+        self._require(reset=True)
+        R, M, d = self.n_runs, self.n_agents, self.dim
+        bias = np.asarray(bias, dtype=float)
+        gram = np.asarray(gram, dtype=float)
+        if bias.shape != (R, M, d):
+            raise ValueError(f"bias must have shape (runs, agents, d) = {(R, M, d)}, got {bias.shape}")
+        if gram.shape != (R, M, d, d):
+            raise ValueError(f"gram must have shape (runs, agents, d, d) = {(R, M, d, d)}, got {gram.shape}")
+        if self.needs_user_data:
+            if users is None:
+                raise ValueError(f"{type(self).__name__} needs users=(x, y), the batch's individual records")
+            x, y = users
+            x = np.asarray(x, dtype=float)
+            y = np.asarray(y, dtype=float)
+            if x.ndim != 4 or x.shape[1:] != (R, M, d) or y.shape != x.shape[:3]:
+                raise ValueError(f"users must be x (B, {R}, {M}, {d}) and y (B, {R}, {M}), got {x.shape} and {y.shape}")
+            users = (x, y)
+        if self._k >= self.n_batches:
+            raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
+        self._k += 1
+        out = self._synchronize(bias, gram, users)
+        self.communication.rounds += 1
+        return out
+
+    def _synchronize(self, bias, gram, users):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- reports ---------------------------------------------------------------------
+    def accounting(self) -> Accounting:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def prefix_noise_variance(self, k) -> float:
+        """Per-entry variance of the noise in the prefix sums released at batch k."""
+        return 0.0
+
+    def server_noise_std(self) -> float:
+        """σ of Lemma 6.7: max over k of the per-entry noise standard deviation."""
+        self._require()
+        return 0.0
+
+    def calibration(self) -> dict:
+        self._require()
+        return {"protocol": self.name, "model": self.model, "sigma0": 0.0, "sigma": self.server_noise_std()}
+
+    def parts(self) -> dict:
+        return {"R": "", "S": "", "A": ""}
+
+    def _bounds_note(self) -> str:
+        if self.reward_bound is None:
+            return (
+                "rewards are not clipped: the calibration assumes |y| ≤ 1 and ‖x‖ ≤ 1, which unbounded "
+                "(Gaussian) rewards violate, so no guarantee holds"
+            )
+        return f"for users with ‖x‖ ≤ {self.feature_bound:g} and |y| ≤ {self.reward_bound:g} (the learner clips y)"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NonPrivateProtocol(Protocol):
+    """No privacy: R sends the batch sums, S = identity, A adds them up.
+
+    The server sees every agent's exact statistics (the non-private federated LinUCB).
+    """
+
+    name = "non-private"
+    model = "none"
+    trusted = "everyone (no privacy)"
+
+    def _reset(self):
+        R, d = self.n_runs, self.dim
+        self._bias = np.zeros((R, d))
+        self._gram = np.zeros((R, d, d))
+        self.communication.payload_unit = "floats"
+
+    def _synchronize(self, bias, gram, users):
+        self._bias += bias.sum(axis=1)
+        self._gram += gram.sum(axis=1)
+        M, d = self.n_agents, self.dim
+        self.communication.messages += M
+        self.communication.payload += M * (d + d * (d + 1) // 2)
+        return self._bias.copy(), self._gram.copy()
+
+    def accounting(self) -> Accounting:
+        self._require()
+        return Accounting("none", math.inf, 0.0, math.inf, 0.0, "none", "no privacy", "")
+
+    def parts(self) -> dict:
+        return {"R": "send the batch sums Σxy, Σxxᵀ", "S": "identity", "A": "add them to the running totals"}
+
+
+class DistributedTreeProtocol(Protocol):
+    """Algorithm 2 of Zhou & Chowdhury with Gaussian node noise: the base of LDP and SDP-amp.
+
+    R (every agent, per statistic): at batch k with j = ν(k) the lowest set bit of k,
+    α_j = Σ_{l<j} α_l + γ_k, release α̂_j = α_j + N(0, σ₀²) entrywise (symmetric for the Gram
+    matrix) -- :class:`fedbandit.mechanisms.tree.TreeRandomizer`.  S: identity or a
+    shuffler.  A: α̃_j = Σ_i α̂_{j,i}, prefix s̃_k = Σ_{bits l of k} α̃_l --
+    :class:`fedbandit.mechanisms.tree.TreeAnalyzer`.
+
+    The server's prefix noise at batch k has per-entry variance M·popcount(k)·σ₀², at most
+    Mκσ₀² (Lemma 6.7's σ² with independent entries, symmetric for the Gram matrix).
+    Subclasses set :meth:`_sigma0`; a different distributed noise (for example discrete
+    Gaussian with secure aggregation) overrides :meth:`_aggregate`.
+    """
+
+    shuffle = False
+
+    def _sigma0(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _configure(self):
+        self.sigma0 = float(self._sigma0())
+
+    def _reset(self):
+        R, M, d, K = self.n_runs, self.n_agents, self.dim, self.n_batches
+        self._rand_bias = TreeRandomizer(K, (d,), self.sigma0, batch_shape=(R, M))
+        self._rand_gram = TreeRandomizer(K, (d, d), self.sigma0, batch_shape=(R, M), symmetric=True)
+        self._an_bias = TreeAnalyzer(K, (d,), batch_shape=(R,))
+        self._an_gram = TreeAnalyzer(K, (d, d), batch_shape=(R,))
+        self.communication.payload_unit = "floats"
+
+    def _aggregate(self, j, alpha_bias, alpha_gram):
+        """S then the first step of A: shuffle (if any) and sum the M noisy p-sums."""
+        if self.shuffle:
+            alpha_bias, alpha_gram = shuffle_messages(self._shuffle_rng, alpha_bias, alpha_gram)
+        return alpha_bias.sum(axis=1), alpha_gram.sum(axis=1)
+
+    def _synchronize(self, bias, gram, users):
+        j, a_bias = self._rand_bias.release(bias, self._noise_rng)
+        j2, a_gram = self._rand_gram.release(gram, self._noise_rng)
+        assert j == j2
+        s_bias, s_gram = self._aggregate(j, a_bias, a_gram)
+        M, d = self.n_agents, self.dim
+        self.communication.messages += M
+        self.communication.payload += M * (d + d * (d + 1) // 2)
+        return self._an_bias.update(j, s_bias), self._an_gram.update(j, s_gram)
+
+    def prefix_noise_variance(self, k) -> float:
+        self._require()
+        k = check_positive_int("k", k)
+        return self.n_agents * int(k).bit_count() * self.sigma0**2
+
+    def server_noise_std(self) -> float:
+        self._require()
+        return math.sqrt(self.n_agents * self.kappa) * self.sigma0
+
+    def calibration(self) -> dict:
+        self._require()
+        return {
+            "protocol": self.name,
+            "model": self.model,
+            "kappa": self.kappa,
+            "sigma0": self.sigma0,
+            "sigma": self.server_noise_std(),
+            "total_variance": self.n_agents * self.kappa * self.sigma0**2,
+        }
+
+    def _verified_epsilon(self) -> tuple[float, float]:
+        """(ρ, ε) of one agent's κ node releases of both statistics (zCDP, [BS16] + [CKS20])."""
+        rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
+        return rho, acc.zcdp_to_approx_dp(rho, self.target_delta)
+
+
+class SiloLDPProtocol(DistributedTreeProtocol):
+    """Silo-level LDP (Zhou & Chowdhury, Thm. 6.1): Gaussian distributed tree, S = identity.
+
+    σ₀² = 8κ(log(2/δ) + ε)/ε² per agent and node [paper] (``calibration="paper"``), or the
+    authors' code's σ₀ = sqrt(κ(log(1/δ) + ε))/ε (``calibration="authors"``), times the
+    sensitivity max(LY, L²).  The accounting is verified: one user changes one leaf of its
+    agent's streams, hence at most κ p-sums of each statistic, each a Gaussian mechanism
+    with ℓ2 sensitivity LY (bias) or L² (Gram): ρ = κ((LY)² + L⁴)/(2σ₀²)-zCDP
+    ([BS16], Prop. 1.6 and Lemma 2.3), converted to (ε, δ) with [CKS20].  Holds against
+    the server and every other agent, whatever they do (silo-level LDP).
+
+    Parameters
+    ----------
+    epsilon : float > 0
+    delta : float in (0, 1)
+    calibration : {"paper", "authors"}
+    """
+
+    name = "silo-LDP"
+    model = "silo-LDP"
+    trusted = "own silo only"
+
+    def __init__(self, epsilon, delta, *, calibration="paper"):
+        super().__init__()
+        self.target_epsilon = check_epsilon(epsilon)
+        self.target_delta = check_delta(delta)
+        self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors"))
+        self.name = f"silo-LDP(ε={self.target_epsilon:g})"
+
+    def _sigma0(self):
+        return ldp_sigma0(
+            self.target_epsilon,
+            self.target_delta,
+            self.n_batches,
+            calibration=self.calibration_rule,
+            sensitivity=self.sensitivity,
+        )
+
+    def accounting(self) -> Accounting:
+        self._require()
+        rho, eps = self._verified_epsilon()
+        ok = eps <= self.target_epsilon * (1 + 1e-9) and self.reward_bound is not None
+        theorem = (
+            f"Zhou & Chowdhury Thm 6.1 calibration ({self.calibration_rule}); verified: zCDP over κ={self.kappa} "
+            f"nodes × 2 statistics, ρ={rho:.3g} [BS16], converted by [CKS20]"
+        )
+        return Accounting(
+            self.model,
+            self.target_epsilon,
+            self.target_delta,
+            eps,
+            self.target_delta,
+            "verified" if ok else "invalid",
+            theorem,
+            self._bounds_note(),
+        )
+
+    def parts(self) -> dict:
+        return {
+            "R": "per statistic: p-sum α_j of the tree node closing at batch k, plus N(0, σ₀²) (symmetric for Gram)",
+            "S": "identity (silo-level LDP: no trusted party)",
+            "A": "sum the M noisy p-sums; prefix = Σ over the set bits of k",
+        }
+
+    def __repr__(self):
+        return f"SiloLDPProtocol(epsilon={self.target_epsilon!r}, delta={self.target_delta!r}, calibration={self.calibration_rule!r})"
+
+
+class ShuffleAmplificationProtocol(DistributedTreeProtocol):
+    """SDP by amplification (Zhou & Chowdhury, Thm. 6.3): the LDP tree plus a shuffler.
+
+    Each agent adds N(0, σ₀²) with σ₀ from the paper's Gaussian amplification lemma
+    (Appendix E; :func:`fedbandit.amplification.zc_amplification_sigma0`, ``variant``
+    "authors" [authors' code] or "recalled"), about 1/sqrt(M) of the LDP noise; S is a
+    uniformly random permutation of the M agents' messages.  The (ε, δ) is *claimed* by
+    the lemma, which the book cannot re-derive (its statement is not in the available text);
+    outside its validity region (:func:`fedbandit.amplification.zc_amplification_validity`)
+    :meth:`configure` raises :class:`~fedbandit.amplification.AmplificationValidityError`
+    unless ``force=True``, in which case it warns and the accounting reports "invalid".
+
+    Parameters
+    ----------
+    epsilon, delta : float
+    variant : {"authors", "recalled"}
+    force : bool, default False
+    """
+
+    name = "SDP-amp"
+    model = "SDP"
+    trusted = "the shuffler (not to collude with the server)"
+    shuffle = True
+
+    def __init__(self, epsilon, delta, *, variant="authors", force=False):
+        super().__init__()
+        self.target_epsilon = check_epsilon(epsilon)
+        self.target_delta = check_delta(delta)
+        self.variant = check_choice("variant", variant, ("authors", "recalled"))
+        self.force = bool(force)
+        self.name = f"SDP-amp(ε={self.target_epsilon:g})"
+
+    def _sigma0(self):
+        self.validity = zc_amplification_validity(
+            self.target_epsilon, self.target_delta, self.n_agents, self.n_batches, self.horizon, self.variant
+        )
+        return zc_amplification_sigma0(
+            self.target_epsilon,
+            self.target_delta,
+            self.n_agents,
+            self.n_batches,
+            self.horizon,
+            variant=self.variant,
+            sensitivity=self.sensitivity,
+            force=self.force,
+        )
+
+    def accounting(self) -> Accounting:
+        self._require()
+        valid = all(c.holds for c in self.validity)
+        failed = "; ".join(str(c) for c in self.validity if not c.holds)
+        notes = self._bounds_note()
+        if not valid:
+            notes = f"forced outside the lemma's validity region: {failed}. " + notes
+        status = "claimed" if valid and self.reward_bound is not None else "invalid"
+        return Accounting(
+            self.model,
+            self.target_epsilon,
+            self.target_delta,
+            self.target_epsilon if valid else math.nan,
+            self.target_delta,
+            status,
+            f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E) [recalled], σ₀ {self.variant}",
+            notes,
+        )
+
+    def calibration(self) -> dict:
+        out = super().calibration()
+        out["valid"] = all(c.holds for c in self.validity)
+        return out
+
+    def parts(self) -> dict:
+        return {
+            "R": "as silo-LDP but with σ₀ from the amplification lemma (≈ 1/sqrt(M) of it)",
+            "S": "shuffler: uniformly random permutation of the M agents' messages",
+            "A": "sum the M noisy p-sums; prefix = Σ over the set bits of k",
+        }
+
+    def __repr__(self):
+        return (
+            f"ShuffleAmplificationProtocol(epsilon={self.target_epsilon!r}, delta={self.target_delta!r}, "
+            f"variant={self.variant!r}, force={self.force!r})"
+        )
+
+
+class CentralTreeProtocol(Protocol):
+    """Central DP with a trusted server: the super single agent's tree mechanism.
+
+    Agents send their exact batch sums (S = identity); the trusted server adds them and
+    runs one central tree mechanism (:class:`fedbandit.mechanisms.tree.TreeMechanism`) over
+    the summed stream, with node noise σ of the same calibration as silo-level LDP's σ₀
+    (:func:`fedbandit.theory_linear.central_sigma`) -- added once instead of M times, so
+    the prefix noise variance is κσ² rather than Mκσ₀².  Verified like
+    :class:`SiloLDPProtocol` (one user changes one leaf of the summed stream).  With batch
+    size 1 in :class:`~fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` this is the
+    paper's benchmark: a super agent serving all MT users with per-round updates.
+    """
+
+    name = "central"
+    model = "central"
+    trusted = "the server"
+
+    def __init__(self, epsilon, delta, *, calibration="paper"):
+        super().__init__()
+        self.target_epsilon = check_epsilon(epsilon)
+        self.target_delta = check_delta(delta)
+        self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors"))
+        self.name = f"central(ε={self.target_epsilon:g})"
+
+    def _configure(self):
+        self.sigma0 = ldp_sigma0(
+            self.target_epsilon, self.target_delta, self.n_batches, calibration=self.calibration_rule, sensitivity=self.sensitivity
+        )
+
+    def _reset(self):
+        R, d, K = self.n_runs, self.dim, self.n_batches
+        self._tree_bias = TreeMechanism(K, (d,), self.sigma0, batch_shape=(R,))
+        self._tree_gram = TreeMechanism(K, (d, d), self.sigma0, batch_shape=(R,), symmetric=True)
+        self.communication.payload_unit = "floats"
+
+    def _synchronize(self, bias, gram, users):
+        out = self._tree_bias.step(bias.sum(axis=1), self._noise_rng), self._tree_gram.step(gram.sum(axis=1), self._noise_rng)
+        M, d = self.n_agents, self.dim
+        self.communication.messages += M
+        self.communication.payload += M * (d + d * (d + 1) // 2)
+        return out
+
+    def prefix_noise_variance(self, k) -> float:
+        self._require()
+        return int(check_positive_int("k", k)).bit_count() * self.sigma0**2
+
+    def server_noise_std(self) -> float:
+        self._require()
+        return math.sqrt(self.kappa) * self.sigma0
+
+    def calibration(self) -> dict:
+        self._require()
+        return {
+            "protocol": self.name,
+            "model": self.model,
+            "kappa": self.kappa,
+            "sigma0": self.sigma0,
+            "sigma": self.server_noise_std(),
+            "total_variance": self.kappa * self.sigma0**2,
+        }
+
+    def accounting(self) -> Accounting:
+        self._require()
+        rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
+        eps = acc.zcdp_to_approx_dp(rho, self.target_delta)
+        ok = eps <= self.target_epsilon * (1 + 1e-9) and self.reward_bound is not None
+        return Accounting(
+            self.model,
+            self.target_epsilon,
+            self.target_delta,
+            eps,
+            self.target_delta,
+            "verified" if ok else "invalid",
+            f"central tree [DNPR10, CSS11]; verified: zCDP over κ={self.kappa} nodes × 2 statistics, ρ={rho:.3g}, [CKS20]",
+            "against everyone but the trusted server; " + self._bounds_note(),
+        )
+
+    def parts(self) -> dict:
+        return {
+            "R": "send the exact batch sums (the server is trusted)",
+            "S": "identity",
+            "A": "central tree mechanism over the summed stream: noise N(0, σ²) per node, once",
+        }
+
+    def __repr__(self):
+        return f"CentralTreeProtocol(epsilon={self.target_epsilon!r}, delta={self.target_delta!r})"
+
+
+# ---------------------------------------------------------------------------------
+# Shuffle vector summation (Cheu, Joseph, Mao & Peng 2021) inside the tree
+# ---------------------------------------------------------------------------------
+
+#: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
+CJMP21_CONSTANT = 24e4
+
+
+class VectorSumShuffle:
+    """The shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
+
+    For n users with vectors v ∈ [−1, 1]^D (coordinates shifted to z = (v + 1)/2 ∈ [0, 1]):
+    per coordinate, the 1-D randomizer with parameters (g, b, p) sends g + b bits holding
+    ⌊z g⌋ + η₁ + η₂ ones, η₁ ~ Ber(z g − ⌊z g⌋), η₂ ~ Bin(b, p); the shuffler mixes every
+    message (tagged by coordinate); the analyzer estimates Σ z = (ones − p b n)/g and
+    returns Σ v = 2 Σ z − n.  Parameters: g = max(⌈2 sqrt n⌉, D, 4),
+    b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with c = :data:`CJMP21_CONSTANT` (the theorem's; smaller
+    values are not covered by it), p = 1/4; valid for 0 < ε ≤ 15, 0 < δ < 1/2.
+
+    Two samplers of the analyzer's output, equal in distribution:
+
+    * ``"per_user"`` -- every user's messages: D·(g + b) bits per user, drawn bit by bit
+      (only for small inputs);
+    * ``"aggregate"`` -- every user's rounding ⌊z g⌋ + η₁ drawn individually, the noise bits
+      of all users at once: Σ_users η₂ ~ Bin(n b, p) (a sum of independent binomials with
+      the same p).  ``tests/test_protocols.py`` checks the two agree in distribution.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Per-invocation privacy.
+    n_users, dim : int
+        n and D.
+    g : int, optional
+        Override g (must be ≥ max(2 sqrt n, D, 4)).
+    constant : float
+        c in b.
+    """
+
+    def __init__(self, epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25):
+        self.epsilon = check_epsilon(epsilon)
+        if self.epsilon > 15:
+            raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
+        self.delta = check_delta(delta)
+        if self.delta >= 0.5:
+            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
+        self.n_users = check_positive_int("n_users", n_users)
+        self.dim = check_positive_int("dim", dim)
+        self.constant = check_positive_float("constant", constant)
+        self.p = float(p)
+        g_min = max(math.ceil(2 * math.sqrt(self.n_users)), self.dim, 4)
+        if g is None:
+            g = g_min
+        g = check_positive_int("g", g)
+        if g < g_min:
+            raise ValueError(f"g must be >= max(2 sqrt(n), D, 4) = {g_min}, got {g}")
+        self.g = g
+        self.b = int(math.ceil(self.constant * g**2 * math.log(4 * self.dim**2 / self.delta) ** 2 / (self.epsilon**2 * self.n_users)))
+
+    @property
+    def covered_by_theorem(self) -> bool:
+        """Whether c is at least the theorem's constant."""
+        return self.constant >= CJMP21_CONSTANT
+
+    def noise_std(self) -> float:
+        """Per-coordinate standard deviation of the binomial noise in Σ v (≥ the rounding's)."""
+        return 2.0 / self.g * math.sqrt(self.n_users * self.b * self.p * (1 - self.p))
+
+    def rounded_counts(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Σ over users (axis 0) of ⌊z g⌋ + η₁ for v of shape (n, ..., D): the users' roundings."""
+        z = np.clip((np.asarray(v, dtype=float) + 1.0) / 2.0, 0.0, 1.0) * self.g
+        fl = np.floor(z)
+        return (fl + (rng.random(z.shape) < (z - fl))).sum(axis=0)
+
+    def analyze(self, ones, n_users=None) -> np.ndarray:
+        """The analyzer: Σ v estimated from the count of ones per coordinate."""
+        n = self.n_users if n_users is None else n_users
+        return 2.0 * (np.asarray(ones, dtype=float) - self.p * self.b * n) / self.g - n
+
+    def run(self, v, rng, *, method="aggregate") -> np.ndarray:
+        """Estimate Σ_users v for v of shape (n, D) (or (n, ..., D) for independent copies)."""
+        rng = check_rng(rng)
+        v = np.asarray(v, dtype=float)
+        if v.shape[0] != self.n_users or v.shape[-1] != self.dim:
+            raise ValueError(f"v must have shape ({self.n_users}, ..., {self.dim}), got {v.shape}")
+        check_choice("method", method, ("aggregate", "per_user"))
+        if method == "aggregate":
+            ones = self.rounded_counts(v, rng) + _binomial(rng, self.n_users * self.b, self.p, v.shape[1:])
+        else:
+            z = np.clip((v + 1.0) / 2.0, 0.0, 1.0) * self.g
+            fl = np.floor(z)
+            # Each user's g + b bits per coordinate: the first g hold ⌊zg⌋ + η₁ ones, the
+            # last b are independent Ber(p) bits.  Shuffling does not change the count.
+            unary = (np.arange(self.g) < (fl + (rng.random(z.shape) < (z - fl)))[..., None]).sum(axis=-1)
+            noise_bits = (rng.random(v.shape + (self.b,)) < self.p).sum(axis=-1)
+            ones = (unary + noise_bits).sum(axis=0)
+        return self.analyze(ones)
+
+
+def _binomial(rng, n, p, size):
+    """Bin(n, p) draws; n beyond numpy's int64 range uses the normal limit (never at book settings)."""
+    if n < 2**62:
+        return rng.binomial(int(n), p, size=size).astype(float)
+    warnings.warn(f"Bin(n={n:.3g}, p) drawn from its normal approximation (n exceeds int64)", RuntimeWarning, stacklevel=3)
+    return n * p + math.sqrt(n * p * (1 - p)) * rng.standard_normal(size)
+
+
+class VectorSumShuffleProtocol(Protocol):
+    """SDP via the shuffle vector-sum protocol inside every tree node (Zhou & Chowdhury, Thm. 6.5).
+
+    Every user's record (x y, upper triangle of x xᵀ) -- D = d + d(d+1)/2 coordinates in
+    [−1, 1] -- is encoded by the vector-sum randomizer (:class:`VectorSumShuffle`) for each
+    tree node containing its round; the node at level j closing at batch k holds the
+    n_j = 2^j·B·M users of batches k − 2^j + 1..k of all agents; the shuffler mixes all
+    their messages and the analyzer estimates the node's p-sum; prefix sums add the nodes
+    of the set bits of k, as in the Gaussian tree.
+
+    Budget.  A user takes part in κ nodes.  ``split="advanced"``: each node runs at
+    (ε₀, δ₀) = :func:`fedbandit.accounting.split_budget_advanced` (ε, δ, κ), so the κ
+    nodes compose to (ε, δ) [DRV10] -- private when the constant is the theorem's.
+    ``split="none"`` (the authors' code): every node runs at the full (ε, δ); the
+    composition then only gives (ε_κ, δ_κ) with ε_κ ≫ ε -- flagged "invalid".
+
+    Implementation [derived].  One g for all levels, g = max(⌈2 sqrt(n_max)⌉, D, 4) with
+    n_max the largest node (g ≥ the minimum at every level, which keeps every node's
+    theorem conditions), b_j = ⌈c g² log²(4D²/δ₀)/(ε₀² n_j)⌉ per level; and each user's
+    randomized rounding ⌊z g⌋ + η₁ is drawn once and reused by the κ nodes containing it
+    (a per-record randomized pre-processing, after which the κ node mechanisms compose;
+    every node's output alone has exactly the protocol's distribution).  The binomial
+    noise bits of a node are drawn in aggregate (see :class:`VectorSumShuffle`).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Overall target (δ < 1/2).
+    split : {"advanced", "none"}
+    constant : float, default :data:`CJMP21_CONSTANT`
+        c in b; the authors' experiments use 1 ("scale"), not covered by the theorem.
+    """
+
+    name = "SDP-vecsum"
+    model = "SDP"
+    trusted = "the shuffler (not to collude with the server)"
+    needs_user_data = True
+
+    def __init__(self, epsilon, delta, *, split="advanced", constant=CJMP21_CONSTANT):
+        super().__init__()
+        self.target_epsilon = check_epsilon(epsilon)
+        self.target_delta = check_delta(delta)
+        if self.target_delta >= 0.5:
+            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
+        self.split = check_choice("split", split, ("advanced", "none"))
+        self.constant = check_positive_float("constant", constant)
+        self.p = 0.25
+        tag = "split" if self.split == "advanced" else "unsplit"
+        self.name = f"SDP-vecsum-{tag}(ε={self.target_epsilon:g})"
+
+    def _configure(self):
+        if self.reward_bound is not None and self.feature_bound * self.reward_bound > 1.0 + 1e-12:
+            raise ValueError(
+                f"the vector-sum protocol encodes coordinates in [-1, 1]: needs feature_bound*reward_bound <= 1, "
+                f"got {self.feature_bound}*{self.reward_bound}"
+            )
+        if self.feature_bound > 1.0 + 1e-12:
+            raise ValueError(f"the vector-sum protocol needs feature_bound <= 1, got {self.feature_bound}")
+        d = self.dim
+        self.coord_dim = d + d * (d + 1) // 2
+        if self.split == "advanced":
+            self.eps_node, self.delta_node = acc.split_budget_advanced(self.target_epsilon, self.target_delta, self.kappa)
+        else:
+            self.eps_node, self.delta_node = self.target_epsilon, self.target_delta
+        if self.eps_node > 15:
+            raise ValueError(f"the per-node epsilon {self.eps_node:g} exceeds the vector-sum protocol's range (0, 15]")
+        users_per_batch = self.batch_size * self.n_agents
+        self.level_users = [users_per_batch * 2**j for j in range(self.kappa)]
+        g = max(math.ceil(2 * math.sqrt(self.level_users[-1])), self.coord_dim, 4)
+        self.levels = [
+            VectorSumShuffle(self.eps_node, self.delta_node, n, self.coord_dim, g=g, constant=self.constant)
+            for n in self.level_users
+        ]
+        self.g = g
+
+    def _reset(self):
+        R = self.n_runs
+        self._alpha = np.zeros((self.kappa, R, self.coord_dim))
+        self._an = TreeAnalyzer(self.n_batches, (self.coord_dim,), batch_shape=(R,))
+        self.communication.payload_unit = "bits"
+
+    def _synchronize(self, bias, gram, users):
+        x, y = users
+        d = self.dim
+        iu, ju = np.triu_indices(d)
+        v = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)  # (B, R, M, D)
+        B, R, M, D = v.shape
+        # Users of this batch: rounding drawn once per user, summed over users (B and M axes).
+        counts = self.levels[0].rounded_counts(v.transpose(0, 2, 1, 3).reshape(B * M, R, D), self._noise_rng)
+        k = self._k
+        j = lowest_set_bit(k)
+        alpha_j = self._alpha[:j].sum(axis=0) + counts
+        self._alpha[:j] = 0.0
+        self._alpha[j] = alpha_j
+        mech = self.levels[j]
+        ones = alpha_j + _binomial(self._noise_rng, mech.n_users * mech.b, self.p, (R, D))
+        est = mech.analyze(ones)
+        prefix = self._an.update(j, est)
+        self.communication.messages += mech.n_users * D
+        self.communication.payload += float(mech.n_users) * D * (mech.g + mech.b)
+        return unpack_statistics(prefix, d)
+
+    def node_noise_std(self, level: int) -> float:
+        """Per-coordinate noise std of a node at ``level`` (binomial part, output units)."""
+        self._require()
+        return self.levels[level].noise_std()
+
+    def prefix_noise_variance(self, k) -> float:
+        self._require()
+        k = check_positive_int("k", k)
+        return float(sum(self.levels[j].noise_std() ** 2 for j in range(k.bit_length()) if k >> j & 1))
+
+    def server_noise_std(self) -> float:
+        self._require()
+        return math.sqrt(self.kappa) * max(m.noise_std() for m in self.levels)
+
+    def calibration(self) -> dict:
+        self._require()
+        return {
+            "protocol": self.name,
+            "model": self.model,
+            "kappa": self.kappa,
+            "sigma0": max(m.noise_std() for m in self.levels),
+            "sigma": self.server_noise_std(),
+            "total_variance": self.server_noise_std() ** 2,
+            "eps_node": self.eps_node,
+            "delta_node": self.delta_node,
+            "g": self.g,
+            "b_levels": [m.b for m in self.levels],
+            "constant": self.constant,
+        }
+
+    def accounting(self) -> Accounting:
+        self._require()
+        covered = self.constant >= CJMP21_CONSTANT
+        notes = [self._bounds_note()]
+        if self.split == "advanced":
+            eps, delta = self.target_epsilon, self.target_delta
+            status = "claimed" if covered and self.reward_bound is not None else "invalid"
+            theorem = (
+                f"CJMP21 vector sum per node at (ε₀={self.eps_node:.4g}, δ₀={self.delta_node:.3g}) [recalled], "
+                f"composed over κ={self.kappa} nodes by advanced composition [DRV10]"
+            )
+        else:
+            # Each user is in κ nodes, each (ε, δ): the best composition bound the book knows.
+            basic = (self.kappa * self.target_epsilon, self.kappa * self.target_delta)
+            adv = acc.advanced_composition(self.target_epsilon, self.target_delta, self.kappa, self.target_delta)
+            eps, delta = min([basic, adv], key=lambda p: p[0])
+            status = "invalid"
+            theorem = f"CJMP21 vector sum per node at the full (ε, δ), composed over κ={self.kappa} nodes"
+            notes.append(f"the budget is not split across the κ={self.kappa} nodes (authors' code): NOT (ε, δ)-private")
+        if not covered:
+            status = "invalid"
+            notes.append(f"b uses constant c={self.constant:g} < {CJMP21_CONSTANT:g} of the theorem: privacy not established")
+        return Accounting(self.model, self.target_epsilon, self.target_delta, eps, delta, status, theorem, "; ".join(notes))
+
+    def parts(self) -> dict:
+        return {
+            "R": "per user and coordinate: ⌊zg⌋+η₁ unary bits plus b Ber(1/4) bits (vector-sum randomizer), per tree node",
+            "S": "shuffler: mixes all messages of the node's n_j users",
+            "A": "count ones per coordinate, debias; prefix = Σ over the set bits of k",
+        }
+
+    def __repr__(self):
+        return (
+            f"VectorSumShuffleProtocol(epsilon={self.target_epsilon!r}, delta={self.target_delta!r}, "
+            f"split={self.split!r}, constant={self.constant!r})"
+        )

@@ -1,0 +1,121 @@
+"""Tests of the vectorized LinUCB core (fedbandit.learners.linucb)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedbandit.learners.linucb import (
+    feature_products,
+    gather_played,
+    regularized_inverse,
+    select_arms,
+    sherman_morrison_update,
+    ucb_scores,
+)
+
+
+def _spd(rng, shape, d):
+    A = rng.standard_normal(shape + (d, d))
+    return A @ np.swapaxes(A, -1, -2) + d * np.eye(d)
+
+
+def _loop_scores(X, theta, v_inv, beta):
+    R, M, d = theta.shape
+    K = X.shape[2]
+    out = np.zeros((R, M, K))
+    for r in range(R):
+        for m in range(M):
+            for k in range(K):
+                x = X[r if X.shape[0] > 1 else 0, m, k]
+                out[r, m, k] = x @ theta[r, m] + beta * np.sqrt(max(x @ v_inv[r, m] @ x, 0.0))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(r=st.integers(1, 4), m=st.integers(1, 3), k=st.integers(1, 7), d=st.integers(1, 5), shared=st.booleans(), seed=st.integers(0, 10**6))
+def test_scores_match_loop_both_paths(r, m, k, d, shared, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((1 if shared else r, m, k, d))
+    theta = rng.standard_normal((r, m, d))
+    v_inv = np.linalg.inv(_spd(rng, (r, m), d))
+    s = ucb_scores(X, theta, v_inv, 0.7)
+    np.testing.assert_allclose(s, _loop_scores(X, theta, v_inv, 0.7), rtol=1e-10, atol=1e-12)
+
+
+def test_shared_and_broadcast_paths_agree():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1, 3, 6, 4))
+    theta = rng.standard_normal((5, 3, 4))
+    v_inv = np.linalg.inv(_spd(rng, (5, 3), 4))
+    beta = rng.random((5, 3))
+    a = ucb_scores(X, theta, v_inv, beta)
+    b = ucb_scores(np.repeat(X, 5, axis=0), theta, v_inv, beta)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_select_arms_ties_and_mask():
+    X = np.zeros((1, 1, 4, 2))
+    X[0, 0, :, 0] = [1.0, 2.0, 2.0, 3.0]
+    theta = np.array([[[1.0, 0.0]]])
+    v_inv = np.zeros((1, 1, 2, 2))
+    assert select_arms(X, theta, v_inv, 0.0)[0, 0] == 3
+    mask = np.array([[[True, True, True, False]]])
+    assert select_arms(X, theta, v_inv, 0.0, mask)[0, 0] == 1  # tie 1/2 -> lowest index
+    # Scores equal up to rounding count as tied.
+    X[0, 0, 2, 0] = 2.0 + 1e-13
+    assert select_arms(X, theta, v_inv, 0.0, mask)[0, 0] == 1
+
+
+def test_negative_quadratic_form_is_clipped():
+    X = np.ones((1, 1, 2, 2))
+    theta = np.zeros((1, 1, 2))
+    v_inv = -np.eye(2)[None, None]
+    np.testing.assert_array_equal(ucb_scores(X, theta, v_inv, 1.0), np.zeros((1, 1, 2)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=st.integers(1, 6), seed=st.integers(0, 10**6))
+def test_sherman_morrison(d, seed):
+    rng = np.random.default_rng(seed)
+    V = _spd(rng, (2, 3), d)
+    x = rng.standard_normal((2, 3, d))
+    v_inv = np.linalg.inv(V)
+    sherman_morrison_update(v_inv, x)
+    np.testing.assert_allclose(v_inv, np.linalg.inv(V + x[..., :, None] * x[..., None, :]), rtol=1e-8, atol=1e-12)
+
+
+def test_regularized_inverse_and_bad_input():
+    rng = np.random.default_rng(0)
+    G = _spd(rng, (3,), 4)
+    np.testing.assert_allclose(regularized_inverse(G, 2.0), np.linalg.inv(G + 2 * np.eye(4)))
+    with pytest.raises(ValueError, match="lam"):
+        regularized_inverse(G, 0.0)
+    with pytest.raises(ValueError, match="gram"):
+        regularized_inverse(np.zeros((3, 4)), 1.0)
+
+
+def test_feature_products():
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(feature_products(x), [1, 2, 3, 4, 6, 9])
+
+
+def test_gather_played():
+    a = np.arange(2 * 3 * 4).reshape(2, 3, 4)
+    arms = np.array([[0, 1, 2], [3, 2, 1]])
+    np.testing.assert_array_equal(gather_played(a, arms), [[0, 5, 10], [15, 18, 21]])
+    shared = a[:1]
+    np.testing.assert_array_equal(gather_played(shared, arms), [[0, 5, 10], [3, 6, 9]])
+
+
+def test_shape_errors_name_the_argument():
+    theta = np.zeros((2, 3, 4))
+    v_inv = np.zeros((2, 3, 4, 4))
+    with pytest.raises(ValueError, match="dimension"):
+        ucb_scores(np.zeros((2, 3, 5, 5)), theta, v_inv, 1.0)
+    with pytest.raises(ValueError, match="agents"):
+        ucb_scores(np.zeros((2, 2, 5, 4)), theta, v_inv, 1.0)
+    with pytest.raises(ValueError, match="runs"):
+        ucb_scores(np.zeros((3, 3, 5, 4)), theta, v_inv, 1.0)
+    with pytest.raises(ValueError, match="v_inv"):
+        ucb_scores(np.zeros((2, 3, 5, 4)), theta, np.zeros((2, 3, 4, 3)), 1.0)
