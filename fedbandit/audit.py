@@ -1,0 +1,463 @@
+"""Empirical privacy auditing: lower bounds on epsilon from a distinguishing attack.
+
+A mechanism ``A`` is (epsilon, delta)-DP when, for every pair of neighbouring datasets
+``D0 ~ D1`` and every set ``S`` of outputs,
+
+.. math:: P[A(D1) \\in S] \\le e^{\\varepsilon} P[A(D0) \\in S] + \\delta .
+
+An *attack* picks ``S = {output : statistic(output) > threshold}``.  Running the mechanism
+``n`` times on each dataset gives the attack's true-positive rate ``TPR = P[A(D1) in S]``
+and false-positive rate ``FPR = P[A(D0) in S]``; DP forces
+
+.. math:: \\varepsilon \\ge \\ln\\frac{TPR - \\delta}{FPR}
+          \\quad\\text{and}\\quad
+          \\varepsilon \\ge \\ln\\frac{1 - FPR - \\delta}{1 - TPR}
+
+(the second is the first for the complementary set and the datasets swapped).  Replacing
+``TPR`` by a one-sided Clopper–Pearson lower bound and ``FPR`` by an upper bound, each at
+level ``(1 - confidence)/2``, turns the estimate into a lower bound on epsilon that holds
+with probability at least ``confidence`` (union bound over the two intervals), whatever
+the mechanism: an audit can prove a privacy claim false, never true.  This is the standard
+recipe of empirical DP auditing (e.g. Jagielski, Ullman & Oprea 2020; Nasr et al. 2021).
+
+The threshold must not be chosen on the trials that are then counted (that would bias the
+bound upward): :func:`audit_epsilon_split` chooses it on a separate set of trials with
+:func:`select_threshold`, then audits on fresh ones.
+
+Trials can run in-process (optionally *vectorized*: the mechanism draws ``n`` outputs at
+once) or through :func:`fedbandit.experiments.run_grid` (``backend=...``), which spreads
+chunks of trials over workers and can cache them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _stats
+
+from fedbandit._validation import (
+    check_float_in_range,
+    check_positive_int,
+    check_probability,
+    check_rng,
+)
+
+__all__ = [
+    "AuditResult",
+    "audit_epsilon",
+    "audit_epsilon_split",
+    "epsilon_lower_bound",
+    "clopper_pearson",
+    "min_trials",
+    "select_threshold",
+    "sample_statistics",
+    "is_neighbouring",
+    "NEIGHBOURING_RELATIONS",
+]
+
+#: Named neighbouring relations accepted by ``neighbouring=``.
+NEIGHBOURING_RELATIONS = ("replace_one", "add_remove_one")
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Outcome of an audit.
+
+    Attributes
+    ----------
+    epsilon_lower : float
+        Lower bound on epsilon valid with probability ``confidence`` (0 when the attack
+        does not separate the datasets).
+    tpr, fpr : float
+        Empirical true/false-positive rates of the attack.
+    tpr_ci, fpr_ci : tuple of float
+        ``(lower, upper)`` Clopper–Pearson bounds; the audit uses ``tpr_ci[0]`` and
+        ``fpr_ci[1]``, each one-sided at level ``(1 - confidence)/2``.
+    epsilon_point : float
+        The plug-in estimate ``max(ln((tpr - delta)/fpr), ln((1 - fpr - delta)/(1 - tpr)))``
+        (may be inf; not a bound).
+    n_trials, threshold, delta, confidence
+        The audit's settings.
+    """
+
+    epsilon_lower: float
+    tpr: float
+    fpr: float
+    tpr_ci: tuple
+    fpr_ci: tuple
+    epsilon_point: float
+    n_trials: int
+    threshold: float
+    delta: float
+    confidence: float
+
+
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """One-sided Clopper–Pearson bounds ``(lower, upper)`` for a binomial proportion.
+
+    ``lower`` holds with probability ``>= 1 - alpha`` and so does ``upper`` (each one-sided).
+    """
+    n = check_positive_int("n", n)
+    if not (0 <= k <= n):
+        raise ValueError(f"k must lie in [0, n={n}], got {k!r}")
+    alpha = check_probability("alpha", alpha)
+    lo = 0.0 if k == 0 else float(_stats.beta.ppf(alpha, k, n - k + 1))
+    hi = 1.0 if k == n else float(_stats.beta.ppf(1 - alpha, k + 1, n - k))
+    return lo, hi
+
+
+def _eps_from_rates(tpr: float, fpr: float, delta: float) -> float:
+    def safe_log_ratio(num, den):
+        if num <= 0:
+            return -math.inf
+        if den <= 0:
+            return math.inf
+        return math.log(num / den)
+
+    return max(safe_log_ratio(tpr - delta, fpr), safe_log_ratio(1 - fpr - delta, 1 - tpr))
+
+
+def min_trials(confidence: float = 0.95, delta: float = 0.0) -> int:
+    """Smallest number of trials per dataset that can give a positive bound.
+
+    With ``n`` trials the best possible outcome (every trial on ``D1`` flagged, none on
+    ``D0``) gives ``TPR_lo = q`` and ``FPR_hi = 1 - q`` with ``q = ((1 - confidence)/2)^{1/n}``;
+    the bound is positive only if ``q - delta > 1 - q``.
+    """
+    confidence = check_probability("confidence", confidence)
+    delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
+    a = (1 - confidence) / 2
+    # n > ln(a) / ln((1 + delta)/2)
+    n = math.log(a) / math.log((1 + delta) / 2)
+    return max(1, math.floor(n) + 1)
+
+
+def epsilon_lower_bound(
+    k1: int, n1: int, k0: int, n0: int, *, delta: float = 0.0, confidence: float = 0.95
+) -> tuple[float, tuple, tuple]:
+    """Epsilon lower bound from attack counts.
+
+    Parameters
+    ----------
+    k1, n1 : int
+        Number of trials on ``D1`` flagged by the attack, and trials on ``D1``.
+    k0, n0 : int
+        Same on ``D0`` (false positives).
+    delta : float in [0, 1)
+        The delta of the claim being audited.
+    confidence : float in (0, 1)
+        Probability with which the returned bound holds.
+
+    Returns
+    -------
+    (epsilon_lower, tpr_ci, fpr_ci)
+    """
+    confidence = check_probability("confidence", confidence)
+    delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
+    alpha = (1 - confidence) / 2
+    tpr_ci = clopper_pearson(int(k1), int(n1), alpha)
+    fpr_ci = clopper_pearson(int(k0), int(n0), alpha)
+    eps = _eps_from_rates(tpr_ci[0], fpr_ci[1], delta)
+    return max(0.0, eps), tpr_ci, fpr_ci
+
+
+def _as_sequence(d):
+    if isinstance(d, np.ndarray):
+        return list(d) if d.ndim > 0 else [d]
+    try:
+        return list(d)
+    except TypeError as exc:
+        raise TypeError(f"datasets must be sequences (lists, tuples, arrays), got {type(d).__name__}") from exc
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    except Exception:  # objects numpy cannot compare: fall back to ==
+        return bool(a == b)
+
+
+def is_neighbouring(dataset0, dataset1, relation="replace_one") -> bool:
+    """Whether two datasets are neighbours under ``relation``.
+
+    ``"replace_one"``: same length, differ in at most one position (compared with
+    ``numpy.array_equal``, so elements may be arrays).  ``"add_remove_one"``: one is the
+    other with exactly one element removed.  A callable ``relation(d0, d1) -> bool`` is
+    called as is.
+    """
+    if callable(relation):
+        return bool(relation(dataset0, dataset1))
+    if relation not in NEIGHBOURING_RELATIONS:
+        raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS!r} or a callable, got {relation!r}")
+    a, b = _as_sequence(dataset0), _as_sequence(dataset1)
+    if relation == "replace_one":
+        if len(a) != len(b):
+            return False
+        return sum(not _equal(x, y) for x, y in zip(a, b)) <= 1
+    if abs(len(a) - len(b)) != 1:
+        return False
+    long_, short = (a, b) if len(a) > len(b) else (b, a)
+    i = 0
+    while i < len(short) and _equal(long_[i], short[i]):
+        i += 1
+    return all(_equal(long_[j + 1], short[j]) for j in range(i, len(short)))
+
+
+def sample_statistics(mechanism, dataset, statistic, n: int, rng, *, vectorized: bool = False) -> np.ndarray:
+    """Run ``mechanism`` ``n`` times on ``dataset`` and return the ``n`` statistic values.
+
+    In vectorized mode ``mechanism(dataset, rng, n)`` returns a batch of ``n`` outputs and
+    ``statistic(batch)`` an array of ``n`` values; otherwise ``mechanism(dataset, rng)``
+    returns one output and ``statistic(output)`` one number.
+    """
+    rng = check_rng(rng)
+    n = check_positive_int("n", n)
+    if vectorized:
+        values = np.asarray(statistic(mechanism(dataset, rng, n)), dtype=float).reshape(-1)
+        if values.size != n:
+            raise ValueError(f"vectorized statistic returned {values.size} values, expected n={n}")
+        return values
+    return np.array([float(statistic(mechanism(dataset, rng))) for _ in range(n)])
+
+
+class _AuditChunk:
+    """``func(config, rng)`` for run_grid: one chunk of trials on one dataset."""
+
+    def __init__(self, mechanism, datasets, statistic, vectorized):
+        self.mechanism = mechanism
+        self.datasets = datasets
+        self.statistic = statistic
+        self.vectorized = vectorized
+
+    def __call__(self, config, rng):
+        return sample_statistics(
+            self.mechanism,
+            self.datasets[config["dataset"]],
+            self.statistic,
+            config["n"],
+            rng,
+            vectorized=self.vectorized,
+        )
+
+
+def _collect(mechanism, dataset0, dataset1, statistic, n, rng, vectorized, backend, n_jobs, cache_dir, cache_key,
+             n_chunks, stage):
+    if backend is None:
+        s0 = sample_statistics(mechanism, dataset0, statistic, n, rng, vectorized=vectorized)
+        s1 = sample_statistics(mechanism, dataset1, statistic, n, rng, vectorized=vectorized)
+        return s0, s1
+    from fedbandit.experiments import run_grid
+
+    if cache_dir not in (None, False) and cache_key is None:
+        raise ValueError("cache_key is required with cache_dir: it must identify the mechanism and attack")
+    n_chunks = n_chunks or 8
+    sizes = [n // n_chunks + (1 if c < n % n_chunks else 0) for c in range(n_chunks)]
+    # The rng still matters: its draw becomes the base seed, so two audits with different
+    # rngs use independent trials even with identical configurations.
+    base_seed = int(rng.integers(0, 2**62))
+    configs = [
+        {"audit": cache_key or "uncached", "stage": stage, "dataset": d, "chunk": c, "n": s}
+        for d in (0, 1)
+        for c, s in enumerate(sizes)
+        if s > 0
+    ]
+    func = _AuditChunk(mechanism, (dataset0, dataset1), statistic, vectorized)
+    res = run_grid(
+        func,
+        configs,
+        seeds=1,
+        cache_dir=False if cache_dir is None else cache_dir,
+        backend=backend,
+        n_jobs=n_jobs,
+        version=str(cache_key),
+        progress=False,
+        base_seed=base_seed,
+    )
+    s0 = np.concatenate([r[0] for r, cfg in zip(res, configs) if cfg["dataset"] == 0])
+    s1 = np.concatenate([r[0] for r, cfg in zip(res, configs) if cfg["dataset"] == 1])
+    return s0, s1
+
+
+def _validate_common(mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring):
+    if not callable(mechanism):
+        raise TypeError(f"mechanism must be callable as mechanism(dataset, rng), got {mechanism!r}")
+    if not callable(statistic):
+        raise TypeError(f"statistic must be callable, got {statistic!r}")
+    confidence = check_probability("confidence", confidence)
+    delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
+    n_trials = check_positive_int("n_trials", n_trials)
+    need = min_trials(confidence, delta)
+    if n_trials < need:
+        raise ValueError(
+            f"n_trials={n_trials} is too few for confidence={confidence} and delta={delta}: at least "
+            f"{need} trials per dataset are needed for any positive bound"
+        )
+    relation = "replace_one" if neighbouring is None else neighbouring
+    if not is_neighbouring(dataset0, dataset1, relation):
+        name = relation if isinstance(relation, str) else getattr(relation, "__name__", "callable")
+        raise ValueError(f"dataset0 and dataset1 are not neighbouring under neighbouring={name!r}")
+    return n_trials, delta, confidence
+
+
+def _result(s0, s1, threshold, delta, confidence, n_trials):
+    k1 = int(np.count_nonzero(s1 > threshold))
+    k0 = int(np.count_nonzero(s0 > threshold))
+    eps, tpr_ci, fpr_ci = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence)
+    tpr, fpr = k1 / s1.size, k0 / s0.size
+    return AuditResult(
+        epsilon_lower=eps,
+        tpr=tpr,
+        fpr=fpr,
+        tpr_ci=tpr_ci,
+        fpr_ci=fpr_ci,
+        epsilon_point=_eps_from_rates(tpr, fpr, delta),
+        n_trials=n_trials,
+        threshold=float(threshold),
+        delta=delta,
+        confidence=confidence,
+    )
+
+
+def audit_epsilon(
+    mechanism: Callable,
+    dataset0,
+    dataset1,
+    statistic: Callable,
+    threshold: float,
+    n_trials: int,
+    *,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+    rng,
+    neighbouring=None,
+    vectorized: bool = False,
+    backend: str | None = None,
+    n_jobs: int | None = None,
+    cache_dir=None,
+    cache_key: str | None = None,
+    n_chunks: int | None = None,
+) -> AuditResult:
+    """Audit ``mechanism`` with the attack ``statistic(output) > threshold``.
+
+    Parameters
+    ----------
+    mechanism : callable
+        ``mechanism(dataset, rng) -> output`` (or, with ``vectorized=True``,
+        ``mechanism(dataset, rng, n) -> batch of n outputs``).
+    dataset0, dataset1 : sequence
+        Neighbouring datasets; the attack flags ``dataset1``.
+    statistic : callable
+        ``statistic(output) -> float`` (vectorized: ``statistic(batch) -> array (n,)``).
+    threshold : float
+        The attack says "dataset1" when ``statistic > threshold``.
+    n_trials : int
+        Trials per dataset; at least :func:`min_trials` ``(confidence, delta)``.
+    delta : float in [0, 1), default 0
+        The delta of the (epsilon, delta) claim being audited.
+    confidence : float in (0, 1), default 0.95
+        Probability with which ``epsilon_lower`` is a valid lower bound.
+    rng : numpy.random.Generator
+        Source of randomness (keyword-only, required).
+    neighbouring : {"replace_one", "add_remove_one"} or callable, default "replace_one"
+        Relation the datasets must satisfy (checked before any trial).
+    vectorized : bool, default False
+        Whether the mechanism draws ``n`` outputs per call.
+    backend : {"serial", "joblib", "dask"}, optional
+        Run the trials through :func:`fedbandit.experiments.run_grid` in ``n_chunks``
+        chunks per dataset (default 8); ``None`` runs them here.
+    n_jobs, cache_dir, cache_key
+        Passed to ``run_grid``; caching needs a ``cache_key`` naming the mechanism and
+        attack (everything the trials depend on), because the mechanism is code, not
+        configuration.
+
+    Returns
+    -------
+    AuditResult
+
+    Raises
+    ------
+    ValueError
+        If the datasets are not neighbouring, ``n_trials`` is too small for the
+        requested confidence, or ``confidence`` / ``delta`` are out of range.
+    """
+    n_trials, delta, confidence = _validate_common(
+        mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring
+    )
+    threshold = check_float_in_range("threshold", threshold, -math.inf, math.inf)
+    rng = check_rng(rng)
+    s0, s1 = _collect(mechanism, dataset0, dataset1, statistic, n_trials, rng, vectorized, backend, n_jobs,
+                      cache_dir, cache_key, n_chunks, "audit")
+    return _result(s0, s1, threshold, delta, confidence, n_trials)
+
+
+def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 0.95, n_candidates: int = 200) -> float:
+    """Threshold maximizing the epsilon lower bound on a *selection* split.
+
+    Candidates are quantiles of the pooled statistics; each is scored by the
+    Clopper–Pearson bound it would give on these trials.  Use the returned threshold on
+    fresh trials (:func:`audit_epsilon_split` does), never on the same ones.
+    """
+    s0 = np.asarray(stats0, dtype=float).reshape(-1)
+    s1 = np.asarray(stats1, dtype=float).reshape(-1)
+    if s0.size == 0 or s1.size == 0:
+        raise ValueError("stats0 and stats1 must be non-empty")
+    n_candidates = check_positive_int("n_candidates", n_candidates)
+    pooled = np.concatenate([s0, s1])
+    cand = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, n_candidates + 2)[1:-1]))
+    s0s, s1s = np.sort(s0), np.sort(s1)
+    best, best_t = -1.0, float(cand[0])
+    for t in cand:
+        k0 = s0.size - np.searchsorted(s0s, t, side="right")
+        k1 = s1.size - np.searchsorted(s1s, t, side="right")
+        eps, _, _ = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence)
+        if eps > best:
+            best, best_t = eps, float(t)
+    return best_t
+
+
+def audit_epsilon_split(
+    mechanism: Callable,
+    dataset0,
+    dataset1,
+    statistic: Callable,
+    n_trials: int,
+    *,
+    n_select: int | None = None,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+    rng,
+    neighbouring=None,
+    vectorized: bool = False,
+    backend: str | None = None,
+    n_jobs: int | None = None,
+    cache_dir=None,
+    cache_key: str | None = None,
+    n_chunks: int | None = None,
+) -> AuditResult:
+    """Choose the threshold on ``n_select`` trials, then audit on ``n_trials`` fresh ones.
+
+    ``n_select`` defaults to ``n_trials // 4``.  The bound stays valid because the
+    counted trials are independent of the threshold.  Other parameters as in
+    :func:`audit_epsilon`.
+    """
+    n_trials, delta, confidence = _validate_common(
+        mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring
+    )
+    n_select = max(1, n_trials // 4) if n_select is None else check_positive_int("n_select", n_select)
+    need = min_trials(confidence, delta)
+    if n_select < need:
+        raise ValueError(
+            f"n_select={n_select} (the threshold-selection trials; default n_trials // 4) is too few for "
+            f"confidence={confidence} and delta={delta}: at least {need} are needed; raise n_trials or n_select"
+        )
+    rng = check_rng(rng)
+    key = None if cache_key is None else f"{cache_key}|select"
+    a0, a1 = _collect(mechanism, dataset0, dataset1, statistic, n_select, rng, vectorized, backend, n_jobs,
+                      cache_dir, key, n_chunks, "select")
+    threshold = select_threshold(a0, a1, delta=delta, confidence=confidence)
+    s0, s1 = _collect(mechanism, dataset0, dataset1, statistic, n_trials, rng, vectorized, backend, n_jobs,
+                      cache_dir, cache_key, n_chunks, "audit")
+    return _result(s0, s1, threshold, delta, confidence, n_trials)

@@ -1,0 +1,439 @@
+"""Private counting under continual observation: binary, logarithmic and hybrid mechanisms.
+
+Chan, Shi & Song ({cite}`chan2011private`) release, after every new item ``x(n)`` of a
+stream with values in an interval of width ``sensitivity``, a private estimate of the
+running sum ``s(n) = x(1) + ... + x(n)``:
+
+* the **binary mechanism** (bounded horizon ``T``) keeps one noisy p-sum per node of the
+  dyadic tree over ``1..T``; the estimate at ``n`` adds the nodes of the set bits of
+  ``n``; each item enters at most ``L = bit_length(T)`` nodes, so each node gets
+  ``Lap(L * sensitivity / epsilon)`` and the whole stream is ``epsilon``-DP; error
+  ``O(log^{1.5} T / epsilon)``;
+* the **logarithmic mechanism** (unbounded) releases at every power of two ``n = 2^k`` the
+  previous release plus the items since then plus ``Lap(sensitivity / epsilon)``; each item
+  enters one release, so it is ``epsilon``-DP; it outputs only at powers of two;
+* the **hybrid mechanism** (unbounded) runs a logarithmic mechanism with ``epsilon/2`` and,
+  inside every interval ``(2^k, 2^{k+1})``, a fresh binary mechanism with ``epsilon/2`` and
+  horizon ``2^k - 1`` over the items of that interval; its output at ``n = 2^k + tau`` is
+  ``L(2^k) + B_k(tau)``, and ``L(n)`` at powers of two.  Each item enters one logarithmic
+  release and at most ``k`` binary nodes, so the hybrid mechanism is ``epsilon``-DP for
+  every horizon (Chan et al., Theorem 4.7; error bound Corollary 4.8 = Fact 1 of Li, Song &
+  Fragouli, {cite}`li2022federated`).
+
+Vectorization.  Every class here holds a batch of independent streams (``batch_shape``,
+e.g. ``(runs, agents, arms)``), each with its own step count: a stream advances only when
+it receives an item (for a bandit, when its arm is pulled).  :meth:`step` advances the
+streams selected by a mask; :meth:`step_flat` the streams at given flat indices (the fast
+path used by the learners).  One step costs a handful of array operations on the advancing
+streams only, independent of the tree depth: the noisy prefix at count ``tau`` is stored
+as ``N(tau) = N(tau - lowbit(tau)) + Z`` in a slot per tree level, where ``Z`` is the fresh
+noise of the node that ``tau`` closes, and ``N(tau - lowbit(tau))`` is still in the slot of
+its own lowest level (no count in between touches that slot).  This equals the textbook sum
+over the set bits of ``tau`` (checked against a line-by-line version in the tests).
+
+Random draws: every step draws exactly one standard Laplace variate per advancing stream,
+in the order of the flat indices, with :func:`draw_standard_laplace` (one call per step),
+which the loop references in ``tests/`` reuse to make the same decisions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedbandit._validation import (
+    check_array,
+    check_epsilon,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_rng,
+)
+
+__all__ = [
+    "BinaryMechanism",
+    "LogarithmicMechanism",
+    "HybridMechanism",
+    "hybrid_noise_variance",
+    "binary_noise_variance",
+    "lowest_set_bit_index",
+    "floor_log2",
+    "draw_standard_laplace",
+]
+
+
+# Lookup tables for counts below 2^20 (the learners' hot path); larger counts use frexp.
+_TABLE_BITS = 20
+_t = np.arange(1 << _TABLE_BITS, dtype=np.int64)
+_FLOOR_LOG2 = (np.frexp(np.maximum(_t, 1).astype(np.float64))[1] - 1).astype(np.int8)
+_FLOOR_LOG2[0] = 0
+_LSB = (np.frexp((_t & -_t).astype(np.float64))[1] - 1).astype(np.int8)
+_LSB[0] = 0
+del _t
+
+
+def lowest_set_bit_index(n) -> np.ndarray:
+    """Index ``i`` of the lowest set bit of integers ``n >= 0`` (``n & -n == 2^i``; 0 for ``n = 0``)."""
+    n = np.asarray(n, dtype=np.int64)
+    if n.size == 0 or n.max() < (1 << _TABLE_BITS):
+        return _LSB[n].astype(np.int64)
+    low = n & -n
+    return np.maximum(np.frexp(low.astype(np.float64))[1] - 1, 0).astype(np.int64)
+
+
+def floor_log2(n) -> np.ndarray:
+    """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``)."""
+    n = np.asarray(n, dtype=np.int64)
+    if n.size == 0 or n.max() < (1 << _TABLE_BITS):
+        return _FLOOR_LOG2[n].astype(np.int64)
+    return np.maximum(np.frexp(n.astype(np.float64))[1] - 1, 0).astype(np.int64)
+
+
+def draw_standard_laplace(rng, size: int) -> np.ndarray:
+    """``size`` standard Laplace variates, drawn as the difference of two exponentials.
+
+    ``E_1 - E_2`` with ``E_1, E_2`` i.i.d. standard exponential is standard Laplace; numpy's
+    ziggurat exponential sampler makes this faster than ``rng.laplace``.  The first
+    ``size`` exponentials are the ``E_1``'s; every mechanism here draws its noise through
+    this function, and the loop references do too, so they see the same values.
+    """
+    e = rng.standard_exponential(2 * size)
+    return e[:size] - e[size:]
+
+
+def _popcount(n) -> np.ndarray:
+    n = np.asarray(n, dtype=np.int64).copy()
+    c = np.zeros(n.shape, dtype=np.int64)
+    while np.any(n):
+        c += n & 1
+        n >>= 1
+    return c
+
+
+def binary_noise_variance(n, n_steps: int, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
+    """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``."""
+    n = np.asarray(n, dtype=np.int64)
+    b = int(n_steps).bit_length() * sensitivity / epsilon
+    return _popcount(n) * 2.0 * b * b
+
+
+def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
+    """Exact variance of the hybrid mechanism's error at count ``n >= 1``.
+
+    With ``k = floor(log2 n)`` and ``tau = n - 2^k``: ``k + 1`` logarithmic releases of
+    ``Lap(2 s / eps)`` plus ``popcount(tau)`` binary nodes of ``Lap(2 k s / eps)``; a
+    Laplace variable of scale ``b`` has variance ``2 b^2``.  Zero at ``n = 0``.
+    """
+    n = np.asarray(n, dtype=np.int64)
+    pos = np.maximum(n, 1)
+    k = floor_log2(pos)
+    tau = pos - (np.int64(1) << k)
+    b_log = 2.0 * sensitivity / epsilon
+    b_bin = 2.0 * k * sensitivity / epsilon
+    var = (k + 1) * 2.0 * b_log**2 + _popcount(tau) * 2.0 * b_bin**2
+    return np.where(n > 0, var, 0.0)
+
+
+class _BatchedStreams:
+    """Shared state handling: batch shape, counts, true sums, mask/flat stepping."""
+
+    def __init__(self, epsilon, batch_shape, sensitivity):
+        self.sensitivity = check_positive_float("sensitivity", sensitivity)
+        if isinstance(batch_shape, (int, np.integer)):
+            batch_shape = (int(batch_shape),)
+        try:
+            batch_shape = tuple(check_nonnegative_int("batch_shape entry", b) for b in batch_shape)
+        except TypeError as exc:
+            raise TypeError(f"batch_shape must be a tuple of non-negative ints, got {batch_shape!r}") from exc
+        self.batch_shape = batch_shape
+        self.size = int(np.prod(batch_shape)) if batch_shape else 1
+        if np.ndim(epsilon) == 0:
+            self.epsilon = check_epsilon(epsilon)
+            self._eps_flat = None
+        else:
+            # One epsilon per stream (e.g. per run, to sweep epsilon in one simulation).
+            eps = check_array("epsilon", epsilon)
+            if not np.all(eps > 0):
+                raise ValueError(f"epsilon must lie in (0, inf) for every stream, got min {eps.min()!r}")
+            try:
+                eps = np.broadcast_to(eps, batch_shape)
+            except ValueError as exc:
+                raise ValueError(f"epsilon of shape {eps.shape} does not broadcast to batch_shape {batch_shape}") from exc
+            self.epsilon = eps
+            self._eps_flat = np.ascontiguousarray(eps).reshape(-1).copy()
+        self._count = np.zeros(self.size, dtype=np.int64)
+        self._true = np.zeros(self.size)
+
+    @property
+    def count(self) -> np.ndarray:
+        """Number of items received by every stream (shape ``batch_shape``)."""
+        return self._count.reshape(self.batch_shape).copy()
+
+    @property
+    def true_sum(self) -> np.ndarray:
+        """Exact running sums (for tests and diagnostics; never released)."""
+        return self._true.reshape(self.batch_shape).copy()
+
+    @property
+    def value(self) -> np.ndarray:
+        """Current private estimates of the running sums (shape ``batch_shape``)."""
+        return self._value_flat().reshape(self.batch_shape).copy()
+
+    def step(self, x, rng, where=None) -> np.ndarray:
+        """Feed one item to every stream (or to those where ``where`` is True).
+
+        Parameters
+        ----------
+        x : array broadcastable to ``batch_shape``
+            The new items; entries of streams that do not advance are ignored.
+        rng : numpy.random.Generator
+            Source of the Laplace noise (one standard variate per advancing stream, in
+            C order).
+        where : bool array broadcastable to ``batch_shape``, optional
+            Which streams advance (default: all).
+
+        Returns
+        -------
+        numpy.ndarray of shape ``batch_shape``
+            The private estimates after the step (unchanged for streams that did not
+            advance).
+        """
+        rng = check_rng(rng)
+        x = check_array("x", np.broadcast_to(np.asarray(x, dtype=float), self.batch_shape))
+        if where is None:
+            idx = np.arange(self.size)
+        else:
+            mask = np.broadcast_to(np.asarray(where, dtype=bool), self.batch_shape)
+            idx = np.flatnonzero(mask)
+        xf = x.reshape(-1)[idx]
+        self._check_range(xf)
+        self.step_flat(idx, xf, rng)
+        return self.value
+
+    def _check_range(self, xf):
+        # The privacy guarantee is for items in an interval of width `sensitivity`; an
+        # item outside [-s, s] certainly violates it (the exact interval is the caller's).
+        if xf.size and np.max(np.abs(xf)) > self.sensitivity * (1 + 1e-12):
+            raise ValueError(
+                f"x has an item of magnitude {np.max(np.abs(xf))!r} > sensitivity={self.sensitivity!r}; "
+                "clip the stream to an interval of width sensitivity first"
+            )
+
+    def value_at(self, idx) -> np.ndarray:
+        """Private estimates of the streams at flat indices ``idx`` (no copy of the batch)."""
+        raise NotImplementedError
+
+    def step_flat(self, idx, x, rng) -> np.ndarray:
+        """Fast path: advance the streams at flat indices ``idx`` (distinct) with items ``x``.
+
+        No argument checking (the learners call it once per slot); returns the new private
+        estimates of those streams, in the order of ``idx``.
+        """
+        raise NotImplementedError
+
+
+class BinaryMechanism(_BatchedStreams):
+    """Binary (tree) mechanism of Chan, Shi & Song for streams of at most ``n_steps`` items.
+
+    Parameters
+    ----------
+    n_steps : int
+        Horizon ``T``; each item enters at most ``L = bit_length(T)`` p-sums.
+    epsilon : float
+        Privacy of each whole stream (pure ``epsilon``-DP for a change of one item within
+        an interval of width ``sensitivity``).
+    batch_shape : tuple of int
+        Shape of the batch of independent streams.
+    sensitivity : float, default 1
+        Width of the interval the items lie in.
+
+    Notes
+    -----
+    Node noise ``Lap(L * sensitivity / epsilon)``; error variance at count ``n``:
+    ``popcount(n) * 2 (L s / eps)^2`` (:func:`binary_noise_variance`).
+    """
+
+    def __init__(self, n_steps: int, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):
+        super().__init__(epsilon, batch_shape, sensitivity)
+        self.n_steps = check_positive_int("n_steps", n_steps)
+        self.n_levels = self.n_steps.bit_length()
+        eps = self.epsilon if self._eps_flat is None else self._eps_flat
+        self.node_scale = self.n_levels * self.sensitivity / eps
+        self._H = np.zeros((self.size, self.n_levels))
+        self._noise = np.zeros(self.size)
+
+    def _value_flat(self):
+        return self._true + self._noise
+
+    def value_at(self, idx):
+        return self._true[idx] + self._noise[idx]
+
+    def step_flat(self, idx, x, rng):
+        idx = np.asarray(idx, dtype=np.int64)
+        n = self._count[idx] + 1
+        if n.size and n.max() > self.n_steps:
+            raise ValueError(f"BinaryMechanism: a stream exceeds its horizon n_steps={self.n_steps}")
+        self._count[idx] = n
+        self._true[idx] += x
+        scale = self.node_scale if self._eps_flat is None else self.node_scale[idx]
+        z = draw_standard_laplace(rng, idx.size) * scale
+        i = lowest_set_bit_index(n)
+        rest = n & (n - 1)
+        W = self.n_levels
+        Hf = self._H.reshape(-1)
+        has_rest = rest > 0
+        base = np.where(has_rest, Hf[idx * W + lowest_set_bit_index(np.maximum(rest, 1))], 0.0)
+        noise = base + z
+        Hf[idx * W + i] = noise
+        self._noise[idx] = noise
+        return self._true[idx] + noise
+
+
+class LogarithmicMechanism(_BatchedStreams):
+    """Logarithmic mechanism of Chan, Shi & Song (unbounded horizon).
+
+    At counts ``n = 2^k`` it releases ``L(2^k) = L(2^{k-1}) + (items since) + Lap(s / eps)``;
+    between powers of two it repeats the last release (``0`` before the first item).
+    Pure ``epsilon``-DP (each item enters exactly one release).
+    """
+
+    def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):
+        super().__init__(epsilon, batch_shape, sensitivity)
+        self._released = np.zeros(self.size)
+        self._since = np.zeros(self.size)
+
+    def _value_flat(self):
+        return self._released.copy()
+
+    def value_at(self, idx):
+        return self._released[idx]
+
+    def step_flat(self, idx, x, rng):
+        idx = np.asarray(idx, dtype=np.int64)
+        n = self._count[idx] + 1
+        self._count[idx] = n
+        self._true[idx] += x
+        since = self._since[idx] + x
+        pow2 = (n & (n - 1)) == 0
+        eps = self.epsilon if self._eps_flat is None else self._eps_flat[idx]
+        z = draw_standard_laplace(rng, idx.size) * (self.sensitivity / eps)
+        self._released[idx] = np.where(pow2, self._released[idx] + since + z, self._released[idx])
+        self._since[idx] = np.where(pow2, 0.0, since)
+        return self._released[idx]
+
+
+class HybridMechanism(_BatchedStreams):
+    """Hybrid mechanism of Chan, Shi & Song (unbounded horizon, pure ``epsilon``-DP).
+
+    Parameters
+    ----------
+    epsilon : float or array broadcastable to ``batch_shape``
+        Privacy of each whole (unbounded) stream (an array gives every stream its own).
+    batch_shape : tuple of int
+        Shape of the batch of independent streams, e.g. ``(runs, agents, arms)``.
+    sensitivity : float, default 1
+        Width of the interval the items lie in (1 for rewards in [0, 1]).
+    track_true : bool, default True
+        Keep the exact running sums (:attr:`true_sum`, for tests and diagnostics); the
+        learners turn it off to save work.
+
+    Notes
+    -----
+    Logarithmic part with ``epsilon/2`` (``Lap(2 s/eps)`` at every power of two); binary
+    part with ``epsilon/2`` in each interval ``(2^k, 2^{k+1})``, node noise
+    ``Lap(2 k s / eps)`` (each item of that interval enters at most ``k`` nodes).  Output at
+    ``n = 2^k + tau``: ``L(2^k) + B_k(tau)`` (``L(n)`` when ``tau = 0``).  The binary tree
+    covers the items *after* ``2^k`` (``L(2^k)`` already holds item ``2^k``), so no item is
+    counted twice.  Every step draws one standard Laplace variate per advancing stream
+    (:func:`draw_standard_laplace`).  Error variance: :func:`hybrid_noise_variance`.
+    """
+
+    def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0, track_true: bool = True):
+        super().__init__(epsilon, batch_shape, sensitivity)
+        self.track_true = bool(track_true)
+        self._log = np.zeros(self.size)  # L(2^k), noisy
+        self._since = np.zeros(self.size)  # exact sum of the items after 2^k
+        self._bin = np.zeros(self.size)  # noise of B_k(tau)
+        # 2s/eps per stream (or one number): the log releases' scale; nodes use k times it.
+        self._c = 2.0 * self.sensitivity / (self.epsilon if self._eps_flat is None else self._eps_flat)
+        self._steps = 0  # number of step calls: an upper bound on every count
+        self._W = 8  # binary-tree levels stored so far (grows on demand: unbounded horizon)
+        # Column W of H stays 0: the lowest-set-bit table of this instance maps 0 to W, so
+        # reading the "empty prefix" (tau a power of two) and writing at tau = 0 (where the
+        # binary noise is 0) both hit it without masks.
+        self._H = np.zeros((self.size, self._W + 1))
+        self._lsb = _LSB.copy()
+        self._lsb[0] = self._W
+
+    def _value_flat(self):
+        return self._log + self._since + self._bin
+
+    def value_at(self, idx):
+        # Three 1-D gathers are much cheaper than one row gather of an (E, 3) array.
+        return self._log[idx] + self._since[idx] + self._bin[idx]
+
+    def _grow(self, levels: int):
+        W = max(levels, 2 * self._W)
+        H = np.zeros((self.size, W + 1))
+        H[:, : self._W] = self._H[:, : self._W]
+        self._H, self._W = H, W
+        self._lsb[0] = W
+
+    def step_flat(self, idx, x, rng):
+        log, since, noise, _ = self._step(idx, x, rng)
+        return log + since + noise
+
+    def step_flat_increment(self, idx, x, rng):
+        """As :meth:`step_flat` but return the *change* of each advancing stream's output.
+
+        The change is ``x + Z + N(tau - lowbit(tau)) - N_old`` (``Z`` the step's noise), so
+        consensus algorithms that broadcast output increments need no extra gathers.
+        """
+        return self._step(idx, x, rng)[3]
+
+    def _step(self, idx, x, rng):
+        idx = np.asarray(idx, dtype=np.int64)
+        n = self._count[idx] + 1
+        self._count[idx] = n
+        if self.track_true:
+            self._true[idx] += x
+        self._steps += 1
+        if self._steps < (1 << _TABLE_BITS):  # every count is below the tables' range
+            k = _FLOOR_LOG2[n]
+            lsb = self._lsb
+        else:
+            k = floor_log2(n)
+            lsb = None
+        tau = n - (np.int64(1) << k)
+        pow2 = tau == 0
+        if self._steps > (1 << self._W) and k.max() > self._W:
+            self._grow(int(k.max()))
+        c = self._c if self._eps_flat is None else self._c[idx]
+        # One draw per step: the log release's Lap(2s/eps) at powers of two, otherwise the
+        # node noise Lap(2ks/eps) of the binary node that tau closes.
+        z = draw_standard_laplace(rng, idx.size)
+        z *= np.where(pow2, c, c * k)
+        since = self._since[idx] + x
+        # Logarithmic mechanism: release at n = 2^k; the binary tree then restarts.
+        log = self._log[idx] + pow2 * (since + z)
+        self._log[idx] = log
+        since *= ~pow2
+        self._since[idx] = since
+        # Binary mechanism of interval k: N(tau) = N(tau - lowbit(tau)) + Z, stored in the
+        # slot of level lowbit(tau); N(tau - lowbit(tau)) sits in the slot of its own
+        # lowest level, untouched since (all counts in between have lower lowest bits).
+        row0 = idx * (self._W + 1)
+        Hf = self._H.reshape(-1)
+        rest = tau & (tau - 1)
+        if lsb is not None:
+            base = Hf[row0 + lsb[rest]]
+            col = lsb[tau]
+        else:
+            base = Hf[row0 + np.where(rest > 0, lowest_set_bit_index(np.maximum(rest, 1)), self._W)]
+            col = np.where(pow2, self._W, lowest_set_bit_index(np.maximum(tau, 1)))
+        noise = (base + z) * ~pow2
+        Hf[row0 + col] = noise  # at tau = 0 this writes 0 into the zero column
+        old_bin = self._bin[idx]
+        self._bin[idx] = noise
+        # Output change: x + z + base - old binary noise (at 2^k, base = 0 too).
+        inc = x + z + base - old_bin
+        return log, since, noise, inc

@@ -1,0 +1,245 @@
+"""Plain-loop references for the consensus chapter (tests only).
+
+Line-by-line versions of the algorithms of ``fedbandit.learners.consensus_ucb`` and of the
+hybrid mechanism of Chan, Shi & Song, written as the algorithm boxes would be: one run, one
+agent, one arm at a time, Python floats, and the textbook binary tree (noisy p-sums
+``alpha_hat`` summed over the set bits of ``tau``).  They follow the same randomness
+protocol as the vectorized code (a ``RewardStream`` key first, then one batched
+``draw_standard_laplace(rng, R*M)`` per slot, consumed in (run, agent) order), so on the
+same seed they must make the same decisions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedbandit.envs_mab import RewardStream
+from fedbandit.graphs import consensus_matrix, network_terms
+from fedbandit.mechanisms.continual_counting import draw_standard_laplace
+
+
+class TextbookHybrid:
+    """One stream of the hybrid mechanism, as in Chan, Shi & Song (Algorithm "Hybrid")."""
+
+    def __init__(self, epsilon, sensitivity=1.0):
+        self.c = 2.0 * sensitivity / epsilon  # both halves run with epsilon/2
+        self.n = 0
+        self.L = 0.0  # logarithmic mechanism's last release L(2^k)
+        self.since = 0.0  # exact sum of the items after 2^k
+        self.alpha = {}  # exact p-sums of the current binary tree, by level
+        self.alpha_hat = {}  # noisy p-sums
+        self.out = 0.0
+
+    def step(self, x, z):
+        """Insert item ``x`` using the standard Laplace variate ``z``; return the new output."""
+        self.n += 1
+        n = self.n
+        k = n.bit_length() - 1
+        tau = n - (1 << k)
+        since = self.since + x
+        if tau == 0:
+            # Logarithmic mechanism release; a new binary tree starts for (2^k, 2^{k+1}).
+            self.L = self.L + (since + z * self.c)
+            self.since = 0.0
+            self.alpha, self.alpha_hat = {}, {}
+            self.out = self.L
+            return self.out
+        self.since = since
+        i = (tau & -tau).bit_length() - 1
+        a = sum(self.alpha.get(j, 0.0) for j in range(i)) + x
+        for j in range(i):
+            self.alpha.pop(j, None)
+            self.alpha_hat.pop(j, None)
+        self.alpha[i] = a
+        self.alpha_hat[i] = a + z * self.c * k  # node noise Lap(2k s/eps)
+        self.out = self.L + sum(self.alpha_hat[j] for j in range(k) if (tau >> j) & 1)
+        return self.out
+
+
+def _sd_level(n):
+    k = int(math.floor(math.log2(max(n, 1.0))))
+    # guard against log2 rounding at exact powers of two
+    while 2.0 ** (k + 1) <= max(n, 1.0):
+        k += 1
+    while 2.0**k > max(n, 1.0):
+        k -= 1
+    return math.sqrt(2.0 * (k + 1) + 2.0 * k**3)
+
+
+def _width_num(kind, t, eps, rho, sens):
+    if kind == "none" or eps is None:
+        return 0.0
+    lt = math.log(max(t, 2))
+    if kind == "fact1":
+        return sens / eps * math.log2(max(t, 2)) ** 1.5 * rho * lt
+    return math.sqrt(2.0 * rho * lt) * (2.0 * sens / eps)
+
+
+def _argmax(values):
+    best, bi = values[0], 0
+    for j, v in enumerate(values):
+        if v > best:
+            best, bi = v, j
+    return bi
+
+
+def _per_run(v, R):
+    if v is None:
+        return [None] * R
+    a = np.asarray(v, dtype=float)
+    return [float(a)] * R if a.ndim == 0 else [float(x) for x in a]
+
+
+def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
+                      doubling=True, communicate=True, clip=(0.0, 1.0)):
+    """DP-Master-worker UCB, loops.  Returns (actions (T, R, M), regret per run, n_comm)."""
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    R, K = n_runs, env.n_arms
+    sigma = env.sigma if sigma is None else sigma
+    lo, hi = clip
+    sens = hi - lo
+    eps = _per_run(epsilon, R)
+    rhos = _per_run(rho, R)
+    private = epsilon is not None
+    stream = RewardStream(env, R, M, rng)
+    mech = [[[TextbookHybrid(eps[r], sens) for _ in range(K)] for _ in range(M)] for r in range(R)] if private else None
+    exact = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    counts = [[[0] * K for _ in range(M)] for _ in range(R)]
+    I = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    arm = [[0] * M for _ in range(R)]
+    streak = [[0] * M for _ in range(R)]
+    remaining = [[0] * M for _ in range(R)]
+    actions = np.zeros((T, R, M), dtype=int)
+    regret = [0.0] * R
+    n_comm = 0
+
+    def own(r, m, j, t):
+        n = counts[r][m][j]
+        mean = (mech[r][m][j].out / n + lo) if private else exact[r][m][j] / n
+        idx = mean + sigma * math.sqrt(2.0 * rhos[r] * math.log(t) / n)
+        num = _width_num(privacy_width, t, eps[r], rhos[r], sens) if private else 0.0
+        if private and privacy_width == "fact1":
+            idx = idx + num / n
+        elif private and privacy_width == "std":
+            idx = idx + num * _sd_level(n) / n
+        return idx
+
+    for t in range(1, T + 1):
+        if t <= K:
+            for r in range(R):
+                for m in range(M):
+                    arm[r][m] = t - 1
+        else:
+            comm = communicate and (t & (t - 1)) == 0
+            deciders = []
+            if comm:
+                n_comm += 1
+                for r in range(R):
+                    own_all = [[own(r, m, j, t) for j in range(K)] for m in range(M)]
+                    avg = [sum(own_all[m][j] for m in range(M)) / M for j in range(K)]
+                    for m in range(M):
+                        I[r][m] = list(avg)
+                        deciders.append((r, m))
+            else:
+                for r in range(R):
+                    for m in range(M):
+                        if t == K + 1:
+                            I[r][m] = [own(r, m, j, t) for j in range(K)]
+                        if remaining[r][m] == 0:
+                            I[r][m][arm[r][m]] = own(r, m, arm[r][m], t)
+                            deciders.append((r, m))
+            for r, m in deciders:
+                new = _argmax(I[r][m])
+                streak[r][m] = streak[r][m] + 1 if new == arm[r][m] else 1
+                arm[r][m] = new
+                remaining[r][m] = 2 ** (streak[r][m] - 1) if doubling else 1
+        z = draw_standard_laplace(rng, R * M) if private else None
+        for r in range(R):
+            for m in range(M):
+                a = arm[r][m]
+                x = stream.reward(t, r, m, a)
+                actions[t - 1, r, m] = a
+                counts[r][m][a] += 1
+                if private:
+                    mech[r][m][a].step(min(max(x, lo), hi) - lo, z[r * M + m])
+                else:
+                    exact[r][m][a] += x
+                if t > K:
+                    remaining[r][m] -= 1
+                regret[r] += env.gaps[a]
+    return actions, regret, n_comm
+
+
+def ref_decentralized(env, graph, T, epsilon, *, rng, n_runs=1, kappa=None, rho=2.0, privacy_width="std", sigma=None,
+                      clip=(0.0, 1.0)):
+    """DP-Decentralized UCB (or coop-UCB when epsilon is None), loops.  Returns (actions, regret)."""
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    P = consensus_matrix(graph, kappa)
+    terms = network_terms(P)
+    M = graph.n_agents
+    R, K = n_runs, env.n_arms
+    sigma = env.sigma if sigma is None else sigma
+    lo, hi = clip
+    sens = hi - lo
+    eps = _per_run(epsilon, R)
+    rhos = _per_run(rho, R)
+    private = epsilon is not None
+    c_i, c_0 = [float(x) for x in terms.c_i], float(terms.c_0)
+    stream = RewardStream(env, R, M, rng)
+    mech = [[[TextbookHybrid(eps[r], sens) for _ in range(K)] for _ in range(M)] for r in range(R)] if private else None
+    n_hat = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    s_hat = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    actions = np.zeros((T, R, M), dtype=int)
+    regret = [0.0] * R
+    for t in range(1, T + 1):
+        z = None
+        chosen = [[0] * M for _ in range(R)]
+        for r in range(R):
+            for m in range(M):
+                if t <= K:
+                    chosen[r][m] = t - 1
+                    continue
+                q = []
+                for j in range(K):
+                    n = n_hat[r][m][j]
+                    v = (n + c_i[m]) / n / n
+                    val = s_hat[r][m][j] / n
+                    if private and lo != 0.0:
+                        val += lo
+                    val += math.sqrt(v * (rhos[r] * (2.0 * sigma**2 * math.log(t) / c_0)))
+                    if private and privacy_width != "none":
+                        num = _width_num(privacy_width, t, eps[r], rhos[r], sens) / math.sqrt(c_0)
+                        w = v * num
+                        if privacy_width == "std":
+                            w *= _sd_level(n)
+                        val += w
+                    q.append(val)
+                chosen[r][m] = _argmax(q)
+        if private:
+            z = draw_standard_laplace(rng, R * M)
+        for r in range(R):
+            inc_n = [[0.0] * K for _ in range(M)]
+            inc_s = [[0.0] * K for _ in range(M)]
+            for m in range(M):
+                a = chosen[r][m]
+                actions[t - 1, r, m] = a
+                x = stream.reward(t, r, m, a)
+                if private:
+                    old = mech[r][m][a].out
+                    new = mech[r][m][a].step(min(max(x, lo), hi) - lo, z[r * M + m])
+                    inc_s[m][a] = new - old
+                else:
+                    inc_s[m][a] = x
+                inc_n[m][a] = 1.0
+                regret[r] += env.gaps[a]
+            # running consensus: x(t+1) = P (x(t) + increment)
+            new_n = [[0.0] * K for _ in range(M)]
+            new_s = [[0.0] * K for _ in range(M)]
+            for i in range(M):
+                for j in range(K):
+                    new_n[i][j] = sum(P[i, k] * (n_hat[r][k][j] + inc_n[k][j]) for k in range(M))
+                    new_s[i][j] = sum(P[i, k] * (s_hat[r][k][j] + inc_s[k][j]) for k in range(M))
+            n_hat[r], s_hat[r] = new_n, new_s
+    return actions, regret
