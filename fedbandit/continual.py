@@ -1,0 +1,948 @@
+"""Private summation under continual observation (PSCO), vectorized over runs.
+
+Users t = 1, ..., n arrive one by one with values x_t in [0, 1]; after user t the server
+reports an estimate of the prefix sum S_t = Σ_{s ≤ t} x_s.  The error of an algorithm
+is sup_t |Ŝ_t − S_t| (the α of an (n, α, β) algorithm, Tenenbaum, Kaplan, Mansour &
+Stemmer 2023).  This module implements, for arrays of shape (runs, n):
+
+* :func:`local_psco` -- local model: ε-LDP randomized response per user (error ~ sqrt(n)/ε);
+* :func:`central_tree_psco` -- central binary-tree mechanism (Dwork, Naor, Pitassi &
+  Rothblum 2010; Chan, Shi & Song 2011), noise on every dyadic p-sum;
+* :func:`concurrent_psco` -- the k-shuffler algorithm (the book's reconstruction of the
+  paper's Section 3.2 algorithm, [derived], see below); :func:`sequential_psco` is k = 1
+  (the sequential shuffle model with the optimal batch size) and :func:`tree_psco` is
+  the dyadic variant with k = ⌊log₂ n⌋ + 1 shufflers;
+* :func:`extrapolating_psco` -- an algorithm that exploits *easy* inputs: it also
+  counts the users of the unfinished batch by extrapolating the last batch's rate,
+  which pays off on streams with a stable rate and fails on the hard family;
+* :func:`sample_hard_input` -- the hard family Δ_{n,k} of the lower bound.
+
+The k-level algorithm [derived]
+-------------------------------
+The algorithm box is not in the available text.  The book's reconstruction, consistent
+with Corollary 3.3 (error Õ(k^{3/2} n^{1/(2k+1)}/ε)) and with the lower bound's
+structure: shuffler i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole
+stream, with b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
+randomized-response summation (:class:`fedbandit.shuffle.RRShuffleSummation`) at the
+per-level budget (ε₀, δ₀) of :func:`fedbandit.shuffle.level_budget` (every user joins
+exactly k mechanisms).  The estimate after user t is the mixed-radix decomposition of
+t: all released level-1 batches, plus the level-2 batches released inside the current
+level-1 batch, ..., plus the level-k batches inside the current level-(k−1) batch; the
+≤ b_k − 1 users of the current level-k batch are not counted yet.  With
+b_i ≈ n^{(2k+1−2i)/(2k+1)} at most n^{2/(2k+1)} released batches per level enter an
+estimate, each with O(sqrt(log(1/δ₀))/ε₀) noise, and b_k ≈ n^{1/(2k+1)} users are
+missing: error Õ(k n^{1/(2k+1)}/ε) for advanced composition (ε₀ ≈ ε/sqrt(k)), within
+the corollary's k^{3/2}.  :func:`optimal_batch_sizes` picks the constants numerically.
+
+Aggregate sampling
+------------------
+A batch of m users of whom c hold bit 1 releases Z ~ Bin(c, q1) + Bin(m − c, q0) ones
+(:func:`fedbandit.shuffle.sample_rr_counts`); the default ``sampling="aggregate"``
+draws Z directly, which is what makes n = 10⁷ cheap.  ``sampling="per_user"`` simulates
+every message (one uniform per user and shuffler, in the layout of
+:class:`fedbandit.shuffle.ConcurrentShuffleModel`) and agrees with the plain loop of
+``tests/reference_continual.py`` draw for draw; the tests check that both samplings agree
+in distribution.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import accounting
+from ._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_int_in_range,
+    check_positive_int,
+    check_probability,
+    check_rng,
+)
+from .mechanisms.tree import draw_noise, tree_depth
+from .shuffle import (
+    check_batch_sizes,
+    check_unit_interval,
+    level_budget,
+    local_rr_flip_probability,
+    rr_estimator_variance,
+    rr_flip_probability,
+    group_budget,
+    rr_debias,
+    rr_message_probabilities,
+    sample_rr_counts,
+)
+from .theory_psco import big_nk, c_epsilon, rep_nk
+
+__all__ = [
+    "ContinualRelease",
+    "local_psco",
+    "central_tree_psco",
+    "concurrent_psco",
+    "sequential_psco",
+    "tree_psco",
+    "extrapolating_psco",
+    "run_psco",
+    "PSCO_ALGORITHMS",
+    "optimal_batch_sizes",
+    "dyadic_batch_sizes",
+    "psco_accounting",
+    "error_proxy",
+    "sup_error",
+    "prefix_sums",
+    "sample_hard_input",
+    "hard_input_single_positions",
+    "sample_bernoulli_input",
+    "sample_runs_input",
+    "psco_trial",
+    "rep_nk",
+    "big_nk",
+    "c_epsilon",
+]
+
+#: Names accepted by :func:`run_psco`.
+PSCO_ALGORITHMS = ("local", "sequential", "concurrent", "tree", "central", "extrapolating")
+
+
+# ---------------------------------------------------------------------------------------
+# Release object and error
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContinualRelease:
+    """The estimates an algorithm reports for t = 0, ..., n.
+
+    Estimates change only every ``block`` users: for t in [j·block, (j+1)·block) the
+    estimate is ``values[:, j] + slopes[:, j]·(t − j·block)`` (``slopes`` None means 0).
+
+    Attributes
+    ----------
+    n : int
+        Number of users.
+    block : int
+        Update period (b_k for the k-level algorithms, 1 for local and central).
+    values : ndarray, shape (runs, n // block + 1)
+    slopes : ndarray or None
+    info : dict
+        Algorithm name, batch sizes, per-level budgets, blanket probabilities, noise
+        standard deviations and the composed privacy guarantee.
+    """
+
+    n: int
+    block: int
+    values: np.ndarray
+    slopes: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def runs(self) -> int:
+        return self.values.shape[0]
+
+    def estimates(self, times) -> np.ndarray:
+        """Estimates at the given times (integers in [0, n]); shape (runs, len(times))."""
+        t = np.asarray(times, dtype=np.int64)
+        if t.ndim != 1 or np.any(t < 0) or np.any(t > self.n):
+            raise ValueError(f"times must be a 1-D array of integers in [0, {self.n}]")
+        j = t // self.block
+        out = self.values[:, j]
+        if self.slopes is not None:
+            out = out + self.slopes[:, j] * (t - j * self.block)
+        return out
+
+    def path(self) -> np.ndarray:
+        """All estimates Ŝ_0, ..., Ŝ_n; shape (runs, n + 1)."""
+        return self.estimates(np.arange(self.n + 1))
+
+
+def _as_runs(x, name: str = "x") -> np.ndarray:
+    arr = check_unit_interval(name, x)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must have shape (n,) or (runs, n) with n >= 1, got {np.shape(x)}")
+    return arr
+
+
+def prefix_sums(x) -> np.ndarray:
+    """S_0 = 0, S_t = Σ_{s ≤ t} x_s for t = 1..n; shape (runs, n + 1)."""
+    arr = _as_runs(x)
+    out = np.zeros((arr.shape[0], arr.shape[1] + 1), dtype=np.int64 if arr.dtype == np.uint8 else float)
+    np.cumsum(arr, axis=1, out=out[:, 1:])
+    return out
+
+
+def sup_error(release: ContinualRelease, x) -> np.ndarray:
+    """sup_{1 ≤ t ≤ n} |Ŝ_t − S_t| for every run; shape (runs,).
+
+    For piecewise-constant releases the supremum over a block is attained at one of its
+    two ends, because S_t is non-decreasing (x_t ≥ 0); so only O(n / block) estimates are
+    compared, plus one pass over x for the block sums.
+    """
+    arr = _as_runs(x)
+    runs, n = arr.shape
+    if n != release.n or runs != release.runs:
+        raise ValueError(f"x has shape {arr.shape}, the release is for (runs, n) = ({release.runs}, {release.n})")
+    if release.slopes is not None:
+        return np.max(np.abs(release.path() - prefix_sums(arr)), axis=1)
+    a = release.block
+    n_blocks = n // a
+    acc = np.int64 if arr.dtype == np.uint8 else float
+    sums = arr[:, : n_blocks * a].reshape(runs, n_blocks, a).sum(axis=2, dtype=acc)
+    cum = np.zeros((runs, n_blocks + 1), dtype=float)
+    np.cumsum(sums, axis=1, out=cum[:, 1:])
+    v = release.values
+    # block j < n_blocks covers t in [j a, (j+1) a − 1]
+    last_user = arr[:, a - 1 : n_blocks * a : a].astype(float)
+    err = np.maximum(np.abs(v[:, :n_blocks] - cum[:, :-1]), np.abs(v[:, :n_blocks] - (cum[:, 1:] - last_user)))
+    worst = err.max(axis=1) if n_blocks else np.zeros(runs)
+    # the last block [n_blocks a, n] (possibly the single time n when a | n)
+    total = cum[:, -1] + arr[:, n_blocks * a :].sum(axis=1, dtype=acc)
+    tail = np.maximum(np.abs(v[:, n_blocks] - cum[:, -1]), np.abs(v[:, n_blocks] - total))
+    return np.maximum(worst, tail)
+
+
+# ---------------------------------------------------------------------------------------
+# Batch-size schedules
+# ---------------------------------------------------------------------------------------
+
+
+def dyadic_batch_sizes(n: int) -> tuple[int, ...]:
+    """(2^{L−1}, ..., 2, 1) with L = ⌊log₂ n⌋ + 1: the tree variant's k = L levels."""
+    n = check_positive_int("n", n)
+    levels = tree_depth(n)
+    return tuple(2**j for j in range(levels - 1, -1, -1))
+
+
+# One point per decade: the curve is smooth (local regime m·v₁, then a plateau), and each
+# point costs one accountant bisection.
+_M_GRID = np.unique(np.round(np.geomspace(1, 1e12, 13)).astype(np.int64))
+
+
+@functools.lru_cache(maxsize=8192)
+def _batch_noise_variance(m: int, eps0: float, delta0: float, real: bool) -> float:
+    """Variance of one released batch sum of m users at the per-level budget (ε₀, δ₀).
+
+    Bits: one message per user.  Values in [0, 1] ("real"): g = ⌈sqrt(m)⌉ unary messages at
+    the group-privacy budget, plus the rounding variance bound m/(4g²).
+    """
+    if not real:
+        return rr_estimator_variance(m, rr_flip_probability(m, eps0, delta0))
+    g = max(1, math.ceil(math.sqrt(m)))
+    eps_b, delta_b = group_budget(eps0, delta0, g)
+    return rr_estimator_variance(m * g, rr_flip_probability(m * g, eps_b, delta_b)) / g**2 + m / (4.0 * g**2)
+
+
+@functools.lru_cache(maxsize=256)
+def _log_variance_curve(eps0: float, delta0: float, m_max: int, real: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """log m and log Var of one batch's debiased sum on a geometric grid of batch sizes m ≤ m_max."""
+    grid = _M_GRID[: int(np.searchsorted(_M_GRID, m_max)) + 1]
+    logv = np.array([math.log(_batch_noise_variance(int(m), eps0, delta0, real)) for m in grid])
+    return np.log(grid.astype(float)), logv
+
+
+def _batch_variance(m, eps0: float, delta0: float, m_max: int, real: bool = False) -> np.ndarray:
+    """Var of a batch of size m ≤ m_max, interpolated log-log from :func:`_log_variance_curve`."""
+    # One curve per decade of m_max, so nearby horizons share the accountant's work.
+    decade = int(10 ** math.ceil(math.log10(max(m_max, 10))))
+    logm, logv = _log_variance_curve(eps0, delta0, decade, real)
+    return np.exp(np.interp(np.log(np.asarray(m, dtype=float)), logm, logv))
+
+
+def _schedule_objective(n, a, r, k, eps0, delta0, objective, real=False):
+    """Proxy for the worst-case error of the schedule b_i = a r^{k−i} [derived].
+
+    2·sqrt(total noise variance of the worst estimate) + the uncounted users: a − 1 for
+    the plain algorithm (all ones in the unfinished batch), sqrt(a) for the extrapolating
+    one (the error of extrapolating a rate over a users of a stationary stream), whose
+    extrapolation also adds one level-k batch's noise.
+    """
+    a = np.asarray(a, dtype=float)
+    r = np.asarray(r, dtype=float)
+    b1 = a * r ** (k - 1)
+    var = np.floor(n / b1) * _batch_variance(b1, eps0, delta0, n, real)
+    for i in range(2, k + 1):
+        var = var + (r - 1.0) * _batch_variance(a * r ** (k - i), eps0, delta0, n, real)
+    if objective == "worst_case":
+        return 2.0 * np.sqrt(var) + (a - 1.0)
+    var = var + _batch_variance(a, eps0, delta0, n, real)
+    return 2.0 * np.sqrt(var) + np.sqrt(a)
+
+
+@functools.lru_cache(maxsize=1024)
+def _optimal_batch_sizes(
+    n: int, k: int, epsilon: float, delta: float, objective: str, streams: int = 1, real: bool = False
+) -> tuple[int, ...]:
+    eps0, delta0 = level_budget(epsilon, delta, k * streams)
+    a_grid = np.unique(np.round(np.geomspace(1, n, 600)).astype(np.int64)).astype(float)
+    if k == 1:
+        f = _schedule_objective(n, a_grid, np.ones_like(a_grid), 1, eps0, delta0, objective, real)
+        return (int(a_grid[int(np.argmin(f))]),)
+    r_max = max(2.0, n ** (1.0 / (k - 1)))
+    r_grid = np.unique(np.round(np.geomspace(2, r_max, 300)).astype(np.int64)).astype(float)
+    aa, rr = np.meshgrid(a_grid, r_grid, indexing="ij")
+    feasible = aa * rr ** (k - 1) <= n
+    if not feasible.any():
+        raise ValueError(f"no nested schedule of k={k} levels fits n={n} users; k must be <= {tree_depth(n)}")
+    f = np.where(feasible, _schedule_objective(n, aa, rr, k, eps0, delta0, objective, real), np.inf)
+    i, j = np.unravel_index(int(np.argmin(f)), f.shape)
+    a, r = int(aa[i, j]), int(rr[i, j])
+    return tuple(a * r ** (k - level) for level in range(1, k + 1))
+
+
+def optimal_batch_sizes(
+    n: int, k: int, epsilon: float, delta: float, *, objective: str = "worst_case", streams: int = 1, values: str = "bits"
+) -> tuple[int, ...]:
+    """Nested batch sizes (b_1, ..., b_k) = (a r^{k−1}, ..., a r, a) minimising an error proxy.
+
+    [derived] The search is over integers a ≥ 1 (the level-k batch) and r ≥ 2 (the ratio
+    between levels) with b_1 ≤ n, minimising :func:`_schedule_objective`, with the
+    per-batch noise of the randomized-response summation at the per-level budget.  The
+    optimum has b_i ∝ n^{(2k+1−2i)/(2k+1)} (the exponents of the paper facts'
+    allocation) for ``objective="worst_case"``; ``"smooth"`` is the schedule of
+    :func:`extrapolating_psco` (b_i ∝ n^{(k+1−i)/(k+1)}).
+
+    Parameters
+    ----------
+    n : int
+        Number of users.
+    k : int
+        Number of shufflers, 1 ≤ k ≤ ⌊log₂ n⌋ + 1.
+    epsilon, delta : float
+        Overall privacy of the algorithm.
+    objective : {"worst_case", "smooth"}
+    streams : int, default 1
+        Number of sums every user contributes to (the coordinates of a vector; the
+        per-level budget is split over k · streams mechanisms).
+    values : {"bits", "real"}
+        Bits (one message per user) or values in [0, 1] (⌈sqrt(b)⌉ messages per user).
+    """
+    n = check_positive_int("n", n)
+    k = check_int_in_range("k", k, 1, tree_depth(n))
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    check_choice("objective", objective, ("worst_case", "smooth"))
+    streams = check_positive_int("streams", streams)
+    check_choice("values", values, ("bits", "real"))
+    return _optimal_batch_sizes(n, k, epsilon, delta, objective, streams, values == "real")
+
+
+def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolution=1) -> dict:
+    """Privacy accounting of the k-level algorithm with the given schedule.
+
+    Returns a dict with the per-level rows (batch size b_i, number of batches, ε₀, δ₀,
+    messages per user g_i, per-message budget, blanket probability p_i, expected blanket
+    messages p_i(b_i g_i − 1), the certified δ of one message, and the noise standard
+    deviation of one batch sum) and the composition of the k mechanisms every user
+    joins: basic (kε₀, kδ₀) and advanced (Dwork, Rothblum & Vadhan 2010) with δ' = δ/2;
+    the better of the two is at most (ε, δ), which makes the whole algorithm
+    (ε, δ)-CSDP.
+
+    Parameters
+    ----------
+    resolution : int or sequence of int
+        Messages per user at every level (one value for all levels, or one per level);
+        1 for bits.
+    """
+    from .shuffle import rr_shuffle_delta
+
+    n = check_positive_int("n", n)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    sizes = check_batch_sizes(batch_sizes, n)
+    k = len(sizes)
+    gs = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)
+    if len(gs) != k:
+        raise ValueError(f"resolution must be one int or one per level ({k}), got {resolution!r}")
+    gs = [check_positive_int("resolution", g) for g in gs]
+    eps0, delta0 = level_budget(epsilon, delta, k)
+    levels = []
+    for i, (b, g) in enumerate(zip(sizes, gs)):
+        eps_b, delta_b = group_budget(eps0, delta0, g)
+        p = rr_flip_probability(b * g, eps_b, delta_b)
+        levels.append(
+            {
+                "level": i + 1,
+                "batch_size": b,
+                "n_batches": n // b,
+                "epsilon0": eps0,
+                "delta0": delta0,
+                "resolution": g,
+                "epsilon_message": eps_b,
+                "delta_message": delta_b,
+                "p": p,
+                "expected_blanket": p * (b * g - 1),
+                "certified_delta": rr_shuffle_delta(eps_b, b * g, p),
+                "noise_std": math.sqrt(rr_estimator_variance(b * g, p)) / g,
+            }
+        )
+    basic = (k * eps0, k * delta0)
+    # (advanced composition only helps for small ε₀; math.expm1 overflows for huge ones)
+    advanced = accounting.advanced_composition(eps0, delta0, k, delta / 2.0) if k > 1 and eps0 < 10 else basic
+    best = min((basic, advanced), key=lambda e: (e[0], e[1]))
+    return {
+        "n": n,
+        "k": k,
+        "epsilon": epsilon,
+        "delta": delta,
+        "levels": levels,
+        "basic_composition": basic,
+        "advanced_composition": advanced,
+        "guarantee": best,
+    }
+
+
+def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None) -> float:
+    """A deterministic scale of an algorithm's sup error (the quantity the schedule search minimises).
+
+    2·sqrt(largest variance of a released estimate) + the users an estimate may miss
+    [derived]:
+
+    * ``"local"``: 2 sqrt(n v₁), v₁ the variance of one randomized-response bit;
+    * ``"central"``: 2 σ sqrt(L) with L = ⌊log₂ n⌋ + 1 nodes per prefix;
+    * ``"tree"``: 2 sqrt(Σ_i v(b_i)) over the dyadic levels;
+    * ``"sequential"``/``"concurrent"``: 2 sqrt(⌊n/b_1⌋ v(b_1) + Σ_{i≥2} (b_{i−1}/b_i − 1) v(b_i)) + b_k − 1;
+    * ``"extrapolating"``: the same noise plus one level-k batch, + sqrt(b_k).
+
+    v(b) is the exact noise variance of a batch of b users at the per-level budget.  Used
+    for theory curves and for the pre-asymptotic slopes the chapter compares fits with.
+    """
+    check_choice("name", name, PSCO_ALGORITHMS)
+    n = check_positive_int("n", n)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    if name == "local":
+        return 2.0 * math.sqrt(n * rr_estimator_variance(1, local_rr_flip_probability(epsilon)))
+    if name == "central":
+        levels = tree_depth(n)
+        return 2.0 * accounting.calibrate_gaussian_sigma(epsilon, delta, 1.0, levels) * math.sqrt(levels)
+    if name == "tree":
+        sizes = dyadic_batch_sizes(n)
+    elif batch_sizes is not None:
+        sizes = check_batch_sizes(batch_sizes, n)
+    elif name == "sequential":
+        sizes = optimal_batch_sizes(n, 1, epsilon, delta)
+    else:
+        if k is None:
+            raise ValueError(f"k is required for algorithm {name!r}")
+        obj = "smooth" if name == "extrapolating" else "worst_case"
+        sizes = optimal_batch_sizes(n, k, epsilon, delta, objective=obj)
+    eps0, delta0 = level_budget(epsilon, delta, len(sizes))
+    v = [rr_estimator_variance(b, rr_flip_probability(b, eps0, delta0)) for b in sizes]
+    if name == "tree":
+        return 2.0 * math.sqrt(sum(v))
+    var = (n // sizes[0]) * v[0] + sum((sizes[i - 1] // sizes[i] - 1) * v[i] for i in range(1, len(sizes)))
+    if name == "extrapolating":
+        return 2.0 * math.sqrt(var + v[-1]) + math.sqrt(sizes[-1])
+    return 2.0 * math.sqrt(var) + sizes[-1] - 1.0
+
+
+# ---------------------------------------------------------------------------------------
+# Algorithms
+# ---------------------------------------------------------------------------------------
+
+
+def _round_inputs(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Bits for local randomized response: unbiased randomized rounding of values in [0, 1].
+
+    Rounding is part of the local randomizer; it adds the rounding error Σ x(1 − x),
+    small next to the local model's own Θ(n/ε²) variance.
+    """
+    if arr.dtype == np.uint8:
+        return arr
+    if np.all((arr == 0.0) | (arr == 1.0)):
+        return arr.astype(np.uint8)
+    return (rng.random(arr.shape) < arr).astype(np.uint8)
+
+
+def local_psco(x, epsilon: float, rng) -> ContinualRelease:
+    """Local-model PSCO: every user sends one ε-LDP randomized-response bit.
+
+    p = 2/(e^ε + 1); the estimate after t users is Σ_{s ≤ t}(M_s − p/2)/(1 − p), with
+    error Θ(sqrt(n)/ε) (optimal in the local model, Vadhan 2017).  Values in [0, 1]
+    are randomized-rounded first.
+    """
+    arr = _as_runs(x)
+    epsilon = check_epsilon(epsilon)
+    rng = check_rng(rng)
+    bits = _round_inputs(arr, rng)
+    p = local_rr_flip_probability(epsilon)
+    q0, q1 = rr_message_probabilities(p)
+    u = rng.random(bits.shape)
+    messages = u < np.where(bits.astype(bool), q1, q0)
+    values = np.zeros((bits.shape[0], bits.shape[1] + 1))
+    np.cumsum(messages, axis=1, out=values[:, 1:])
+    values -= np.arange(bits.shape[1] + 1) * q0
+    values /= 1.0 - p
+    info = {"algorithm": "local", "k": 0, "epsilon": epsilon, "p": p, "privacy": (epsilon, 0.0)}
+    return ContinualRelease(n=bits.shape[1], block=1, values=values, info=info)
+
+
+def _nested_estimates(level_sums: list, sizes: tuple) -> np.ndarray:
+    """Mixed-radix prefix estimates at t = u·b_k, u = 0..⌊n/b_k⌋, from the released batch sums.
+
+    ``level_sums[i]`` (runs, ⌊n/b_i⌋) holds the released sums of level i.  E_1[u] = Σ_{v<u}
+    Y_1[v]; E_i[u] = E_{i−1}[⌊u/r_i⌋] + Σ of the level-i batches released since the start
+    of the enclosing level-(i−1) batch.  O(Σ_i n/b_i) work.
+    """
+    y0 = level_sums[0]
+    runs = y0.shape[0]
+    est = np.zeros((runs, y0.shape[1] + 1))
+    np.cumsum(y0, axis=1, out=est[:, 1:])
+    for i in range(1, len(sizes)):
+        r = sizes[i - 1] // sizes[i]
+        y = level_sums[i]
+        n_prev = est.shape[1] - 1
+        pad = np.zeros((runs, n_prev + 1, r))
+        pad.reshape(runs, -1)[:, : y.shape[1]] = y
+        new = np.empty((runs, n_prev + 1, r))
+        new[:, :, 0] = est
+        if r <= 8:
+            # exclusive cumulative sum inside each parent, slot by slot (a strided cumsum
+            # over a short axis is much slower)
+            for s in range(1, r):
+                np.add(new[:, :, s - 1], pad[:, :, s - 1], out=new[:, :, s])
+        else:
+            new[:, :, 1:] = est[:, :, None] + np.cumsum(pad[:, :, :-1], axis=2)
+        est = new.reshape(runs, -1)[:, : y.shape[1] + 1]
+    return est
+
+
+def _level_counts(bits: np.ndarray, sizes: tuple) -> list:
+    """Number of ones in every complete batch of every level (finest level first, then summed up)."""
+    runs, n = bits.shape
+    a = sizes[-1]
+    nb = n // a
+    counts = [bits[:, : nb * a].reshape(runs, nb, a).sum(axis=2, dtype=np.int64)]
+    for i in range(len(sizes) - 2, -1, -1):
+        r = sizes[i] // sizes[i + 1]
+        nb_i = n // sizes[i]
+        counts.insert(0, counts[0][:, : nb_i * r].reshape(runs, nb_i, r).sum(axis=2))
+    return counts
+
+
+def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
+    if resolution == "auto":
+        # Bits need one message; values in [0, 1] get g ≈ sqrt(m) messages, which makes
+        # the rounding variance m/(4g²) ≤ 1/4 (see RRShuffleSummation).
+        return 1 if binary else max(1, math.ceil(math.sqrt(batch_size)))
+    return check_positive_int("resolution", resolution)
+
+
+def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto"):
+    runs, n = arr.shape
+    k = len(sizes)
+    eps0, delta0 = level_budget(epsilon, delta, k)
+    binary = arr.dtype == np.uint8 or bool(np.all((arr == 0.0) | (arr == 1.0)))
+    if binary:
+        arr = arr.astype(np.uint8, copy=False)
+    gs = [_level_resolution(resolution, b, binary) for b in sizes]
+    ps = []
+    for b, g in zip(sizes, gs):
+        eps_b, delta_b = group_budget(eps0, delta0, g)
+        ps.append(rr_flip_probability(b * g, eps_b, delta_b))
+    level_sums = []
+    if binary and sampling == "aggregate" and all(g == 1 for g in gs):
+        # Fast path: batch counts of all levels from one pass over the bits.
+        counts = _level_counts(arr, sizes)
+        for b, p, c in zip(sizes, ps, counts):
+            z = sample_rr_counts(c, b, p, rng)
+            level_sums.append(rr_debias(z, b, p))
+    else:
+        for b, g, p in zip(sizes, gs, ps):
+            q0, q1 = rr_message_probabilities(p)
+            nb = n // b
+            if binary:
+                ones = arr.astype(np.int64) * g
+            else:
+                # Independent unbiased rounding per level (part of that level's randomizer).
+                scaled = arr * g
+                low = np.floor(scaled)
+                ones = (low + (rng.random((runs, n)) < scaled - low)).astype(np.int64)
+            if sampling == "per_user":
+                # One uniform per message: user t's g messages to shuffler i use
+                # w[:, t, :], the layout of ConcurrentShuffleModel for g = 1.
+                w = rng.random((runs, n, g))
+                sent = (w < np.where(np.arange(g) < ones[..., None], q1, q0)).sum(axis=2)
+                z = sent[:, : nb * b].reshape(runs, nb, b).sum(axis=2)
+            else:
+                batch_ones = ones[:, : nb * b].reshape(runs, nb, b).sum(axis=2)
+                z = sample_rr_counts(batch_ones, b * g, p, rng)
+            level_sums.append(rr_debias(z, b * g, p) / g)
+    values = _nested_estimates(level_sums, sizes)
+    info = {
+        "algorithm": name,
+        "k": k,
+        "batch_sizes": sizes,
+        "epsilon": epsilon,
+        "delta": delta,
+        "epsilon0": eps0,
+        "delta0": delta0,
+        "resolution": tuple(gs),
+        "p": tuple(ps),
+        "noise_std": tuple(math.sqrt(rr_estimator_variance(b * g, p)) / g for b, g, p in zip(sizes, gs, ps)),
+        "sampling": sampling,
+    }
+    if return_levels:
+        info["level_sums"] = level_sums
+    return values, level_sums, info
+
+
+def _check_common(x, epsilon, delta, rng):
+    return _as_runs(x), check_epsilon(epsilon), check_delta(delta), check_rng(rng)
+
+
+def concurrent_psco(
+    x,
+    k: int,
+    epsilon: float,
+    delta: float,
+    rng,
+    *,
+    batch_sizes=None,
+    sampling: str = "aggregate",
+    return_levels: bool = False,
+    resolution="auto",
+) -> ContinualRelease:
+    """The k-shuffler PSCO algorithm (book's reconstruction of Tenenbaum et al., Section 3.2).
+
+    See the module docstring for the schedule and the estimate; the whole algorithm is
+    (ε, δ)-CSDP by composition over the k batches each user joins
+    (:func:`psco_accounting`).
+
+    Parameters
+    ----------
+    x : array, shape (n,) or (runs, n)
+        Values in [0, 1]; bits are used as they are, other values are randomized-rounded
+        by every level's randomizer (independently per level).
+    k : int
+        Number of concurrent shufflers, 1 ≤ k ≤ ⌊log₂ n⌋ + 1.
+    epsilon, delta : float
+        Overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    batch_sizes : sequence of int, optional
+        Nested schedule (b_1, ..., b_k); default :func:`optimal_batch_sizes`.
+    sampling : {"aggregate", "per_user"}
+        Draw each batch's count from its exact distribution, or simulate every message.
+    return_levels : bool
+        Keep the released batch sums of every level in ``info["level_sums"]``.
+    resolution : int or "auto"
+        Messages per user and batch (:class:`fedbandit.shuffle.RRShuffleSummation`);
+        "auto": 1 for bits, ⌈sqrt(b_i)⌉ at level i for other values.
+
+    Returns
+    -------
+    ContinualRelease
+        Estimates updated every b_k users.
+    """
+    k = check_positive_int("k", k)
+    arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
+    n = arr.shape[1]
+    check_choice("sampling", sampling, ("aggregate", "per_user"))
+    if k > tree_depth(n):
+        raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n} (nested batches), got {k}")
+    sizes = optimal_batch_sizes(n, k, epsilon, delta) if batch_sizes is None else check_batch_sizes(batch_sizes, n, k)
+    if resolution != "auto":
+        check_positive_int("resolution", resolution)
+    values, _, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "concurrent", return_levels, resolution)
+    return ContinualRelease(n=n, block=sizes[-1], values=values, info=info)
+
+
+def sequential_psco(
+    x, epsilon: float, delta: float, rng, *, batch_size=None, sampling: str = "aggregate", resolution="auto"
+) -> ContinualRelease:
+    """Sequential shuffle model: one shuffler over consecutive batches (k = 1).
+
+    With the optimal batch size b ≈ (n σ²)^{1/3} (σ the noise of one batch) the error is
+    Θ̃(n^{1/3}) (Tenenbaum et al., after Cheu et al. 2022 and Chowdhury & Zhou 2022).
+    """
+    sizes = None if batch_size is None else (batch_size,)
+    release = concurrent_psco(x, 1, epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution)
+    release.info["algorithm"] = "sequential"
+    return release
+
+
+def tree_psco(x, epsilon: float, delta: float, rng, *, sampling: str = "aggregate", resolution="auto") -> ContinualRelease:
+    """The tree variant: k = ⌊log₂ n⌋ + 1 shufflers with dyadic batches 2^{k−1}, ..., 2, 1.
+
+    The estimate at t is the binary decomposition of t (the p-sums of the tree
+    mechanism), each p-sum computed by its own shuffled summation: polylog(n)/ε error.
+    """
+    arr = _as_runs(x)
+    sizes = dyadic_batch_sizes(arr.shape[1])
+    release = concurrent_psco(
+        arr, len(sizes), epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution
+    )
+    release.info["algorithm"] = "tree"
+    return release
+
+
+def extrapolating_psco(
+    x, k: int, epsilon: float, delta: float, rng, *, batch_sizes=None, sampling: str = "aggregate"
+) -> ContinualRelease:
+    """An easy-input exploiting k-shuffler algorithm: extrapolates the unfinished batch.
+
+    Same shufflers, budgets and batch structure as :func:`concurrent_psco`, but the
+    estimate at t also counts the t − u·b_k users of the unfinished level-k batch at the
+    rate of the last released level-k batch (the prior rate 1/2 before the first
+    release), and the schedule is optimised for streams
+    whose rate is locally stable (``objective="smooth"``), so b_k ≈ n^{1/(k+1)} is larger
+    and the noise smaller.  On a stationary stream its error is about
+    n^{1/(2k+2)} < n^{1/(2k+1)}; on the hard family Δ_{n,k}, where runs of rep_{n,k}
+    random bits make the rate unpredictable, the extrapolation errs by about
+    sqrt(b_k · rep_{n,k}).  The estimate is post-processing of the same releases, so the
+    privacy is that of :func:`concurrent_psco`.
+    """
+    k = check_positive_int("k", k)
+    arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
+    n = arr.shape[1]
+    check_choice("sampling", sampling, ("aggregate", "per_user"))
+    if k > tree_depth(n):
+        raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n}, got {k}")
+    sizes = (
+        optimal_batch_sizes(n, k, epsilon, delta, objective="smooth")
+        if batch_sizes is None
+        else check_batch_sizes(batch_sizes, n, k)
+    )
+    values, level_sums, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "extrapolating", False)
+    a = sizes[-1]
+    slopes = np.empty_like(values)
+    # Before the first release there is no rate to extrapolate: start from the prior
+    # rate 1/2 (the midpoint of [0, 1]).
+    slopes[:, 0] = 0.5
+    slopes[:, 1:] = level_sums[-1] / a
+    return ContinualRelease(n=n, block=a, values=values, slopes=slopes, info=info)
+
+
+def central_tree_psco(
+    x, epsilon: float, delta: float, rng, *, noise: str = "gaussian"
+) -> ContinualRelease:
+    """Central binary-tree mechanism (Dwork et al. 2010; Chan, Shi & Song 2011), whole stream at once.
+
+    Every dyadic p-sum of the exact values gets independent noise; the estimate at t is
+    the sum of the p-sums at the set bits of t.  Each user enters L = ⌊log₂ n⌋ + 1
+    p-sums with sensitivity 1: Gaussian noise σ = ``calibrate_gaussian_sigma`` (ε, δ, 1, L)
+    (zCDP), or Laplace noise of scale L/ε (pure ε-DP, ``noise="laplace"``).
+
+    The node closing at step s draws the s-th noise of one ``draw_noise(rng, (n, runs))``
+    call, the order in which :class:`fedbandit.mechanisms.tree.TreeMechanism` draws
+    them, so both give the same estimates from the same generator.
+    """
+    arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
+    check_choice("noise", noise, ("gaussian", "laplace"))
+    runs, n = arr.shape
+    sizes = dyadic_batch_sizes(n)
+    levels = len(sizes)
+    if noise == "gaussian":
+        scale = accounting.calibrate_gaussian_sigma(epsilon, delta, 1.0, levels)
+        privacy = (epsilon, delta)
+    else:
+        scale = levels / epsilon
+        privacy = (epsilon, 0.0)
+    step_noise = draw_noise(rng, (n, runs), scale, noise).T
+    vals = arr.astype(float) if arr.dtype == np.uint8 else arr
+    cum = np.zeros((runs, n + 1))
+    np.cumsum(vals, axis=1, out=cum[:, 1:])
+    level_sums = []
+    for b in sizes:
+        nb = n // b
+        exact = cum[:, b : nb * b + 1 : b] - cum[:, 0 : (nb - 1) * b + 1 : b]
+        level_sums.append(exact + step_noise[:, b - 1 : nb * b : b])
+    values = _nested_estimates(level_sums, sizes)
+    info = {
+        "algorithm": "central",
+        "k": levels,
+        "batch_sizes": sizes,
+        "epsilon": epsilon,
+        "delta": delta,
+        "noise": noise,
+        "scale": scale,
+        "noise_std": scale if noise == "gaussian" else math.sqrt(2.0) * scale,
+        "privacy": privacy,
+    }
+    return ContinualRelease(n=n, block=1, values=values, info=info)
+
+
+def run_psco(name: str, x, epsilon: float, delta: float, rng, *, k: int | None = None, **kwargs) -> ContinualRelease:
+    """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating")."""
+    check_choice("name", name, PSCO_ALGORITHMS)
+    if name == "local":
+        check_delta(delta)
+        return local_psco(x, epsilon, rng)
+    if name == "sequential":
+        return sequential_psco(x, epsilon, delta, rng, **kwargs)
+    if name == "tree":
+        return tree_psco(x, epsilon, delta, rng, **kwargs)
+    if name == "central":
+        return central_tree_psco(x, epsilon, delta, rng, **kwargs)
+    if k is None:
+        raise ValueError(f"k is required for algorithm {name!r}")
+    if name == "concurrent":
+        return concurrent_psco(x, k, epsilon, delta, rng, **kwargs)
+    return extrapolating_psco(x, k, epsilon, delta, rng, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs: the hard family Δ_{n,k} and easy streams
+# ---------------------------------------------------------------------------------------
+
+
+def _run_length(n: int, k: int, epsilon: float) -> int:
+    # The family repeats a bit rep_{n,k} times; rep is real, the book uses ⌊rep⌋ ≥ 1.
+    return max(1, int(math.floor(rep_nk(n, k, epsilon))))
+
+
+def sample_hard_input(
+    n: int,
+    k: int,
+    epsilon: float,
+    rng,
+    *,
+    runs: int = 1,
+    prefix_length: int | None = None,
+    prefix_value: int | None = None,
+) -> np.ndarray:
+    """Draw inputs from the hard family Δ_{n,k} of Tenenbaum et al.'s lower bound.
+
+    A member of Δ_{n,k} starts with ℓ ≤ rep_{n,k} copies of a bit v, then alternates a
+    single Ber(1/2) bit with rep_{n,k} copies of another Ber(1/2) bit, until length n;
+    rep_{n,k} = ½ n^{1/(2k+1)} c_ε^{2k/(2k+1)}, c_ε = e^ε/(e^{2ε} + 1).  The run length
+    used is R = max(1, ⌊rep_{n,k}⌋).
+
+    Parameters
+    ----------
+    n : int
+        Number of users.
+    k : int
+        Number of shufflers the family is hard for (k ≥ 1).
+    epsilon : float
+        ε of c_ε.
+    rng : numpy.random.Generator
+    runs : int
+        Number of independent sequences.
+    prefix_length : int, optional
+        ℓ in [0, R], which fixes the member of the family; default: drawn uniformly per
+        run (a uniform mixture over the alignments of the blocks).
+    prefix_value : {0, 1}, optional
+        v; default drawn uniformly per run.
+
+    Returns
+    -------
+    ndarray of uint8, shape (runs, n)
+    """
+    n = check_positive_int("n", n)
+    k = check_positive_int("k", k)
+    epsilon = check_epsilon(epsilon)
+    rng = check_rng(rng)
+    runs = check_positive_int("runs", runs)
+    rep = _run_length(n, k, epsilon)
+    if prefix_length is None:
+        ell = rng.integers(0, rep + 1, size=runs)
+    else:
+        ell = np.full(runs, check_int_in_range("prefix_length", prefix_length, 0, rep))
+    if prefix_value is None:
+        v = rng.integers(0, 2, size=runs)
+    else:
+        v = np.full(runs, check_int_in_range("prefix_value", prefix_value, 0, 1))
+    n_blocks = -(-n // (rep + 1)) + 1
+    singles = rng.integers(0, 2, size=(runs, n_blocks), dtype=np.uint8)
+    repeated = rng.integers(0, 2, size=(runs, n_blocks), dtype=np.uint8)
+    lengths = np.tile(np.array([1, rep]), n_blocks)
+    out = np.empty((runs, n), dtype=np.uint8)
+    for r in range(runs):
+        body = np.repeat(np.column_stack([singles[r], repeated[r]]).ravel(), lengths)
+        out[r, : ell[r]] = v[r]
+        out[r, ell[r] :] = body[: n - ell[r]]
+    return out
+
+
+def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: int) -> np.ndarray:
+    """0-based positions of the single (non-repeated) Ber(1/2) bits of a Δ_{n,k} member with prefix ℓ.
+
+    Bits_{n,k} of the proof is the subset of these spaced about Big_{n,k} apart
+    (:func:`big_nk`).
+    """
+    n = check_positive_int("n", n)
+    k = check_positive_int("k", k)
+    epsilon = check_epsilon(epsilon)
+    rep = _run_length(n, k, epsilon)
+    ell = check_int_in_range("prefix_length", prefix_length, 0, rep)
+    return np.arange(ell, n, rep + 1)
+
+
+def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
+    """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream."""
+    n = check_positive_int("n", n)
+    rng = check_rng(rng)
+    runs = check_positive_int("runs", runs)
+    mean = check_probability("mean", mean, open_interval=False)
+    return (rng.random((runs, n)) < mean).astype(np.uint8)
+
+
+def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndarray:
+    """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n)."""
+    n = check_positive_int("n", n)
+    run_length = check_positive_int("run_length", run_length)
+    rng = check_rng(rng)
+    runs = check_positive_int("runs", runs)
+    n_runs = -(-n // run_length)
+    bits = rng.integers(0, 2, size=(runs, n_runs), dtype=np.uint8)
+    return np.repeat(bits, run_length, axis=1)[:, :n]
+
+
+# ---------------------------------------------------------------------------------------
+# Experiment driver
+# ---------------------------------------------------------------------------------------
+
+
+def _label(name: str, k) -> str:
+    return name if k is None else f"{name}-{k}"
+
+
+def psco_trial(config: dict, rng) -> dict:
+    """One seed of a PSCO error experiment, in the form ``fedbandit.experiments.run_grid`` runs.
+
+    Parameters
+    ----------
+    config : dict
+        ``n`` (users), ``epsilon``, ``delta``, ``runs`` (sequences per seed, default 1),
+        ``algorithms``: list of ``[name, k]`` pairs (k None unless the algorithm needs it),
+        ``input``: ``"bernoulli"`` (i.i.d. Ber(``mean``), default 1/2) or ``"hard"`` (Δ_{n,k}
+        with k = ``hard_k``); optional ``schedules``: label → batch sizes computed
+        beforehand (so that worker processes need not rerun the schedule search).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    dict
+        ``"<name>"`` or ``"<name>-<k>"`` → sup errors of the runs (array of shape (runs,)),
+        and ``"batch_sizes"`` → the schedules used.
+    """
+    n = check_positive_int("n", config["n"])
+    epsilon = check_epsilon(config["epsilon"])
+    delta = check_delta(config["delta"])
+    runs = check_positive_int("runs", config.get("runs", 1))
+    rng = check_rng(rng)
+    kind = check_choice("input", config.get("input", "bernoulli"), ("bernoulli", "hard"))
+    if kind == "hard":
+        x = sample_hard_input(n, config["hard_k"], epsilon, rng, runs=runs)
+    else:
+        x = sample_bernoulli_input(n, rng, runs=runs, mean=config.get("mean", 0.5))
+    schedules = config.get("schedules") or {}
+    out: dict[str, Any] = {"batch_sizes": {}}
+    for name, k in config["algorithms"]:
+        label = _label(name, k)
+        kwargs = {}
+        if label in schedules and name in ("concurrent", "extrapolating"):
+            kwargs["batch_sizes"] = tuple(schedules[label])
+        elif label in schedules and name == "sequential":
+            kwargs["batch_size"] = int(schedules[label][0])
+        release = run_psco(name, x, epsilon, delta, rng, k=k, **kwargs)
+        out[label] = sup_error(release, x)
+        out["batch_sizes"][label] = release.info.get("batch_sizes")
+    return out

@@ -1,0 +1,242 @@
+"""Rates of private summation under continual observation (PSCO) and of private LinUCB.
+
+Every function states the bound it implements from Tenenbaum, Kaplan, Mansour & Stemmer
+(2023), "Concurrent shuffle differential privacy under continual observation" (the
+chapter's paper), or from the works it compares with.  Rate functions return the bound's
+*shape* with all constants and polylogarithmic factors set to 1 unless stated: they are
+drawn next to measured curves (after fitting one constant) and their exponents are what
+the chapter compares with fitted slopes.
+
+PSCO error for n users (the (n, α, β) accuracy α of the paper: with probability 1 − β
+every released prefix sum is within α):
+
+===================================  ===================================  ==========
+model / algorithm                    bound                                exponent
+===================================  ===================================  ==========
+local (randomized response)          Θ̃(sqrt(n)/ε)  (Vadhan 2017)         1/2
+sequential shuffle (one shuffler)    Θ̃(n^{1/3})                          1/3
+concurrent, k shufflers              Õ(k^{3/2} n^{1/(2k+1)}/ε), Cor. 3.3   1/(2k+1)
+lower bound, k shufflers             Ω̃(n^{1/(2k+1)}) via Δ_{n,k}          1/(2k+1)
+concurrent, k = log n (tree)         Õ(polylog(n)/ε)                      0
+central tree (Dwork et al., Chan     O(log^{3/2}(n)/ε)                    0
+et al.)
+===================================  ===================================  ==========
+
+Linear contextual bandit regret through the Shariff–Sheffet reduction, regret
+Õ(sqrt(n · ρ_max)) with ρ_max the PSCO error: concurrent Õ(k^{3/4} n^{(k+1)/(2k+1)}/sqrt(ε)),
+sequential Õ(n^{3/5}) (Chowdhury & Zhou 2022, batch B = n^{3/5}), local Õ(n^{3/4})
+(Zheng et al. 2020), central Õ(sqrt(n)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import check_array, check_choice, check_epsilon, check_positive_int
+
+__all__ = [
+    "ALGORITHMS",
+    "c_epsilon",
+    "rep_nk",
+    "big_nk",
+    "tree_levels",
+    "local_error_rate",
+    "sequential_error_rate",
+    "concurrent_error_rate",
+    "tree_error_rate",
+    "central_error_rate",
+    "lower_bound_rate",
+    "predicted_error_exponent",
+    "bandit_regret_rate",
+    "sequential_bandit_regret",
+    "predicted_regret_exponent",
+    "fit_power_law",
+]
+
+#: The PSCO algorithms of the chapter, by name.
+ALGORITHMS = ("local", "sequential", "concurrent", "tree", "central")
+
+
+def _check_n(n):
+    # The formulas are evaluated at real "sizes" too (rep_{Big_{n,k}, k−1}), so any n > 0.
+    arr = np.asarray(n, dtype=float)
+    if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"n must be finite and > 0, got {n!r}")
+    return arr
+
+
+def _out(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def c_epsilon(epsilon: float) -> float:
+    """c_ε = e^ε / (e^{2ε} + 1), the constant of the hard family Δ_{n,k} (the paper's lower-bound section).
+
+    It lies in (0, 1/2) and decreases in ε (c_ε → 1/2 as ε → 0).
+    """
+    epsilon = check_epsilon(epsilon)
+    # e^ε/(e^{2ε}+1) = 1/(e^ε + e^{−ε}) avoids overflow for large ε.
+    return 1.0 / (math.exp(epsilon) + math.exp(-epsilon)) if epsilon < 700 else 0.0
+
+
+def rep_nk(n, k: int, epsilon: float):
+    """rep_{n,k} = ½ n^{1/(2k+1)} c_ε^{2k/(2k+1)}: the run length of Δ_{n,k} and the lower bound.
+
+    Every (n, α, β) binary PSCO algorithm with k concurrent shufflers has
+    α = Ω̃(rep_{n,k}) on some distribution of Δ_{n,k} (Tenenbaum et al., lower-bound theorem).
+    ``n`` may be an array; ``k = 0`` (no shuffler) gives ½ n.
+    """
+    n_arr = _check_n(n)
+    k = int(k)
+    if k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    c = c_epsilon(epsilon)
+    return _out(0.5 * n_arr ** (1.0 / (2 * k + 1)) * c ** (2.0 * k / (2 * k + 1)))
+
+
+def big_nk(n, k: int, epsilon: float):
+    """Big_{n,k} = n^{(2k−1)/(2k+1)} c_ε^{2/(2k+1)}: the "large batch" threshold of the induction.
+
+    If an algorithm ever runs a shuffle mechanism over at least Big_{n,k} users, the
+    other k − 1 shufflers must solve PSCO inside that batch, and
+    rep_{Big_{n,k}, k−1} = rep_{n,k}; otherwise the single bits of Δ_{n,k} spaced Big_{n,k}
+    apart give error Ω̃(sqrt(n / Big_{n,k})) = Ω̃(rep_{n,k}).
+    """
+    n_arr = _check_n(n)
+    k = check_positive_int("k", k)
+    c = c_epsilon(epsilon)
+    return _out(n_arr ** ((2.0 * k - 1) / (2 * k + 1)) * c ** (2.0 / (2 * k + 1)))
+
+
+def tree_levels(n: int) -> int:
+    """k = ⌊log₂ n⌋ + 1: the number of shufflers (levels) of the dyadic tree variant."""
+    return check_positive_int("n", n).bit_length()
+
+
+def local_error_rate(n, epsilon: float):
+    """sqrt(n)/ε: optimal PSCO (and plain summation) error in the local model (Vadhan 2017)."""
+    epsilon = check_epsilon(epsilon)
+    return _out(np.sqrt(_check_n(n)) / epsilon)
+
+
+def sequential_error_rate(n, epsilon: float = 1.0):
+    """n^{1/3} ε^{−2/3}: sequential shuffle model with the optimal batch size b ≈ (n/ε²)^{1/3}.
+
+    Batches of size b cost O(1/ε) each, sqrt(n/b)/ε over the stream, plus up to b
+    uncounted users of the current batch; balancing gives n^{1/3}/ε^{2/3} (the paper's
+    Θ̃(n^{1/3}) for constant ε).
+    """
+    epsilon = check_epsilon(epsilon)
+    return _out(_check_n(n) ** (1.0 / 3.0) * epsilon ** (-2.0 / 3.0))
+
+
+def concurrent_error_rate(n, k: int, epsilon: float):
+    """k^{3/2} n^{1/(2k+1)} / ε: Corollary 3.3 of Tenenbaum et al. (polylogs dropped)."""
+    k = check_positive_int("k", k)
+    epsilon = check_epsilon(epsilon)
+    return _out(k**1.5 * _check_n(n) ** (1.0 / (2 * k + 1)) / epsilon)
+
+
+def tree_error_rate(n, epsilon: float):
+    """Corollary 3.3 at k = ⌊log₂ n⌋ + 1: k^{3/2} n^{1/(2k+1)}/ε = O(log^{3/2}(n)/ε)."""
+    n_arr = _check_n(n)
+    epsilon = check_epsilon(epsilon)
+    k = np.floor(np.log2(n_arr)) + 1
+    return _out(k**1.5 * n_arr ** (1.0 / (2 * k + 1)) / epsilon)
+
+
+def central_error_rate(n, epsilon: float):
+    """log₂^{3/2}(n)/ε: the central binary-tree mechanism (Dwork et al. 2010; Chan et al. 2011).
+
+    Laplace(log n/ε) noise on each of the ≤ log n nodes of a prefix sum.
+    """
+    n_arr = _check_n(n)
+    epsilon = check_epsilon(epsilon)
+    return _out(np.maximum(np.log2(n_arr), 1.0) ** 1.5 / epsilon)
+
+
+def lower_bound_rate(n, k: int, epsilon: float):
+    """The lower bound's scale: rep_{n,k} (lower-bound theorem; constant and polylogs dropped)."""
+    return rep_nk(n, k, epsilon)
+
+
+def predicted_error_exponent(algorithm: str, k: int | None = None) -> float:
+    """Exponent of n in the PSCO error of ``algorithm`` (0 for polylogarithmic).
+
+    ``"local"`` 1/2, ``"sequential"`` 1/3, ``"concurrent"`` 1/(2k+1), ``"tree"`` and
+    ``"central"`` 0.
+    """
+    check_choice("algorithm", algorithm, ALGORITHMS)
+    if algorithm == "local":
+        return 0.5
+    if algorithm == "sequential":
+        return 1.0 / 3.0
+    if algorithm == "concurrent":
+        k = check_positive_int("k", k)
+        return 1.0 / (2 * k + 1)
+    return 0.0
+
+
+def bandit_regret_rate(n, k: int, epsilon: float):
+    """k^{3/4} n^{(k+1)/(2k+1)} / sqrt(ε): concurrent-shuffle LinUCB (Tenenbaum et al., linear-bandit theorem).
+
+    sqrt(n · ρ_max) with ρ_max = k^{3/2} n^{1/(2k+1)}/ε from Corollary 3.3.
+    """
+    k = check_positive_int("k", k)
+    epsilon = check_epsilon(epsilon)
+    return _out(k**0.75 * _check_n(n) ** ((k + 1.0) / (2 * k + 1)) / math.sqrt(epsilon))
+
+
+def sequential_bandit_regret(n, batch_size):
+    """B + n^{3/4}/B^{1/4}: sequential-shuffle LinUCB with batch B (Chowdhury & Zhou 2022).
+
+    Minimised at B = n^{3/5}, giving Õ(n^{3/5}).
+    """
+    n_arr = _check_n(n)
+    b = check_array("batch_size", batch_size)
+    if np.any(b < 1):
+        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    return _out(b + n_arr**0.75 / b**0.25)
+
+
+def predicted_regret_exponent(algorithm: str, k: int | None = None) -> float:
+    """Exponent of n in the regret: concurrent (k+1)/(2k+1), sequential 3/5, local 3/4,
+    central and tree 1/2."""
+    check_choice("algorithm", algorithm, ALGORITHMS)
+    if algorithm == "local":
+        return 0.75
+    if algorithm == "sequential":
+        return 0.6
+    if algorithm == "concurrent":
+        k = check_positive_int("k", k)
+        return (k + 1.0) / (2 * k + 1)
+    return 0.5
+
+
+def fit_power_law(n, values) -> tuple[float, float, float]:
+    """Least-squares fit of log(values) = slope · log(n) + intercept.
+
+    Returns
+    -------
+    slope, intercept, slope_se : float
+        The fitted exponent, the intercept and the slope's standard error (0 with two points).
+    """
+    x = np.log(check_array("n", n, ndim=1))
+    y_raw = check_array("values", values, ndim=1)
+    if x.size != y_raw.size or x.size < 2:
+        raise ValueError(f"n and values must have the same length >= 2, got {x.size} and {y_raw.size}")
+    if np.any(y_raw <= 0):
+        raise ValueError("values must be positive to fit a power law")
+    y = np.log(y_raw)
+    design = np.column_stack([x, np.ones_like(x)])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    slope, intercept = float(coef[0]), float(coef[1])
+    if x.size > 2:
+        resid = y - design @ coef
+        s2 = float(resid @ resid) / (x.size - 2)
+        se = math.sqrt(s2 / float(np.sum((x - x.mean()) ** 2)))
+    else:
+        se = 0.0
+    return slope, intercept, se

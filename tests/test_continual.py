@@ -1,0 +1,403 @@
+"""Tests of fedbandit.continual (PSCO algorithms, hard family) and fedbandit.theory_psco."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from fedbandit import continual as C
+from fedbandit import theory_psco as T
+from fedbandit.mechanisms.tree import TreeMechanism
+from fedbandit.shuffle import group_budget, level_budget, rr_flip_probability
+
+from reference_continual import (
+    reference_concurrent,
+    reference_extrapolating,
+    reference_local,
+)
+
+EPS, DELTA = 1.0, 1e-6
+
+
+def _uniform_layout(seed, gs, runs, n, rounding):
+    """The uniforms the fast per-user path draws, level by level: (rounding (runs, n)), then
+    the messages (runs, n, g_i)."""
+    rng = np.random.default_rng(seed)
+    v, w = [], []
+    for g in gs:
+        v.append(rng.random((runs, n)) if rounding else None)
+        w.append(rng.random((runs, n, g)))
+    return v, w
+
+
+# ---------------------------------------------------------------------------------------
+# Reference equivalence
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sizes,n",
+    [((7,), 30), ((12, 4), 50), ((16, 8, 2), 41), ((8, 4, 2, 1), 19), ((27, 9, 3, 1), 60)],
+)
+@pytest.mark.parametrize("real_values", [False, True])
+def test_concurrent_per_user_matches_reference_loop(sizes, n, real_values):
+    runs, seed = 3, 42
+    data_rng = np.random.default_rng(7)
+    x = data_rng.random((runs, n)) if real_values else (data_rng.random((runs, n)) < 0.5).astype(np.uint8)
+    k = len(sizes)
+    fast = C.concurrent_psco(x, k, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user")
+    gs = fast.info["resolution"]
+    assert gs == (tuple(math.ceil(math.sqrt(b)) for b in sizes) if real_values else (1,) * k)
+    eps0, delta0 = level_budget(EPS, DELTA, k)
+    ps = [rr_flip_probability(b * g, *group_budget(eps0, delta0, g)) for b, g in zip(sizes, gs)]
+    assert tuple(ps) == fast.info["p"]
+    v, w = _uniform_layout(seed, gs, runs, n, real_values)
+    for r in range(runs):
+        ref = reference_concurrent(
+            list(x[r]),
+            sizes,
+            ps,
+            [w_i[r] for w_i in w],
+            resolutions=gs,
+            v=[v_i[r] for v_i in v] if real_values else None,
+        )
+        np.testing.assert_allclose(fast.path()[r], ref, rtol=1e-12, atol=1e-8)
+
+
+@pytest.mark.parametrize("resolution", [1, 3])
+def test_fixed_resolution_matches_reference_loop(resolution):
+    runs, n, seed, sizes = 2, 36, 8, (12, 3)
+    x = np.random.default_rng(3).random((runs, n))
+    fast = C.concurrent_psco(x, 2, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user", resolution=resolution)
+    gs = (resolution, resolution)
+    eps0, delta0 = level_budget(EPS, DELTA, 2)
+    ps = [rr_flip_probability(b * g, *group_budget(eps0, delta0, g)) for b, g in zip(sizes, gs)]
+    v, w = _uniform_layout(seed, gs, runs, n, True)
+    for r in range(runs):
+        ref = reference_concurrent(list(x[r]), sizes, ps, [w_i[r] for w_i in w], resolutions=gs, v=[v_i[r] for v_i in v])
+        np.testing.assert_allclose(fast.path()[r], ref, atol=1e-8)
+
+
+def test_local_matches_reference_loop():
+    runs, n, seed = 2, 40, 3
+    x = (np.random.default_rng(0).random((runs, n)) < 0.3).astype(np.uint8)
+    fast = C.local_psco(x, 0.7, np.random.default_rng(seed))
+    u = np.random.default_rng(seed).random((runs, n))
+    p = 2 / (math.exp(0.7) + 1)
+    for r in range(runs):
+        np.testing.assert_allclose(fast.path()[r], reference_local(list(x[r]), p, u[r]), atol=1e-9)
+
+
+def test_extrapolating_matches_reference_loop():
+    runs, n, seed, sizes = 2, 45, 9, (12, 4)
+    x = (np.random.default_rng(1).random((runs, n)) < 0.6).astype(np.uint8)
+    eps0, delta0 = level_budget(EPS, DELTA, 2)
+    ps = [rr_flip_probability(b, eps0, delta0) for b in sizes]
+    fast = C.extrapolating_psco(x, 2, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user")
+    _, w = _uniform_layout(seed, (1, 1), runs, n, False)
+    u = np.stack([w_i[:, :, 0] for w_i in w])
+    for r in range(runs):
+        ref = reference_extrapolating(list(x[r]), sizes, ps, u[:, r, :])
+        np.testing.assert_allclose(fast.path()[r], ref, atol=1e-8)
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "laplace"])
+def test_central_tree_matches_tree_mechanism(noise):
+    """Same generator: the whole-stream central tree equals TreeMechanism stepped user by user."""
+    runs, n, seed = 3, 37, 5
+    x = np.random.default_rng(2).random((runs, n))
+    fast = C.central_tree_psco(x, EPS, DELTA, np.random.default_rng(seed), noise=noise)
+    mech = TreeMechanism(n, (1,), fast.info["scale"], batch_shape=(runs,), noise=noise)
+    rng = np.random.default_rng(seed)
+    slow = np.zeros((runs, n + 1))
+    for t in range(n):
+        slow[:, t + 1] = mech.step(x[:, t : t + 1], rng)[:, 0]
+    np.testing.assert_allclose(fast.path(), slow, atol=1e-9)
+
+
+def test_aggregate_and_per_user_agree_in_distribution():
+    """Released batch sums of every batch: aggregate sampling vs per-user simulation.
+
+    Two-sample chi-square per batch at level 1e-3/#batches (Bonferroni): overall false-alarm
+    rate ≤ 1e-3.  The estimates are the same deterministic function of the batch sums in
+    both paths (checked above against the reference loop), so agreement of the (independent)
+    batch sums is agreement of the whole release.
+    """
+    n, sizes, runs = 24, (8, 4, 1), 20_000
+    x = np.tile((np.arange(n) % 3 == 0).astype(np.uint8), (runs, 1))
+    agg = C.concurrent_psco(x, 3, EPS, DELTA, np.random.default_rng(0), batch_sizes=sizes, return_levels=True)
+    usr = C.concurrent_psco(x, 3, EPS, DELTA, np.random.default_rng(1), batch_sizes=sizes, sampling="per_user", return_levels=True)
+    n_batches = sum(n // b for b in sizes)
+    for la, lu in zip(agg.info["level_sums"], usr.info["level_sums"]):
+        for j in range(la.shape[1]):
+            values = np.unique(np.r_[la[:, j], lu[:, j]].round(9))
+            ia = np.searchsorted(values, la[:, j].round(9))
+            iu = np.searchsorted(values, lu[:, j].round(9))
+            table = np.vstack([np.bincount(ia, minlength=values.size), np.bincount(iu, minlength=values.size)])
+            # pool sparse cells so the chi-square approximation holds
+            order = np.argsort(table.sum(axis=0))
+            pooled = []
+            acc = np.zeros(2)
+            for col in order:
+                acc = acc + table[:, col]
+                if acc.sum() >= 20:
+                    pooled.append(acc)
+                    acc = np.zeros(2)
+            if acc.sum() and pooled:
+                pooled[-1] = pooled[-1] + acc
+            pooled = np.array(pooled).T
+            if pooled.shape[1] < 2:
+                continue
+            assert stats.chi2_contingency(pooled)[1] > 1e-3 / n_batches
+
+
+# ---------------------------------------------------------------------------------------
+# Invariants
+# ---------------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    a=st.integers(1, 5),
+    r=st.integers(2, 4),
+    k=st.integers(1, 4),
+    extra=st.integers(0, 30),
+    seed=st.integers(0, 2**16),
+)
+def test_nested_estimates_exact_without_noise(a, r, k, extra, seed):
+    """With noise-free batch sums the mixed-radix estimate at t = u·b_k is exactly S_t."""
+    sizes = tuple(a * r ** (k - i) for i in range(1, k + 1))
+    n = sizes[0] + extra
+    x = (np.random.default_rng(seed).random((2, n)) < 0.5).astype(np.uint8)
+    counts = C._level_counts(x, sizes)
+    est = C._nested_estimates([c.astype(float) for c in counts], sizes)
+    s = C.prefix_sums(x)
+    np.testing.assert_array_equal(est, s[:, :: sizes[-1]][:, : est.shape[1]])
+
+
+def test_sup_error_block_shortcut_equals_full_path():
+    rng = np.random.default_rng(0)
+    for n, block in [(50, 1), (50, 7), (64, 8), (65, 8)]:
+        x = rng.random((3, n))
+        values = rng.normal(0, 5, (3, n // block + 1)) + np.arange(n // block + 1) * block * 0.5
+        rel = C.ContinualRelease(n=n, block=block, values=values)
+        full = np.max(np.abs(rel.path() - C.prefix_sums(x)), axis=1)
+        np.testing.assert_allclose(C.sup_error(rel, x), full)
+
+
+def test_unbiased_estimates():
+    """Mean estimate at every update time equals S_t, for bits and for values in [0, 1].
+
+    Per time a z-test with the exact variance (privacy noise of the used batches plus the
+    rounding variance of their users), |z| < 5; Bonferroni over ≤ 60 times gives a
+    false-alarm rate below 4e-5.
+    """
+    n, sizes, runs = 60, (20, 5), 40_000
+    rng = np.random.default_rng(12)
+    for x1 in ((rng.random(n) < 0.5).astype(np.uint8), rng.random(n)):
+        x = np.tile(x1, (runs, 1))
+        rel = C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=sizes)
+        s = np.r_[0.0, np.cumsum(x1)]
+        times = np.arange(0, n + 1, sizes[-1])
+        var = np.zeros(times.size)
+        for level, (b, g, std) in enumerate(zip(sizes, rel.info["resolution"], rel.info["noise_std"])):
+            frac = x1 * g - np.floor(x1 * g)
+            round_var = frac * (1 - frac) / g**2  # per user
+            batch_var = std**2 + round_var[: (n // b) * b].reshape(-1, b).sum(axis=1)
+            for j, t in enumerate(times):
+                first = 0 if level == 0 else (t // sizes[level - 1]) * sizes[level - 1] // b
+                var[j] += batch_var[first : t // b].sum()
+        mean = rel.values.mean(axis=0)
+        z = (mean - s[times]) / np.sqrt(var / runs + 1e-30)
+        assert np.all(np.abs(z[1:]) < 5), z
+        # the rounding variance is small next to the privacy noise with g = ceil(sqrt(b))
+        assert np.all(var[1:] < 2.5 * np.min(np.array(rel.info["noise_std"]) ** 2) * 8)
+
+
+def test_error_scaling_sanity():
+    """Error growth over 16x more users (fixed seed; margins are several standard errors).
+
+    local ~ sqrt(n) (ratio 4); sequential ~ n^{1/3} asymptotically (ratio 2.5; a bit more
+    at these n, where the optimal batch is still small); central ~ polylog.
+    """
+    rng = np.random.default_rng(4)
+    errs = {}
+    for n in (16_000, 256_000):
+        x = C.sample_bernoulli_input(n, rng, runs=20)
+        errs[n] = {name: C.sup_error(C.run_psco(name, x, EPS, DELTA, rng), x).mean() for name in ("local", "sequential", "central")}
+    ratio = {name: errs[256_000][name] / errs[16_000][name] for name in errs[16_000]}
+    assert 3.0 < ratio["local"] < 5.3
+    assert 2.0 < ratio["sequential"] < 3.5
+    assert ratio["central"] < 1.8
+    assert errs[256_000]["sequential"] < errs[256_000]["local"]
+
+
+def test_optimal_schedule_exponents():
+    """The derived schedule: b_k grows like n^{1/(2k+1)} and b_1 like n^{(2k−1)/(2k+1)} (asymptotically)."""
+    for k in (1, 2):
+        small = C.optimal_batch_sizes(10**8, k, EPS, DELTA)
+        large = C.optimal_batch_sizes(10**12, k, EPS, DELTA)
+        slope_k = math.log(large[-1] / small[-1]) / math.log(1e4)
+        slope_1 = math.log(large[0] / small[0]) / math.log(1e4)
+        assert abs(slope_k - 1 / (2 * k + 1)) < 0.07
+        assert abs(slope_1 - (2 * k - 1) / (2 * k + 1)) < 0.07
+
+
+def test_accounting_guarantee():
+    sizes = C.optimal_batch_sizes(10**5, 3, EPS, DELTA)
+    acc = C.psco_accounting(10**5, EPS, DELTA, sizes)
+    eps_total, delta_total = acc["guarantee"]
+    assert eps_total <= EPS * (1 + 1e-9) and delta_total <= DELTA * (1 + 1e-9)
+    for row in acc["levels"]:
+        assert row["certified_delta"] <= row["delta0"]
+    tree = C.tree_psco(np.zeros((1, 1000), dtype=np.uint8), EPS, DELTA, np.random.default_rng(0))
+    assert tree.info["k"] == T.tree_levels(1000) == 10
+    assert tree.info["batch_sizes"] == C.dyadic_batch_sizes(1000)
+
+
+# ---------------------------------------------------------------------------------------
+# The hard family Δ_{n,k}
+# ---------------------------------------------------------------------------------------
+
+
+def test_rep_big_formulas():
+    n, k, eps = 10**6, 2, 0.8
+    c = math.exp(eps) / (math.exp(2 * eps) + 1)
+    assert T.c_epsilon(eps) == pytest.approx(c)
+    assert T.rep_nk(n, k, eps) == pytest.approx(0.5 * n ** (1 / 5) * c ** (4 / 5))
+    assert T.big_nk(n, k, eps) == pytest.approx(n ** (3 / 5) * c ** (2 / 5))
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.floats(1e3, 1e15), k=st.integers(1, 6), eps=st.floats(0.01, 5.0))
+def test_rep_of_big_batch_is_rep(n, k, eps):
+    """rep_{Big_{n,k}, k−1} = rep_{n,k}: the induction step of the lower bound keeps the run length."""
+    assert T.rep_nk(T.big_nk(n, k, eps), k - 1, eps) == pytest.approx(T.rep_nk(n, k, eps), rel=1e-9)
+
+
+def test_hard_input_structure():
+    n, k, eps = 5_000, 1, 1.0
+    rep = max(1, int(T.rep_nk(n, k, eps)))
+    rng = np.random.default_rng(0)
+    for ell in (0, 3, rep):
+        x = C.sample_hard_input(n, k, eps, rng, runs=4, prefix_length=ell, prefix_value=1)
+        assert x.shape == (4, n) and x.dtype == np.uint8
+        assert np.all(x[:, :ell] == 1)
+        singles = C.hard_input_single_positions(n, k, eps, ell)
+        assert singles[0] == ell and np.all(np.diff(singles) == rep + 1)
+        for s in singles[:-1]:
+            block = x[:, s + 1 : s + 1 + rep]
+            assert np.all(block == block[:, :1])  # rep copies of one bit
+
+
+def test_hard_input_bits_are_fair_coins():
+    """Single and repeated bits are Ber(1/2): binomial tests at level 1e-4 each."""
+    n, k, eps = 200_000, 1, 1.0
+    rep = max(1, int(T.rep_nk(n, k, eps)))
+    x = C.sample_hard_input(n, k, eps, np.random.default_rng(1), runs=3, prefix_length=0)
+    pos = C.hard_input_single_positions(n, k, eps, 0)
+    singles = x[:, pos].ravel()
+    repeated = x[:, pos[:-1] + 1].ravel()
+    for bits in (singles, repeated):
+        assert stats.binomtest(int(bits.sum()), bits.size, 0.5).pvalue > 1e-4
+    # the repeated bit is independent of the single bit before it
+    table = np.histogram2d(x[:, pos[:-1]].ravel(), x[:, pos[:-1] + 1].ravel(), bins=2)[0]
+    assert stats.chi2_contingency(table)[1] > 1e-4
+    assert rep >= 1
+
+
+def test_hard_input_default_prefix_varies():
+    x = C.sample_hard_input(3_000, 2, 1.0, np.random.default_rng(3), runs=50)
+    assert x.shape == (50, 3_000)
+
+
+# ---------------------------------------------------------------------------------------
+# Theory helpers
+# ---------------------------------------------------------------------------------------
+
+
+def test_theory_exponents():
+    assert T.predicted_error_exponent("local") == 0.5
+    assert T.predicted_error_exponent("sequential") == pytest.approx(1 / 3)
+    assert T.predicted_error_exponent("concurrent", 3) == pytest.approx(1 / 7)
+    assert T.predicted_error_exponent("tree") == 0.0
+    assert T.predicted_regret_exponent("concurrent", 1) == pytest.approx(2 / 3)
+    assert T.predicted_regret_exponent("sequential") == 0.6
+    assert T.predicted_regret_exponent("local") == 0.75
+    ns = np.geomspace(1e3, 1e9, 7)
+    slope, _, _ = T.fit_power_law(ns, T.concurrent_error_rate(ns, 2, 1.0))
+    assert slope == pytest.approx(0.2)
+    slope, _, _ = T.fit_power_law(ns, T.bandit_regret_rate(ns, 2, 1.0))
+    assert slope == pytest.approx(0.6)
+    b = np.geomspace(1, 1e6, 2001)
+    best = b[np.argmin(T.sequential_bandit_regret(1e10, b))]
+    assert best == pytest.approx(0.25 ** 0.8 * 1e10**0.6, rel=0.05)  # B* = (n^{3/4}/4)^{4/5}
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------
+
+
+def test_bad_inputs():
+    rng = np.random.default_rng(0)
+    x = np.zeros((2, 100), dtype=np.uint8)
+    with pytest.raises(ValueError, match="k"):
+        C.concurrent_psco(x, 0, EPS, DELTA, rng)
+    with pytest.raises(ValueError, match="k"):
+        C.concurrent_psco(x, 9, EPS, DELTA, rng)
+    with pytest.raises(ValueError, match="k"):
+        C.optimal_batch_sizes(100, 0, EPS, DELTA)
+    with pytest.raises(ValueError, match="k"):
+        C.sample_hard_input(100, 0, EPS, rng)
+    with pytest.raises(ValueError, match="batch_sizes"):
+        C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(10, 4))
+    with pytest.raises(ValueError, match="batch_sizes"):
+        C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(200, 10))
+    with pytest.raises(ValueError, match="batch_sizes"):
+        C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(10,))
+    with pytest.raises(ValueError, match="batch_sizes"):
+        C.psco_accounting(100, EPS, DELTA, (10, 10))
+    with pytest.raises(ValueError, match="x"):
+        C.concurrent_psco(np.full((1, 10), 1.5), 1, EPS, DELTA, rng)
+    with pytest.raises(ValueError, match="x"):
+        C.local_psco(np.full(10, -0.1), EPS, rng)
+    with pytest.raises(ValueError, match="x"):
+        C.central_tree_psco(np.full(10, np.nan), EPS, DELTA, rng)
+    with pytest.raises(ValueError, match="x"):
+        C.tree_psco(np.full((1, 1, 10), 0.5), EPS, DELTA, rng)
+    for bad_eps in (0.0, -1.0, math.inf):
+        with pytest.raises(ValueError, match="epsilon"):
+            C.concurrent_psco(x, 1, bad_eps, DELTA, rng)
+    for bad_delta in (0.0, 1.0, 2.0):
+        with pytest.raises(ValueError, match="delta"):
+            C.sequential_psco(x, EPS, bad_delta, rng)
+    with pytest.raises(ValueError, match="delta"):
+        C.run_psco("local", x, EPS, 0.0, rng)
+    with pytest.raises(TypeError, match="rng"):
+        C.concurrent_psco(x, 1, EPS, DELTA, None)
+    with pytest.raises(ValueError, match="sampling"):
+        C.concurrent_psco(x, 1, EPS, DELTA, rng, sampling="fast")
+    with pytest.raises(ValueError, match="name"):
+        C.run_psco("magic", x, EPS, DELTA, rng)
+    with pytest.raises(ValueError, match="k"):
+        C.run_psco("concurrent", x, EPS, DELTA, rng)
+    with pytest.raises(ValueError, match="prefix_length"):
+        C.sample_hard_input(1000, 1, EPS, rng, prefix_length=10**6)
+    with pytest.raises(ValueError, match="prefix_value"):
+        C.sample_hard_input(1000, 1, EPS, rng, prefix_value=2)
+    with pytest.raises(ValueError, match="times"):
+        C.local_psco(x, EPS, rng).estimates([101])
+    with pytest.raises(ValueError, match="x"):
+        C.sup_error(C.local_psco(x, EPS, rng), np.zeros((2, 99)))
+    with pytest.raises(ValueError, match="n"):
+        T.rep_nk(0, 1, EPS)
+    with pytest.raises(ValueError, match="epsilon"):
+        T.c_epsilon(0.0)
+    with pytest.raises(ValueError, match="algorithm"):
+        T.predicted_error_exponent("quantum")
