@@ -1,0 +1,62 @@
+"""DP20's FedUCB: agent-rounds per second of the vectorized learner, against the plain loop
+reference (tests/reference_dp20.py) on the same small instance, and at the chapter's sizes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+from _measure import timed  # noqa: E402
+from reference_dp20 import reference_feducb  # noqa: E402
+
+from fedbandit.envs import SyntheticLinearEnv  # noqa: E402
+from fedbandit.learners.dp20 import FedUCB, wang_threshold  # noqa: E402
+
+
+def _small():
+    M, d, T, R = 16, 5, 40, 8
+    env = SyntheticLinearEnv(M, n_arms=20, dim=d, n_runs=R, seed=0)
+    learner = FedUCB(M, d, T, threshold=0.05, noise="corrected", epsilon=30.0, delta=0.1)
+    return env, learner, M * T * R
+
+
+def benchmarks() -> list[dict]:
+    rows = []
+    env, learner, agent_rounds = _small()
+    fast, peak_fast = timed(lambda: learner.run(env, np.random.default_rng(0)), repeat=3)
+    slow, _ = timed(lambda: reference_feducb(learner, env, np.random.default_rng(0)), repeat=1)
+    rows.append(
+        {
+            "name": "DP20 FedUCB vectorized vs loop reference (M=16, d=5, K=20, T=40, 8 runs)",
+            "value": slow / fast,
+            "unit": "x speed-up",
+            "peak_mem_mb": peak_fast,
+            "notes": f"vectorized {agent_rounds / fast:.3g} agent-rounds/s, reference {agent_rounds / slow:.3g}",
+        }
+    )
+    for M, runs, schedule in ((64, 16, "fixed"), (64, 4, "adaptive")):
+        T, d = 2000, 5
+        env = SyntheticLinearEnv(M, n_arms=20, dim=d, n_runs=runs, seed=0)
+        kw = dict(schedule="fixed", batch_size=5) if schedule == "fixed" else dict(threshold=wang_threshold(T, d, M))
+        learner = FedUCB(M, d, T, noise="corrected", epsilon=30.0, delta=0.1, **kw)
+        seconds, peak = timed(lambda: learner.run(env, np.random.default_rng(0)), repeat=1)
+        rows.append(
+            {
+                "name": f"DP20 FedUCB, {schedule} schedule, M={M}, T={T}, {runs} runs (chapter size)",
+                "value": M * T * runs / seconds,
+                "unit": "agent-rounds/s",
+                "peak_mem_mb": peak,
+                "notes": f"{seconds:.2f} s per call; d={d}, K=20, DP20 noise as corrected at eps=30, delta=0.1",
+            }
+        )
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for row in benchmarks():
+        print(row)

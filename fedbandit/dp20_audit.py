@@ -1,0 +1,429 @@
+"""Auditing the synchronization schedule of DP20's FedUCB (the DP20 chapter's attack).
+
+Zhou & Chowdhury (2023, Section 4, Example 4.1): the data-dependent rule of DP20 decides
+*when* all silos synchronize from silo i's non-private local data, and every silo sees
+when that happens.  Two inputs that differ in one user of silo i -- Alice or Tracy as
+its first user -- can decide whether a synchronization happens at t = 1.
+
+This module builds that experiment so that :func:`fedbandit.audit.audit_epsilon` can run
+it, and runs the same attack on the fixed-batch algorithm (Algorithm 1 of Zhou &
+Chowdhury, :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB`):
+
+* :class:`UsersEnv` -- an environment made of *given* users (contexts, mean rewards and
+  reward noise of every (round, agent)): for privacy the data are fixed and only the
+  mechanism's noise is random, so every trial of an audit replays the same users;
+* :func:`alice_tracy_instance` -- the users of all silos, with silo i's first user
+  either Alice or Tracy; a dataset of the audit is *silo i's sequence of users*, so the
+  two inputs are neighbours under ``"replace_one"``;
+* :class:`DP20ScheduleMechanism`, :class:`FixedBatchScheduleMechanism` -- vectorized
+  mechanisms ``(dataset, rng, n) -> {"sync": (n, T), "actions": (n, T)}``: what an
+  observing silo j sees (the rounds at which synchronizations happen) and silo j's own
+  actions (for the Fed-DP argument: silo j's actions must not reveal silo i's user);
+* :class:`SyncAt`, :class:`FirstSync`, :class:`ActionIs` -- attack statistics, and
+  :func:`select_action_attack`, which picks the arm of an :class:`ActionIs` attack on
+  trials that the audit then does not count.
+
+Reconstruction [derived]: Example 4.1's concrete users are not in the book's sources.
+Here users' arms have features of norm at most ``r_typical`` (0.5), Alice's arms have
+norm in [0.9, 1] (an unusual user; DP20 allows any ‖x‖ ≤ L = 1) and Tracy is a typical
+user.  At t = 1 the synchronized matrix is λ₀I, so the local log-det increase of an agent
+is exactly log(1 + ‖x‖²/λ₀): a threshold D between log(1 + r_typical²/λ₀) and
+log(1 + 0.81/λ₀) (:func:`alice_threshold`) synchronizes at t = 1 if and only if silo i's
+first user is Alice.  D is public, as the rule is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import (
+    check_array,
+    check_float_in_range,
+    check_int_in_range,
+    check_nonnegative_float,
+    check_positive_int,
+    check_rng,
+)
+from .envs import RoundBlock, as_seed_sequence
+from .learners.dp20 import FedUCB
+
+__all__ = [
+    "UsersEnv",
+    "AliceTracyInstance",
+    "alice_tracy_instance",
+    "alice_threshold",
+    "DP20ScheduleMechanism",
+    "FixedBatchScheduleMechanism",
+    "SyncAt",
+    "FirstSync",
+    "ActionIs",
+    "select_action_attack",
+]
+
+
+class UsersEnv:
+    """A linear contextual environment made of given users.
+
+    Parameters
+    ----------
+    features : ndarray (T, M, K, d) or (T, Rc, M, K, d)
+        Arm features of the user of every (round, agent) (Rc = 1 or ``n_runs``).
+    means : ndarray (T, M, K) or (T, Rc, M, K)
+        Mean reward of every arm.
+    noise : ndarray (T, M) or (T, R, M)
+        Reward noise of the user (added to whichever arm is played); part of the data.
+    n_runs : int, default 1
+        Number of runs simulated side by side (replays of the same users when Rc = 1).
+    block_size : int, default 64
+    """
+
+    def __init__(self, features, means, noise, *, n_runs=1, block_size=64):
+        features = check_array("features", features)
+        if features.ndim == 4:
+            features = features[:, None]
+        if features.ndim != 5:
+            raise ValueError(f"features must have shape (T, M, K, d) or (T, Rc, M, K, d), got {features.shape}")
+        T, Rc, M, K, d = features.shape
+        self.n_runs = check_positive_int("n_runs", n_runs)
+        if Rc not in (1, self.n_runs):
+            raise ValueError(f"features have {Rc} context runs; expected 1 or n_runs={self.n_runs}")
+        means = check_array("means", means)
+        if means.ndim == 3:
+            means = means[:, None]
+        if means.shape != (T, Rc, M, K):
+            raise ValueError(f"means must have shape {(T, Rc, M, K)} (or without the run axis), got {means.shape}")
+        noise = check_array("noise", noise)
+        if noise.ndim == 2:
+            noise = noise[:, None]
+        if noise.ndim != 3 or noise.shape[0] != T or noise.shape[2] != M or noise.shape[1] not in (1, self.n_runs):
+            raise ValueError(f"noise must have shape (T, M) or (T, R, M) with T={T}, M={M}, got {noise.shape}")
+        self.features, self.means, self.noise = features, means, noise
+        self.best = means.max(axis=-1)
+        self.horizon, self.n_agents, self.n_arms, self.dim = T, M, K, d
+        self.shared_contexts = Rc == 1
+        self.block_size = check_positive_int("block_size", block_size)
+
+    def iter_blocks(self, horizon):
+        horizon = check_int_in_range("horizon", horizon, 1, self.horizon)
+        for start in range(0, horizon, self.block_size):
+            stop = min(horizon, start + self.block_size)
+            noise = np.broadcast_to(self.noise[start:stop], (stop - start, self.n_runs, self.n_agents))
+            yield RoundBlock(start, self.features[start:stop], self.means[start:stop], self.best[start:stop], noise)
+
+
+def _users(rng, n, M, K, d, r_low, r_high):
+    u = rng.standard_normal((n, M, K, d))
+    u /= np.linalg.norm(u, axis=-1, keepdims=True)
+    return u * rng.uniform(r_low, r_high, size=(n, M, K, 1))
+
+
+@dataclass
+class AliceTracyInstance:
+    """All silos' users for Example 4.1, with silo ``silo``'s first user replaceable.
+
+    A *dataset* (what the audit compares) is silo ``silo``'s sequence of T users, one row
+    per user: the K·d arm features, the K mean rewards and the reward noise.
+    """
+
+    features: np.ndarray  # (T, M, K, d), silo i's first user = Tracy
+    means: np.ndarray  # (T, M, K)
+    noise: np.ndarray  # (T, M)
+    theta: np.ndarray
+    alice: np.ndarray  # one user row
+    tracy: np.ndarray
+    silo: int
+    observer: int
+    r_typical: float
+    r_alice: tuple
+
+    @property
+    def horizon(self) -> int:
+        return self.features.shape[0]
+
+    def user_row(self, feats, means, noise) -> np.ndarray:
+        return np.concatenate([np.ravel(feats), np.ravel(means), [float(noise)]])
+
+    def dataset(self, first_user: str) -> np.ndarray:
+        """Silo i's users (T, K·d + K + 1), its first user ``"alice"`` or ``"tracy"``."""
+        if first_user not in ("alice", "tracy"):
+            raise ValueError(f"first_user must be 'alice' or 'tracy', got {first_user!r}")
+        i = self.silo
+        rows = np.stack(
+            [self.user_row(self.features[t, i], self.means[t, i], self.noise[t, i]) for t in range(self.horizon)]
+        )
+        rows[0] = self.alice if first_user == "alice" else self.tracy
+        return rows
+
+    def full_data(self, dataset):
+        """(features, means, noise) of all silos, with silo i's users from ``dataset``."""
+        T, M, K, d = self.features.shape
+        dataset = check_array("dataset", dataset, shape=(T, K * d + K + 1))
+        feats, means, noise = self.features.copy(), self.means.copy(), self.noise.copy()
+        i = self.silo
+        feats[:, i] = dataset[:, : K * d].reshape(T, K, d)
+        means[:, i] = dataset[:, K * d : K * d + K]
+        noise[:, i] = dataset[:, -1]
+        return feats, means, noise
+
+
+def alice_tracy_instance(
+    n_agents,
+    n_arms,
+    dim,
+    horizon,
+    *,
+    r_typical=0.5,
+    r_alice=(0.9, 1.0),
+    noise_std=0.5,
+    silo=0,
+    observer=1,
+    close_call=True,
+    seed=0,
+) -> AliceTracyInstance:
+    """Users of Example 4.1 (Zhou & Chowdhury 2023) [derived construction, see the module notes].
+
+    Every user's K arms are uniform directions with norms uniform in
+    [r_typical/2, r_typical]; Alice's arms have norms uniform in ``r_alice``; Tracy is a
+    fresh typical user.  θ is a uniform unit vector; mean reward ⟨θ, x⟩; reward noise
+    N(0, noise_std²), drawn once (it is part of the user's data).
+
+    With ``close_call=True`` silo j's second user (round 2) has two arms of norm
+    r_typical and r_typical·(1 − 10⁻⁶): a user for whom silo j's recommendation is a close
+    call.  Under DP20's large regularizer LinUCB's early choice is driven by ‖x‖_{V⁻¹}, so
+    whether noisy synchronized statistics arrived before round 2 can then change silo j's
+    action -- the Fed-DP side of the example.
+    """
+    M = check_positive_int("n_agents", n_agents)
+    if M < 2:
+        raise ValueError(f"n_agents must be >= 2 (a silo i and an observing silo j), got {n_agents!r}")
+    K = check_positive_int("n_arms", n_arms)
+    d = check_positive_int("dim", dim)
+    T = check_positive_int("horizon", horizon)
+    r_typical = check_float_in_range("r_typical", r_typical, 0.0, 1.0, low_inclusive=False)
+    lo, hi = (check_float_in_range("r_alice", float(v), 0.0, 1.0, low_inclusive=False) for v in r_alice)
+    if not (r_typical < lo <= hi):
+        raise ValueError(f"r_alice must be an interval above r_typical={r_typical}, got {r_alice!r}")
+    noise_std = check_nonnegative_float("noise_std", noise_std)
+    silo = check_int_in_range("silo", silo, 0, M - 1)
+    observer = check_int_in_range("observer", observer, 0, M - 1)
+    if silo == observer:
+        raise ValueError("observer must differ from silo")
+    rng = np.random.default_rng(as_seed_sequence(seed))
+    theta = rng.standard_normal(d)
+    theta /= np.linalg.norm(theta)
+    feats = _users(rng, T, M, K, d, r_typical / 2, r_typical)
+    noise = noise_std * rng.standard_normal((T, M))
+    if close_call and T >= 2:
+        x = feats[1, observer]
+        top = np.argsort(np.linalg.norm(x, axis=-1))[-2:]
+        x[top] /= np.linalg.norm(x[top], axis=-1, keepdims=True)
+        x[top[1]] *= r_typical
+        x[top[0]] *= r_typical * (1 - 1e-6)
+    alice_f = _users(rng, 1, 1, K, d, lo, hi)[0, 0]
+    alice_noise = noise_std * rng.standard_normal()
+    means = feats @ theta
+    inst = AliceTracyInstance(feats, means, noise, theta, None, None, silo, observer, r_typical, (lo, hi))
+    inst.tracy = inst.user_row(feats[0, silo], means[0, silo], noise[0, silo])
+    inst.alice = inst.user_row(alice_f, alice_f @ theta, alice_noise)
+    return inst
+
+
+def alice_threshold(lam0, r_typical=0.5, r_alice_min=0.9) -> float:
+    """D with log(1 + r_typical²/λ₀) < D < log(1 + r_alice_min²/λ₀): the t = 1 sync is Alice's.
+
+    The geometric middle of the two log-det increases [derived].
+    """
+    lam0 = check_nonnegative_float("lam0", lam0)
+    a = math.log1p(r_typical**2 / lam0)
+    b = math.log1p(r_alice_min**2 / lam0)
+    if not a < b:
+        raise ValueError(f"r_alice_min={r_alice_min} must exceed r_typical={r_typical}")
+    return math.sqrt(a * b)
+
+
+class DP20ScheduleMechanism:
+    """DP20's FedUCB on an :class:`AliceTracyInstance`, as an audit mechanism.
+
+    ``mechanism(dataset, rng, n)`` replays the users ``n`` times (runs side by side, only
+    the privacy noise differs) and returns what silo ``observer`` sees:
+    ``{"sync": (n, T) bool, "actions": (n, T) int}``.
+
+    Parameters
+    ----------
+    instance : AliceTracyInstance
+    learner_kwargs : dict
+        Keyword arguments of :class:`fedbandit.learners.dp20.FedUCB` (``n_agents``,
+        ``dim`` and ``horizon`` are taken from the instance).
+    """
+
+    def __init__(self, instance: AliceTracyInstance, learner_kwargs: dict):
+        if not isinstance(instance, AliceTracyInstance):
+            raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
+        if not isinstance(learner_kwargs, dict):
+            raise TypeError(f"learner_kwargs must be a dict, got {type(learner_kwargs).__name__}")
+        self.instance = instance
+        T, M, K, d = instance.features.shape
+        self.learner_kwargs = dict(learner_kwargs)
+        # Build once so that bad settings fail here, before any trial.
+        self.learner = FedUCB(M, d, T, **self.learner_kwargs)
+
+    def __call__(self, dataset, rng, n):
+        rng = check_rng(rng)
+        n = check_positive_int("n", n)
+        feats, means, noise = self.instance.full_data(dataset)
+        env = UsersEnv(feats, means, noise, n_runs=n)
+        res = self.learner.run(env, rng, record_actions=True)
+        return {"sync": res.sync, "actions": res.actions[:, self.instance.observer, :]}
+
+
+class _RoundTracker(UsersEnv):
+    """A :class:`UsersEnv` yielding one round per block and remembering the current round."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, block_size=1, **kwargs)
+        self.current_round = 0
+
+    def iter_blocks(self, horizon):
+        for block in super().iter_blocks(horizon):
+            self.current_round = block.start + 1
+            yield block
+
+
+def _recording_protocol(base_cls):
+    class Recording(base_cls):
+        """``base_cls`` that records the round of every call of ``synchronize``."""
+
+        tracker = None
+
+        def reset(self, *, n_runs, rng):
+            self.sync_rounds = []
+            return super().reset(n_runs=n_runs, rng=rng)
+
+        def synchronize(self, bias, gram, *, users=None):
+            self.sync_rounds.append(self.tracker.current_round)
+            return super().synchronize(bias, gram, users=users)
+
+    Recording.__name__ = Recording.__qualname__ = f"Recording{base_cls.__name__}"
+    return Recording
+
+
+class FixedBatchScheduleMechanism:
+    """The fixed-batch algorithm (Zhou & Chowdhury, Alg. 1) on the same instance and attack.
+
+    Runs :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` with a silo-level LDP
+    protocol (:class:`fedbandit.protocols.SiloLDPProtocol`) and *measures* its schedule:
+    the protocol is wrapped so that every call of ``synchronize`` records the round.
+
+    Parameters
+    ----------
+    instance : AliceTracyInstance
+    epsilon, delta : float
+        Of the silo-level LDP protocol.
+    batch_size : int
+        B (must divide T).
+    learner_kwargs : dict, optional
+        Further keyword arguments of ``FixedBatchFedLinUCB``.
+    """
+
+    def __init__(self, instance: AliceTracyInstance, epsilon, delta, batch_size, learner_kwargs=None):
+        from .learners.fixed_batch import FixedBatchFedLinUCB
+        from .protocols import SiloLDPProtocol
+
+        if not isinstance(instance, AliceTracyInstance):
+            raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
+        self.instance = instance
+        self.epsilon, self.delta, self.batch_size = epsilon, delta, batch_size
+        self.learner_kwargs = dict(learner_kwargs or {})
+        T, M, K, d = instance.features.shape
+        # Fail early on bad settings.
+        FixedBatchFedLinUCB(
+            SiloLDPProtocol(epsilon, delta), horizon=T, batch_size=batch_size, n_agents=M, dim=d, **self.learner_kwargs
+        )
+
+    def __call__(self, dataset, rng, n):
+        from .learners.fixed_batch import FixedBatchFedLinUCB
+        from .protocols import SiloLDPProtocol
+
+        rng = check_rng(rng)
+        n = check_positive_int("n", n)
+        T, M, K, d = self.instance.features.shape
+        feats, means, noise = self.instance.full_data(dataset)
+        env = _RoundTracker(feats, means, noise, n_runs=n)
+        protocol = _recording_protocol(SiloLDPProtocol)(self.epsilon, self.delta)
+        protocol.tracker = env
+        learner = FixedBatchFedLinUCB(
+            protocol, horizon=T, batch_size=self.batch_size, n_agents=M, dim=d, **self.learner_kwargs
+        )
+        res = learner.run(env, rng, record_arms=True)
+        sync = np.zeros((n, T), dtype=bool)
+        # Every run of the fixed-batch learner synchronizes at the same calls.
+        sync[:, np.asarray(protocol.sync_rounds, dtype=int) - 1] = True
+        return {"sync": sync, "actions": res.arms[:, :, self.instance.observer]}
+
+
+class SyncAt:
+    """Attack statistic: 1 if a synchronization happened at the end of round ``t``."""
+
+    def __init__(self, t):
+        self.t = check_positive_int("t", t)
+
+    def __call__(self, batch):
+        return batch["sync"][:, self.t - 1].astype(float)
+
+
+class FirstSync:
+    """Attack statistic: minus the round of the first synchronization (T + 1 if none).
+
+    Minus, so that "larger means dataset 1" for an input that synchronizes earlier.
+    """
+
+    def __call__(self, batch):
+        sync = batch["sync"]
+        T = sync.shape[1]
+        return -np.where(sync.any(axis=1), sync.argmax(axis=1) + 1, T + 1).astype(float)
+
+
+class ActionIs:
+    """Attack statistic: 1 if silo j's action at round ``t`` is ``arm``."""
+
+    def __init__(self, t, arm):
+        self.t = check_positive_int("t", t)
+        self.arm = check_int_in_range("arm", arm, 0, None)
+
+    def __call__(self, batch):
+        return (batch["actions"][:, self.t - 1] == self.arm).astype(float)
+
+
+def select_action_attack(mechanism, dataset0, dataset1, t, n_select, rng, *, delta=0.0, confidence=0.95):
+    """Choose the arm of an :class:`ActionIs` (t, arm) attack on ``n_select`` selection trials.
+
+    Runs the (vectorized) mechanism ``n_select`` times on each dataset and returns the
+    attack whose Clopper–Pearson ε bound (:func:`fedbandit.audit.epsilon_lower_bound`,
+    both directions) is largest on these trials.  The audit must then count *fresh*
+    trials (choosing the attack on the counted trials would bias the bound upward).
+
+    Returns
+    -------
+    (ActionIs, dict)
+        The attack and the selection counts ``{"arm", "k0", "k1", "n", "eps_select"}``.
+    """
+    from .audit import epsilon_lower_bound
+
+    rng = check_rng(rng)
+    t = check_positive_int("t", t)
+    n_select = check_positive_int("n_select", n_select)
+    a0 = np.asarray(mechanism(dataset0, rng, n_select)["actions"])[:, t - 1]
+    a1 = np.asarray(mechanism(dataset1, rng, n_select)["actions"])[:, t - 1]
+    n_arms = int(max(a0.max(), a1.max())) + 1
+    c0 = np.bincount(a0, minlength=n_arms)
+    c1 = np.bincount(a1, minlength=n_arms)
+    scores = [
+        epsilon_lower_bound(int(c1[a]), n_select, int(c0[a]), n_select, delta=delta, confidence=confidence)[0]
+        for a in range(n_arms)
+    ]
+    arm = int(np.argmax(scores))
+    info = {"arm": arm, "k0": int(c0[arm]), "k1": int(c1[arm]), "n": n_select, "eps_select": float(scores[arm])}
+    return ActionIs(t, arm), info

@@ -1,0 +1,125 @@
+"""Plain reference implementation of DP20's FedUCB (one run, one agent at a time, loops).
+
+Straight from the description in :mod:`fedbandit.learners.dp20`: every agent keeps its
+own local statistics and its own tree (noise-free p-sums of its stream of local batches);
+V is rebuilt and inverted, and log det computed with ``slogdet``, every round.  It consumes
+the privacy noise in the same order as the vectorized learner: at the end of a round, for
+the runs that synchronize (in increasing order), one ``draw_noise`` call of shape
+(n_sync, M, d, d) (symmetric) and one of shape (n_sync, M, d).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedbandit.mechanisms.tree import draw_noise, tree_depth
+
+
+def reference_feducb(learner, env, rng):
+    """Run the loop version of ``learner`` (a :class:`FedUCB`, used for its settings only).
+
+    Returns ``(actions (R, M, T), sync (R, T) bool, regret (R, T), S_final (R, d, d))``.
+    """
+    M, d, T = learner.n_agents, learner.dim, learner.horizon
+    R = env.n_runs
+    lam0 = learner.lam0
+    n_lev = tree_depth(T)
+    blocks = list(env.iter_blocks(T))
+
+    def round_data(t):
+        for b in blocks:
+            if b.start < t <= b.start + b.n_rounds:
+                return b, t - b.start - 1
+        raise AssertionError(t)
+
+    # state per run
+    S = [np.zeros((d, d)) for _ in range(R)]
+    u = [np.zeros(d) for _ in range(R)]
+    W = [[np.zeros((d, d)) for _ in range(M)] for _ in range(R)]
+    U = [[np.zeros(d) for _ in range(M)] for _ in range(R)]
+    last = [0] * R
+    k = [0] * R
+    alpha_G = [[[np.zeros((d, d)) for _ in range(n_lev)] for _ in range(M)] for _ in range(R)]
+    alpha_u = [[[np.zeros(d) for _ in range(n_lev)] for _ in range(M)] for _ in range(R)]
+    tilde_G = [[np.zeros((d, d)) for _ in range(n_lev)] for _ in range(R)]
+    tilde_u = [[np.zeros(d) for _ in range(n_lev)] for _ in range(R)]
+    actions = np.zeros((R, M, T), dtype=int)
+    sync = np.zeros((R, T), dtype=bool)
+    regret = np.zeros((R, T))
+
+    for t in range(1, T + 1):
+        block, s = round_data(t)
+        beta = learner.beta(t)
+        triggered = []
+        for r in range(R):
+            rc = 0 if block.features.shape[1] == 1 else r
+            V_sync = lam0 * np.eye(d) + S[r]
+            logdet_sync = np.linalg.slogdet(V_sync)[1]
+            trig = False
+            for i in range(M):
+                V = V_sync + W[r][i]
+                V_inv = np.linalg.inv(V)
+                theta = V_inv @ (u[r] + U[r][i])
+                K = block.features.shape[3]
+                best_a, best_score = None, -math.inf
+                for a in range(K):
+                    if block.mask is not None and not block.mask[s, rc, i, a]:
+                        continue
+                    x = block.features[s, rc, i, a]
+                    score = x @ theta + beta * math.sqrt(max(x @ V_inv @ x, 0.0))
+                    if score > best_score:
+                        best_a, best_score = a, score
+                a = best_a
+                actions[r, i, t - 1] = a
+                x = block.features[s, rc, i, a]
+                mean = block.means[s, rc, i, a]
+                regret[r, t - 1] += block.best[s, rc, i] - mean
+                noise = block.noise[s, r if block.noise.shape[1] > 1 else 0, i]
+                y = mean + noise
+                W[r][i] = W[r][i] + np.outer(x, x)
+                U[r][i] = U[r][i] + x * y
+                if learner.schedule == "adaptive":
+                    logdet_loc = np.linalg.slogdet(V_sync + W[r][i])[1]
+                    if logdet_loc - logdet_sync >= learner.threshold / (t - last[r]):
+                        trig = True
+                else:
+                    trig = t % learner.batch_size == 0
+            if trig:
+                triggered.append(r)
+
+        if not triggered:
+            continue
+        n_s = len(triggered)
+        if learner.noise != "none":
+            ZG = draw_noise(rng, (n_s, M, d, d), learner.sigma0, symmetric=True)
+            Zu = draw_noise(rng, (n_s, M, d), learner.sigma0)
+        else:
+            ZG = np.zeros((n_s, M, d, d))
+            Zu = np.zeros((n_s, M, d))
+        for pos, r in enumerate(triggered):
+            sync[r, t - 1] = True
+            last[r] = t
+            k[r] += 1
+            j = (k[r] & -k[r]).bit_length() - 1
+            sum_G = np.zeros((d, d))
+            sum_u = np.zeros(d)
+            for i in range(M):
+                # Randomizer of agent i (Algorithm 2 style): p-sum closing at level j.
+                aG = sum(alpha_G[r][i][l] for l in range(j)) + W[r][i]
+                au = sum(alpha_u[r][i][l] for l in range(j)) + U[r][i]
+                for l in range(j):
+                    alpha_G[r][i][l] = np.zeros((d, d))
+                    alpha_u[r][i][l] = np.zeros(d)
+                alpha_G[r][i][j] = aG
+                alpha_u[r][i][j] = au
+                sum_G = sum_G + aG + ZG[pos, i]
+                sum_u = sum_u + au + Zu[pos, i]
+                W[r][i] = np.zeros((d, d))
+                U[r][i] = np.zeros(d)
+            tilde_G[r][j] = sum_G
+            tilde_u[r][j] = sum_u
+            S[r] = sum(tilde_G[r][l] for l in range(n_lev) if k[r] >> l & 1)
+            u[r] = sum(tilde_u[r][l] for l in range(n_lev) if k[r] >> l & 1)
+    return actions, sync, regret, np.array(S)
