@@ -21,6 +21,9 @@ _SUBMODULES = {
     "audit",
     "config",
     "continual",
+    "datasets",
+    "ddg_accounting",
+    "dp20_audit",
     "envs",
     "envs_mab",
     "experiments",
@@ -31,6 +34,9 @@ _SUBMODULES = {
     "protocols",
     "secagg",
     "shuffle",
+    "theory_consensus",
+    "theory_linear",
+    "theory_psco",
 }
 
 
