@@ -16,9 +16,10 @@ It does three things for the book:
   widget manager from the book's own ``_static`` instead of a CDN, so math and saved
   widget state render on a machine without internet (the browser check).  Unset
   (``make book``), readers' browsers use the CDNs as usual.
-* Two fixes so that pages load without JavaScript console errors: a default colour
-  mode for the theme (pydata-sphinx-theme complains when it is empty), and for one defect
-  of the Jupyter Book 1 toolchain: sphinx-thebe's
+* Three fixes so that pages load without JavaScript errors: a shim for the MathJax 2
+  call that ipywidgets still makes (see ``MATHJAX2_HUB_SHIM``); a default colour mode
+  for the theme (pydata-sphinx-theme complains when it is empty); and for one defect of
+  the Jupyter Book 1 toolchain: sphinx-thebe's
   configuration script (``const THEBE_JS_URL = ...``) is registered twice, with
   the file name once ``None`` and once ``""``, so every page throws "Identifier
   'THEBE_JS_URL' has already been declared" in the browser.  Identical scripts are
@@ -296,6 +297,37 @@ def _local_web_assets(app, config):
     }
 
 
+# ipywidgets' controls typeset their labels with the MathJax 2 API
+# (``MathJax.Hub.Queue(["Typeset", MathJax.Hub, element])``, jupyter-widgets/ipywidgets#3829),
+# which MathJax 3 removed: on a page with both math and widgets every widget threw
+# "Cannot read properties of undefined (reading 'Queue')".  This shim maps that call to
+# MathJax 3's typesetPromise, both before MathJax has loaded (on its configuration object)
+# and after (MathJax 3 replaces the global object, so startup.ready puts it back).
+MATHJAX2_HUB_SHIM = """
+(function () {
+  if (!window.MathJax || window.MathJax.Hub) { return; }
+  function typeset(element) {
+    var mj = window.MathJax;
+    var run = function () { return mj.typesetPromise ? mj.typesetPromise([element]).catch(function () {}) : null; };
+    if (mj.startup && mj.startup.promise) { mj.startup.promise.then(run); } else { run(); }
+  }
+  var hub = { Queue: function () {
+    for (var i = 0; i < arguments.length; i++) {
+      var job = arguments[i];
+      if (Array.isArray(job) && job[0] === "Typeset" && job[2]) { typeset(job[2]); }
+    }
+  } };
+  window.MathJax.Hub = hub;
+  var startup = window.MathJax.startup = window.MathJax.startup || {};
+  var ready = startup.ready;
+  startup.ready = function () {
+    if (ready) { ready(); } else { window.MathJax.startup.defaultReady(); }
+    window.MathJax.Hub = hub;
+  };
+})();
+"""
+
+
 def _theme_mode(app, config):
     # pydata-sphinx-theme logs a console error on every page when no default mode is set
     context = dict(config.html_context or {})
@@ -305,6 +337,7 @@ def _theme_mode(app, config):
 
 def setup(app):
     app.connect("config-inited", _theme_mode)
+    app.add_js_file(None, body=MATHJAX2_HUB_SHIM, priority=510)
     app.connect("config-inited", _local_web_assets)
     app.add_node(reconstruction_list)
     app.add_node(execution_status)
@@ -316,4 +349,4 @@ def setup(app):
     app.connect("env-merge-info", _merge)
     app.connect("env-get-updated", _outdated)
     app.connect("html-page-context", _dedupe_scripts, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
