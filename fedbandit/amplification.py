@@ -31,6 +31,11 @@ Two families of results are used by the shuffle protocols of :mod:`fedbandit.pro
   ln(n / (16 ln(4/δ))) > 0, i.e. n > 16 ln(4/δ), whatever ε₀].  Outside the region the
   functions raise :class:`AmplificationValidityError` unless ``force=True``, in which
   case they warn with :class:`AmplificationValidityWarning`.
+
+* **A necessary condition** any shuffle protocol must meet: the server can always add up
+  the shuffled messages, so the *sum* -- a Gaussian mechanism with noise sqrt(M)·σ₀ per
+  node -- must itself be (ε, δ)-DP.  :func:`gaussian_epsilon_exact` gives that sum's exact
+  ε (Balle & Wang 2018), a *lower bound* on the protocol's ε.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special, stats
+from scipy.special import log_ndtr, ndtr
 
 from ._validation import (
     check_choice,
@@ -62,6 +68,8 @@ __all__ = [
     "fmt22_approx_dp",
     "zc_amplification_validity",
     "zc_amplification_sigma0",
+    "gaussian_delta_exact",
+    "gaussian_epsilon_exact",
 ]
 
 
@@ -233,7 +241,7 @@ def fmt22_approx_dp(
 # Zhou & Chowdhury (2023), Appendix E: Gaussian mechanisms on local datasets of size n > 1
 # ---------------------------------------------------------------------------------
 
-ZC_VARIANTS = ("authors", "recalled")
+ZC_VARIANTS = ("authors", "recalled", "ideal")
 
 
 def zc_amplification_validity(
@@ -245,6 +253,8 @@ def zc_amplification_validity(
     * M ≥ 16 ln(4/δ) -- "M large relative to log(1/δ)" [recalled], with the constant of
       FMT22's clone argument, which the lemma extends [derived];
     * for ``variant="recalled"`` only: κ/(δT) > 1, so that log(κ/(δT)) > 0.
+
+    ``variant="ideal"`` (σ₀ = σ₀(LDP)/sqrt(M), no logarithmic factors) has the same region.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -280,8 +290,11 @@ def zc_amplification_sigma0(
     ``variant="authors"`` [authors' code]:
     σ₀ = L sqrt(κ log(1/δ) log(1 + κ/(Tδ)) log(Mκ/δ)) / (ε sqrt M);
     ``variant="recalled"`` [recalled, constant 1]:
-    σ₀² = κ log(1/δ) log(κ/(δT)) log(Mκ/δ) / (ε² M).  κ = ⌊log₂ K⌋ + 1 with K the number
-    of batches, T the horizon, L = ``sensitivity``.
+    σ₀² = κ log(1/δ) log(κ/(δT)) log(Mκ/δ) / (ε² M);
+    ``variant="ideal"`` [paper, "roughly 1/M of the LDP noise"]: σ₀² = σ₀²(LDP)/M with the
+    silo-LDP calibration 8κ(log(2/δ) + ε)/ε² -- the shape of the theorem without its
+    logarithmic factors, so that the server's total noise equals the central tree's.
+    κ = ⌊log₂ K⌋ + 1 with K the number of batches, T the horizon, L = ``sensitivity``.
 
     Raises
     ------
@@ -292,6 +305,8 @@ def zc_amplification_sigma0(
     sensitivity = check_nonnegative_float("sensitivity", sensitivity)
     _enforce(conds, f"The Zhou–Chowdhury amplification lemma (variant {variant!r})", force)
     kappa = tree_depth(n_batches)
+    if variant == "ideal":
+        return sensitivity * math.sqrt(8.0 * kappa * (math.log(2.0 / delta) + epsilon) / n_agents) / epsilon
     log_m = math.log(n_agents * kappa / delta)
     if variant == "authors":
         mid = math.log1p(kappa / (horizon * delta))
@@ -305,3 +320,36 @@ def zc_amplification_sigma0(
             )
             mid = math.log1p(kappa / (horizon * delta))
     return sensitivity * math.sqrt(kappa * math.log(1.0 / delta) * mid * log_m) / (epsilon * math.sqrt(n_agents))
+
+
+# ---------------------------------------------------------------------------------
+# Exact privacy profile of the Gaussian mechanism (a necessary condition for shuffling)
+# ---------------------------------------------------------------------------------
+
+
+def gaussian_delta_exact(epsilon: float, mu: float) -> float:
+    """δ(ε) of the Gaussian mechanism with sensitivity-to-noise ratio μ = Δ/σ (exact).
+
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Balle & Wang 2018, Thm. 8); tight for the
+    worst pair of neighbouring inputs.  k Gaussian releases with ratios μ_i compose exactly
+    to one with μ = sqrt(Σ μ_i²).
+    """
+    epsilon = check_nonnegative_float("epsilon", epsilon)
+    mu = check_nonnegative_float("mu", mu)
+    if mu == 0.0:
+        return 0.0
+    a = -epsilon / mu + mu / 2.0
+    b = -epsilon / mu - mu / 2.0
+    return max(0.0, float(ndtr(a) - math.exp(epsilon + log_ndtr(b))))
+
+
+def gaussian_epsilon_exact(mu: float, delta: float) -> float:
+    """Smallest ε with :func:`gaussian_delta_exact` (ε, μ) ≤ δ (exact, by root finding)."""
+    mu = check_nonnegative_float("mu", mu)
+    delta = check_delta(delta)
+    if gaussian_delta_exact(0.0, mu) <= delta:
+        return 0.0
+    hi = 1.0
+    while gaussian_delta_exact(hi, mu) > delta:
+        hi *= 2.0
+    return float(optimize.brentq(lambda e: gaussian_delta_exact(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-12))

@@ -72,6 +72,7 @@ from ._validation import (
 )
 from .amplification import (
     AmplificationValidityError,
+    gaussian_epsilon_exact,
     zc_amplification_sigma0,
     zc_amplification_validity,
 )
@@ -95,7 +96,7 @@ __all__ = [
     "unpack_statistics",
 ]
 
-STATUSES = ("verified", "claimed", "invalid", "none")
+STATUSES = ("verified", "claimed", "unproven", "invalid", "none")
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,14 @@ class Accounting:
         The (ε, δ) the protocol was asked for (inf, 0 when not private).
     epsilon, delta : float
         The (ε, δ) actually achieved for the setting, as far as the book can tell.
-    status : {"verified", "claimed", "invalid", "none"}
+    status : {"verified", "claimed", "unproven", "invalid", "none"}
         "verified": computed by the book's own accounting (:mod:`fedbandit.accounting`);
         "claimed": holds by the cited theorem, which the book states but does not
-        re-derive; "invalid": the target is *not* met (for example the composition over
-        tree nodes is ignored, or a theorem is used outside its validity region);
-        "none": no privacy.
+        re-derive; "unproven": no result covers the setting (a theorem forced outside its
+        validity region, or an idealized noise level) -- it may or may not be private;
+        "invalid": the target is *not* met (a necessary condition fails, or the run relies
+        on an accounting known to be wrong, such as ignoring the composition over tree
+        nodes); "none": no privacy.
     theorem : str
         Which result gives the guarantee.
     notes : str
@@ -498,17 +501,25 @@ class ShuffleAmplificationProtocol(DistributedTreeProtocol):
 
     Each agent adds N(0, σ₀²) with σ₀ from the paper's Gaussian amplification lemma
     (Appendix E; :func:`fedbandit.amplification.zc_amplification_sigma0`, ``variant``
-    "authors" [authors' code] or "recalled"), about 1/sqrt(M) of the LDP noise; S is a
-    uniformly random permutation of the M agents' messages.  The (ε, δ) is *claimed* by
-    the lemma, which the book cannot re-derive (its statement is not in the available text);
-    outside its validity region (:func:`fedbandit.amplification.zc_amplification_validity`)
-    :meth:`configure` raises :class:`~fedbandit.amplification.AmplificationValidityError`
-    unless ``force=True``, in which case it warns and the accounting reports "invalid".
+    "authors" [authors' code], "recalled", or "ideal" = σ₀(LDP)/sqrt(M)), about 1/sqrt(M)
+    of the LDP noise; S is a uniformly random permutation of the M agents' messages.
+
+    Accounting.  The (ε, δ) is *claimed* by the lemma, which the book cannot re-derive (its
+    statement is not in the available text), subject to two checks:
+
+    * validity region (:func:`fedbandit.amplification.zc_amplification_validity`):
+      :meth:`configure` raises :class:`~fedbandit.amplification.AmplificationValidityError`
+      outside it unless ``force=True``, which warns and makes the status "unproven";
+    * a necessary condition: the server can add up the shuffled messages, and that sum is
+      a Gaussian mechanism with noise sqrt(M)·σ₀ per node over the κ nodes a user enters,
+      whose exact ε (:func:`fedbandit.amplification.gaussian_epsilon_exact`) bounds the
+      protocol's ε from below.  If it exceeds the target, the status is "invalid" and the
+      reported ε is that lower bound.
 
     Parameters
     ----------
     epsilon, delta : float
-    variant : {"authors", "recalled"}
+    variant : {"authors", "recalled", "ideal"}
     force : bool, default False
     """
 
@@ -521,9 +532,10 @@ class ShuffleAmplificationProtocol(DistributedTreeProtocol):
         super().__init__()
         self.target_epsilon = check_epsilon(epsilon)
         self.target_delta = check_delta(delta)
-        self.variant = check_choice("variant", variant, ("authors", "recalled"))
+        self.variant = check_choice("variant", variant, ("authors", "recalled", "ideal"))
         self.force = bool(force)
-        self.name = f"SDP-amp(ε={self.target_epsilon:g})"
+        tag = "" if self.variant == "authors" else f"-{self.variant}"
+        self.name = f"SDP-amp{tag}(ε={self.target_epsilon:g})"
 
     def _sigma0(self):
         self.validity = zc_amplification_validity(
@@ -540,28 +552,42 @@ class ShuffleAmplificationProtocol(DistributedTreeProtocol):
             force=self.force,
         )
 
+    def sum_epsilon(self) -> float:
+        """Exact ε of the server's sum of the shuffled messages: a lower bound on the protocol's ε."""
+        self._require()
+        mu = math.sqrt(self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2)) / (
+            math.sqrt(self.n_agents) * self.sigma0
+        )
+        return gaussian_epsilon_exact(mu, self.target_delta)
+
     def accounting(self) -> Accounting:
         self._require()
         valid = all(c.holds for c in self.validity)
-        failed = "; ".join(str(c) for c in self.validity if not c.holds)
-        notes = self._bounds_note()
-        if not valid:
-            notes = f"forced outside the lemma's validity region: {failed}. " + notes
-        status = "claimed" if valid and self.reward_bound is not None else "invalid"
-        return Accounting(
-            self.model,
-            self.target_epsilon,
-            self.target_delta,
-            self.target_epsilon if valid else math.nan,
-            self.target_delta,
-            status,
-            f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E) [recalled], σ₀ {self.variant}",
-            notes,
-        )
+        eps_sum = self.sum_epsilon()
+        notes = [self._bounds_note()]
+        theorem = f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E) [recalled], σ₀ {self.variant}"
+        if eps_sum > self.target_epsilon * (1 + 1e-9):
+            status, eps = "invalid", eps_sum
+            notes.insert(
+                0,
+                f"NOT private: the server's sum of the shuffled messages alone is only ({eps_sum:.3g}, δ)-DP "
+                f"(exact Gaussian profile [BW18]) > ε={self.target_epsilon:g}",
+            )
+        elif not valid:
+            status, eps = "unproven", math.nan
+            failed = "; ".join(str(c) for c in self.validity if not c.holds)
+            notes.insert(0, f"forced outside the lemma's validity region: {failed}")
+        elif self.variant == "ideal":
+            status, eps = "unproven", math.nan
+            notes.insert(0, "idealized σ₀ = σ₀(LDP)/sqrt(M), without the lemma's logarithmic factors: not a proven guarantee")
+        else:
+            status, eps = ("claimed" if self.reward_bound is not None else "invalid"), self.target_epsilon
+        return Accounting(self.model, self.target_epsilon, self.target_delta, eps, self.target_delta, status, theorem, "; ".join(notes))
 
     def calibration(self) -> dict:
         out = super().calibration()
         out["valid"] = all(c.holds for c in self.validity)
+        out["sum_epsilon"] = self.sum_epsilon()
         return out
 
     def parts(self) -> dict:

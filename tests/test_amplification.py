@@ -16,6 +16,8 @@ from fedbandit.amplification import (
     fmt22_closed_form_validity,
     fmt22_numerical_delta,
     fmt22_numerical_epsilon,
+    gaussian_delta_exact,
+    gaussian_epsilon_exact,
     zc_amplification_sigma0,
     zc_amplification_validity,
 )
@@ -118,6 +120,22 @@ def test_zc_sigma0_variants_and_validity():
         zc_amplification_sigma0(1e-3, 1e-4, 100, 400, 10_000, force=True)
     with pytest.raises(AmplificationValidityError, match="small ε"):
         zc_amplification_sigma0(2.0, 0.1, 100, 400, 10_000)
+
+
+def test_gaussian_exact_profile():
+    from scipy.stats import norm
+
+    # At ε = 0 the profile is the total variation distance 2Φ(μ/2) − 1.
+    assert gaussian_delta_exact(0.0, 1.0) == pytest.approx(2 * norm.cdf(0.5) - 1)
+    eps = gaussian_epsilon_exact(1.0, 1e-5)
+    assert gaussian_delta_exact(eps, 1.0) == pytest.approx(1e-5, rel=1e-6)
+    # Exact ε is below the classical calibration sqrt(2 log(1.25/δ))/σ (σ = 1/μ) for ε < 1.
+    mu = 0.2
+    assert gaussian_epsilon_exact(mu, 1e-5) < mu * math.sqrt(2 * math.log(1.25 / 1e-5))
+    assert gaussian_epsilon_exact(0.0, 0.1) == 0.0
+    # The ideal variant: σ₀(LDP)/sqrt(M).
+    s = zc_amplification_sigma0(0.5, 0.1, 100, 400, 10_000, variant="ideal")
+    assert s == pytest.approx(math.sqrt(8 * 9 * (math.log(20) + 0.5)) / 0.5 / 10)
 
 
 def test_bad_input():

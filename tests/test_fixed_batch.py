@@ -203,7 +203,7 @@ def test_amplification_outside_validity_raises_unless_forced():
             ShuffleAmplificationProtocol(1e-3, 1e-4, force=True), horizon=100, batch_size=25, n_agents=100, dim=D
         )
     acc = learner.protocol.accounting()
-    assert acc.status == "invalid" and "validity" in acc.notes
+    assert acc.status == "unproven" and "validity" in acc.notes and not acc.private
 
 
 def test_feature_bound_enforced():
@@ -237,7 +237,7 @@ def test_run_experiment_synthetic_and_real():
         assert out["avg_regret"].shape == (2, 5) and out["t"][-1] == 40
         assert out["communication"]["rounds"] == 10
     sdp = run_experiment(small[0], np.random.default_rng(0))
-    assert sdp["accounting"]["status"] == "invalid"  # forced outside validity, reported
+    assert sdp["accounting"]["status"] == "unproven"  # forced outside validity, reported
     real = dict(instance="real", M=10, T=20, B=5, runs=1, protocol="ldp", epsilon=1.0, delta=0.1, reward_bound=1.5, max_arms=10)
     out = run_experiment(real, np.random.default_rng(0))
     assert out["cum_regret"].shape == (1,) and out["accounting"]["status"] == "verified"

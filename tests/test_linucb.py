@@ -119,3 +119,12 @@ def test_shape_errors_name_the_argument():
         ucb_scores(np.zeros((3, 3, 5, 4)), theta, v_inv, 1.0)
     with pytest.raises(ValueError, match="v_inv"):
         ucb_scores(np.zeros((2, 3, 5, 4)), theta, np.zeros((2, 3, 4, 3)), 1.0)
+
+
+def test_update_and_gather_shape_errors():
+    with pytest.raises(ValueError, match="v_inv"):
+        sherman_morrison_update(np.zeros((2, 3, 3)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="arms"):
+        gather_played(np.zeros((1, 2, 3)), np.zeros(2, dtype=int))
+    with pytest.raises(ValueError, match="arrays_by_arm"):
+        gather_played(np.zeros((1, 3, 3)), np.zeros((2, 2), dtype=int))

@@ -67,16 +67,12 @@ def sherman_morrison_update(v_inv: np.ndarray, x: np.ndarray) -> np.ndarray:
     x : ndarray, shape (..., d)
         One feature vector per matrix.
     """
+    if v_inv.shape[:-1] != x.shape or v_inv.shape[-1] != x.shape[-1]:
+        raise ValueError(f"v_inv must have shape x.shape + (d,) = {x.shape + x.shape[-1:]}, got {v_inv.shape}")
     z = np.matmul(v_inv, x[..., None])[..., 0]
     denom = 1.0 + np.einsum("...i,...i->...", x, z)
     v_inv -= z[..., :, None] * (z / denom[..., None])[..., None, :]
     return v_inv
-
-
-def _upper_weights(d: int):
-    iu, ju = np.triu_indices(d)
-    w = np.where(iu == ju, 1.0, 2.0)
-    return iu, ju, w
 
 
 def feature_products(features: np.ndarray) -> np.ndarray:
@@ -190,8 +186,12 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
     Returns shape (R, M, ...); a run axis of length 1 is broadcast.
     """
     arms = np.asarray(arms)
+    if arms.ndim != 2:
+        raise ValueError(f"arms must have shape (runs, agents), got {arms.shape}")
     R, M = arms.shape
     a = arrays_by_arm
+    if a.ndim < 3 or a.shape[1] != M or a.shape[0] not in (1, R):
+        raise ValueError(f"arrays_by_arm must have shape (1 or {R}, {M}, arms, ...), got {a.shape}")
     if a.shape[0] == 1 and R > 1:
         # Index the shared array directly: (1, M, K, ...) -> (R, M, ...).
         return a[0][np.arange(M)[None, :], arms]
