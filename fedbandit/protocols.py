@@ -77,6 +77,7 @@ from .amplification import (
     zc_amplification_validity,
 )
 from .mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
+from .mechanisms.tree import prefix_noise_variance as tree_prefix_noise_variance
 from .theory_linear import ldp_sigma0
 
 __all__ = [
@@ -404,8 +405,7 @@ class DistributedTreeProtocol(Protocol):
 
     def prefix_noise_variance(self, k) -> float:
         self._require()
-        k = check_positive_int("k", k)
-        return self.n_agents * int(k).bit_count() * self.sigma0**2
+        return self.n_agents * tree_prefix_noise_variance(check_positive_int("k", k), self.sigma0)
 
     def server_noise_std(self) -> float:
         self._require()
@@ -428,7 +428,28 @@ class DistributedTreeProtocol(Protocol):
         return rho, acc.zcdp_to_approx_dp(rho, self.target_delta)
 
 
-class SiloLDPProtocol(DistributedTreeProtocol):
+class _GaussianTreeCalibration:
+    """The (ε, δ, calibration) settings and σ₀ rule shared by the silo-LDP and central
+    protocols (Zhou & Chowdhury, Thm. 6.1; :func:`fedbandit.theory_linear.ldp_sigma0`)."""
+
+    def __init__(self, epsilon, delta, *, calibration="paper"):
+        super().__init__()
+        self.target_epsilon = check_epsilon(epsilon)
+        self.target_delta = check_delta(delta)
+        self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors"))
+        self.name = f"{self.model}(ε={self.target_epsilon:g})"
+
+    def _calibrated_sigma0(self) -> float:
+        return ldp_sigma0(
+            self.target_epsilon,
+            self.target_delta,
+            self.n_batches,
+            calibration=self.calibration_rule,
+            sensitivity=self.sensitivity,
+        )
+
+
+class SiloLDPProtocol(_GaussianTreeCalibration, DistributedTreeProtocol):
     """Silo-level LDP (Zhou & Chowdhury, Thm. 6.1): Gaussian distributed tree, S = identity.
 
     σ₀² = 8κ(log(2/δ) + ε)/ε² per agent and node [paper] (``calibration="paper"``), or the
@@ -450,21 +471,8 @@ class SiloLDPProtocol(DistributedTreeProtocol):
     model = "silo-LDP"
     trusted = "own silo only"
 
-    def __init__(self, epsilon, delta, *, calibration="paper"):
-        super().__init__()
-        self.target_epsilon = check_epsilon(epsilon)
-        self.target_delta = check_delta(delta)
-        self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors"))
-        self.name = f"silo-LDP(ε={self.target_epsilon:g})"
-
     def _sigma0(self):
-        return ldp_sigma0(
-            self.target_epsilon,
-            self.target_delta,
-            self.n_batches,
-            calibration=self.calibration_rule,
-            sensitivity=self.sensitivity,
-        )
+        return self._calibrated_sigma0()
 
     def accounting(self) -> Accounting:
         self._require()
@@ -604,7 +612,7 @@ class ShuffleAmplificationProtocol(DistributedTreeProtocol):
         )
 
 
-class CentralTreeProtocol(Protocol):
+class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
     """Central DP with a trusted server: the super single agent's tree mechanism.
 
     Agents send their exact batch sums (S = identity); the trusted server adds them and
@@ -621,17 +629,8 @@ class CentralTreeProtocol(Protocol):
     model = "central"
     trusted = "the server"
 
-    def __init__(self, epsilon, delta, *, calibration="paper"):
-        super().__init__()
-        self.target_epsilon = check_epsilon(epsilon)
-        self.target_delta = check_delta(delta)
-        self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors"))
-        self.name = f"central(ε={self.target_epsilon:g})"
-
     def _configure(self):
-        self.sigma0 = ldp_sigma0(
-            self.target_epsilon, self.target_delta, self.n_batches, calibration=self.calibration_rule, sensitivity=self.sensitivity
-        )
+        self.sigma0 = self._calibrated_sigma0()
 
     def _reset(self):
         R, d, K = self.n_runs, self.dim, self.n_batches
@@ -648,7 +647,7 @@ class CentralTreeProtocol(Protocol):
 
     def prefix_noise_variance(self, k) -> float:
         self._require()
-        return int(check_positive_int("k", k)).bit_count() * self.sigma0**2
+        return tree_prefix_noise_variance(check_positive_int("k", k), self.sigma0)
 
     def server_noise_std(self) -> float:
         self._require()
