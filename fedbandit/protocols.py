@@ -48,9 +48,9 @@ Protocols here
 amplification lemma, Thm. 6.3), :class:`VectorSumShuffleProtocol` (the shuffle vector-sum
 protocol of Cheu et al. 2021 inside every tree node, Thm. 6.5; the overall (ε, δ) split over
 the κ nodes, or, as the authors' code does, not split -- flagged as not private).
-:class:`DistributedTreeProtocol` is the base of the tree protocols; a new distributed
-mechanism (for example discrete Gaussian noise with secure aggregation) subclasses it and
-overrides :meth:`DistributedTreeProtocol._aggregate`.
+:class:`DDGSecAggProtocol` (distributed DP without a shuffler: the distributed discrete
+Gaussian of Kairouz, Liu & Steinke inside every tree node, summed by secure aggregation).
+:class:`DistributedTreeProtocol` is the base of the Gaussian tree protocols.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ from ._validation import (
     check_choice,
     check_delta,
     check_epsilon,
+    check_float_in_range,
+    check_int_in_range,
     check_positive_float,
     check_positive_int,
     check_rng,
@@ -76,9 +78,11 @@ from .amplification import (
     zc_amplification_sigma0,
     zc_amplification_validity,
 )
+from .mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round, ddg_params
+from .mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
 from .mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
 from .mechanisms.tree import prefix_noise_variance as tree_prefix_noise_variance
-from .theory_linear import ldp_sigma0
+from .theory_linear import CALIBRATIONS, ldp_sigma0
 
 __all__ = [
     "Accounting",
@@ -91,6 +95,7 @@ __all__ = [
     "CentralTreeProtocol",
     "VectorSumShuffle",
     "VectorSumShuffleProtocol",
+    "DDGSecAggProtocol",
     "CJMP21_CONSTANT",
     "shuffle_messages",
     "pack_statistics",
@@ -436,7 +441,7 @@ class _GaussianTreeCalibration:
         super().__init__()
         self.target_epsilon = check_epsilon(epsilon)
         self.target_delta = check_delta(delta)
-        self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors"))
+        self.calibration_rule = check_choice("calibration", calibration, CALIBRATIONS)
         self.name = f"{self.model}(ε={self.target_epsilon:g})"
 
     def _calibrated_sigma0(self) -> float:
@@ -694,6 +699,10 @@ class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
 # ---------------------------------------------------------------------------------
 # Shuffle vector summation (Cheu, Joseph, Mao & Peng 2021) inside the tree
 # ---------------------------------------------------------------------------------
+
+#: ``bits="auto"`` of :class:`DDGSecAggProtocol`: the rounding variance of the largest node
+#: may be at most this share of its privacy-noise variance.
+AUTO_BITS_ROUNDING_SHARE = 0.01
 
 #: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
 CJMP21_CONSTANT = 24e4
@@ -965,4 +974,246 @@ class VectorSumShuffleProtocol(Protocol):
         return (
             f"VectorSumShuffleProtocol(epsilon={self.target_epsilon!r}, delta={self.target_delta!r}, "
             f"split={self.split!r}, constant={self.constant!r})"
+        )
+
+
+# ---------------------------------------------------------------------------------
+# Distributed discrete Gaussian with secure aggregation (Kairouz, Liu & Steinke 2021)
+# ---------------------------------------------------------------------------------
+
+
+class DDGSecAggProtocol(Protocol):
+    r"""Distributed DP with an untrusted server: the DDG mechanism inside every tree node.
+
+    The distributed discrete Gaussian of Kairouz, Liu & Steinke [KLS21] (ICML 2021, Alg. 1
+    and Thm. 1) run as the node mechanism of the distributed tree of Zhou & Chowdhury
+    (Algorithm 2).  No shuffler and no trusted server: the agents' messages are summed
+    by secure aggregation [BIK+17], so the server learns only Σ_i of the agents' noisy,
+    modularly reduced node p-sums.
+
+    R (agent i).  Every user record v = (x y, upper triangle of x xᵀ) ∈ ℝ^D, D = d + d(d+1)/2,
+    is clipped to ℓ2 norm c = sqrt((LY)² + L⁴), flattened by the shared random rotation,
+    scaled by 1/γ and conditionally rounded to the integer grid (norm ≤ Δ₂/γ, [KLS21]
+    Sec. 4.1) -- once, when the record arrives.  The leaf γ_k is the integer sum of the
+    batch's rounded records; the agent keeps integer p-sums as in Algorithm 2 and at batch
+    k releases α̂_j = α_j + N_Z(0, σ²/γ²) (exact discrete Gaussian per coordinate) mod m = 2^bits.
+    S: secure aggregation, Σ_i α̂_{j,i} mod m (``secure_aggregation="ideal"`` computes the
+    modular sum directly; ``"real"`` runs the four-round protocol of
+    :func:`fedbandit.secagg.run_secagg` per run -- the same output, slowly).
+    A: modular clipping to [−m/2, m/2), unflattening, rescaling by γ, unpacking; prefix
+    sums from the p-sums of the set bits of k (:class:`~fedbandit.mechanisms.tree.TreeAnalyzer`).
+
+    Privacy (verified by the book's accounting).  One user changes its agent's integer
+    leaf by its rounded record, norm ≤ Δ₂/γ (add/remove), hence κ node sums; each node
+    release is the sum of M agents' discrete Gaussians -- [KLS21] Prop. 14 (RDP of sums of
+    discrete Gaussians, with the τ term) with n = M, composed over κ releases and converted
+    to (ε, δ) (:func:`fedbandit.ddg_accounting.ddg_epsilon`, ``steps=κ``).  σ is the smallest
+    meeting the target; γ is chosen so that 2^bits·γ covers ±k standard deviations of the
+    largest node sum (:func:`fedbandit.mechanisms.ddg.ddg_params` with ``n = M`` noise
+    parties and ``n_signal`` = the largest node's number of user records).  The guarantee
+    holds against the server and anyone who sees the aggregate, if all M agents add their
+    noise (a dropped or colluding agent's noise is missing: ε then grows, see
+    :meth:`DDGParams.epsilon_for`).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Overall target for the whole run (all κ node releases).
+    bits : int or "auto", default "auto"
+        Bits per coordinate sent to secure aggregation (modulus 2^bits).  The node sums
+        grow with the number of users they hold (up to B·M·2^{κ−1}), so the bandit needs
+        more bits than one-shot mean estimation for the rounding to stay negligible.
+        ``"auto"``: the smallest even width whose rounding variance (:meth:`rounding_variance`)
+        is at most :data:`AUTO_BITS_ROUNDING_SHARE` of the node's privacy-noise variance Mσ²
+        [reconstruction: the book's rule; [KLS21] pick bits for a one-shot sum].
+    k : float, default 3
+        Standard deviations of the aggregate covered by the modular range.
+    beta : float, default e^{−1/2}
+        Conditional rounding parameter.
+    flatten : {"hadamard", "dft"}
+    norm_growth : {"conservative", "optimistic"}
+        Signal term of the range condition: the largest node's norm bound n_s·c or sqrt(n_s)·c.
+    secure_aggregation : {"ideal", "real"}
+    flatten_seed : int
+        Public randomness of the shared rotation.
+    """
+
+    name = "DDG-SecAgg"
+    model = "distributed"
+    trusted = "no one (honest-but-curious server; all agents add their noise)"
+    needs_user_data = True
+
+    def __init__(
+        self,
+        epsilon,
+        delta,
+        *,
+        bits="auto",
+        k=3.0,
+        beta=math.exp(-0.5),
+        flatten="hadamard",
+        norm_growth="conservative",
+        secure_aggregation="ideal",
+        flatten_seed=0,
+    ):
+        super().__init__()
+        self.target_epsilon = check_epsilon(epsilon)
+        self.target_delta = check_delta(delta)
+        self.bits_rule = "auto" if isinstance(bits, str) and bits == "auto" else check_int_in_range("bits", bits, 2, 62)
+        self.k_std = check_positive_float("k", k)
+        self.beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
+        self.flatten = check_choice("flatten", flatten, ("hadamard", "dft"))
+        self.norm_growth = check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
+        self.secure_aggregation = check_choice("secure_aggregation", secure_aggregation, ("ideal", "real"))
+        self.flatten_seed = int(flatten_seed)
+        self.name = f"DDG-SecAgg(ε={self.target_epsilon:g})"
+
+    def _params_for(self, bits: int):
+        return ddg_params(
+            bits,
+            self.k_std,
+            self.n_agents,
+            self.coord_dim,
+            self.clip,
+            self.target_epsilon,
+            self.target_delta,
+            self.beta,
+            norm_growth=self.norm_growth,
+            flatten=self.flatten,
+            steps=self.kappa,
+            n_signal=self.max_node_users,
+        )
+
+    def _configure(self):
+        d = self.dim
+        self.coord_dim = d + d * (d + 1) // 2
+        self.clip = math.hypot(self.sensitivity_bias, self.sensitivity_gram)
+        self.max_node_users = self.batch_size * self.n_agents * 2 ** (self.kappa - 1)
+        if self.bits_rule == "auto":
+            lowest = max(4, 2 * math.ceil(math.log2(self.max_node_users * self.k_std**2) / 4) + 2)
+            for bits in range(lowest, 49, 2):
+                params = self._params_for(bits)
+                rounding = self.max_node_users * params.gamma**2 / 4.0
+                if rounding <= AUTO_BITS_ROUNDING_SHARE * self.n_agents * params.sigma**2:
+                    break
+            else:  # pragma: no cover - 48 bits always suffice for the book's settings
+                raise ValueError("bits='auto' found no width up to 48 bits; pass bits explicitly")
+            self.params = params
+        else:
+            self.params = self._params_for(self.bits_rule)
+        self.bits = self.params.bits
+        # int64 modular sums and float64-exact integer p-sums must not overflow.
+        if self.bits + math.log2(self.n_agents) > 62 or self.params.delta2_int * self.max_node_users > 2.0**52:
+            raise ValueError(
+                f"bits={self.bits} with n_agents={self.n_agents} overflows the 64-bit integer aggregation; use fewer bits"
+            )
+        if self.params.sigma_int > MAX_TABLE_SIGMA:
+            raise ValueError(
+                f"bits={self.bits} gives a discrete Gaussian scale sigma/gamma={self.params.sigma_int:.4g} above the "
+                f"fast exact sampler's limit {MAX_TABLE_SIGMA:g}; use fewer bits"
+            )
+        self.mechanism = DDGMechanism(self.params, self.flatten_seed)
+        self.sigma0 = self.params.sigma
+        if self.secure_aggregation == "real" and self.n_agents < 2:
+            raise ValueError(f"secure_aggregation='real' needs n_agents >= 2, got {self.n_agents}")
+
+    def _reset(self):
+        R, M = self.n_runs, self.n_agents
+        self._rand = TreeRandomizer(
+            self.n_batches, (self.params.d_pad,), self.params.sigma_int, batch_shape=(R, M), noise="discrete_gaussian"
+        )
+        self._an = TreeAnalyzer(self.n_batches, (self.coord_dim,), batch_shape=(R,))
+        self.communication.payload_unit = "bits"
+
+    def _encode_users(self, x, y) -> np.ndarray:
+        """Clip, flatten, scale and conditionally round every user record; sum per agent (R, M, d')."""
+        d = self.dim
+        iu, ju = np.triu_indices(d)
+        v = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)  # (B, R, M, D)
+        flat = self.mechanism.flattener.flatten(clip_l2(v, self.clip)) / self.params.gamma
+        rounded = conditional_randomized_round(flat, self.params.delta2_int, self._noise_rng)
+        return rounded.sum(axis=0).astype(np.float64)
+
+    def _secure_sum(self, residues: np.ndarray) -> np.ndarray:
+        """S: Σ over agents mod m, ideal or by the real four-round secure aggregation."""
+        if self.secure_aggregation == "ideal":
+            return self.mechanism.aggregate(residues)
+        from .secagg import run_secagg
+
+        M = self.n_agents
+        threshold = M // 2 + 1
+        return np.stack([run_secagg(r, bits=self.bits, threshold=threshold).total for r in residues])
+
+    def _synchronize(self, bias, gram, users):
+        x, y = users
+        leaf = self._encode_users(x, y)
+        j, alpha_hat = self._rand.release(leaf, self._noise_rng)
+        residues = np.mod(alpha_hat, self.params.modulus).astype(np.int64)  # (R, M, d')
+        node = self.mechanism.decode(self._secure_sum(residues))  # (R, D): Σ_i α̂_{j,i}, original units
+        prefix = self._an.update(j, node)
+        M = self.n_agents
+        self.communication.messages += M
+        self.communication.payload += float(M) * self.params.d_pad * self.bits
+        return unpack_statistics(prefix, self.dim)
+
+    def prefix_noise_variance(self, k) -> float:
+        """Privacy-noise variance per entry at batch k, M·popcount(k)·σ² (rounding excluded)."""
+        self._require()
+        return self.n_agents * tree_prefix_noise_variance(check_positive_int("k", k), self.sigma0)
+
+    def rounding_variance(self) -> float:
+        """Upper bound on the rounding variance per entry of the largest node sum, n_s·γ²/4."""
+        self._require()
+        return self.max_node_users * self.params.gamma**2 / 4.0
+
+    def server_noise_std(self) -> float:
+        self._require()
+        return math.sqrt(self.n_agents * self.kappa) * self.sigma0
+
+    def calibration(self) -> dict:
+        self._require()
+        p = self.params
+        return {
+            "protocol": self.name,
+            "model": self.model,
+            "kappa": self.kappa,
+            "sigma0": self.sigma0,
+            "sigma": self.server_noise_std(),
+            "total_variance": self.n_agents * self.kappa * self.sigma0**2,
+            "bits": self.bits,
+            "gamma": p.gamma,
+            "sigma_int": p.sigma_int,
+            "delta2": p.delta2,
+            "d_pad": p.d_pad,
+            "rounding_variance": self.rounding_variance(),
+        }
+
+    def accounting(self) -> Accounting:
+        self._require()
+        eps = self.params.epsilon_for(self.n_agents)
+        ok = eps <= self.target_epsilon * (1 + 1e-6) and self.reward_bound is not None
+        return Accounting(
+            self.model,
+            self.target_epsilon,
+            self.target_delta,
+            eps,
+            self.target_delta,
+            "verified" if ok else "invalid",
+            f"DDG sums of M={self.n_agents} discrete Gaussians [KLS21, Prop. 14], RDP over κ={self.kappa} nodes, "
+            "converted [CKS20]; SecAgg [BIK+17]",
+            "against the server and any observer of the aggregate, if all agents add noise; " + self._bounds_note(),
+        )
+
+    def parts(self) -> dict:
+        return {
+            "R": "round each user record to the γ-grid (clip, flatten, conditional rounding); per tree node add "
+            "discrete Gaussian noise N_Z(0, σ²/γ²), reduce mod 2^bits",
+            "S": "secure aggregation: the server learns only the modular sum over agents",
+            "A": "modular clipping, unflatten, ×γ; prefix = Σ over the set bits of k",
+        }
+
+    def __repr__(self):
+        return (
+            f"DDGSecAggProtocol(epsilon={self.target_epsilon!r}, delta={self.target_delta!r}, bits={self.bits_rule!r}, "
+            f"k={self.k_std!r}, secure_aggregation={self.secure_aggregation!r})"
         )

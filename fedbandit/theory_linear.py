@@ -26,6 +26,7 @@ from ._validation import (
     check_positive_int,
     check_probability,
 )
+from .accounting import approx_dp_to_zcdp
 from .mechanisms.tree import tree_depth
 
 __all__ = [
@@ -78,18 +79,28 @@ def kappa(n_batches_: int) -> int:
     return tree_depth(n_batches_)
 
 
+#: Calibrations of the Gaussian tree's node noise (see :func:`ldp_sigma0`).
+CALIBRATIONS = ("paper", "authors", "zcdp")
+
+
 def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensitivity: float = 1.0) -> float:
     """Per-agent, per-node noise σ₀ of silo-level LDP (Zhou & Chowdhury, Thm. 6.1).
 
     ``"paper"`` [paper]: σ₀² = 8κ(log(2/δ) + ε)/ε² (so that the server's total noise is
     σ² = 8Mκ²(log(2/δ) + ε)/ε²); ``"authors"`` [authors' code]:
-    σ₀ = L sqrt(κ(log(1/δ) + ε))/ε (no factor 8, log(1/δ)).  Multiplied by ``sensitivity``.
+    σ₀ = L sqrt(κ(log(1/δ) + ε))/ε (no factor 8, log(1/δ)); ``"zcdp"`` [derived, the book's
+    tight calibration]: the smallest σ₀ whose κ node releases of the two statistics are
+    ρ-zCDP with ρ = :func:`fedbandit.accounting.approx_dp_to_zcdp` (ε, δ), i.e.
+    σ₀ = sqrt(κ/ρ) (each statistic's sensitivity counted once, [BS16] Prop. 1.6, Lemma 2.3;
+    converted with [CKS20]).  Multiplied by ``sensitivity``.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    check_choice("calibration", calibration, ("paper", "authors"))
+    check_choice("calibration", calibration, CALIBRATIONS)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     k = kappa(n_batches_)
+    if calibration == "zcdp":
+        return sensitivity * math.sqrt(k / approx_dp_to_zcdp(epsilon, delta))
     if calibration == "paper":
         return sensitivity * math.sqrt(8.0 * k * (math.log(2.0 / delta) + epsilon)) / epsilon
     return sensitivity * math.sqrt(k * (math.log(1.0 / delta) + epsilon)) / epsilon

@@ -301,3 +301,16 @@ def test_ldp_sigma0_matches_theory_function():
     assert p.sigma0 == pytest.approx(ldp_sigma0(0.5, 0.01, 100))
     parts = p.parts()
     assert set(parts) == {"R", "S", "A"} and "identity" in parts["S"]
+
+
+def test_zcdp_calibration_is_tight_and_verified():
+    """calibration="zcdp": the accounting meets the target exactly, with less noise than the paper's rule."""
+    kw = dict(M=100, d=10, K=400, B=25)
+    for cls in (SiloLDPProtocol, CentralTreeProtocol):
+        tight = _configured(cls(1.0, 0.1, calibration="zcdp"), **kw)
+        paper = _configured(cls(1.0, 0.1, calibration="paper"), **kw)
+        a = tight.accounting()
+        assert a.status == "verified" and a.epsilon == pytest.approx(1.0, rel=1e-6)
+        assert tight.sigma0 < paper.sigma0
+    with pytest.raises(ValueError, match="calibration"):
+        SiloLDPProtocol(1.0, 0.1, calibration="loose")

@@ -340,7 +340,9 @@ class IndependentLinUCB(FixedBatchFedLinUCB):
         )
 
 
-def super_agent(epsilon, delta, *, horizon, n_agents, dim, lam_min=1.0, **kwargs) -> FixedBatchFedLinUCB:
+def super_agent(
+    epsilon, delta, *, horizon, n_agents, dim, lam_min=1.0, calibration="paper", **kwargs
+) -> FixedBatchFedLinUCB:
     """The central-DP super single agent: a trusted server serving all M·T users.
 
     :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.CentralTreeProtocol` and
@@ -348,9 +350,10 @@ def super_agent(epsilon, delta, *, horizon, n_agents, dim, lam_min=1.0, **kwargs
     mechanism over T leaves and every user of the next round is served from the same
     noisy statistics.  [derived] A strictly sequential super agent would update after each
     of the M users of a round; serving them in one batch of M changes the regret by at most
-    the O(dM log(MT)) batching term of Lemma 6.7.
+    the O(dM log(MT)) batching term of Lemma 6.7.  ``calibration`` as for
+    :func:`fedbandit.theory_linear.ldp_sigma0`.
     """
-    protocol = CentralTreeProtocol(epsilon, delta)
+    protocol = CentralTreeProtocol(epsilon, delta, calibration=calibration)
     return FixedBatchFedLinUCB(
         protocol, horizon=horizon, batch_size=1, n_agents=n_agents, dim=dim, lam_min=lam_min, **kwargs
     )
@@ -360,13 +363,14 @@ def super_agent(epsilon, delta, *, horizon, n_agents, dim, lam_min=1.0, **kwargs
 # One experiment from a configuration dict (for fedbandit.experiments.run_grid)
 # ---------------------------------------------------------------------------------
 
-PROTOCOL_NAMES = ("nonprivate", "ldp", "sdp_amp", "sdp_vecsum", "central", "independent")
+PROTOCOL_NAMES = ("nonprivate", "ldp", "sdp_amp", "sdp_vecsum", "ddg", "central", "independent")
 
 
 def make_protocol(config: dict):
     """Build the protocol named by ``config["protocol"]`` (see :func:`run_experiment`)."""
     from ..protocols import (
         CJMP21_CONSTANT,
+        DDGSecAggProtocol,
         ShuffleAmplificationProtocol,
         SiloLDPProtocol,
         VectorSumShuffleProtocol,
@@ -386,6 +390,8 @@ def make_protocol(config: dict):
         return VectorSumShuffleProtocol(
             eps, delta, split=config.get("split", "advanced"), constant=float(config.get("constant", CJMP21_CONSTANT))
         )
+    if name == "ddg":
+        return DDGSecAggProtocol(eps, delta, bits=config.get("bits", "auto"), k=float(config.get("k_std", 3.0)))
     return CentralTreeProtocol(eps, delta, calibration=config.get("calibration", "paper"))
 
 
@@ -429,7 +435,10 @@ def make_learner(config: dict, dim: int):
     if name == "independent":
         return IndependentLinUCB(horizon=T, n_agents=M, dim=dim, **kw)
     if name == "central" and config.get("super_agent", True):
-        return super_agent(config["epsilon"], config["delta"], horizon=T, n_agents=M, dim=dim, **kw)
+        return super_agent(
+            config["epsilon"], config["delta"], horizon=T, n_agents=M, dim=dim,
+            calibration=config.get("calibration", "paper"), **kw,
+        )
     return FixedBatchFedLinUCB(make_protocol(config), horizon=T, batch_size=config["B"], n_agents=M, dim=dim, **kw)
 
 
@@ -440,7 +449,7 @@ def run_experiment(config: dict, rng) -> dict:
     ``runs``, ``env_seed`` (the environment's seed: keep it equal across the protocols of a
     comparison, for common random numbers), ``protocol`` (one of :data:`PROTOCOL_NAMES`;
     "central" is the super agent with B = 1 unless ``super_agent=False``), ``epsilon``,
-    ``delta``, and optionally ``force``, ``variant``, ``split``, ``constant``,
+    ``delta``, and optionally ``force``, ``variant``, ``split``, ``constant``, ``bits``, ``k_std``,
     ``calibration``, ``alpha``, ``beta_scale``, ``noise_bound``, ``reward_bound``,
     ``noise_std``, ``shared_contexts``, ``max_arms``, ``n_checkpoints``.  ``rng`` drives the
     protocol's noise.

@@ -198,12 +198,21 @@ def ddg_params(
     method: str = "rdp",
     steps: int = 1,
     rho: float = 1.0,
+    n_signal: int | None = None,
 ) -> DDGParams:
     r"""Choose :math:`\gamma` and :math:`\sigma` from (bits, k, n, d, c, ε, δ) as in [KLS21]_'s code.
 
     Solves :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + (\gamma^2/4 + \sigma(\gamma)^2)n}` for
     :math:`\gamma` by root finding, where :math:`\sigma(\gamma)` is calibrated to the target
     ε by :func:`fedbandit.ddg_accounting.ddg_sigma_for_epsilon`.
+
+    ``n_signal`` (default ``n``) is the number of clipped, rounded vectors in one aggregate
+    when it differs from the number ``n`` of parties that add noise: in the bandit
+    protocol (:class:`fedbandit.protocols.DDGSecAggProtocol`) every *user* record is
+    rounded and ``n`` *agents* add noise to the sum of their users' records.  The range
+    condition is then :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + n_s\gamma^2/4 + n\sigma^2}`
+    with :math:`n_f = n_s^2` (conservative) or :math:`n_s` (optimistic) [derived: the same
+    variance bound with the rounding and noise terms counted separately].
 
     Raises
     ------
@@ -215,8 +224,14 @@ def ddg_params(
         bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps
     )
     rho = check_positive_float("rho", rho)
+    n_s = n if n_signal is None else check_positive_int("n_signal", n_signal)
+    if n_signal is not None and 4**bits < n_s * k * k:
+        raise ValueError(
+            f"no valid gamma: 2^(2*bits) = {4**bits} < n_signal*k^2 = {n_s * k * k:g} (bits={bits}); "
+            "the rounding noise alone exceeds the modular range; use more bits or a smaller k"
+        )
     m = float(1 << bits)
-    n_f = float(n) ** 2 if norm_growth == "conservative" else float(n)
+    n_f = float(n_s) ** 2 if norm_growth == "conservative" else float(n_s)
 
     def sigma_of(gamma: float) -> float:
         return acc.ddg_sigma_for_epsilon(
@@ -226,11 +241,11 @@ def ddg_params(
     def f(log_gamma: float) -> float:
         g = math.exp(log_gamma)
         s = sigma_of(g)
-        return m * g - 2.0 * k * math.sqrt(rho * c * c * n_f / d_pad + (g * g / 4.0 + s * s) * n)
+        return m * g - 2.0 * k * math.sqrt(rho * c * c * n_f / d_pad + g * g / 4.0 * n_s + s * s * n)
 
     # Start from the closed form with sigma at gamma -> 0 (no rounding inflation).
     s0 = sigma_of(1e-12 * c)
-    g0 = 2.0 * k * math.sqrt(rho * c * c * n_f / d_pad + n * s0 * s0) / math.sqrt(m * m - n * k * k + 1e-300)
+    g0 = 2.0 * k * math.sqrt(rho * c * c * n_f / d_pad + n * s0 * s0) / math.sqrt(max(m * m - n_s * k * k, 1.0))
     lo = hi = math.log(g0)
     tries = 0
     while f(lo) > 0:

@@ -48,7 +48,7 @@ __all__ = [
     "DistributedTreeMechanism",
 ]
 
-NOISES = ("gaussian", "laplace")
+NOISES = ("gaussian", "laplace", "discrete_gaussian")
 
 
 def lowest_set_bit(k: int) -> int:
@@ -81,7 +81,8 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
     """Per-entry variance of the prefix-sum error at step(s) k.
 
     popcount(k) independent node noises: popcount(k)·σ₀² for Gaussian noise of
-    standard deviation σ₀, popcount(k)·2b² for Laplace noise of scale b = σ₀.
+    standard deviation σ₀, popcount(k)·2b² for Laplace noise of scale b = σ₀, and at most
+    popcount(k)·σ₀² for discrete Gaussian noise of scale σ₀ (whose variance is below σ₀²).
     ``k`` may be an int or an integer array.
     """
     sigma0 = check_nonnegative_float("sigma0", sigma0)
@@ -90,7 +91,7 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
     if not np.issubdtype(k_arr.dtype, np.integer) or np.any(k_arr < 1):
         raise ValueError(f"k must be integer(s) >= 1, got {k!r}")
     pop = np.vectorize(lambda v: int(v).bit_count(), otypes=[np.int64])(k_arr)
-    per_node = sigma0**2 if noise == "gaussian" else 2.0 * sigma0**2
+    per_node = 2.0 * sigma0**2 if noise == "laplace" else sigma0**2
     out = pop * per_node
     return float(out) if np.ndim(out) == 0 else out
 
@@ -123,7 +124,12 @@ def _check_shape(name: str, shape) -> tuple[int, ...]:
 def draw_noise(
     rng: np.random.Generator, shape: tuple[int, ...], scale: float, noise: str = "gaussian", symmetric: bool = False
 ) -> np.ndarray:
-    """Node noise of the given shape: N(0, scale²) or Laplace(scale) entries.
+    """Node noise of the given shape: N(0, scale²), Laplace(scale) or N_Z(0, scale²) entries.
+
+    ``"discrete_gaussian"`` draws the exact discrete Gaussian of Canonne, Kamath & Steinke
+    (:func:`fedbandit.mechanisms.discrete_gaussian.sample_discrete_gaussian`), as integers
+    stored in float64 (exact below 2^53): the node noise of the distributed discrete
+    Gaussian tree (:class:`fedbandit.protocols.DDGSecAggProtocol`).
 
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise
@@ -131,6 +137,12 @@ def draw_noise(
     """
     if scale == 0.0:
         return np.zeros(shape)
+    if noise == "discrete_gaussian":
+        if symmetric:
+            raise ValueError("symmetric=True is not supported for discrete_gaussian noise (pack the matrix instead)")
+        from .discrete_gaussian import sample_discrete_gaussian
+
+        return sample_discrete_gaussian(scale, shape, rng).astype(np.float64)
     if symmetric:
         # draw only the d(d+1)/2 free entries, then mirror them
         d = shape[-1]
@@ -170,7 +182,7 @@ class TreeRandomizer:
         Leading axes of independent randomizers, e.g. (runs, agents).
     symmetric : bool, optional
         Draw symmetric matrix noise (requires a square ``item_shape`` of two axes).
-    noise : {"gaussian", "laplace"}
+    noise : {"gaussian", "laplace", "discrete_gaussian"}
     """
 
     def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian"):
