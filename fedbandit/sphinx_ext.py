@@ -24,6 +24,10 @@ It does three things for the book:
   the file name once ``None`` and once ``""``, so every page throws "Identifier
   'THEBE_JS_URL' has already been declared" in the browser.  Identical scripts are
   dropped from each page's script list before it is rendered.
+* Numbered figures from cell metadata ``{"mystnb": {"figure": {"caption", "name"}}}``:
+  myst-nb captions *every* display output of such a cell, so a cell that plots and then
+  shows a table or an explorer widget gets two figures with one name (fatal under
+  ``-W``); :func:`_figures_wrap_images_only` captions only the cell's first image.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import posixpath
 import re
 import shutil
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -335,7 +340,54 @@ def _theme_mode(app, config):
     config.html_context = context
 
 
+def _figures_wrap_images_only() -> None:
+    """Make ``mystnb.figure`` cell metadata caption only the cell's first image output.
+
+    myst-nb (1.x) wraps every display output of a cell that has ``mystnb.figure``
+    metadata in a figure with that caption and name, so a cell that draws a plot and
+    then displays a table or returns a widget gets two figures with one name
+    ("Duplicate explicit target name", fatal under ``-W``) and a captioned table or
+    widget.  Here the first image output of the cell gets the numbered figure and every
+    other output is rendered as usual.  With another myst-nb (no
+    ``myst_nb.sphinx_.create_figure_context``) nothing is changed.
+    """
+    try:
+        import myst_nb.sphinx_ as nb_sphinx
+
+        original = nb_sphinx.create_figure_context
+    except (ImportError, AttributeError):
+        return
+    if getattr(original, "fedbandit_images_only", False):
+        return  # already installed (the extension is set up once per process)
+
+    @contextmanager
+    def figure_context(renderer, figure_options, line):
+        if not isinstance(figure_options, dict):
+            with original(renderer, figure_options, line):
+                yield
+            return
+        # render the output into a detached holder, then decide whether it is the figure
+        holder = nodes.Element()
+        with renderer.current_node_context(holder):
+            yield
+        is_image = any(
+            str(node.get("mime_type", "")).startswith("image/") for node in holder.findall(nodes.container)
+        )
+        # all outputs of one cell are rendered with the cell's line number
+        captioned = renderer.__dict__.setdefault("fedbandit_captioned_cells", set())
+        if is_image and line not in captioned:
+            captioned.add(line)
+            with original(renderer, figure_options, line):
+                renderer.current_node.extend(list(holder.children))
+        else:
+            renderer.current_node.extend(list(holder.children))
+
+    figure_context.fedbandit_images_only = True
+    nb_sphinx.create_figure_context = figure_context
+
+
 def setup(app):
+    _figures_wrap_images_only()
     app.connect("config-inited", _theme_mode)
     app.add_js_file(None, body=MATHJAX2_HUB_SHIM, priority=510)
     app.connect("config-inited", _local_web_assets)

@@ -1,6 +1,8 @@
 """Browser check of the built book: every page loads in headless Chromium, figures are not
 broken, math renders, widgets render, no JavaScript error is logged, no request fails
-(every resource must be served by the book itself), internal links resolve, and a screenshot of each page is saved.
+(every resource must be served by the book itself), internal links resolve, and a screenshot of each page is saved.  Every chapter page has
+Binder and Colab launch links and a download button for its own notebook (checked in the
+HTML without following them, and by opening the menus in the browser).
 
 Run by ``make test`` after the quick-scale book build (``pytest -m browser``).  The HTML
 folder is ``FEDBANDIT_BOOK_HTML`` (default ``_build/quick/_build/html``).  That build is
@@ -217,3 +219,140 @@ def test_search_finds_a_chapter_term(browser_env):
     tab.screenshot(path=str(browser_env["shots"] / "search-results.png"), full_page=True)
     context.close()
     assert any("chapters/intro" in h for h in hrefs), hrefs
+
+
+# ------------------------------------------------------------ launch and download buttons
+
+
+def _book_config() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def _notebook_docnames() -> list[str]:
+    """The chapters built from notebooks (those get launch and download buttons), from _toc.yml."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                yield node["file"]
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []) or []:
+                    yield from walk(child)
+
+    entries = [toc["root"], *walk(toc)]
+    return [e for e in entries if (ROOT / f"{e}.ipynb").exists()]
+
+
+class _AnchorParser(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.anchors: list[dict] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.anchors.append(dict(attrs))
+
+
+def _expected_launch(docname: str) -> dict:
+    config = _book_config()
+    repo, launch = config["repository"], config["launch_buttons"]
+    org, name = urlsplit(repo["url"]).path.strip("/").split("/")[:2]
+    branch = repo.get("branch", "main")
+    prefix = (repo.get("path_to_book") or "").strip("/")
+    path = f"{prefix}/{docname}.ipynb" if prefix else f"{docname}.ipynb"
+    return {
+        "binder_host": urlsplit(launch["binderhub_url"]).netloc,
+        "binder_path": f"/v2/gh/{org}/{name}/{branch}",
+        "notebook": path,
+        "colab": f"{launch['colab_url'].rstrip('/')}/github/{org}/{name}/blob/{branch}/{path}",
+    }
+
+
+def _launch_problems(docname: str) -> list[str]:
+    from urllib.parse import parse_qs
+
+    page = HTML / f"{docname}.html"
+    if not page.exists():
+        return [f"{docname}: no built page {page}"]
+    want = _expected_launch(docname)
+    parser = _AnchorParser()
+    parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+    hrefs = [a.get("href", "") for a in parser.anchors]
+    problems = []
+    binder = [h for h in hrefs if urlsplit(h).netloc == want["binder_host"]]
+    ok = [
+        h for h in binder
+        if urlsplit(h).path == want["binder_path"]
+        and any(v.endswith("tree/" + want["notebook"]) for v in parse_qs(urlsplit(h).query).get("urlpath", []))
+    ]
+    if not ok:
+        problems.append(f"{docname}: no Binder link to {want['binder_path']} ...tree/{want['notebook']} (found {binder})")
+    if want["colab"] not in hrefs:
+        colab = [h for h in hrefs if "colab" in h]
+        problems.append(f"{docname}: no Colab link {want['colab']} (found {colab})")
+    downloads = [a["href"] for a in parser.anchors if "btn-download-source-button" in a.get("class", "")]
+    source = (HTML / "_sources" / f"{docname}.ipynb").resolve()
+    if not any((page.parent / unquote(h)).resolve() == source for h in downloads):
+        problems.append(f"{docname}: no download button for _sources/{docname}.ipynb (found {downloads})")
+    elif not source.exists():
+        problems.append(f"{docname}: the download button's file {source} is missing")
+    else:
+        import nbformat
+
+        served = [c.source for c in nbformat.read(source, as_version=4).cells if c.cell_type == "code"]
+        stored = [c.source for c in nbformat.read(ROOT / f"{docname}.ipynb", as_version=4).cells if c.cell_type == "code"]
+        if served != stored:
+            problems.append(f"{docname}: the downloadable notebook differs from {docname}.ipynb")
+        elif not served or "importlib.util.find_spec(\"fedbandit\")" not in served[0]:
+            problems.append(f"{docname}: the downloadable notebook does not start with the install cell")
+    return problems
+
+
+@pytest.mark.parametrize("docname", _notebook_docnames())
+def test_launch_and_download_links(docname):
+    """Every chapter page links Binder and Colab to its own notebook on the repository's
+    branch, and its download button serves the chapter's notebook (read from the built
+    HTML; external links are never followed)."""
+    if not _pages():
+        _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
+    problems = _launch_problems(docname)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("docname", _notebook_docnames())
+def test_launch_and_download_menus_open(browser_env, docname):
+    """In the browser, the rocket and download menus open and show their links."""
+    want = _expected_launch(docname)
+    context = browser_env["browser"].new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.route("**/*", _route(browser_env["base"]))
+    tab.goto(browser_env["base"] + f"{docname}.html", wait_until="load")
+    tab.click(".dropdown-launch-buttons > button")
+    binder = tab.locator(f'.dropdown-launch-buttons a[href^="https://{want["binder_host"]}{want["binder_path"]}"]')
+    colab = tab.locator(f'.dropdown-launch-buttons a[href="{want["colab"]}"]')
+    binder.first.wait_for(state="visible", timeout=5_000)
+    colab.first.wait_for(state="visible", timeout=5_000)
+    tab.keyboard.press("Escape")
+    tab.click(".dropdown-download-buttons > button")
+    download = tab.locator(".dropdown-download-buttons a.btn-download-source-button")
+    download.first.wait_for(state="visible", timeout=5_000)
+    href = download.first.get_attribute("href")
+    context.close()
+    assert href and href.endswith(f"_sources/{docname}.ipynb"), href
+
+
+def test_result_tables_render():
+    """Markdown tables that chapters display from code render as tables, not as raw pipes
+    (``nb_render_markdown_format: myst`` in ``_config.yml``)."""
+    import re
+
+    if not _pages():
+        _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
+    raw = re.compile(r"<p>\|[^<]*\|\s*(?:---|—|–)")
+    bad = [p.relative_to(HTML).as_posix() for p in _pages() if raw.search(p.read_text(encoding="utf-8", errors="replace"))]
+    assert not bad, f"pages showing a Markdown table as raw text: {bad}"

@@ -1,0 +1,375 @@
+"""Static checks of what a reader of the book gets (issue 8).  Nothing is executed: the
+notebooks, ``_toc.yml``, ``_config.yml``, ``references.bib`` and ``binder/`` are read as
+files, so the whole module runs in a few seconds.
+
+For every document in ``_toc.yml``:
+
+* every chapter notebook starts with its label ``(chap-...)=`` and its title, and its first
+  code cell is the install cell (``INSTALL_SOURCE``, hidden on the web page by the tag
+  ``remove-cell``), followed by the cell that prints ``running at scale: ...`` (read by the
+  execution-status page);
+* notebooks are stored without outputs;
+* every code cell that draws a figure has a numbered figure caption in its metadata,
+  ``{"mystnb": {"figure": {"caption": ..., "name": "fig-<chapter>-..."}}}`` (myst-nb 1.4),
+  names are unique, and every figure is referenced by ``{numref}`` somewhere in the book;
+  cells that draw no figure carry no caption (myst-nb would caption their other outputs);
+* every ``{ref}``/``{numref}`` target exists, the introduction links every chapter, every
+  ``{cite}`` key is in ``references.bib`` and every entry of ``references.bib`` is cited;
+* ``binder/`` installs the package and the launch buttons point at the repository the
+  install cell installs from.
+
+Which cells draw a figure is decided from the code: a top-level call of ``plt.show()``, or
+of a function defined in the notebook that (transitively) calls it.  Passing such a function
+to ``widgets.interactive`` does not count: its output lives in the widget's saved state.
+A drawing cell whose plot is followed by another display output (a ``display(...)`` call
+or a last expression with a value, e.g. a widget) may only be captioned when
+``fedbandit.sphinx_ext`` has ``_figures_wrap_images_only``: myst-nb 1.4 on its own
+wraps every display output of a captioned cell in the figure, which duplicates the
+figure's name (a fatal warning under ``-W``).  Set ``FEDBANDIT_EXECUTED_NOTEBOOKS`` to a
+folder of executed copies of the chapters (e.g. from ``jupyter execute --output``) to also
+check this classification against the outputs they really produced.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+INSTALL_SOURCE = (
+    "# On Colab or Binder without the package, install it (no-op when fedbandit is importable).\n"
+    "import importlib.util\n"
+    'if importlib.util.find_spec("fedbandit") is None:\n'
+    '    %pip install --quiet "fedbandit[book] @ git+https://github.com/fedbandit/fedbandit"'
+)
+LABEL_RE = re.compile(r"^\((?P<name>[^()\s]+)\)=\s*$", re.M)
+DIRECTIVE_NAME_RE = re.compile(r"^:name:\s*(?P<name>\S+)\s*$", re.M)
+XREF_RE = re.compile(r"\{(?P<role>ref|numref)\}`(?P<body>[^`]+)`")
+CITE_RE = re.compile(r"\{cite(?::[a-z]+)?\}`(?P<keys>[^`]+)`")
+BIB_KEY_RE = re.compile(r"^@\w+\{\s*(?P<key>[^,\s]+)\s*,", re.M)
+FIGURE_NAME_RE = re.compile(r"^fig-[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+# ---------------------------------------------------------------- the book's documents
+
+
+def _toc_entries(node) -> list[str]:
+    out = []
+    if isinstance(node, dict):
+        if "file" in node:
+            out.append(node["file"])
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key, []) or []:
+                out.extend(_toc_entries(child))
+    return out
+
+
+@lru_cache(maxsize=None)
+def _toc() -> dict:
+    return yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def _documents() -> tuple[Path, ...]:
+    toc = _toc()
+    docs = []
+    for entry in [toc["root"], *_toc_entries(toc)]:
+        matches = [ROOT / f"{entry}{suffix}" for suffix in (".ipynb", ".md") if (ROOT / f"{entry}{suffix}").exists()]
+        assert matches, f"_toc.yml lists {entry!r}, but neither {entry}.ipynb nor {entry}.md exists"
+        docs.append(matches[0])
+    return tuple(docs)
+
+
+def _notebooks() -> list[Path]:
+    return [p for p in _documents() if p.suffix == ".ipynb"]
+
+
+@lru_cache(maxsize=None)
+def _read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _markdown(path: Path) -> str:
+    """All markdown text of a document, figure captions included."""
+    if path.suffix == ".md":
+        return path.read_text(encoding="utf-8")
+    nb = _read(path)
+    parts = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    parts += [fig["caption"] for c in nb.cells if (fig := _figure_meta(c)) and "caption" in fig]
+    return "\n".join(parts)
+
+
+def _code_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def _figure_meta(cell) -> dict | None:
+    meta = cell.get("metadata", {}).get("mystnb") or {}
+    return meta.get("figure")
+
+
+def _extension_wraps_images_only() -> bool:
+    import fedbandit.sphinx_ext as ext
+
+    return hasattr(ext, "_figures_wrap_images_only")
+
+
+def _ids(paths):
+    return [p.relative_to(ROOT).as_posix() for p in paths]
+
+
+# --------------------------------------------------- which code cells draw a figure
+
+
+def _parse(source: str) -> ast.Module:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return ast.parse(TransformerManager().transform_cell(source))
+
+
+def _top_level_nodes(tree: ast.AST):
+    """Every node of the cell that runs when the cell runs (not inside def/lambda/class)."""
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_plt_show(call: ast.Call) -> bool:
+    f = call.func
+    return isinstance(f, ast.Attribute) and f.attr == "show" and isinstance(f.value, ast.Name) and f.value.id in {"plt", "pyplot"}
+
+
+def _called_name(call: ast.Call) -> str | None:
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+@lru_cache(maxsize=None)
+def _functions(path: Path) -> tuple[frozenset, frozenset]:
+    """(functions that draw a figure, functions that return a value), defined in the notebook."""
+    calls, shows, returns = {}, set(), set()
+    for cell in _code_cells(_read(path)):
+        for node in ast.walk(_parse(cell.source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                own = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+                calls[node.name] = {_called_name(c) for c in own} - {None}
+                if any(_is_plt_show(c) for c in own):
+                    shows.add(node.name)
+                if any(isinstance(n, ast.Return) and n.value is not None
+                       and not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in ast.walk(node)):
+                    returns.add(node.name)
+    draws, changed = set(shows), True
+    while changed:  # a function that calls a drawing function draws too
+        changed = False
+        for name, callees in calls.items():
+            if name not in draws and callees & draws:
+                draws.add(name)
+                changed = True
+    return frozenset(draws), frozenset(returns)
+
+
+def _classify(path: Path, cell) -> tuple[bool, bool]:
+    """(draws a figure, shows another display output besides it)."""
+    draws_f, returns_f = _functions(path)
+    tree = _parse(cell.source)
+    calls = [n for n in _top_level_nodes(tree) if isinstance(n, ast.Call)]
+    draws = any(_is_plt_show(c) or _called_name(c) in draws_f for c in calls)
+    other = any(_called_name(c) == "display" or (isinstance(c.func, ast.Attribute) and c.func.attr == "display")
+                for c in calls)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        value = tree.body[-1].value
+        silent = isinstance(value, ast.Constant) and value.value is None
+        if isinstance(value, ast.Call):
+            name = _called_name(value)
+            silent = (
+                name in {"print", "display"}
+                or (name in draws_f and name not in returns_f)
+                or (isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name)
+                    and value.func.value.id == "plt")
+            )
+        other = other or not silent
+    return draws, other
+
+
+# ------------------------------------------------------------------------- the tests
+
+
+def test_toc_lists_the_chapters_and_the_bibliography():
+    docs = _documents()
+    assert len(_notebooks()) >= 2, docs
+    bib = [p for p in docs if p.suffix == ".md" and "```{bibliography}" in p.read_text(encoding="utf-8")]
+    assert bib, "no page of the book holds the {bibliography} directive"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=_ids(_notebooks()))
+def test_chapter_starts_with_label_and_title(path):
+    first = _read(path).cells[0]
+    assert first.cell_type == "markdown", f"{path.name}: the first cell must be markdown"
+    lines = first.source.splitlines()
+    assert LABEL_RE.match(lines[0]) and lines[0].startswith("(chap-"), f"{path.name}: first line {lines[0]!r} is not (chap-...)="
+    assert lines[1].startswith("# "), f"{path.name}: second line {lines[1]!r} is not the '# Title'"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=_ids(_notebooks()))
+def test_install_cell_comes_first(path):
+    code = _code_cells(_read(path))
+    assert code and code[0].source == INSTALL_SOURCE, (
+        f"{path.name}: the first code cell must be exactly the install cell (see tests/test_book_structure.py)"
+    )
+    assert "remove-cell" in code[0].metadata.get("tags", []), f"{path.name}: tag the install cell 'remove-cell'"
+    assert len(code) > 1 and re.search(r"running at scale: \{", code[1].source), (
+        f"{path.name}: the cell after the install cell must print 'running at scale: ...' (execution-status page)"
+    )
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=_ids(_notebooks()))
+def test_stored_without_outputs(path):
+    dirty = [i for i, c in enumerate(_read(path).cells)
+             if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, f"{path.name}: cells {dirty} are stored with outputs or execution counts"
+
+
+@pytest.mark.parametrize("path", _notebooks(), ids=_ids(_notebooks()))
+def test_figures_are_captioned_and_named(path):
+    nb = _read(path)
+    label = LABEL_RE.match(nb.cells[0].source.splitlines()[0]).group("name")
+    prefix = "fig-" + label.removeprefix("chap-") + "-"
+    mixed_ok = _extension_wraps_images_only()
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        draws, other = _classify(path, cell)
+        fig = _figure_meta(cell)
+        where = f"{path.name} cell {i} ({cell.source.splitlines()[0][:50]!r})"
+        if not draws:
+            if fig is not None:
+                problems.append(f"{where}: draws no figure but has a figure caption")
+            continue
+        if other and not mixed_ok:
+            if fig is not None:
+                problems.append(f"{where}: shows other outputs besides its figure; without "
+                                "fedbandit.sphinx_ext._figures_wrap_images_only myst-nb captions all of them")
+            continue
+        if not fig or not str(fig.get("caption", "")).strip():
+            problems.append(f"{where}: draws a figure without mystnb.figure.caption")
+        elif not FIGURE_NAME_RE.match(str(fig.get("name", ""))) or not fig["name"].startswith(prefix):
+            problems.append(f"{where}: figure name {fig.get('name')!r} should look like {prefix}<short>")
+    assert not problems, "\n".join(problems)
+
+
+def _figure_names() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for path in _notebooks():
+        for cell in _read(path).cells:
+            fig = _figure_meta(cell) if cell.cell_type == "code" else None
+            if fig and fig.get("name"):
+                assert fig["name"] not in names, f"figure name {fig['name']} used in {names[fig['name']]} and {path.name}"
+                names[fig["name"]] = path.name
+    return names
+
+
+def test_figure_names_unique_and_referenced():
+    names = _figure_names()
+    text = "\n".join(_markdown(p) for p in _documents())
+    referenced = {m.group("body").split("<")[-1].rstrip(">").strip() for m in XREF_RE.finditer(text) if m.group("role") == "numref"}
+    unreferenced = sorted(set(names) - referenced)
+    assert not unreferenced, f"figures never referenced with {{numref}}: {[(n, names[n]) for n in unreferenced]}"
+
+
+def test_cross_references_resolve():
+    targets = set(_figure_names())
+    for path in _documents():
+        text = _markdown(path)
+        targets |= {m.group("name") for m in LABEL_RE.finditer(text)}
+        targets |= {m.group("name") for m in DIRECTIVE_NAME_RE.finditer(text)}
+    missing = []
+    for path in _documents():
+        for m in XREF_RE.finditer(_markdown(path)):
+            target = m.group("body").split("<")[-1].rstrip(">").strip()
+            if target not in targets:
+                missing.append(f"{path.name}: {{{m.group('role')}}}`{m.group('body')}`")
+    assert not missing, "unresolved references:\n" + "\n".join(missing)
+
+
+def test_introduction_links_every_chapter():
+    root, *rest = _documents()
+    intro = _markdown(root)
+    linked = {m.group("body").split("<")[-1].rstrip(">").strip() for m in XREF_RE.finditer(intro)}
+    missing = []
+    for path in rest:
+        if path.suffix != ".ipynb":
+            continue
+        label = LABEL_RE.match(_read(path).cells[0].source.splitlines()[0]).group("name")
+        if label not in linked:
+            missing.append(f"{path.name} ({label})")
+    assert not missing, f"the introduction's map of the book does not link: {missing}"
+
+
+def test_every_bibliography_entry_is_cited_and_every_citation_exists():
+    keys = set(BIB_KEY_RE.findall((ROOT / "references.bib").read_text(encoding="utf-8")))
+    cited = set()
+    for path in _documents():
+        for m in CITE_RE.finditer(_markdown(path)):
+            cited |= {k.strip() for k in m.group("keys").split(",")}
+    assert not cited - keys, f"cited but not in references.bib: {sorted(cited - keys)}"
+    assert not keys - cited, f"in references.bib but cited nowhere in the book: {sorted(keys - cited)}"
+
+
+def test_binder_environment_installs_the_package():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert pyproject["name"] == "fedbandit" and "book" in pyproject["optional-dependencies"]
+    lines = [ln.split("#", 1)[0].strip() for ln in (ROOT / "binder" / "requirements.txt").read_text().splitlines()]
+    assert "-e .[book]" in lines, "binder/requirements.txt must install this repository with the book extra"
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    version = runtime.removeprefix("python-")
+    assert runtime.startswith("python-3.") and version
+    from packaging.specifiers import SpecifierSet
+
+    assert version in SpecifierSet(pyproject["requires-python"]), f"{runtime} vs requires-python {pyproject['requires-python']}"
+    start = ROOT / "binder" / "start"
+    assert os.access(start, os.X_OK) and 'exec "$@"' in start.read_text(), "binder/start must be executable and exec its arguments"
+
+
+def test_launch_buttons_match_the_install_cell():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    repo, launch = config["repository"], config["launch_buttons"]
+    assert repo["branch"] == "main" and launch.get("binderhub_url") and launch.get("colab_url")
+    url = repo["url"].rstrip("/")
+    assert f"git+{url}" in INSTALL_SOURCE, f"the install cell installs from elsewhere than {url}"
+
+
+def test_figure_classification_matches_executed_outputs():
+    """Optional: the static classification against real outputs (FEDBANDIT_EXECUTED_NOTEBOOKS)."""
+    folder = os.environ.get("FEDBANDIT_EXECUTED_NOTEBOOKS")
+    if not folder:
+        pytest.skip("set FEDBANDIT_EXECUTED_NOTEBOOKS to a folder of executed chapter notebooks")
+    compared = 0
+    for path in _notebooks():
+        executed = Path(folder) / path.name
+        if not executed.exists():
+            continue
+        done = {c.source: c for c in _code_cells(nbformat.read(executed, as_version=4))}
+        for cell in _code_cells(_read(path)):
+            if cell.source not in done:
+                continue
+            outs = [o for o in done[cell.source].outputs if o.output_type in ("display_data", "execute_result")]
+            images = [o for o in outs if any(m.startswith("image/") for m in o.data)]
+            draws, other = _classify(path, cell)
+            assert draws == bool(images), f"{path.name}: {cell.source.splitlines()[0]!r} draws={draws}, images={len(images)}"
+            if draws:
+                assert other == (len(outs) > len(images)), f"{path.name}: {cell.source.splitlines()[0]!r} other={other}"
+            compared += 1
+    assert compared, f"no executed notebook in {folder} matches a chapter"
