@@ -73,6 +73,7 @@ __all__ = [
     "RANKEVAL_VERSION",
     "RANKEVAL_SHA256",
     "DEFAULT_MSLR_PATH",
+    "mslr_path",
     "build_mslr_instance",
     "save_mslr_instance",
     "load_mslr_instance",
@@ -323,7 +324,18 @@ _RANKEVAL_MEMBERS = (
 #: constant 0.01 intercept of their loader, column k ≥ 1 is MSLR feature k.  57 columns.
 MSLR_ANCHOR_URL_COLUMNS = tuple([0] + [c for i in range(25) for c in (5 * i + 2, 5 * i + 4)] + list(range(126, 132)))
 
-DEFAULT_MSLR_PATH = Path(__file__).resolve().parent.parent / "data" / "mslr_rankeval_sample.npz"
+MSLR_FILE = "mslr_rankeval_sample.npz"
+DEFAULT_MSLR_PATH = Path(__file__).resolve().parent.parent / "data" / MSLR_FILE
+
+
+def mslr_path() -> Path:
+    """Where the stored real-data instance is: the repository's ``data/`` folder, or, for a
+    non-editable install (``pip install git+...``, as on Colab), the copy that
+    ``pyproject.toml`` installs under ``<prefix>/share/fedbandit/data``."""
+    if DEFAULT_MSLR_PATH.exists():
+        return DEFAULT_MSLR_PATH
+    installed = Path(sys.prefix) / "share" / "fedbandit" / "data" / MSLR_FILE
+    return installed if installed.exists() else DEFAULT_MSLR_PATH
 
 
 def _parse_svmlight_rank(lines, n_features: int = 136):
@@ -443,9 +455,9 @@ def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
     return path
 
 
-def load_mslr_instance(path=DEFAULT_MSLR_PATH) -> dict:
-    """Load the stored real-data instance (see ``data/README.md`` to regenerate it)."""
-    path = Path(path)
+def load_mslr_instance(path=None) -> dict:
+    """Load the stored real-data instance (default :func:`mslr_path`; see ``data/README.md`` to regenerate it)."""
+    path = mslr_path() if path is None else Path(path)
     if not path.exists():
         raise FileNotFoundError(
             f"{path} not found; regenerate it with `python -m fedbandit.envs build-mslr <rankeval-0.8.2.tar.gz>` "

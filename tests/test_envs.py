@@ -192,3 +192,30 @@ def test_real_env_bad_input(mslr):
         RealDataLinearEnv(bad)
     with pytest.raises(ValueError, match="n_agents"):
         RealDataLinearEnv(mslr, n_agents=100)
+
+
+def test_mslr_instance_ships_with_a_non_editable_install(tmp_path):
+    """A wheel (what `pip install git+...` on Colab builds) carries the stored instance, and
+    mslr_path finds it under <prefix>/share/fedbandit/data when data/ is absent."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"  # build from a copy: setuptools writes build/ next to pyproject.toml
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, src / name)
+    shutil.copytree(root / "fedbandit", src / "fedbandit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "data", src / "data")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(src)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("fedbandit-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(".data/data/share/fedbandit/data/mslr_rankeval_sample.npz") for n in names), names
