@@ -1092,7 +1092,10 @@ class DDGSecAggProtocol(Protocol):
         if self.bits_rule == "auto":
             lowest = max(4, 2 * math.ceil(math.log2(self.max_node_users * self.k_std**2) / 4) + 2)
             for bits in range(lowest, 49, 2):
-                params = self._params_for(bits)
+                try:
+                    params = self._params_for(bits)
+                except ValueError:  # this width cannot cover the aggregate at all: try a wider one
+                    continue
                 rounding = self.max_node_users * params.gamma**2 / 4.0
                 if rounding <= AUTO_BITS_ROUNDING_SHARE * self.n_agents * params.sigma**2:
                     break

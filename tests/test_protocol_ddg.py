@@ -126,3 +126,9 @@ def test_bad_settings_rejected_at_configure():
     p.reset(n_runs=1, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="users"):
         p.synchronize(np.zeros((1, 2, 2)), np.zeros((1, 2, 2, 2)))
+
+
+def test_auto_bits_skips_widths_without_a_valid_gamma():
+    """A small width with no valid γ is skipped, not raised (d = 57, M = 10, as the real-data instance)."""
+    p = DDGSecAggProtocol(4.0, 1e-5).configure(n_agents=10, dim=57, n_batches=4, batch_size=10)
+    assert p.accounting().status == "verified" and p.bits > 8
