@@ -150,3 +150,29 @@ def test_bad_inputs():
     env = SyntheticLinearEnv(2, n_arms=10, dim=2, seed=0)
     with pytest.raises(ValueError, match="n_agents"):
         CL.run_private_linucb(stream, env, 10, np.random.default_rng(0))
+
+
+class _PaddedArmsEnv(_UnequalNormsEnv):
+    """Half the arms are padding (mask False) with the best-looking features and -inf means."""
+
+    def iter_blocks(self, horizon):
+        from fedbandit.envs import RoundBlock
+
+        (block,) = super().iter_blocks(horizon)
+        x, means = block.features.copy(), block.means.copy()
+        mask = np.ones(means.shape, dtype=bool)
+        mask[..., 4:] = False
+        x[..., 4:, :] = np.array([0.6, -0.3]) / np.linalg.norm([0.6, -0.3])
+        means[..., 4:] = -np.inf
+        best = np.where(mask, means, -np.inf).max(axis=-1)
+        yield RoundBlock(0, x, means, best, block.noise, mask)
+
+
+def test_padded_arms_are_never_played():
+    """With a mask (the real-data instance pads queries with few documents), both loops play real arms only."""
+    n = 60
+    for name, k in (("central", None), ("concurrent", 2)):
+        for lean in (True, False):
+            stream = CL.make_stream(name, 3.0, 1e-6, n=n, dim=2, k=k)
+            res = CL.run_private_linucb(stream, _PaddedArmsEnv(), n, np.random.default_rng(0), lean=lean)
+            assert np.all(np.isfinite(res["regret"])), (name, lean)

@@ -398,6 +398,7 @@ def run_private_linucb(
         means_b = block.means[:, :, 0]  # (rounds, Rc, K)
         best_b = block.best[:, :, 0]
         noise_b = block.noise[:, :, 0]
+        mask_b = None if block.mask is None else block.mask[:, :, 0]  # (rounds, Rc, K): real arms
         if period == 1 and lean:
             # One user at a time (local, central, tree): the lean path.
             for s in range(block.n_rounds):
@@ -406,6 +407,8 @@ def run_private_linucb(
                 # floating-point results, so ties among arms break the same way)
                 quad = np.einsum("rkd,rkd->rk", np.matmul(X, v_inv), X)
                 scores = np.matmul(X, theta[..., None])[..., 0] + betas[t] * np.sqrt(np.maximum(quad, 0.0))
+                if mask_b is not None:
+                    scores = np.where(np.broadcast_to(mask_b[s], scores.shape), scores, -np.inf)
                 arms = np.argmax(scores, axis=1)
                 x = X[runs_idx, arms]  # (R, d)
                 mean = np.broadcast_to(means_b[s], (R, means_b.shape[-1]))[runs_idx, arms]
@@ -431,6 +434,7 @@ def run_private_linucb(
                 np.broadcast_to(theta[:, None, :], (R, c, d)),
                 np.broadcast_to(v_inv[:, None], (R, c, d, d)),
                 np.broadcast_to(betas[t : t + c], (R, c)),
+                None if mask_b is None else np.moveaxis(mask_b[s : s + c], 0, 1),
             )
             x = gather_played(feats, arms)  # (R, c, d)
             mean = gather_played(means, arms)  # (R, c)
