@@ -305,6 +305,21 @@ class Protocol:
         """Per-entry variance of the noise in the prefix sums released at batch k."""
         return 0.0
 
+    def _verified_accounting(self, epsilon: float, theorem: str, notes: str) -> Accounting:
+        """The accounting of a protocol whose ε the book computes itself: "verified" when it
+        meets the target (up to root-finding tolerance) for clipped rewards, else "invalid"."""
+        ok = epsilon <= self.target_epsilon * (1 + 1e-6) and self.reward_bound is not None
+        return Accounting(
+            self.model,
+            self.target_epsilon,
+            self.target_delta,
+            epsilon,
+            self.target_delta,
+            "verified" if ok else "invalid",
+            theorem,
+            notes,
+        )
+
     def server_noise_std(self) -> float:
         """σ of Lemma 6.7: max over k of the per-entry noise standard deviation."""
         self._require()
@@ -482,21 +497,11 @@ class SiloLDPProtocol(_GaussianTreeCalibration, DistributedTreeProtocol):
     def accounting(self) -> Accounting:
         self._require()
         rho, eps = self._verified_epsilon()
-        ok = eps <= self.target_epsilon * (1 + 1e-9) and self.reward_bound is not None
         theorem = (
             f"Zhou & Chowdhury Thm 6.1 calibration ({self.calibration_rule}); verified: zCDP over κ={self.kappa} "
             f"nodes × 2 statistics, ρ={rho:.3g} [BS16], converted by [CKS20]"
         )
-        return Accounting(
-            self.model,
-            self.target_epsilon,
-            self.target_delta,
-            eps,
-            self.target_delta,
-            "verified" if ok else "invalid",
-            theorem,
-            self._bounds_note(),
-        )
+        return self._verified_accounting(eps, theorem, self._bounds_note())
 
     def parts(self) -> dict:
         return {
@@ -673,14 +678,8 @@ class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
         self._require()
         rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
         eps = acc.zcdp_to_approx_dp(rho, self.target_delta)
-        ok = eps <= self.target_epsilon * (1 + 1e-9) and self.reward_bound is not None
-        return Accounting(
-            self.model,
-            self.target_epsilon,
-            self.target_delta,
+        return self._verified_accounting(
             eps,
-            self.target_delta,
-            "verified" if ok else "invalid",
             f"central tree [DNPR10, CSS11]; verified: zCDP over κ={self.kappa} nodes × 2 statistics, ρ={rho:.3g}, [CKS20]",
             "against everyone but the trusted server; " + self._bounds_note(),
         )
@@ -1194,14 +1193,8 @@ class DDGSecAggProtocol(Protocol):
     def accounting(self) -> Accounting:
         self._require()
         eps = self.params.epsilon_for(self.n_agents)
-        ok = eps <= self.target_epsilon * (1 + 1e-6) and self.reward_bound is not None
-        return Accounting(
-            self.model,
-            self.target_epsilon,
-            self.target_delta,
+        return self._verified_accounting(
             eps,
-            self.target_delta,
-            "verified" if ok else "invalid",
             f"DDG sums of M={self.n_agents} discrete Gaussians [KLS21, Prop. 14], RDP over κ={self.kappa} nodes, "
             "converted [CKS20]; SecAgg [BIK+17]",
             "against the server and any observer of the aggregate, if all agents add noise; " + self._bounds_note(),
