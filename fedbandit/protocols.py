@@ -212,7 +212,11 @@ class Protocol:
     trusted = ""
     needs_user_data = False
 
-    def __init__(self):
+    def __init__(self, epsilon=None, delta=None):
+        # A private protocol's target (ε, δ), validated before anything else is set up.
+        if epsilon is not None:
+            self.target_epsilon = check_epsilon(epsilon)
+            self.target_delta = check_delta(delta)
         self._configured = False
         self._reset_done = False
         self.communication = Communication()
@@ -326,8 +330,17 @@ class Protocol:
         return 0.0
 
     def calibration(self) -> dict:
+        """σ₀ (per party and node), σ and the total per-entry variance σ² at the server; subclasses add their own."""
         self._require()
-        return {"protocol": self.name, "model": self.model, "sigma0": 0.0, "sigma": self.server_noise_std()}
+        sigma = self.server_noise_std()
+        return {
+            "protocol": self.name,
+            "model": self.model,
+            "kappa": self.kappa,
+            "sigma0": getattr(self, "sigma0", 0.0),
+            "sigma": sigma,
+            "total_variance": sigma**2,
+        }
 
     def parts(self) -> dict:
         return {"R": "", "S": "", "A": ""}
@@ -431,33 +444,20 @@ class DistributedTreeProtocol(Protocol):
         self._require()
         return math.sqrt(self.n_agents * self.kappa) * self.sigma0
 
-    def calibration(self) -> dict:
-        self._require()
-        return {
-            "protocol": self.name,
-            "model": self.model,
-            "kappa": self.kappa,
-            "sigma0": self.sigma0,
-            "sigma": self.server_noise_std(),
-            "total_variance": self.n_agents * self.kappa * self.sigma0**2,
-        }
-
-    def _verified_epsilon(self) -> tuple[float, float]:
-        """(ρ, ε) of one agent's κ node releases of both statistics (zCDP, [BS16] + [CKS20])."""
-        rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
-        return rho, acc.zcdp_to_approx_dp(rho, self.target_delta)
-
 
 class _GaussianTreeCalibration:
     """The (ε, δ, calibration) settings and σ₀ rule shared by the silo-LDP and central
     protocols (Zhou & Chowdhury, Thm. 6.1; :func:`fedbandit.theory_linear.ldp_sigma0`)."""
 
     def __init__(self, epsilon, delta, *, calibration="paper"):
-        super().__init__()
-        self.target_epsilon = check_epsilon(epsilon)
-        self.target_delta = check_delta(delta)
+        super().__init__(epsilon, delta)
         self.calibration_rule = check_choice("calibration", calibration, CALIBRATIONS)
         self.name = f"{self.model}(ε={self.target_epsilon:g})"
+
+    def _verified_epsilon(self) -> tuple[float, float]:
+        """(ρ, ε) of one party's κ node releases of both statistics (zCDP, [BS16] + [CKS20])."""
+        rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
+        return rho, acc.zcdp_to_approx_dp(rho, self.target_delta)
 
     def _calibrated_sigma0(self) -> float:
         return ldp_sigma0(
@@ -547,9 +547,7 @@ class ShuffleAmplificationProtocol(DistributedTreeProtocol):
     shuffle = True
 
     def __init__(self, epsilon, delta, *, variant="authors", force=False):
-        super().__init__()
-        self.target_epsilon = check_epsilon(epsilon)
-        self.target_delta = check_delta(delta)
+        super().__init__(epsilon, delta)
         self.variant = check_choice("variant", variant, ("authors", "recalled", "ideal"))
         self.force = bool(force)
         tag = "" if self.variant == "authors" else f"-{self.variant}"
@@ -663,21 +661,9 @@ class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
         self._require()
         return math.sqrt(self.kappa) * self.sigma0
 
-    def calibration(self) -> dict:
-        self._require()
-        return {
-            "protocol": self.name,
-            "model": self.model,
-            "kappa": self.kappa,
-            "sigma0": self.sigma0,
-            "sigma": self.server_noise_std(),
-            "total_variance": self.kappa * self.sigma0**2,
-        }
-
     def accounting(self) -> Accounting:
         self._require()
-        rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
-        eps = acc.zcdp_to_approx_dp(rho, self.target_delta)
+        rho, eps = self._verified_epsilon()
         return self._verified_accounting(
             eps,
             f"central tree [DNPR10, CSS11]; verified: zCDP over κ={self.kappa} nodes × 2 statistics, ρ={rho:.3g}, [CKS20]",
@@ -845,9 +831,7 @@ class VectorSumShuffleProtocol(Protocol):
     needs_user_data = True
 
     def __init__(self, epsilon, delta, *, split="advanced", constant=CJMP21_CONSTANT):
-        super().__init__()
-        self.target_epsilon = check_epsilon(epsilon)
-        self.target_delta = check_delta(delta)
+        super().__init__(epsilon, delta)
         if self.target_delta >= 0.5:
             raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
         self.split = check_choice("split", split, ("advanced", "none"))
@@ -923,14 +907,9 @@ class VectorSumShuffleProtocol(Protocol):
         return math.sqrt(self.kappa) * max(m.noise_std() for m in self.levels)
 
     def calibration(self) -> dict:
-        self._require()
         return {
-            "protocol": self.name,
-            "model": self.model,
-            "kappa": self.kappa,
+            **super().calibration(),
             "sigma0": max(m.noise_std() for m in self.levels),
-            "sigma": self.server_noise_std(),
-            "total_variance": self.server_noise_std() ** 2,
             "eps_node": self.eps_node,
             "delta_node": self.delta_node,
             "g": self.g,
@@ -1055,9 +1034,7 @@ class DDGSecAggProtocol(Protocol):
         secure_aggregation="ideal",
         flatten_seed=0,
     ):
-        super().__init__()
-        self.target_epsilon = check_epsilon(epsilon)
-        self.target_delta = check_delta(delta)
+        super().__init__(epsilon, delta)
         self.bits_rule = "auto" if isinstance(bits, str) and bits == "auto" else check_int_in_range("bits", bits, 2, 62)
         self.k_std = check_positive_float("k", k)
         self.beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
@@ -1173,15 +1150,10 @@ class DDGSecAggProtocol(Protocol):
         return math.sqrt(self.n_agents * self.kappa) * self.sigma0
 
     def calibration(self) -> dict:
-        self._require()
+        out = super().calibration()
         p = self.params
         return {
-            "protocol": self.name,
-            "model": self.model,
-            "kappa": self.kappa,
-            "sigma0": self.sigma0,
-            "sigma": self.server_noise_std(),
-            "total_variance": self.n_agents * self.kappa * self.sigma0**2,
+            **out,
             "bits": self.bits,
             "gamma": p.gamma,
             "sigma_int": p.sigma_int,
