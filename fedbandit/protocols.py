@@ -100,6 +100,7 @@ __all__ = [
     "shuffle_messages",
     "pack_statistics",
     "unpack_statistics",
+    "user_records",
 ]
 
 STATUSES = ("verified", "claimed", "unproven", "invalid", "none")
@@ -176,6 +177,16 @@ def pack_statistics(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     d = bias.shape[-1]
     iu, ju = np.triu_indices(d)
     return np.concatenate([bias, gram[..., iu, ju]], axis=-1)
+
+
+def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Every user's own record (x y, upper triangle of x xᵀ): (..., d) and (...) -> (..., d + d(d+1)/2).
+
+    The per-user form of :func:`pack_statistics`, for protocols whose randomizer acts on
+    each record (the vector-sum shuffle, DDG's per-record rounding).
+    """
+    iu, ju = np.triu_indices(x.shape[-1])
+    return np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
 
 
 def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -874,8 +885,7 @@ class VectorSumShuffleProtocol(Protocol):
     def _synchronize(self, bias, gram, users):
         x, y = users
         d = self.dim
-        iu, ju = np.triu_indices(d)
-        v = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)  # (B, R, M, D)
+        v = user_records(x, y)  # (B, R, M, D)
         B, R, M, D = v.shape
         # Users of this batch: rounding drawn once per user, summed over users (B and M axes).
         counts = self.levels[0].rounded_counts(v.transpose(0, 2, 1, 3).reshape(B * M, R, D), self._noise_rng)
@@ -1106,9 +1116,7 @@ class DDGSecAggProtocol(Protocol):
 
     def _encode_users(self, x, y) -> np.ndarray:
         """Clip, flatten, scale and conditionally round every user record; sum per agent (R, M, d')."""
-        d = self.dim
-        iu, ju = np.triu_indices(d)
-        v = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)  # (B, R, M, D)
+        v = user_records(x, y)  # (B, R, M, D)
         flat = self.mechanism.flattener.flatten(clip_l2(v, self.clip)) / self.params.gamma
         rounded = conditional_randomized_round(flat, self.params.delta2_int, self._noise_rng)
         return rounded.sum(axis=0).astype(np.float64)

@@ -121,6 +121,15 @@ def _privacy_width(n, T, epsilon, rho, kind, sensitivity):
     return math.sqrt(2.0 * rho * lt) * (2.0 * sensitivity / epsilon) * _g(n) / n
 
 
+def _private_ucb_width(T, sigma, rho, epsilon, privacy_width, sensitivity):
+    """n -> sigma sqrt(2 rho ln T / n) + the privacy width: one agent's private UCB width after n pulls."""
+
+    def width(n):
+        return sigma * np.sqrt(2 * rho * math.log(T) / n) + _privacy_width(n, T, epsilon, rho, privacy_width, sensitivity)
+
+    return width
+
+
 def width_pulls(width, target, n_max: float = 1e12, n_grid: int = 4000) -> float:
     """Smallest ``n`` on a fine log grid in ``[1, n_max]`` with ``width(n) <= target``.
 
@@ -163,9 +172,7 @@ def master_worker_regret_bound(T, gaps, n_agents: int, epsilon, *, rho: float = 
     M = check_positive_int("n_agents", n_agents)
     out = []
     for TT in np.atleast_1d(np.asarray(T, dtype=float)):
-        def width(n, TT=TT):
-            return sigma * np.sqrt(2 * rho * math.log(TT) / n) + _privacy_width(n, TT, epsilon, rho, privacy_width,
-                                                                                 sensitivity)
+        width = _private_ucb_width(TT, sigma, rho, epsilon, privacy_width, sensitivity)
         total = sum(d * min(2 * width_pulls(width, d / 2) + 1, TT) for d in g)
         out.append(M * total)
     return np.array(out)
@@ -207,9 +214,7 @@ def ucb_regret_bound(T, gaps, n_agents: int = 1, *, rho: float = 2.0, sigma: flo
     M = check_positive_int("n_agents", n_agents)
     out = []
     for TT in np.atleast_1d(np.asarray(T, dtype=float)):
-        def width(n, TT=TT):
-            return sigma * np.sqrt(2 * rho * math.log(TT) / n) + _privacy_width(n, TT, epsilon, rho, privacy_width,
-                                                                                 sensitivity)
+        width = _private_ucb_width(TT, sigma, rho, epsilon, privacy_width, sensitivity)
         out.append(M * sum(d * min(width_pulls(width, d / 2) + 1, TT) for d in g))
     return np.array(out)
 
