@@ -3,7 +3,7 @@
 For DP-Master-worker UCB and DP-Decentralized UCB (ring of M = 20 agents, K = 10 arms,
 epsilon = 1, hybrid mechanism per (agent, arm)):
 
-* ``*_vectorized_agent_rounds_per_s``: ``fedbandit.learners.consensus_ucb`` with 250 runs
+* ``*_vectorized_agent_rounds_per_s``: ``fedbandit.learners.consensus`` with 250 runs
   side by side (the chapter's paper-scale batch: 5 epsilons x 50 runs in one call) over
   1000 slots;
 * ``*_reference_agent_rounds_per_s``: the plain-loop reference of
@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _measure import timed  # noqa: E402
 from reference_consensus_ucb import ref_decentralized, ref_master_worker  # noqa: E402
 
-from fedbandit.envs_mab import BernoulliBandit  # noqa: E402
-from fedbandit.graphs import ring_graph  # noqa: E402
-from fedbandit.learners.consensus_ucb import dp_decentralized_ucb, dp_master_worker_ucb  # noqa: E402
+from fedbandit.envs.multi_armed import BernoulliBandit  # noqa: E402
+from fedbandit.envs.graphs import ring_graph  # noqa: E402
+from fedbandit.learners.consensus import dp_decentralized_ucb, dp_master_worker_ucb  # noqa: E402
 
 M, K = 20, 10
 MEANS = np.array([0.75, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25])

@@ -17,7 +17,7 @@ from _measure import timed  # noqa: E402
 from fedbandit.mechanisms.ddg import dme_trial  # noqa: E402
 from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian, sample_discrete_gaussian_reference  # noqa: E402
 from fedbandit.mechanisms.flattening import HadamardFlattener, fwht  # noqa: E402
-from fedbandit.secagg import run_secagg  # noqa: E402
+from fedbandit.secagg.protocol import run_secagg  # noqa: E402
 
 N_SAMPLES = 2_000_000
 

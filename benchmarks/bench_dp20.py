@@ -14,7 +14,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from _measure import timed  # noqa: E402
 from reference_dp20 import reference_feducb  # noqa: E402
 
-from fedbandit.envs import SyntheticLinearEnv  # noqa: E402
+from fedbandit.envs.linear import SyntheticLinearEnv  # noqa: E402
 from fedbandit.learners.dp20 import FedUCB, wang_threshold  # noqa: E402
 
 

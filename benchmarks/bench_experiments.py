@@ -1,4 +1,4 @@
-"""Overhead of the experiment runner (fedbandit.experiments.run_grid).
+"""Overhead of the experiment runner (fedbandit.experiments.grid.run_grid).
 
 The function evaluated is nearly free (a few draws), so the rows measure what the runner
 adds per grid point: seeding, the atomic cache write (fsync included), the cache read,
@@ -15,7 +15,7 @@ import tracemalloc
 from pathlib import Path
 
 
-from fedbandit.experiments import run_grid
+from fedbandit.experiments.grid import run_grid
 
 N_CONFIGS = 50
 N_SEEDS = 4

@@ -3,7 +3,7 @@
 * ``paper_six_configs_wall`` and ``paper_six_configs_cpu``: the six synthetic paper-scale configurations of Zhou &
   Chowdhury's Fig. 2a/2b (M = 100, T = 10⁴, K = 100, d = 10, B = 25, 25 runs each;
   :func:`~fedbandit.learners.fixed_batch.paper_synthetic_configs`), run through
-  :func:`fedbandit.experiments.run_grid` on 2 worker processes (no cache): total wall time
+  :func:`fedbandit.experiments.grid.run_grid` on 2 worker processes (no cache): total wall time
   (target ≤ 600 s on 2 cores) and, as peak memory, the sum of the workers' peak resident
   sets (target < 4 GB); the CPU row is the sum of the configurations' CPU times, which does
   not depend on other load on the machine.  One row per configuration gives its own time.
@@ -29,14 +29,14 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fedbandit.envs import SyntheticLinearEnv  # noqa: E402
-from fedbandit.experiments import run_grid  # noqa: E402
+from fedbandit.envs.linear import SyntheticLinearEnv  # noqa: E402
+from fedbandit.experiments.grid import run_grid  # noqa: E402
 from fedbandit.learners.fixed_batch import (  # noqa: E402
     FixedBatchFedLinUCB,
     paper_synthetic_configs,
     run_experiment,
 )
-from fedbandit.protocols import DDGSecAggProtocol, SiloLDPProtocol  # noqa: E402
+from fedbandit.protocols.tree import DDGSecAggProtocol, SiloLDPProtocol  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from reference_fixed_batch import reference_run  # noqa: E402

@@ -1,4 +1,4 @@
-"""Throughput of private summation under continual observation (fedbandit.continual).
+"""Throughput of private summation under continual observation (fedbandit.mechanisms.psco).
 
 Users per second through the k-shuffler PSCO algorithm (aggregate sampling of every
 shuffled batch, the path the chapter's sweeps use), through the per-user message
@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed  # noqa: E402
 
-from fedbandit import continual as C  # noqa: E402
+from fedbandit.mechanisms import psco as C  # noqa: E402
 
 EPS, DELTA = 1.0, 1e-8
 

@@ -1,9 +1,9 @@
-"""Speed and memory of the side-by-side chapter's paper-scale runs (fedbandit.synthesis).
+"""Speed and memory of the side-by-side chapter's paper-scale runs (fedbandit.experiments.synthesis).
 
 * ``paper_sweep_wall`` / ``paper_sweep_cpu``: the chapter's synthetic grid at paper scale --
   every applicable (learner, protocol) pair at ε ∈ {1, 2, 4, 8, 16} with M = 32, and at
   M ∈ {8, 16, 32, 64} with ε = 4 (δ = 1e-5, T = 2000, B = 20, d = 10, K = 50, 10 runs each;
-  :func:`fedbandit.synthesis.sweep_configs`) -- through :func:`fedbandit.experiments.run_grid`
+  :func:`fedbandit.experiments.synthesis.sweep_configs`) -- through :func:`fedbandit.experiments.grid.run_grid`
   on 2 worker processes without cache.  Wall time (target, with the audits and the real-data
   runs: the chapter within 600 s on 2 cores) and the sum of the configurations' CPU times (which
   does not depend on other load on the machine); peak memory is the sum of the two largest
@@ -26,8 +26,8 @@ from collections import defaultdict
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fedbandit import synthesis as S  # noqa: E402
-from fedbandit.experiments import run_grid  # noqa: E402
+from fedbandit.experiments import synthesis as S  # noqa: E402
+from fedbandit.experiments.grid import run_grid  # noqa: E402
 
 from _measure import max_rss_mb  # noqa: E402
 

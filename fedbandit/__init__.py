@@ -1,54 +1,44 @@
 """fedbandit: differentially private federated bandits, the package behind the book.
 
-Submodules (imported on first access, so ``import fedbandit`` stays cheap):
+Subpackages, by concept (imported on first access, so ``import fedbandit`` stays cheap):
 
-- :mod:`fedbandit.accounting`: zCDP / RDP / (ε, δ) conversions and Gaussian calibration
-- :mod:`fedbandit.mechanisms`: tree (binary) mechanism and the other privacy mechanisms
-- :mod:`fedbandit.experiments`: grid × seeds runner with an on-disk cache (serial, joblib, Dask)
-- :mod:`fedbandit.config`: the ``FEDBANDIT_SCALE`` knob
-- :mod:`fedbandit.plotting`: the book's figure style
+- :mod:`fedbandit.accounting`: privacy events, accountants and every noise calibration rule
+- :mod:`fedbandit.mechanisms`: the noise-adding primitives (tree, Gaussian, discrete Gaussian, ...)
+- :mod:`fedbandit.protocols`: privacy protocols P = (R, S, A) and their registry
+- :mod:`fedbandit.secagg`: the secure-aggregation protocol (Bonawitz et al. 2017)
+- :mod:`fedbandit.learners`: the bandit and federated learners, each taking ``protocol=``
+- :mod:`fedbandit.envs`: bandit environments, communication graphs and shipped datasets
+- :mod:`fedbandit.theory`: the bounds the chapters plot
+- :mod:`fedbandit.audit`: empirical lower bounds on ε (attacks)
+- :mod:`fedbandit.experiments`: the grid runner with its cache, the synthesis, statistics helpers
+- :mod:`fedbandit.book`: the scale knob, the figure style and the Sphinx extension
 """
 
 from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-_SUBMODULES = {
+_SUBPACKAGES = {
     "accounting",
-    "amplification",
     "audit",
-    "config",
-    "continual",
-    "datasets",
-    "ddg_accounting",
-    "dp20_audit",
+    "book",
     "envs",
-    "envs_mab",
     "experiments",
-    "graphs",
     "learners",
     "mechanisms",
-    "plotting",
     "protocols",
     "secagg",
-    "shuffle",
-    "theory_consensus",
-    "theory_linear",
-    "theory_psco",
+    "theory",
 }
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
+    if name in _SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name in {"run_grid", "make_rng"}:
-        return getattr(importlib.import_module(f"{__name__}.experiments"), name)
-    if name == "get_scale":
-        return importlib.import_module(f"{__name__}.config").get_scale
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | _SUBMODULES | {"run_grid", "make_rng", "get_scale"})
+    return sorted(set(globals()) | _SUBPACKAGES)

@@ -1,6 +1,6 @@
 """Plain-loop references for the consensus chapter (tests only).
 
-Line-by-line versions of the algorithms of ``fedbandit.learners.consensus_ucb`` and of the
+Line-by-line versions of the algorithms of ``fedbandit.learners.consensus`` and of the
 hybrid mechanism of Chan, Shi & Song, written as the algorithm boxes would be: one run, one
 agent, one arm at a time, Python floats, and the textbook binary tree (noisy p-sums
 ``alpha_hat`` summed over the set bits of ``tau``).  They follow the same randomness
@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from fedbandit.envs_mab import RewardStream
-from fedbandit.graphs import consensus_matrix, network_terms
+from fedbandit.envs.multi_armed import RewardStream
+from fedbandit.envs.graphs import consensus_matrix, network_terms
 from fedbandit.mechanisms.continual_counting import draw_standard_laplace
 
 

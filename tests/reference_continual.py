@@ -1,4 +1,4 @@
-"""Plain, one-user-at-a-time reference versions of the PSCO algorithms of fedbandit.continual.
+"""Plain, one-user-at-a-time reference versions of the PSCO algorithms of fedbandit.mechanisms.psco.
 
 Written line by line from the algorithms' descriptions (no vectorization, no aggregate
 sampling) so that the fast versions can be checked against them draw for draw.  The

@@ -1,4 +1,4 @@
-"""Cross-checks of fedbandit.accounting against Google's dp-accounting (relative 1e-6)."""
+"""Cross-checks of fedbandit.accounting.zcdp against Google's dp-accounting (relative 1e-6)."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from fedbandit import accounting as acc
+from fedbandit.accounting import zcdp as acc
 
 RTOL = 1e-6
 RHOS = [1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 5.0, 20.0]

@@ -1,4 +1,4 @@
-"""Tests of the amplification-by-shuffling bounds (fedbandit.amplification)."""
+"""Tests of the amplification-by-shuffling bounds (fedbandit.accounting.amplification)."""
 
 import math
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.amplification import (
+from fedbandit.accounting.amplification import (
     AmplificationValidityError,
     AmplificationValidityWarning,
     fmt22_approx_dp,

@@ -1,4 +1,4 @@
-"""Tests of fedbandit.audit: epsilon lower bounds from Clopper-Pearson intervals."""
+"""Tests of fedbandit.audit.epsilon: epsilon lower bounds from Clopper-Pearson intervals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from fedbandit.audit import (
+from fedbandit.audit.epsilon import (
     AuditResult,
     audit_epsilon,
     audit_epsilon_split,

@@ -23,7 +23,7 @@ of a function defined in the notebook that (transitively) calls it.  Passing suc
 to ``widgets.interactive`` does not count: its output lives in the widget's saved state.
 A drawing cell whose plot is followed by another display output (a ``display(...)`` call
 or a last expression with a value, e.g. a widget) may only be captioned when
-``fedbandit.sphinx_ext`` has ``_figures_wrap_images_only``: myst-nb 1.4 on its own
+``fedbandit.book.sphinx_ext`` has ``_figures_wrap_images_only``: myst-nb 1.4 on its own
 wraps every display output of a captioned cell in the figure, which duplicates the
 figure's name (a fatal warning under ``-W``).  Set ``FEDBANDIT_EXECUTED_NOTEBOOKS`` to a
 folder of executed copies of the chapters (e.g. from ``jupyter execute --output``) to also
@@ -118,7 +118,7 @@ def _figure_meta(cell) -> dict | None:
 
 
 def _extension_wraps_images_only() -> bool:
-    import fedbandit.sphinx_ext as ext
+    import fedbandit.book.sphinx_ext as ext
 
     return hasattr(ext, "_figures_wrap_images_only")
 
@@ -261,7 +261,7 @@ def test_figures_are_captioned_and_named(path):
         if other and not mixed_ok:
             if fig is not None:
                 problems.append(f"{where}: shows other outputs besides its figure; without "
-                                "fedbandit.sphinx_ext._figures_wrap_images_only myst-nb captions all of them")
+                                "fedbandit.book.sphinx_ext._figures_wrap_images_only myst-nb captions all of them")
             continue
         if not fig or not str(fig.get("caption", "")).strip():
             problems.append(f"{where}: draws a figure without mystnb.figure.caption")

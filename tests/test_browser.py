@@ -7,7 +7,7 @@ HTML without following them, and by opening the menus in the browser).
 Run by ``make test`` after the quick-scale book build (``pytest -m browser``).  The HTML
 folder is ``FEDBANDIT_BOOK_HTML`` (default ``_build/quick/_build/html``).  That build is
 pointed at MathJax and the ipywidgets manager installed from the npm registry at test time
-(``FEDBANDIT_NPM_MODULES``, see ``fedbandit.sphinx_ext``), because this machine cannot
+(``FEDBANDIT_NPM_MODULES``, see ``fedbandit.book.sphinx_ext``), because this machine cannot
 reach the CDNs the published book uses; every external request is blocked, so a page
 that still needs the internet fails here.  Pages with saved widget state must show every
 widget rendered (a slider or other control with its saved value, and its output).

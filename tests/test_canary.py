@@ -2,7 +2,7 @@
 
 ``make test`` runs nbval with ``FEDBANDIT_SCALE=quick`` and
 ``FEDBANDIT_SCALE_LOG`` pointing to a file; every call of
-:func:`fedbandit.config.get_scale` in a notebook kernel appends the scale it
+:func:`fedbandit.book.scale.get_scale` in a notebook kernel appends the scale it
 resolved.  This test (``make canary``) fails if any kernel ran at paper scale, or if a
 chapter notebook never asked for its scale.
 """
@@ -32,4 +32,4 @@ def test_notebooks_ran_at_quick_scale():
 
 def test_every_chapter_reads_the_scale_knob():
     for nb in CHAPTERS:
-        assert "get_scale()" in nb.read_text(encoding="utf-8"), f"{nb.name} never calls fedbandit.config.get_scale()"
+        assert "get_scale()" in nb.read_text(encoding="utf-8"), f"{nb.name} never calls fedbandit.book.scale.get_scale()"

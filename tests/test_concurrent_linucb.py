@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedbandit.envs import SyntheticLinearEnv
+from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.learners import concurrent_linucb as CL
 from fedbandit.mechanisms.tree import TreeMechanism
 
@@ -94,7 +94,7 @@ class _UnequalNormsEnv:
     n_agents, n_arms, dim, n_runs = 1, 8, 2, 3
 
     def iter_blocks(self, horizon):
-        from fedbandit.envs import RoundBlock
+        from fedbandit.envs.linear import RoundBlock
 
         rng = np.random.default_rng(11)
         x = rng.standard_normal((horizon, self.n_runs, 1, self.n_arms, self.dim))
@@ -156,7 +156,7 @@ class _PaddedArmsEnv(_UnequalNormsEnv):
     """Half the arms are padding (mask False) with the best-looking features and -inf means."""
 
     def iter_blocks(self, horizon):
-        from fedbandit.envs import RoundBlock
+        from fedbandit.envs.linear import RoundBlock
 
         (block,) = super().iter_blocks(horizon)
         x, means = block.features.copy(), block.means.copy()

@@ -1,6 +1,6 @@
 import pytest
 
-from fedbandit.config import by_scale, get_scale
+from fedbandit.book.scale import by_scale, get_scale
 
 
 @pytest.mark.parametrize("raw, expected", [("quick", "quick"), ("paper", "paper"), (" Quick ", "quick"), ("", "paper")])

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from reference_consensus_ucb import ref_decentralized, ref_master_worker
 
-from fedbandit.envs_mab import BernoulliBandit, GaussianBandit, RewardStream, make_env
-from fedbandit.graphs import DisconnectedGraphError, Graph, complete_graph, make_graph, ring_graph, star_graph
-from fedbandit.learners.consensus_ucb import (
+from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit, RewardStream, make_env
+from fedbandit.envs.graphs import DisconnectedGraphError, Graph, complete_graph, make_graph, ring_graph, star_graph
+from fedbandit.learners.consensus import (
     centralized_ucb,
     default_checkpoints,
     dp_decentralized_ucb,
@@ -17,7 +17,7 @@ from fedbandit.learners.consensus_ucb import (
     run_config,
     ucb,
 )
-from fedbandit.theory_consensus import (
+from fedbandit.theory.consensus import (
     decentralized_regret_bound,
     master_worker_communications,
     master_worker_regret_bound,

@@ -1,4 +1,4 @@
-"""Tests of fedbandit.continual (PSCO algorithms, hard family) and fedbandit.theory_psco."""
+"""Tests of fedbandit.mechanisms.psco (PSCO algorithms, hard family) and fedbandit.theory.psco."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit import continual as C
-from fedbandit import theory_psco as T
+from fedbandit.mechanisms import psco as C
+from fedbandit.theory import psco as T
 from fedbandit.mechanisms.tree import TreeMechanism
-from fedbandit.shuffle import group_budget, level_budget, rr_flip_probability
+from fedbandit.mechanisms.randomized_response import group_budget, level_budget, rr_flip_probability
 
 from reference_continual import (
     reference_concurrent,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from reference_consensus_ucb import TextbookHybrid
 from scipy import stats
 
-from fedbandit.audit import audit_epsilon_split
+from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.mechanisms import continual_counting as cc
 from fedbandit.mechanisms.continual_counting import (
     BinaryMechanism,
@@ -21,7 +21,7 @@ from fedbandit.mechanisms.continual_counting import (
     hybrid_noise_variance,
     lowest_set_bit_index,
 )
-from fedbandit.theory_consensus import fact1_error_bound, hybrid_error_bound
+from fedbandit.theory.consensus import fact1_error_bound, hybrid_error_bound
 
 
 def _textbook_outputs(xs, eps, seed, sens=1.0):

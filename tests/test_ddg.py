@@ -1,4 +1,4 @@
-"""Tests of the DDG pipeline (fedbandit.mechanisms.ddg), its accounting (fedbandit.ddg_accounting)
+"""Tests of the DDG pipeline (fedbandit.mechanisms.ddg), its accounting (fedbandit.accounting.ddg)
 and the analytic Gaussian baseline (fedbandit.mechanisms.gaussian).
 
 Statistical tests use fixed seeds; each has a false-alarm rate below 1e-3 (stated).
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference_ddg as ref
-from fedbandit import ddg_accounting as acc
+from fedbandit.accounting import ddg as acc
 from fedbandit.mechanisms.ddg import (
     DDGMechanism,
     conditional_randomized_round,
@@ -86,7 +86,7 @@ def test_analytic_gaussian_known_value_and_inverse():
 
 
 def test_analytic_gaussian_beats_zcdp_calibration():
-    from fedbandit.accounting import calibrate_gaussian_sigma
+    from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 
     for eps in [0.5, 1.0, 4.0]:
         assert analytic_gaussian_sigma(eps, 1e-5, 1.0) < calibrate_gaussian_sigma(eps, 1e-5, 1.0)

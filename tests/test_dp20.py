@@ -1,4 +1,4 @@
-"""Tests of DP20's FedUCB (fedbandit.learners.dp20) and the schedule audit (fedbandit.dp20_audit)."""
+"""Tests of DP20's FedUCB (fedbandit.learners.dp20) and the schedule audit (fedbandit.audit.schedule)."""
 
 import math
 import pickle
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit.audit import audit_epsilon
-from fedbandit.dp20_audit import (
+from fedbandit.audit.epsilon import audit_epsilon
+from fedbandit.audit.schedule import (
     ActionIs,
     DP20ScheduleMechanism,
     FirstSync,
@@ -20,7 +20,7 @@ from fedbandit.dp20_audit import (
     alice_tracy_instance,
     select_action_attack,
 )
-from fedbandit.envs import SyntheticLinearEnv
+from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.learners.dp20 import (
     FedUCB,
     RunwiseTree,
@@ -291,7 +291,7 @@ def test_mechanisms_pickle(instance):
 
 
 def test_neighbouring_datasets(instance):
-    from fedbandit.audit import is_neighbouring
+    from fedbandit.audit.epsilon import is_neighbouring
 
     assert is_neighbouring(instance.dataset("alice"), instance.dataset("tracy"))
     feats, means, noise = instance.full_data(instance.dataset("alice"))

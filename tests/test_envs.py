@@ -1,11 +1,11 @@
-"""Tests of the linear contextual environments (fedbandit.envs)."""
+"""Tests of the linear contextual environments (fedbandit.envs.linear)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit.envs import (
+from fedbandit.envs.linear import (
     DEFAULT_MSLR_PATH,
     MSLR_ANCHOR_URL_COLUMNS,
     RealDataLinearEnv,

@@ -1,4 +1,4 @@
-"""Tests of the experiment runner (fedbandit.experiments, issue 2).
+"""Tests of the experiment runner (fedbandit.experiments.grid, issue 2).
 
 Reproducibility across backends (serial, joblib processes, a real Dask LocalCluster on
 loopback), invariance to grid order and sub-grids, the on-disk cache (hits, invalidation,
@@ -24,8 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit import experiments as ex
-from fedbandit.experiments import config_hash, default_cache_dir, make_rng, run_grid, stack_results
+from fedbandit.experiments import grid as ex
+from fedbandit.experiments.grid import config_hash, default_cache_dir, make_rng, run_grid, stack_results
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # worker processes inherit sys.path and import the helpers by name
@@ -390,7 +390,7 @@ _CHILD = """
 import sys
 sys.path.insert(0, {tests_dir!r})
 import _helpers_experiments as hx
-from fedbandit.experiments import run_grid
+from fedbandit.experiments.grid import run_grid
 run_grid(hx.logged_draw, hx.GRID_CONFIGS, {n_seeds}, cache_dir={cache!r}, progress=False)
 print("finished")
 """

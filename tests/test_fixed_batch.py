@@ -6,15 +6,15 @@ import warnings
 import numpy as np
 import pytest
 
-from fedbandit.amplification import AmplificationValidityError, AmplificationValidityWarning
-from fedbandit.envs import RealDataLinearEnv, SyntheticLinearEnv
+from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
+from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
 from fedbandit.learners.fixed_batch import (
     FixedBatchFedLinUCB,
     IndependentLinUCB,
     super_agent,
     time_average_regret,
 )
-from fedbandit.protocols import (
+from fedbandit.protocols.tree import (
     CentralTreeProtocol,
     NonPrivateProtocol,
     ShuffleAmplificationProtocol,

@@ -1,4 +1,4 @@
-"""Tests of fedbandit.graphs: topologies, Laplacian, consensus matrix, spectral network terms."""
+"""Tests of fedbandit.envs.graphs: topologies, Laplacian, consensus matrix, spectral network terms."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit.graphs import (
+from fedbandit.envs.graphs import (
     DisconnectedGraphError,
     Graph,
     TOPOLOGIES,

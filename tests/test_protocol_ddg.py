@@ -1,4 +1,4 @@
-"""Tests of the distributed discrete Gaussian + secure aggregation protocol (fedbandit.protocols.DDGSecAggProtocol)."""
+"""Tests of the distributed discrete Gaussian + secure aggregation protocol (fedbandit.protocols.tree.DDGSecAggProtocol)."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 
 from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB, make_protocol
 from fedbandit.mechanisms.ddg import ddg_params
-from fedbandit.protocols import AUTO_BITS_ROUNDING_SHARE, CentralTreeProtocol, DDGSecAggProtocol
+from fedbandit.protocols.tree import AUTO_BITS_ROUNDING_SHARE, CentralTreeProtocol, DDGSecAggProtocol
 
 
 def _users(rng, B, R, M, d):
@@ -49,7 +49,7 @@ def test_prefix_error_is_unbiased_with_tree_variance():
 
 
 def test_real_secure_aggregation_gives_the_ideal_output():
-    """The four-round SecAgg of fedbandit.secagg computes exactly the ideal modular sum."""
+    """The four-round SecAgg of fedbandit.secagg.protocol computes exactly the ideal modular sum."""
     M, d, B, K, R = 3, 2, 2, 3, 2
     outs = []
     for mode in ("ideal", "real"):
@@ -90,7 +90,7 @@ def test_accounting_verified_and_matches_central_up_to_rounding():
 
 
 def test_ddg_in_fixed_batch_learner():
-    from fedbandit.envs import SyntheticLinearEnv
+    from fedbandit.envs.linear import SyntheticLinearEnv
 
     env = SyntheticLinearEnv(4, 5, 3, n_runs=2, seed=0)
     learner = FixedBatchFedLinUCB(make_protocol({"protocol": "ddg", "epsilon": 1.0, "delta": 0.1}),

@@ -1,4 +1,4 @@
-"""Tests of the privacy protocols P = (R, S, A) (fedbandit.protocols)."""
+"""Tests of the privacy protocols P = (R, S, A) (fedbandit.protocols.tree)."""
 
 import math
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedbandit import accounting as acc
-from fedbandit.amplification import AmplificationValidityError, AmplificationValidityWarning
-from fedbandit.protocols import (
+from fedbandit.accounting import zcdp as acc
+from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
+from fedbandit.protocols.tree import (
     CJMP21_CONSTANT,
     CentralTreeProtocol,
     NonPrivateProtocol,
@@ -20,7 +20,7 @@ from fedbandit.protocols import (
     shuffle_messages,
     unpack_statistics,
 )
-from fedbandit.theory_linear import ldp_sigma0
+from fedbandit.theory.linear import ldp_sigma0
 
 
 def _configured(p, M=3, d=2, K=7, B=2, R=1, seed=0, **kw):

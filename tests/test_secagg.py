@@ -1,4 +1,4 @@
-"""Tests of secure aggregation (fedbandit.secagg).
+"""Tests of secure aggregation (fedbandit.secagg.protocol).
 
 The statistical test (uniformity of one masked vector) uses a chi-square test at
 false-alarm rate 1e-3; the masks come from the OS CSPRNG, so that test is not seeded and
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from fedbandit.mechanisms.ddg import DDGMechanism, ddg_params
-from fedbandit.secagg import (
+from fedbandit.secagg.protocol import (
     PRIME,
     AdvertiseKeys,
     MaskedInput,
@@ -129,7 +129,7 @@ def test_late_input_of_dropped_client_stays_hidden():
     server.late_masked_input(MaskedInput(3, bits, y3))
     # the server's best effort with everything it has: remove the pairwise masks with the
     # reconstructed key of client 3; the self-mask PRG(b_3) remains, so the result looks uniform
-    from fedbandit.secagg import X25519PrivateKey, X25519PublicKey, _hkdf
+    from fedbandit.secagg.protocol import X25519PrivateKey, X25519PublicKey, _hkdf
 
     sk = shamir_reconstruct(server.received_mask_key_shares[3], t)
     s_sk = X25519PrivateKey.from_private_bytes(sk.to_bytes(32, "big"))
@@ -150,7 +150,7 @@ def test_late_input_of_dropped_client_stays_hidden():
 
 def _late_masked_input(client, x, u2):
     """What client 3 would have sent in round 2 had it not been late (its own masks, recomputed)."""
-    from fedbandit.secagg import X25519PublicKey, _hkdf
+    from fedbandit.secagg.protocol import X25519PublicKey, _hkdf
 
     y = np.asarray(x).astype(np.uint16)
     y += prg_mask(client._b_seed, client.length, client.bits)

@@ -1,4 +1,4 @@
-"""Tests of fedbandit.shuffle: shufflers, the concurrent shuffle model, RR summation and its accounting."""
+"""Tests of fedbandit.mechanisms.randomized_response: shufflers, the concurrent shuffle model, RR summation and its accounting."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit import shuffle as S
-from fedbandit.accounting import advanced_composition
+from fedbandit.mechanisms import randomized_response as S
+from fedbandit.accounting.zcdp import advanced_composition
 
 
 # ---------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_model_transcript_structure():
 
 def test_model_matches_per_user_fast_path():
     """Same generator: the message-level model and the vectorized per-user path give identical estimates."""
-    from fedbandit.continual import concurrent_psco
+    from fedbandit.mechanisms.psco import concurrent_psco
 
     sizes = (16, 4, 2)
     model, _ = _model(sizes, eps=1.0, delta=1e-4)

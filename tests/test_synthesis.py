@@ -1,4 +1,4 @@
-"""Tests of fedbandit.synthesis: the registry, the runner, the audits and the table."""
+"""Tests of fedbandit.experiments.synthesis: the registry, the runner, the audits and the table."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from fedbandit import synthesis as S
-from fedbandit.envs import RealDataLinearEnv, SyntheticLinearEnv, load_mslr_instance
-from fedbandit.experiments import run_grid
+from fedbandit.experiments import synthesis as S
+from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv, load_mslr_instance
+from fedbandit.experiments.grid import run_grid
 from fedbandit.learners.fixed_batch import run_experiment
 
 TINY = dict(instance="synthetic", M=3, T=40, B=10, K=6, d=3, runs=2, env_seed=0, epsilon=4.0, delta=1e-5,
@@ -239,7 +239,7 @@ def test_ddg_runs_and_spends_exactly_the_target():
 
 
 def test_audit_of_the_non_private_release_is_the_perfect_attack_bound():
-    from fedbandit.audit import epsilon_lower_bound
+    from fedbandit.audit.epsilon import epsilon_lower_bound
 
     a = S.audit_side_by_side(dict(tiny("fixed-batch", "non-private"), n_trials=200), np.random.default_rng(0))
     assert a["tpr"] == 1.0 and a["fpr"] == 0.0

@@ -12,7 +12,7 @@ radius enlarged for the noise (Shariff & Sheffet 2018): regret Õ(sqrt(n ρ_max)
 Privacy models (one "stream" object each, all with the same learner :func:`run_private_linucb`):
 
 * :class:`ShuffleSumStream` with k nested batch sizes -- the k-shuffler PSCO of
-  :mod:`fedbandit.continual` on every coordinate: regret Õ(k^{3/4} n^{(k+1)/(2k+1)}/sqrt ε)
+  :mod:`fedbandit.mechanisms.psco` on every coordinate: regret Õ(k^{3/4} n^{(k+1)/(2k+1)}/sqrt ε)
   (k = 1, 2, ...; the dyadic variant with k = ⌊log₂ n⌋ + 1 gives Õ(sqrt n));
 * the same with one level of B ≈ n^{3/5} users -- the sequential shuffle model of
   Chowdhury & Zhou (2022), regret Õ(n^{3/5});
@@ -24,10 +24,10 @@ Privacy models (one "stream" object each, all with the same learner :func:`run_p
 Mapping to [0, 1] [derived]: coordinate v ∈ [−s, s] (s = L·Y for x y, L² for x xᵀ) enters
 its PSCO as (v/s + 1)/2 and the server maps the estimated sum S back as s(2S − t).  The
 values are not bits, so a user sends ⌈sqrt(b)⌉ unary messages to a batch of b users
-(:class:`fedbandit.shuffle.RRShuffleSummation` with ``resolution``), keeping the rounding
+(:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation` with ``resolution``), keeping the rounding
 error O(1) per batch.  A user's record enters D coordinates × k levels = kD shuffle
 mechanisms; the per-mechanism budget is the better of basic and advanced composition
-over kD (:func:`fedbandit.shuffle.level_budget`).  Neighbouring datasets differ in one
+over kD (:func:`fedbandit.mechanisms.randomized_response.level_budget`).  Neighbouring datasets differ in one
 user's record (substitution), for every model.
 
 Regularizer and radius [recalled, Shariff & Sheffet 2018; constants derived]: with σ_G,
@@ -45,7 +45,7 @@ import math
 
 import numpy as np
 
-from .._validation import (
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -55,11 +55,11 @@ from .._validation import (
     check_probability,
     check_rng,
 )
-from ..accounting import advanced_composition, calibrate_gaussian_sigma
-from ..continual import optimal_batch_sizes
-from ..mechanisms.tree import TreeMechanism, tree_depth
-from ..protocols import pack_statistics, unpack_statistics
-from ..shuffle import (
+from fedbandit.accounting.zcdp import advanced_composition, calibrate_gaussian_sigma
+from fedbandit.mechanisms.psco import optimal_batch_sizes
+from fedbandit.mechanisms.tree import TreeMechanism, tree_depth
+from fedbandit.protocols.tree import pack_statistics, unpack_statistics
+from fedbandit.mechanisms.randomized_response import (
     check_batch_sizes,
     group_budget,
     level_budget,
@@ -67,8 +67,8 @@ from ..shuffle import (
     rr_flip_probability,
     rr_shuffle_delta,
 )
-from ..shuffle import _sample_counts
-from .linucb import gather_played, regularized_inverse, select_arms
+from fedbandit.mechanisms.randomized_response import _sample_counts
+from fedbandit.learners.linucb import gather_played, regularized_inverse, select_arms
 
 __all__ = [
     "n_coordinates",
@@ -266,7 +266,7 @@ def concurrent_schedule(n: int, k, epsilon: float, delta: float, dim: int) -> tu
     """Batch sizes of the k-shuffler PSCO on a user's D-coordinate record over n users.
 
     ``k="log"``: dyadic (2^{L−1}, ..., 1) with L = ⌊log₂ n⌋ + 1; otherwise
-    :func:`fedbandit.continual.optimal_batch_sizes` with ``streams=D`` and real values.
+    :func:`fedbandit.mechanisms.psco.optimal_batch_sizes` with ``streams=D`` and real values.
     """
     n = check_positive_int("n", n)
     if k == "log":
@@ -354,7 +354,7 @@ def run_private_linucb(
     Parameters
     ----------
     stream : ShuffleSumStream or CentralTreeStream
-    env : fedbandit.envs.SyntheticLinearEnv (or any environment with ``n_agents == 1``)
+    env : fedbandit.envs.linear.SyntheticLinearEnv (or any environment with ``n_agents == 1``)
     n : int
         Number of users (rounds).
     rng : numpy.random.Generator
@@ -462,7 +462,7 @@ def run_private_linucb(
 
 
 def bandit_trial(config: dict, rng) -> dict:
-    """One seed of the regret experiment, in the form ``fedbandit.experiments.run_grid`` runs.
+    """One seed of the regret experiment, in the form ``fedbandit.experiments.grid.run_grid`` runs.
 
     Parameters
     ----------
@@ -482,7 +482,7 @@ def bandit_trial(config: dict, rng) -> dict:
         mean cumulative regret at ``"checkpoints"``; ``"lam"``: label → λ; ``"uniform"``: the
         regret of playing uniformly at random (per run).
     """
-    from ..envs import SyntheticLinearEnv
+    from fedbandit.envs.linear import SyntheticLinearEnv
 
     n = check_positive_int("n", config["n"])
     epsilon = check_epsilon(config["epsilon"])

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import (
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -78,8 +78,8 @@ from .._validation import (
     check_probability,
     check_rng,
 )
-from ..mechanisms.tree import draw_noise, tree_depth
-from .linucb import gather_played, select_arms
+from fedbandit.mechanisms.tree import draw_noise, tree_depth
+from fedbandit.learners.linucb import gather_played, select_arms
 
 __all__ = [
     "NOISE_MODES",
@@ -487,9 +487,9 @@ class FedUCB:
         Parameters
         ----------
         env : environment
-            Anything with ``iter_blocks(T)`` yielding :class:`fedbandit.envs.RoundBlock`
+            Anything with ``iter_blocks(T)`` yielding :class:`fedbandit.envs.linear.RoundBlock`
             objects and attributes ``n_agents``, ``dim``, ``n_runs`` (e.g.
-            :class:`fedbandit.envs.SyntheticLinearEnv`).
+            :class:`fedbandit.envs.linear.SyntheticLinearEnv`).
         rng : numpy.random.Generator
             Source of the privacy noise (see the module notes).
         record_actions : bool, default False
@@ -619,9 +619,9 @@ class FedUCB:
 
 
 def simulate(config: dict, rng) -> dict:
-    """One configuration of FedUCB on the synthetic instance, for :func:`fedbandit.experiments.run_grid`.
+    """One configuration of FedUCB on the synthetic instance, for :func:`fedbandit.experiments.grid.run_grid`.
 
-    The environment is :class:`fedbandit.envs.SyntheticLinearEnv` (Zhou & Chowdhury's
+    The environment is :class:`fedbandit.envs.linear.SyntheticLinearEnv` (Zhou & Chowdhury's
     synthetic instance) with seed ``env_seed``, so every noise mode and schedule of a
     sweep sees the same contexts and reward noise (common random numbers); ``rng`` only
     drives the privacy noise.
@@ -643,8 +643,8 @@ def simulate(config: dict, rng) -> dict:
         ``measured_total_variance``, ``n_indefinite``, ``n_nonmonotone`` and the learner's
         ``params``.
     """
-    from ..envs import SyntheticLinearEnv
-    from ..theory_linear import optimal_batch_size
+    from fedbandit.envs.linear import SyntheticLinearEnv
+    from fedbandit.theory.linear import optimal_batch_size
 
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")

@@ -6,7 +6,7 @@ Algorithm 1 [paper prose; line structure recalled]: at round t agent i plays
     a_{t,i} = argmax_a ⟨x, θ̂_{t,i}⟩ + β_{t} ‖x‖_{V_{t,i}⁻¹},
 
 observes y, and adds x y to U_i and x xᵀ to W_i.  At t = kB every agent hands (U_i, W_i) to
-the protocol P = (R, S, A) (:mod:`fedbandit.protocols`), the server's analyzer returns the
+the protocol P = (R, S, A) (:mod:`fedbandit.protocols.tree`), the server's analyzer returns the
 noisy synchronized prefix sums (Ũ_syn, W̃_syn), and the agents reset U_i = W_i = 0.  The
 schedule is fixed in advance: it does not depend on the data (unlike DP20's).
 
@@ -19,7 +19,7 @@ both make the same decisions on the same draws.
 
 Baselines: :func:`super_agent` (central DP, trusted server, batch size 1: one agent serving
 all M·T users), :class:`IndependentLinUCB` (no communication).  Non-private federated
-LinUCB is :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.NonPrivateProtocol`.
+LinUCB is :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.tree.NonPrivateProtocol`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import (
+from fedbandit._validation import (
     check_choice,
     check_nonnegative_float,
     check_positive_float,
@@ -37,9 +37,9 @@ from .._validation import (
     check_probability,
     check_rng,
 )
-from ..protocols import CentralTreeProtocol, NonPrivateProtocol, Protocol
-from ..theory_linear import check_batch_schedule, confidence_radius, regularizer_lambda
-from .linucb import gather_played, regularized_inverse, select_arms, sherman_morrison_update
+from fedbandit.protocols.tree import CentralTreeProtocol, NonPrivateProtocol, Protocol
+from fedbandit.theory.linear import check_batch_schedule, confidence_radius, regularizer_lambda
+from fedbandit.learners.linucb import gather_played, regularized_inverse, select_arms, sherman_morrison_update
 
 __all__ = [
     "RunResult",
@@ -67,7 +67,7 @@ class RunResult:
     communication : dict
         Synchronization rounds, uplink messages and payload (the protocol's counters).
     accounting : dict
-        The protocol's :class:`~fedbandit.protocols.Accounting` as a dict.
+        The protocol's :class:`~fedbandit.protocols.tree.Accounting` as a dict.
     calibration : dict
         σ₀, σ, and the learner's λ and final β.
     arms : ndarray, shape (R, T, M), or None
@@ -98,7 +98,7 @@ def time_average_regret(regret) -> np.ndarray:
 
 
 class FixedBatchFedLinUCB:
-    """Algorithm 1 of Zhou & Chowdhury (2023) with any protocol of :mod:`fedbandit.protocols`.
+    """Algorithm 1 of Zhou & Chowdhury (2023) with any protocol of :mod:`fedbandit.protocols.tree`.
 
     Parameters
     ----------
@@ -115,12 +115,12 @@ class FixedBatchFedLinUCB:
     alpha : float, default 0.01
         Failure probability in λ and β.
     lam : float or "auto"
-        λ; "auto": :func:`~fedbandit.theory_linear.regularizer_lambda` with the protocol's
+        λ; "auto": :func:`~fedbandit.theory.linear.regularizer_lambda` with the protocol's
         σ (Lemma 6.7) and the authors' rule, floored at ``lam_min``.
     lam_min : float or None
         Floor of the automatic λ; default sqrt(M) (the authors' non-private choice).
     beta : float or "auto"
-        Constant radius, or "auto": :func:`~fedbandit.theory_linear.confidence_radius`
+        Constant radius, or "auto": :func:`~fedbandit.theory.linear.confidence_radius`
         (authors' rule) at every round.
     beta_scale : float, default 1.0
         Multiplier of the automatic β (the authors' "crs": 1 synthetic, 0.1 real data).
@@ -161,7 +161,7 @@ class FixedBatchFedLinUCB:
         refresh=256,
     ):
         if not isinstance(protocol, Protocol):
-            raise TypeError(f"protocol must be a fedbandit.protocols.Protocol, got {type(protocol).__name__}")
+            raise TypeError(f"protocol must be a fedbandit.protocols.tree.Protocol, got {type(protocol).__name__}")
         self.horizon, self.batch_size = check_batch_schedule(horizon, batch_size)
         self.n_agents = check_positive_int("n_agents", n_agents)
         self.dim = check_positive_int("dim", dim)
@@ -345,13 +345,13 @@ def super_agent(
 ) -> FixedBatchFedLinUCB:
     """The central-DP super single agent: a trusted server serving all M·T users.
 
-    :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.CentralTreeProtocol` and
+    :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.tree.CentralTreeProtocol` and
     B = 1: after every round the server adds all M users' data to one central tree
     mechanism over T leaves and every user of the next round is served from the same
     noisy statistics.  [derived] A strictly sequential super agent would update after each
     of the M users of a round; serving them in one batch of M changes the regret by at most
     the O(dM log(MT)) batching term of Lemma 6.7.  ``calibration`` as for
-    :func:`fedbandit.theory_linear.ldp_sigma0`.
+    :func:`fedbandit.theory.linear.ldp_sigma0`.
     """
     protocol = CentralTreeProtocol(epsilon, delta, calibration=calibration)
     return FixedBatchFedLinUCB(
@@ -360,7 +360,7 @@ def super_agent(
 
 
 # ---------------------------------------------------------------------------------
-# One experiment from a configuration dict (for fedbandit.experiments.run_grid)
+# One experiment from a configuration dict (for fedbandit.experiments.grid.run_grid)
 # ---------------------------------------------------------------------------------
 
 PROTOCOL_NAMES = ("nonprivate", "ldp", "sdp_amp", "sdp_vecsum", "ddg", "central", "independent")
@@ -368,7 +368,7 @@ PROTOCOL_NAMES = ("nonprivate", "ldp", "sdp_amp", "sdp_vecsum", "ddg", "central"
 
 def make_protocol(config: dict):
     """Build the protocol named by ``config["protocol"]`` (see :func:`run_experiment`)."""
-    from ..protocols import (
+    from fedbandit.protocols.tree import (
         CJMP21_CONSTANT,
         DDGSecAggProtocol,
         ShuffleAmplificationProtocol,
@@ -397,7 +397,7 @@ def make_protocol(config: dict):
 
 def make_environment(config: dict, n_runs: int):
     """Build the environment of ``config`` ("instance": "synthetic" or "real")."""
-    from ..envs import RealDataLinearEnv, SyntheticLinearEnv, load_mslr_instance
+    from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv, load_mslr_instance
 
     instance = check_choice("instance", config.get("instance", "synthetic"), ("synthetic", "real"))
     seed = int(config.get("env_seed", 0))
@@ -465,7 +465,7 @@ def run_experiment(config: dict, rng) -> dict:
     import time
     import warnings
 
-    from ..amplification import AmplificationValidityWarning
+    from fedbandit.accounting.amplification import AmplificationValidityWarning
 
     runs = check_positive_int("runs", config.get("runs", 1))
     start = time.perf_counter()

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_positive_float
+from fedbandit._validation import check_positive_float
 
 __all__ = [
     "regularized_inverse",

@@ -9,7 +9,7 @@ Client side (vectorized over any leading axes, clients on axis ``-2``):
 4. **conditional randomized rounding**: round each coordinate up with probability equal
    to its fractional part, and redo the whole vector until
    :math:`\|\tilde x\|_2 \le \Delta_2/\gamma` ([KLS21]_ Sec. 4.1, Prop. 22); the bound
-   :math:`\Delta_2` from :func:`fedbandit.ddg_accounting.ddg_delta2` holds with probability
+   :math:`\Delta_2` from :func:`fedbandit.accounting.ddg.ddg_delta2` holds with probability
    at least :math:`1 - \beta` per try, so the expected number of tries is at most
    :math:`1/(1-\beta)`;
 5. add i.i.d. **discrete Gaussian noise** :math:`\mathcal N_{\mathbb Z}(0, \sigma^2/\gamma^2)`
@@ -23,7 +23,7 @@ Server side: secure aggregation returns :math:`\sum_i y_i \bmod m`; the server m
 Parameter selection (:func:`ddg_params`) follows the authors' method: given the bit
 width :math:`B`, the per-client noise :math:`\sigma(\gamma)` is the smallest that meets
 the target :math:`(\varepsilon, \delta)` for granularity :math:`\gamma`
-(:func:`fedbandit.ddg_accounting.ddg_sigma_for_epsilon`), and :math:`\gamma` is chosen so
+(:func:`fedbandit.accounting.ddg.ddg_sigma_for_epsilon`), and :math:`\gamma` is chosen so
 that the modular range :math:`2^B\gamma` covers :math:`\pm k` standard deviations of an
 aggregate coordinate,
 
@@ -50,8 +50,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize
 
-from .. import ddg_accounting as acc
-from .._validation import (
+from fedbandit.accounting import ddg as acc
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -61,8 +61,8 @@ from .._validation import (
     check_positive_int,
     check_rng,
 )
-from .discrete_gaussian import sample_discrete_gaussian
-from .flattening import make_flattener, next_power_of_two
+from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
+from fedbandit.mechanisms.flattening import make_flattener, next_power_of_two
 
 __all__ = [
     "DDGParams",
@@ -204,11 +204,11 @@ def ddg_params(
 
     Solves :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + (\gamma^2/4 + \sigma(\gamma)^2)n}` for
     :math:`\gamma` by root finding, where :math:`\sigma(\gamma)` is calibrated to the target
-    ε by :func:`fedbandit.ddg_accounting.ddg_sigma_for_epsilon`.
+    ε by :func:`fedbandit.accounting.ddg.ddg_sigma_for_epsilon`.
 
     ``n_signal`` (default ``n``) is the number of clipped, rounded vectors in one aggregate
     when it differs from the number ``n`` of parties that add noise: in the bandit
-    protocol (:class:`fedbandit.protocols.DDGSecAggProtocol`) every *user* record is
+    protocol (:class:`fedbandit.protocols.tree.DDGSecAggProtocol`) every *user* record is
     rounded and ``n`` *agents* add noise to the sum of their users' records.  The range
     condition is then :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + n_s\gamma^2/4 + n\sigma^2}`
     with :math:`n_f = n_s^2` (conservative) or :math:`n_s` (optimistic) [derived: the same
@@ -387,7 +387,7 @@ class DDGMechanism:
     -----
     :meth:`noisy_sum` is the whole protocol with an ideal modular-sum aggregator; the
     same :meth:`encode` / :meth:`decode` pair runs around the real secure aggregation of
-    :mod:`fedbandit.secagg`.  Every method is vectorized over leading axes: client vectors
+    :mod:`fedbandit.secagg.protocol`.  Every method is vectorized over leading axes: client vectors
     have shape ``(..., n_clients, d)``.
     """
 
@@ -499,8 +499,8 @@ def dme_trial(config: dict, rng) -> dict:
         from DDG's privacy noise alone, :math:`\sigma^2/n`), ``wrap`` (fraction of wrapped
         coordinates), ``gamma``, ``sigma``, ``sigma_int``.
     """
-    from ..accounting import calibrate_gaussian_sigma
-    from .gaussian import analytic_gaussian_sigma
+    from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
+    from fedbandit.mechanisms.gaussian import analytic_gaussian_sigma
 
     rng = check_rng(rng)
     n, d, c = int(config["n"]), int(config["d"]), float(config["c"])

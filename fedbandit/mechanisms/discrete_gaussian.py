@@ -71,7 +71,7 @@ from numbers import Rational
 
 import numpy as np
 
-from .._validation import check_nonnegative_int, check_positive_float, check_rng
+from fedbandit._validation import check_nonnegative_int, check_positive_float, check_rng
 
 __all__ = [
     "MAX_TABLE_SIGMA",

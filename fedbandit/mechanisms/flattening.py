@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_choice, check_positive_int, check_rng
+from fedbandit._validation import check_choice, check_positive_int, check_rng
 
 __all__ = ["fwht", "next_power_of_two", "HadamardFlattener", "DFTFlattener", "make_flattener"]
 

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from .._validation import check_delta, check_epsilon, check_positive_float, check_rng
+from fedbandit._validation import check_delta, check_epsilon, check_positive_float, check_rng
 
 __all__ = ["analytic_gaussian_delta", "analytic_gaussian_sigma", "analytic_gaussian_epsilon", "gaussian_mechanism"]
 

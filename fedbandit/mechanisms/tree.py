@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from .._validation import (
+from fedbandit._validation import (
     check_choice,
     check_nonnegative_float,
     check_positive_float,
@@ -129,7 +129,7 @@ def draw_noise(
     ``"discrete_gaussian"`` draws the exact discrete Gaussian of Canonne, Kamath & Steinke
     (:func:`fedbandit.mechanisms.discrete_gaussian.sample_discrete_gaussian`), as integers
     stored in float64 (exact below 2^53): the node noise of the distributed discrete
-    Gaussian tree (:class:`fedbandit.protocols.DDGSecAggProtocol`).
+    Gaussian tree (:class:`fedbandit.protocols.tree.DDGSecAggProtocol`).
 
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise
@@ -140,7 +140,7 @@ def draw_noise(
     if noise == "discrete_gaussian":
         if symmetric:
             raise ValueError("symmetric=True is not supported for discrete_gaussian noise (pack the matrix instead)")
-        from .discrete_gaussian import sample_discrete_gaussian
+        from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 
         return sample_discrete_gaussian(scale, shape, rng).astype(np.float64)
     if symmetric:

@@ -5,7 +5,7 @@ Zhou & Chowdhury (2023, Section 4, Example 4.1): the data-dependent rule of DP20
 when that happens.  Two inputs that differ in one user of silo i -- Alice or Tracy as
 its first user -- can decide whether a synchronization happens at t = 1.
 
-This module builds that experiment so that :func:`fedbandit.audit.audit_epsilon` can run
+This module builds that experiment so that :func:`fedbandit.audit.epsilon.audit_epsilon` can run
 it, and runs the same attack on the fixed-batch algorithm (Algorithm 1 of Zhou &
 Chowdhury, :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB`):
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import (
+from fedbandit._validation import (
     check_array,
     check_float_in_range,
     check_int_in_range,
@@ -47,8 +47,8 @@ from ._validation import (
     check_positive_int,
     check_rng,
 )
-from .envs import RoundBlock, as_seed_sequence
-from .learners.dp20 import FedUCB
+from fedbandit.envs.linear import RoundBlock, as_seed_sequence
+from fedbandit.learners.dp20 import FedUCB
 
 __all__ = [
     "UsersEnv",
@@ -314,7 +314,7 @@ class FixedBatchScheduleMechanism:
     """The fixed-batch algorithm (Zhou & Chowdhury, Alg. 1) on the same instance and attack.
 
     Runs :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` with a silo-level LDP
-    protocol (:class:`fedbandit.protocols.SiloLDPProtocol`) and *measures* its schedule:
+    protocol (:class:`fedbandit.protocols.tree.SiloLDPProtocol`) and *measures* its schedule:
     the protocol is wrapped so that every call of ``synchronize`` records the round.
 
     Parameters
@@ -329,8 +329,8 @@ class FixedBatchScheduleMechanism:
     """
 
     def __init__(self, instance: AliceTracyInstance, epsilon, delta, batch_size, learner_kwargs=None):
-        from .learners.fixed_batch import FixedBatchFedLinUCB
-        from .protocols import SiloLDPProtocol
+        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
+        from fedbandit.protocols.tree import SiloLDPProtocol
 
         if not isinstance(instance, AliceTracyInstance):
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
@@ -344,8 +344,8 @@ class FixedBatchScheduleMechanism:
         )
 
     def __call__(self, dataset, rng, n):
-        from .learners.fixed_batch import FixedBatchFedLinUCB
-        from .protocols import SiloLDPProtocol
+        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
+        from fedbandit.protocols.tree import SiloLDPProtocol
 
         rng = check_rng(rng)
         n = check_positive_int("n", n)
@@ -401,7 +401,7 @@ def select_action_attack(mechanism, dataset0, dataset1, t, n_select, rng, *, del
     """Choose the arm of an :class:`ActionIs` (t, arm) attack on ``n_select`` selection trials.
 
     Runs the (vectorized) mechanism ``n_select`` times on each dataset and returns the
-    attack whose Clopper–Pearson ε bound (:func:`fedbandit.audit.epsilon_lower_bound`,
+    attack whose Clopper–Pearson ε bound (:func:`fedbandit.audit.epsilon.epsilon_lower_bound`,
     both directions) is largest on these trials.  The audit must then count *fresh*
     trials (choosing the attack on the counted trials would bias the bound upward).
 
@@ -410,7 +410,7 @@ def select_action_attack(mechanism, dataset0, dataset1, t, n_select, rng, *, del
     (ActionIs, dict)
         The attack and the selection counts ``{"arm", "k0", "k1", "n", "eps_select"}``.
     """
-    from .audit import epsilon_lower_bound
+    from fedbandit.audit.epsilon import epsilon_lower_bound
 
     rng = check_rng(rng)
     t = check_positive_int("t", t)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_int_in_range, check_positive_int, check_probability, check_rng
+from fedbandit._validation import check_int_in_range, check_positive_int, check_probability, check_rng
 
 __all__ = ["load_digits_federated"]
 

@@ -39,7 +39,7 @@ marked [derived] and shown against its alternatives in the chapter):
   ``2^{p-1}`` slots (1, 2, 4, ...); a communication ends the current block.
 * Decentralized index (coop-UCB structure with the paper's ``c_0, c_i``):
   ``ŝ/n̂ + sigma sqrt(2 rho (n̂ + c_i)/(c_0 n̂) ln t / n̂) + nu``, with ``c_0 = M`` and ``c_i``
-  the agent's consensus-error bound (:func:`fedbandit.graphs.network_terms`), and privacy
+  the agent's consensus-error bound (:func:`fedbandit.envs.graphs.network_terms`), and privacy
   width ``nu = b (n̂ + c_i)/n̂^2`` where ``b`` is the per-agent width numerator of the
   master-worker index (for ``"std"``, the noise-std bound at the estimated per-agent count
   ``n̂``) divided by ``sqrt(c_0)`` (the consensus averages ``M`` independent noises).
@@ -47,7 +47,7 @@ marked [derived] and shown against its alternatives in the chapter):
   the change of the agent's hybrid-mechanism output (non-zero only for the pulled arm);
   counts use eq. (5) ``n̂_j(t+1) = P (n̂_j(t) + ξ_j(t))`` unchanged.
 
-Randomness: ``rng`` first yields the key of a :class:`fedbandit.envs_mab.RewardStream`
+Randomness: ``rng`` first yields the key of a :class:`fedbandit.envs.multi_armed.RewardStream`
 (common random numbers: every algorithm sees the same rewards for a seed), then the
 mechanisms' Laplace noise, one standard variate per (run, agent) and slot in (run, agent)
 order.  The loop references in ``tests/reference_consensus_ucb.py`` follow the same
@@ -70,8 +70,8 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
-from fedbandit.envs_mab import BernoulliBandit, GaussianBandit, RewardStream, make_env
-from fedbandit.graphs import Graph, consensus_matrix, make_graph, network_terms
+from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit, RewardStream, make_env
+from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
 from fedbandit.mechanisms.continual_counting import HybridMechanism, floor_log2
 
 __all__ = [
@@ -510,14 +510,14 @@ def dp_decentralized_ucb(
 
     Raises
     ------
-    fedbandit.graphs.DisconnectedGraphError
+    fedbandit.envs.graphs.DisconnectedGraphError
         If the graph is disconnected (consensus needs connectivity).
     ValueError
         If ``kappa`` is outside (0, 1] (``kappa = 0`` means no consensus at all), ``rho <= 1``
         or ``epsilon <= 0``.
     """
     if not isinstance(graph, Graph):
-        raise TypeError(f"graph must be a fedbandit.graphs.Graph, got {type(graph).__name__}")
+        raise TypeError(f"graph must be a fedbandit.envs.graphs.Graph, got {type(graph).__name__}")
     c = _Common(env, graph.n_agents, horizon, n_runs, epsilon, rho, privacy_width, sigma, clip, checkpoints)
     if kappa is not None:
         kappa = check_float_in_range("kappa", kappa, 0.0, 1.0)
@@ -749,7 +749,7 @@ ALGORITHMS = ("master_worker", "decentralized", "coop_ucb", "ucb", "private_ucb"
 
 
 def run_config(config: dict, rng) -> dict:
-    """Run one configuration (the ``func`` of :func:`fedbandit.experiments.run_grid`).
+    """Run one configuration (the ``func`` of :func:`fedbandit.experiments.grid.run_grid`).
 
     Keys: ``algorithm`` (one of :data:`ALGORITHMS`), ``means``, ``env`` (``"bernoulli"``
     or ``"gaussian"``), ``env_sigma``, ``n_agents``, ``horizon``, ``n_runs``, ``epsilons``

@@ -1,6 +1,6 @@
 """Privacy amplification by shuffling.
 
-Two families of results are used by the shuffle protocols of :mod:`fedbandit.protocols`:
+Two families of results are used by the shuffle protocols of :mod:`fedbandit.protocols.tree`:
 
 * **Feldman, McMillan & Talwar (2022), "Hiding among the clones"** (FMT22): n users each
   apply an ε₀-LDP randomizer to their *single* record; a uniformly random shuffle of the n
@@ -48,14 +48,14 @@ import numpy as np
 from scipy import optimize, special, stats
 from scipy.special import log_ndtr, ndtr
 
-from ._validation import (
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
     check_nonnegative_float,
     check_positive_int,
 )
-from .mechanisms.tree import tree_depth
+from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "AmplificationValidityError",

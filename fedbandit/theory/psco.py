@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from ._validation import check_array, check_choice, check_epsilon, check_positive_int
+from fedbandit._validation import check_array, check_choice, check_epsilon, check_positive_int
 
 __all__ = [
     "ALGORITHMS",

@@ -25,7 +25,7 @@ bound upward): :func:`audit_epsilon_split` chooses it on a separate set of trial
 :func:`select_threshold`, then audits on fresh ones.
 
 Trials can run in-process (optionally *vectorized*: the mechanism draws ``n`` outputs at
-once) or through :func:`fedbandit.experiments.run_grid` (``backend=...``), which spreads
+once) or through :func:`fedbandit.experiments.grid.run_grid` (``backend=...``), which spreads
 chunks of trials over workers and can cache them.
 """
 
@@ -249,7 +249,7 @@ def _collect(mechanism, dataset0, dataset1, statistic, n, rng, vectorized, backe
         s0 = sample_statistics(mechanism, dataset0, statistic, n, rng, vectorized=vectorized)
         s1 = sample_statistics(mechanism, dataset1, statistic, n, rng, vectorized=vectorized)
         return s0, s1
-    from fedbandit.experiments import run_grid
+    from fedbandit.experiments.grid import run_grid
 
     if cache_dir not in (None, False) and cache_key is None:
         raise ValueError("cache_key is required with cache_dir: it must identify the mechanism and attack")
@@ -366,7 +366,7 @@ def audit_epsilon(
     vectorized : bool, default False
         Whether the mechanism draws ``n`` outputs per call.
     backend : {"serial", "joblib", "dask"}, optional
-        Run the trials through :func:`fedbandit.experiments.run_grid` in ``n_chunks``
+        Run the trials through :func:`fedbandit.experiments.grid.run_grid` in ``n_chunks``
         chunks per dataset (default 8); ``None`` runs them here.
     n_jobs, cache_dir, cache_key
         Passed to ``run_grid``; caching needs a ``cache_key`` naming the mechanism and

@@ -7,16 +7,16 @@ privacy protocol, so here one instance and one target (ε, δ) are run under eve
 ========================  ==============================================================
 protocol                  what it is
 ========================  ==============================================================
-``non-private``           exact sums (:class:`~fedbandit.protocols.NonPrivateProtocol`)
-``central``               trusted server, Gaussian tree (:class:`~fedbandit.protocols.CentralTreeProtocol`)
-``silo-ldp``              silo-level LDP, distributed Gaussian tree (:class:`~fedbandit.protocols.SiloLDPProtocol`)
-``sdp-amplification``     the same tree plus a shuffler (:class:`~fedbandit.protocols.ShuffleAmplificationProtocol`)
-``sdp-vector-sum``        shuffle vector sum in every tree node (:class:`~fedbandit.protocols.VectorSumShuffleProtocol`)
+``non-private``           exact sums (:class:`~fedbandit.protocols.tree.NonPrivateProtocol`)
+``central``               trusted server, Gaussian tree (:class:`~fedbandit.protocols.tree.CentralTreeProtocol`)
+``silo-ldp``              silo-level LDP, distributed Gaussian tree (:class:`~fedbandit.protocols.tree.SiloLDPProtocol`)
+``sdp-amplification``     the same tree plus a shuffler (:class:`~fedbandit.protocols.tree.ShuffleAmplificationProtocol`)
+``sdp-vector-sum``        shuffle vector sum in every tree node (:class:`~fedbandit.protocols.tree.VectorSumShuffleProtocol`)
 ``concurrent-shuffle-k1`` one shuffler per user batch: the sequential shuffle model
                           (:func:`fedbandit.learners.concurrent_linucb.make_stream`, k = 1)
 ``concurrent-shuffle-klog`` ⌊log₂ n⌋ + 1 concurrent shufflers on dyadic batches (k = log n)
 ``ddg-secagg``            distributed discrete Gaussian + secure aggregation
-                          (:class:`~fedbandit.protocols.DDGSecAggProtocol`)
+                          (:class:`~fedbandit.protocols.tree.DDGSecAggProtocol`)
 ``dp20``                  DP20's per-silo tree with its adaptive schedule (not private)
 ========================  ==============================================================
 
@@ -41,8 +41,8 @@ the *same* bandit (same θ, contexts, reward noise, M agents, T rounds, K arms):
   (duplicated arms leave the bandit unchanged).
 
 One (learner, protocol, ε, M, seed) point is :func:`run_side_by_side`, a function of the
-form :func:`fedbandit.experiments.run_grid` runs; :func:`audit_side_by_side` audits the
-protocol's first release (or DP20's schedule) with :mod:`fedbandit.audit`;
+form :func:`fedbandit.experiments.grid.run_grid` runs; :func:`audit_side_by_side` audits the
+protocol's first release (or DP20's schedule) with :mod:`fedbandit.audit.epsilon`;
 :func:`table_rows` and :func:`markdown_table` build the side-by-side table.
 """
 
@@ -54,8 +54,8 @@ import warnings
 
 import numpy as np
 
-from . import protocols as _protocols
-from ._validation import (
+from fedbandit.protocols import tree as _protocols
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -66,8 +66,8 @@ from ._validation import (
     check_probability,
     check_rng,
 )
-from .envs import RoundBlock
-from .mechanisms.tree import tree_depth
+from fedbandit.envs.linear import RoundBlock
+from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "PROTOCOLS",
@@ -113,7 +113,7 @@ PROTOCOLS = (
 #: Learner names.
 LEARNERS = ("fixed-batch", "super-agent", "independent", "concurrent-linucb", "feducb")
 
-#: Whether :class:`fedbandit.protocols.DDGSecAggProtocol` exists in this version.
+#: Whether :class:`fedbandit.protocols.tree.DDGSecAggProtocol` exists in this version.
 DDG_AVAILABLE = hasattr(_protocols, "DDGSecAggProtocol")
 
 #: Which protocols each learner can run.
@@ -128,7 +128,7 @@ APPLICABLE = {
 
 #: Why a (learner, protocol) pair does not apply, where the reason is specific.
 _NOT_APPLICABLE_WHY = {
-    "fixed-batch": "the fixed-batch learner takes fedbandit.protocols.Protocol objects; the concurrent shuffle "
+    "fixed-batch": "the fixed-batch learner takes fedbandit.protocols.tree.Protocol objects; the concurrent shuffle "
     "PSCO runs on single users' records, and DP20's privatizer is tied to FedUCB's adaptive schedule",
     "super-agent": "the super agent is the trusted-server benchmark: only no privacy or central DP apply",
     "independent": "independent agents never communicate, so no protocol is ever invoked",
@@ -267,7 +267,7 @@ def check_applicable(learner, protocol) -> tuple[str, str]:
     learner = check_choice("learner", learner, LEARNERS)
     if protocol == "ddg-secagg" and not DDG_AVAILABLE:
         raise ValueError(
-            "protocol 'ddg-secagg' needs fedbandit.protocols.DDGSecAggProtocol, which this version of fedbandit lacks"
+            "protocol 'ddg-secagg' needs fedbandit.protocols.tree.DDGSecAggProtocol, which this version of fedbandit lacks"
         )
     protocol = check_choice("protocol", protocol, PROTOCOLS)
     if protocol not in APPLICABLE[learner]:
@@ -382,7 +382,7 @@ class UserSequenceEnv:
 
 
 def make_fixed_batch_protocol(protocol: str, epsilon=None, delta=None, *, options=None):
-    """The :class:`fedbandit.protocols.Protocol` object of a fixed-batch-family protocol name.
+    """The :class:`fedbandit.protocols.tree.Protocol` object of a fixed-batch-family protocol name.
 
     ``options`` (dict, optional): ``calibration`` ("paper" | "authors" | "zcdp", central and
     silo-LDP; default "zcdp": the tight zCDP calibration that spends exactly the target),
@@ -409,7 +409,7 @@ def make_fixed_batch_protocol(protocol: str, epsilon=None, delta=None, *, option
             eps, dlt, split=opts.get("split", "advanced"), constant=float(opts.get("constant", _protocols.CJMP21_CONSTANT))
         )
     if not DDG_AVAILABLE:  # pragma: no cover - depends on the installed version
-        raise ValueError("protocol 'ddg-secagg' needs fedbandit.protocols.DDGSecAggProtocol, which this version lacks")
+        raise ValueError("protocol 'ddg-secagg' needs fedbandit.protocols.tree.DDGSecAggProtocol, which this version lacks")
     return _protocols.DDGSecAggProtocol(eps, dlt, bits=opts.get("bits", "auto"), k=float(opts.get("k", 3.0)))
 
 
@@ -457,8 +457,8 @@ class _FixedBatchRunner:
     family = "fixed-batch"
 
     def __init__(self, s: dict, dim: int):
-        from .amplification import AmplificationValidityWarning
-        from .learners.fixed_batch import FixedBatchFedLinUCB, IndependentLinUCB
+        from fedbandit.accounting.amplification import AmplificationValidityWarning
+        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB, IndependentLinUCB
 
         self.s = s
         kw = dict(alpha=s["alpha"], beta_scale=s["beta_scale"], noise_bound=s["noise_bound"],
@@ -514,7 +514,7 @@ class _ConcurrentRunner:
     family = "concurrent"
 
     def __init__(self, s: dict, dim: int):
-        from .learners import concurrent_linucb as CL
+        from fedbandit.learners import concurrent_linucb as CL
 
         self.s = s
         self.n = s["M"] * s["T"]
@@ -525,7 +525,7 @@ class _ConcurrentRunner:
         self.dim = dim
 
     def run(self, env, rng) -> dict:
-        from .learners import concurrent_linucb as CL
+        from fedbandit.learners import concurrent_linucb as CL
 
         s, stream = self.s, self.stream
         kw = {} if s["param_bound"] is None else {"param_bound": s["param_bound"]}
@@ -573,7 +573,7 @@ class _FedUCBRunner:
     family = "feducb"
 
     def __init__(self, s: dict, dim: int):
-        from .learners.dp20 import FedUCB, wang_threshold
+        from fedbandit.learners.dp20 import FedUCB, wang_threshold
 
         self.s = s
         private = s["protocol"] == "dp20"
@@ -622,7 +622,7 @@ class _FedUCBRunner:
 def _instance_dim(s: dict) -> int:
     if s["instance"] == "synthetic":
         return s["d"]
-    from .envs import load_mslr_instance
+    from fedbandit.envs.linear import load_mslr_instance
 
     return int(load_mslr_instance()["features"].shape[1])
 
@@ -696,7 +696,7 @@ def sweep_configs(base: dict, epsilons, Ms, epsilon, *, pairs=None, main_only=((
 def run_side_by_side(config: dict, rng) -> dict:
     """One (learner, protocol, ε, M) point on the shared instance, ``runs`` runs side by side.
 
-    For :func:`fedbandit.experiments.run_grid`.  The environment is built from the
+    For :func:`fedbandit.experiments.grid.run_grid`.  The environment is built from the
     configuration alone (:func:`fedbandit.learners.fixed_batch.make_environment`: keys
     ``instance``, ``env_seed``, ``M``, ``K``, ``d``, ``noise_std``, ``shared_contexts``,
     ``max_arms``), so every learner and protocol with the same ``env_seed`` faces the same
@@ -717,7 +717,7 @@ def run_side_by_side(config: dict, rng) -> dict:
     dict
         ``t`` checkpoints, ``curve`` (runs, checkpoints) cumulative regret summed over
         agents, ``cum_regret`` (runs,), ``accounting`` (dict as
-        :meth:`fedbandit.protocols.Accounting.as_dict`), ``noise_variance`` (per entry of the
+        :meth:`fedbandit.protocols.tree.Accounting.as_dict`), ``noise_variance`` (per entry of the
         server's released sums, max over time), ``rounds`` (server releases / synchronization
         rounds), ``uplink_bits`` (total over the run and all agents), ``messages``,
         ``calibration``, ``seconds``, ``cpu_seconds``, ``peak_rss_mb``.
@@ -728,7 +728,7 @@ def run_side_by_side(config: dict, rng) -> dict:
         If the learner cannot run the protocol (naming both and listing what applies), or
         on an invalid setting.
     """
-    from .learners.fixed_batch import _max_rss_mb, make_environment
+    from fedbandit.learners.fixed_batch import _max_rss_mb, make_environment
 
     start, cpu_start = time.perf_counter(), time.process_time()
     runner = build_learner(config)
@@ -758,7 +758,7 @@ def random_play_regret(config: dict) -> np.ndarray:
     The same environment as :func:`run_side_by_side` (same ``env_seed``): the scale on
     which "no learning" is judged.
     """
-    from .learners.fixed_batch import make_environment
+    from fedbandit.learners.fixed_batch import make_environment
 
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
@@ -847,11 +847,11 @@ def audit_side_by_side(config: dict, rng) -> dict:
       neighbouring batches of B·M users: all records zero, or user 1 of agent 1 with
       x = e₁ and y = Y (add/remove that user; a zero record contributes nothing).  Attack:
       the released bias and Gram entries projected on the difference, thresholded
-      (:func:`fedbandit.audit.audit_epsilon_split`: threshold chosen on separate trials).
+      (:func:`fedbandit.audit.epsilon.audit_epsilon_split`: threshold chosen on separate trials).
       Any attack on one release is an attack on the run, so the bound is valid for the run.
     * concurrent-linucb: the same attack on the stream's first release (the first
       ``period`` users), substituting user 1's record.
-    * feducb: DP20's schedule attack (:mod:`fedbandit.dp20_audit`: Alice or Tracy as a
+    * feducb: DP20's schedule attack (:mod:`fedbandit.audit.schedule`: Alice or Tracy as a
       silo's first user decides whether all silos synchronize at t = 1) on its own small
       instance (M = 3, K = 20, d = 3, T = 32), with DP20's noise for the target (ε, δ).
     * independent: nothing is released; no audit.
@@ -866,7 +866,7 @@ def audit_side_by_side(config: dict, rng) -> dict:
         ``epsilon_lower`` (NaN when no audit applies), ``tpr``, ``fpr``, ``n_trials``,
         ``attack`` and ``note``.
     """
-    from .audit import audit_epsilon, audit_epsilon_split
+    from fedbandit.audit.epsilon import audit_epsilon, audit_epsilon_split
 
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
@@ -881,8 +881,8 @@ def audit_side_by_side(config: dict, rng) -> dict:
         return {"epsilon_lower": math.nan, "tpr": math.nan, "fpr": math.nan, "n_trials": 0,
                 "attack": "none", "note": "n/a: nothing leaves a silo, there is no release to attack"}
     if learner == "feducb":
-        from .dp20_audit import DP20ScheduleMechanism, SyncAt, alice_threshold, alice_tracy_instance
-        from .learners.dp20 import FedUCB
+        from fedbandit.audit.schedule import DP20ScheduleMechanism, SyncAt, alice_threshold, alice_tracy_instance
+        from fedbandit.learners.dp20 import FedUCB
 
         build_learner(config)  # validates
         M, K, d, T = 3, 20, 3, 32
@@ -911,7 +911,7 @@ def audit_side_by_side(config: dict, rng) -> dict:
         direction[0], direction[d] = Y, 1.0  # bias e₁·Y and Gram entry (0, 0)
         attack = "first tree leaf (batch 1), projection on the added user's record"
     else:
-        from .learners.concurrent_linucb import n_coordinates
+        from fedbandit.learners.concurrent_linucb import n_coordinates
 
         d = runner.dim
         D = n_coordinates(d)

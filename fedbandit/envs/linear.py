@@ -57,7 +57,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ._validation import (
+from fedbandit._validation import (
     check_array,
     check_nonnegative_float,
     check_positive_float,
@@ -90,7 +90,7 @@ def as_seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
 
     Accepts a non-negative int, a SeedSequence, or a :class:`numpy.random.Generator`
     (from which 128 bits of entropy are drawn once, so a Generator handed out by
-    :func:`fedbandit.experiments.run_grid` determines the environment).
+    :func:`fedbandit.experiments.grid.run_grid` determines the environment).
     """
     if isinstance(seed, np.random.SeedSequence):
         return seed
@@ -325,7 +325,7 @@ _RANKEVAL_MEMBERS = (
 MSLR_ANCHOR_URL_COLUMNS = tuple([0] + [c for i in range(25) for c in (5 * i + 2, 5 * i + 4)] + list(range(126, 132)))
 
 MSLR_FILE = "mslr_rankeval_sample.npz"
-DEFAULT_MSLR_PATH = Path(__file__).resolve().parent.parent / "data" / MSLR_FILE
+DEFAULT_MSLR_PATH = Path(__file__).resolve().parents[2] / "data" / MSLR_FILE
 
 
 def mslr_path() -> Path:
@@ -460,7 +460,7 @@ def load_mslr_instance(path=None) -> dict:
     path = mslr_path() if path is None else Path(path)
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} not found; regenerate it with `python -m fedbandit.envs build-mslr <rankeval-0.8.2.tar.gz>` "
+            f"{path} not found; regenerate it with `python -m fedbandit.envs.linear build-mslr <rankeval-0.8.2.tar.gz>` "
             "(see data/README.md)"
         )
     with np.load(path, allow_pickle=False) as f:
@@ -596,10 +596,10 @@ class RealDataLinearEnv(_LinearEnvBase):
 
 
 def _main(argv=None) -> int:
-    """``python -m fedbandit.envs build-mslr SOURCE [OUT]``: regenerate the stored instance."""
+    """``python -m fedbandit.envs.linear build-mslr SOURCE [OUT]``: regenerate the stored instance."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] != "build-mslr":
-        print("usage: python -m fedbandit.envs build-mslr <rankeval-0.8.2.tar.gz | dir> [out.npz]", file=sys.stderr)
+        print("usage: python -m fedbandit.envs.linear build-mslr <rankeval-0.8.2.tar.gz | dir> [out.npz]", file=sys.stderr)
         return 2
     out = Path(argv[2]) if len(argv) > 2 else DEFAULT_MSLR_PATH
     inst = build_mslr_instance(argv[1])

@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize
 
-from ._validation import (
+from fedbandit._validation import (
     check_array,
     check_choice,
     check_delta,

@@ -65,7 +65,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from ._validation import check_int_in_range, check_positive_int
+from fedbandit._validation import check_int_in_range, check_positive_int
 
 __all__ = [
     "PRIME",

@@ -61,8 +61,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import accounting as acc
-from ._validation import (
+from fedbandit.accounting import zcdp as acc
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -72,17 +72,17 @@ from ._validation import (
     check_positive_int,
     check_rng,
 )
-from .amplification import (
+from fedbandit.accounting.amplification import (
     AmplificationValidityError,
     gaussian_epsilon_exact,
     zc_amplification_sigma0,
     zc_amplification_validity,
 )
-from .mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round, ddg_params
-from .mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
-from .mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
-from .mechanisms.tree import prefix_noise_variance as tree_prefix_noise_variance
-from .theory_linear import CALIBRATIONS, ldp_sigma0
+from fedbandit.mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round, ddg_params
+from fedbandit.mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
+from fedbandit.mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
+from fedbandit.mechanisms.tree import prefix_noise_variance as tree_prefix_noise_variance
+from fedbandit.theory.linear import CALIBRATIONS, ldp_sigma0
 
 __all__ = [
     "Accounting",
@@ -119,7 +119,7 @@ class Accounting:
     epsilon, delta : float
         The (ε, δ) actually achieved for the setting, as far as the book can tell.
     status : {"verified", "claimed", "unproven", "invalid", "none"}
-        "verified": computed by the book's own accounting (:mod:`fedbandit.accounting`);
+        "verified": computed by the book's own accounting (:mod:`fedbandit.accounting.zcdp`);
         "claimed": holds by the cited theorem, which the book states but does not
         re-derive; "unproven": no result covers the setting (a theorem forced outside its
         validity region, or an idealized noise level) -- it may or may not be private;
@@ -458,7 +458,7 @@ class DistributedTreeProtocol(Protocol):
 
 class _GaussianTreeCalibration:
     """The (ε, δ, calibration) settings and σ₀ rule shared by the silo-LDP and central
-    protocols (Zhou & Chowdhury, Thm. 6.1; :func:`fedbandit.theory_linear.ldp_sigma0`)."""
+    protocols (Zhou & Chowdhury, Thm. 6.1; :func:`fedbandit.theory.linear.ldp_sigma0`)."""
 
     def __init__(self, epsilon, delta, *, calibration="paper"):
         super().__init__(epsilon, delta)
@@ -529,19 +529,19 @@ class ShuffleAmplificationProtocol(DistributedTreeProtocol):
     """SDP by amplification (Zhou & Chowdhury, Thm. 6.3): the LDP tree plus a shuffler.
 
     Each agent adds N(0, σ₀²) with σ₀ from the paper's Gaussian amplification lemma
-    (Appendix E; :func:`fedbandit.amplification.zc_amplification_sigma0`, ``variant``
+    (Appendix E; :func:`fedbandit.accounting.amplification.zc_amplification_sigma0`, ``variant``
     "authors" [authors' code], "recalled", or "ideal" = σ₀(LDP)/sqrt(M)), about 1/sqrt(M)
     of the LDP noise; S is a uniformly random permutation of the M agents' messages.
 
     Accounting.  The (ε, δ) is *claimed* by the lemma, which the book cannot re-derive (its
     statement is not in the available text), subject to two checks:
 
-    * validity region (:func:`fedbandit.amplification.zc_amplification_validity`):
-      :meth:`configure` raises :class:`~fedbandit.amplification.AmplificationValidityError`
+    * validity region (:func:`fedbandit.accounting.amplification.zc_amplification_validity`):
+      :meth:`configure` raises :class:`~fedbandit.accounting.amplification.AmplificationValidityError`
       outside it unless ``force=True``, which warns and makes the status "unproven";
     * a necessary condition: the server can add up the shuffled messages, and that sum is
       a Gaussian mechanism with noise sqrt(M)·σ₀ per node over the κ nodes a user enters,
-      whose exact ε (:func:`fedbandit.amplification.gaussian_epsilon_exact`) bounds the
+      whose exact ε (:func:`fedbandit.accounting.amplification.gaussian_epsilon_exact`) bounds the
       protocol's ε from below.  If it exceeds the target, the status is "invalid" and the
       reported ε is that lower bound.
 
@@ -637,7 +637,7 @@ class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
     Agents send their exact batch sums (S = identity); the trusted server adds them and
     runs one central tree mechanism (:class:`fedbandit.mechanisms.tree.TreeMechanism`) over
     the summed stream, with node noise σ of the same calibration as silo-level LDP's σ₀
-    (:func:`fedbandit.theory_linear.central_sigma`) -- added once instead of M times, so
+    (:func:`fedbandit.theory.linear.central_sigma`) -- added once instead of M times, so
     the prefix noise variance is κσ² rather than Mκσ₀².  Verified like
     :class:`SiloLDPProtocol` (one user changes one leaf of the summed stream).  With batch
     size 1 in :class:`~fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` this is the
@@ -814,7 +814,7 @@ class VectorSumShuffleProtocol(Protocol):
     of the set bits of k, as in the Gaussian tree.
 
     Budget.  A user takes part in κ nodes.  ``split="advanced"``: each node runs at
-    (ε₀, δ₀) = :func:`fedbandit.accounting.split_budget_advanced` (ε, δ, κ), so the κ
+    (ε₀, δ₀) = :func:`fedbandit.accounting.zcdp.split_budget_advanced` (ε, δ, κ), so the κ
     nodes compose to (ε, δ) [DRV10] -- private when the constant is the theorem's.
     ``split="none"`` (the authors' code): every node runs at the full (ε, δ); the
     composition then only gives (ε_κ, δ_κ) with ε_κ ≫ ε -- flagged "invalid".
@@ -987,7 +987,7 @@ class DDGSecAggProtocol(Protocol):
     k releases α̂_j = α_j + N_Z(0, σ²/γ²) (exact discrete Gaussian per coordinate) mod m = 2^bits.
     S: secure aggregation, Σ_i α̂_{j,i} mod m (``secure_aggregation="ideal"`` computes the
     modular sum directly; ``"real"`` runs the four-round protocol of
-    :func:`fedbandit.secagg.run_secagg` per run -- the same output, slowly).
+    :func:`fedbandit.secagg.protocol.run_secagg` per run -- the same output, slowly).
     A: modular clipping to [−m/2, m/2), unflattening, rescaling by γ, unpacking; prefix
     sums from the p-sums of the set bits of k (:class:`~fedbandit.mechanisms.tree.TreeAnalyzer`).
 
@@ -995,7 +995,7 @@ class DDGSecAggProtocol(Protocol):
     leaf by its rounded record, norm ≤ Δ₂/γ (add/remove), hence κ node sums; each node
     release is the sum of M agents' discrete Gaussians -- [KLS21] Prop. 14 (RDP of sums of
     discrete Gaussians, with the τ term) with n = M, composed over κ releases and converted
-    to (ε, δ) (:func:`fedbandit.ddg_accounting.ddg_epsilon`, ``steps=κ``).  σ is the smallest
+    to (ε, δ) (:func:`fedbandit.accounting.ddg.ddg_epsilon`, ``steps=κ``).  σ is the smallest
     meeting the target; γ is chosen so that 2^bits·γ covers ±k standard deviations of the
     largest node sum (:func:`fedbandit.mechanisms.ddg.ddg_params` with ``n = M`` noise
     parties and ``n_signal`` = the largest node's number of user records).  The guarantee
@@ -1125,7 +1125,7 @@ class DDGSecAggProtocol(Protocol):
         """S: Σ over agents mod m, ideal or by the real four-round secure aggregation."""
         if self.secure_aggregation == "ideal":
             return self.mechanism.aggregate(residues)
-        from .secagg import run_secagg
+        from fedbandit.secagg.protocol import run_secagg
 
         M = self.n_agents
         threshold = M // 2 + 1

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ._validation import (
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -26,8 +26,8 @@ from ._validation import (
     check_positive_int,
     check_probability,
 )
-from .accounting import approx_dp_to_zcdp
-from .mechanisms.tree import tree_depth
+from fedbandit.accounting.zcdp import approx_dp_to_zcdp
+from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "check_batch_schedule",
@@ -90,7 +90,7 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     σ² = 8Mκ²(log(2/δ) + ε)/ε²); ``"authors"`` [authors' code]:
     σ₀ = L sqrt(κ(log(1/δ) + ε))/ε (no factor 8, log(1/δ)); ``"zcdp"`` [derived, the book's
     tight calibration]: the smallest σ₀ whose κ node releases of the two statistics are
-    ρ-zCDP with ρ = :func:`fedbandit.accounting.approx_dp_to_zcdp` (ε, δ), i.e.
+    ρ-zCDP with ρ = :func:`fedbandit.accounting.zcdp.approx_dp_to_zcdp` (ε, δ), i.e.
     σ₀ = sqrt(κ/ρ) (each statistic's sensitivity counted once, [BS16] Prop. 1.6, Lemma 2.3;
     converted with [CKS20]).  Multiplied by ``sensitivity``.
     """
@@ -220,7 +220,7 @@ def regret_bound_sdp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
 
     Uses the idealized amplified noise σ₀² = σ₀²_LDP / M (the paper's "roughly 1/M of the
     LDP noise"), so that the shape in M is the theorem's, without the validity caveats of
-    :func:`fedbandit.amplification.zc_amplification_sigma0`.
+    :func:`fedbandit.accounting.amplification.zc_amplification_sigma0`.
     """
     T = check_positive_int("horizon", horizon)
     M = check_positive_int("n_agents", n_agents)

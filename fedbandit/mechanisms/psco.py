@@ -23,8 +23,8 @@ The algorithm box is not in the available text.  The book's reconstruction, cons
 with Corollary 3.3 (error Õ(k^{3/2} n^{1/(2k+1)}/ε)) and with the lower bound's
 structure: shuffler i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole
 stream, with b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
-randomized-response summation (:class:`fedbandit.shuffle.RRShuffleSummation`) at the
-per-level budget (ε₀, δ₀) of :func:`fedbandit.shuffle.level_budget` (every user joins
+randomized-response summation (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`) at the
+per-level budget (ε₀, δ₀) of :func:`fedbandit.mechanisms.randomized_response.level_budget` (every user joins
 exactly k mechanisms).  The estimate after user t is the mixed-radix decomposition of
 t: all released level-1 batches, plus the level-2 batches released inside the current
 level-1 batch, ..., plus the level-k batches inside the current level-(k−1) batch; the
@@ -37,10 +37,10 @@ the corollary's k^{3/2}.  :func:`optimal_batch_sizes` picks the constants numeri
 Aggregate sampling
 ------------------
 A batch of m users of whom c hold bit 1 releases Z ~ Bin(c, q1) + Bin(m − c, q0) ones
-(:func:`fedbandit.shuffle.sample_rr_counts`); the default ``sampling="aggregate"``
+(:func:`fedbandit.mechanisms.randomized_response.sample_rr_counts`); the default ``sampling="aggregate"``
 draws Z directly, which is what makes n = 10⁷ cheap.  ``sampling="per_user"`` simulates
 every message (one uniform per user and shuffler, in the layout of
-:class:`fedbandit.shuffle.ConcurrentShuffleModel`) and agrees with the plain loop of
+:class:`fedbandit.mechanisms.randomized_response.ConcurrentShuffleModel`) and agrees with the plain loop of
 ``tests/reference_continual.py`` draw for draw; the tests check that both samplings agree
 in distribution.
 """
@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from . import accounting
-from ._validation import (
+from fedbandit.accounting import zcdp as accounting
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
@@ -64,8 +64,8 @@ from ._validation import (
     check_probability,
     check_rng,
 )
-from .mechanisms.tree import draw_noise, tree_depth
-from .shuffle import (
+from fedbandit.mechanisms.tree import draw_noise, tree_depth
+from fedbandit.mechanisms.randomized_response import (
     check_batch_sizes,
     check_unit_interval,
     level_budget,
@@ -77,7 +77,7 @@ from .shuffle import (
     rr_message_probabilities,
     sample_rr_counts,
 )
-from .theory_psco import big_nk, c_epsilon, rep_nk
+from fedbandit.theory.psco import big_nk, c_epsilon, rep_nk
 
 __all__ = [
     "ContinualRelease",
@@ -349,7 +349,7 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
         Messages per user at every level (one value for all levels, or one per level);
         1 for bits.
     """
-    from .shuffle import rr_shuffle_delta
+    from fedbandit.mechanisms.randomized_response import rr_shuffle_delta
 
     n = check_positive_int("n", n)
     epsilon = check_epsilon(epsilon)
@@ -632,7 +632,7 @@ def concurrent_psco(
     return_levels : bool
         Keep the released batch sums of every level in ``info["level_sums"]``.
     resolution : int or "auto"
-        Messages per user and batch (:class:`fedbandit.shuffle.RRShuffleSummation`);
+        Messages per user and batch (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`);
         "auto": 1 for bits, ⌈sqrt(b_i)⌉ at level i for other values.
 
     Returns
@@ -905,7 +905,7 @@ def _label(name: str, k) -> str:
 
 
 def psco_trial(config: dict, rng) -> dict:
-    """One seed of a PSCO error experiment, in the form ``fedbandit.experiments.run_grid`` runs.
+    """One seed of a PSCO error experiment, in the form ``fedbandit.experiments.grid.run_grid`` runs.
 
     Parameters
     ----------

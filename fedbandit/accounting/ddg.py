@@ -29,7 +29,7 @@ where the sensitivity after conditional randomized rounding with parameter
 Here :math:`n` counts the honest clients whose noise is in the sum (dropped clients'
 noise is missing) and neighbouring datasets differ by adding or removing one client.
 
-Conversions to :math:`(\varepsilon, \delta)` use :mod:`fedbandit.accounting`
+Conversions to :math:`(\varepsilon, \delta)` use :mod:`fedbandit.accounting.zcdp`
 ([CKS20] conversion for zCDP and for RDP).  The continuous central baseline, the
 analytic Gaussian mechanism, lives in :mod:`fedbandit.mechanisms.gaussian`.
 
@@ -51,8 +51,8 @@ import math
 import numpy as np
 from scipy import optimize
 
-from . import accounting
-from ._validation import (
+from fedbandit.accounting import zcdp as accounting
+from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,

@@ -9,7 +9,7 @@ It does three things for the book:
 * ``{execution-status}``: a directive replaced by a table of every executed
   notebook: its run time, how it was executed (from myst-nb), and the scale it
   ran at (read from the line ``running at scale: quick|paper`` that every chapter
-  prints from :func:`fedbandit.config.get_scale`).
+  prints from :func:`fedbandit.book.scale.get_scale`).
 * ``FEDBANDIT_NPM_MODULES``: when this environment variable names a ``node_modules``
   folder holding ``mathjax`` (v3), ``requirejs`` and ``@jupyter-widgets/html-manager``
   (``make test`` installs them from the npm registry), the pages load MathJax and the

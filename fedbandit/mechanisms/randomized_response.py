@@ -13,7 +13,7 @@ under continual observation"):
   batch, as a *deterministic* function of the outputs released so far, and user t
   sends one encoded message to every active shuffler.  The server's estimates are
   post-processing of the released outputs.  :class:`MixedRadixServer` is the server of
-  the book's reconstructed PSCO algorithm (see :mod:`fedbandit.continual`).
+  the book's reconstructed PSCO algorithm (see :mod:`fedbandit.mechanisms.psco`).
 * :class:`RRShuffleSummation` -- binary randomized-response summation in the shuffle
   model (Cheu, Smith, Ullman, Zeber & Zhilyaev 2019): each user sends its bit with
   probability 1 − p and a uniformly random bit with probability p; the analyzer
@@ -24,9 +24,9 @@ under continual observation"):
   Balle, Bell, Gascón & Nissim 2019, evaluated in closed form, see its Notes), and
   :func:`rr_flip_probability` the smallest p meeting a target (ε, δ).
   :func:`level_budget` splits an overall (ε, δ) over the k shuffle mechanisms every
-  user joins, by composition (:func:`fedbandit.accounting.split_budget_advanced`).
+  user joins, by composition (:func:`fedbandit.accounting.zcdp.split_budget_advanced`).
 
-The batch sums the fast algorithms of :mod:`fedbandit.continual` need are drawn with
+The batch sums the fast algorithms of :mod:`fedbandit.mechanisms.psco` need are drawn with
 :func:`sample_rr_counts` from their exact distribution (two binomials per batch)
 instead of simulating every message; ``tests/test_shuffle.py`` checks that this agrees
 in distribution with the per-user simulation.
@@ -42,8 +42,8 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 from scipy import optimize, special, stats
 
-from . import accounting
-from ._validation import (
+from fedbandit.accounting import zcdp as accounting
+from fedbandit._validation import (
     check_array,
     check_delta,
     check_epsilon,
@@ -80,7 +80,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------
-# Input checks shared with fedbandit.continual
+# Input checks shared with fedbandit.mechanisms.psco
 # ---------------------------------------------------------------------------------------
 
 
@@ -459,7 +459,7 @@ def level_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     In the k-level algorithm every user sends one message to each of the k shufflers
     (one batch per level), and the batches not containing it do not depend on its data,
     so the whole transcript is a k-fold composition for that user.  Uses the better of
-    basic and advanced composition (:func:`fedbandit.accounting.split_budget_advanced`),
+    basic and advanced composition (:func:`fedbandit.accounting.zcdp.split_budget_advanced`),
     the paper's route to its k^{3/2} factor.
     """
     epsilon = check_epsilon(epsilon)
@@ -692,7 +692,7 @@ class ConcurrentShuffleModel:
     Randomness: the message of user t to shuffler i uses the uniform ``U[i, t − 1]`` of
     ``U = rng.random((k, n))`` drawn first; the shufflers' permutations use draws made
     after it.  For bit inputs the vectorized per-user path of
-    :func:`fedbandit.continual.concurrent_psco` uses the same layout, so both give
+    :func:`fedbandit.mechanisms.psco.concurrent_psco` uses the same layout, so both give
     identical estimates from the same generator state.  This is the reference
     simulation: O(n k) Python steps, for small n (figures, tests).
     """

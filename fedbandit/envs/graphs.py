@@ -232,7 +232,7 @@ def make_graph(topology: str, n_agents: int, *, p: float = 0.3, rng=None) -> Gra
 def laplacian(graph: Graph) -> np.ndarray:
     """Graph Laplacian ``L = D - A`` (``D`` the diagonal degree matrix)."""
     if not isinstance(graph, Graph):
-        raise TypeError(f"graph must be a fedbandit.graphs.Graph, got {type(graph).__name__}")
+        raise TypeError(f"graph must be a fedbandit.envs.graphs.Graph, got {type(graph).__name__}")
     A = graph.adjacency.astype(float)
     return np.diag(A.sum(axis=1)) - A
 
@@ -271,7 +271,7 @@ def consensus_matrix(graph: Graph, kappa: float | None = None) -> np.ndarray:
         If ``kappa`` lies outside [0, 1].
     """
     if not isinstance(graph, Graph):
-        raise TypeError(f"graph must be a fedbandit.graphs.Graph, got {type(graph).__name__}")
+        raise TypeError(f"graph must be a fedbandit.envs.graphs.Graph, got {type(graph).__name__}")
     if kappa is None:
         kappa = default_kappa(graph)
     kappa = check_float_in_range("kappa", kappa, 0.0, 1.0)

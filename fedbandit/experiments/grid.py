@@ -256,7 +256,7 @@ def _function_version(identity: str, target: Any, version: Any, *, warn: bool) -
     except (OSError, TypeError):
         if warn:
             warnings.warn(
-                f"fedbandit.experiments: cannot read the source of {identity}, so its cache entries "
+                f"fedbandit.experiments.grid: cannot read the source of {identity}, so its cache entries "
                 "are keyed by name only and will not be invalidated when it changes; pass version=",
                 UserWarning,
                 stacklevel=3,
@@ -326,11 +326,11 @@ def _read_entry(path: Path, key: str) -> tuple[bool, Any]:
     except FileNotFoundError:
         return False, None
     except OSError as exc:
-        warnings.warn(f"fedbandit.experiments: cannot read cache entry {path} ({exc}); recomputing", stacklevel=3)
+        warnings.warn(f"fedbandit.experiments.grid: cannot read cache entry {path} ({exc}); recomputing", stacklevel=3)
         return False, None
     ok, result, reason = _decode_entry(data, key)
     if not ok:
-        warnings.warn(f"fedbandit.experiments: ignoring cache entry {path}: {reason}; recomputing", stacklevel=3)
+        warnings.warn(f"fedbandit.experiments.grid: ignoring cache entry {path}: {reason}; recomputing", stacklevel=3)
     return ok, result
 
 
@@ -508,7 +508,7 @@ def _evaluate(func: Callable, config: Mapping, seed_seq: np.random.SeedSequence,
     try:
         return func(copy.deepcopy(config), rng)
     except Exception as exc:
-        exc.add_note(f"fedbandit.experiments.run_grid: raised by func at {label}")
+        exc.add_note(f"fedbandit.experiments.grid.run_grid: raised by func at {label}")
         raise
 
 
@@ -556,7 +556,7 @@ def _dask_client(scheduler: Any, n_jobs: int, n_tasks: int):
     except Exception as exc:
         if cluster is not None:
             cluster.close()
-        exc.add_note(f"fedbandit.experiments.run_grid: could not connect to the Dask scheduler {scheduler!r}")
+        exc.add_note(f"fedbandit.experiments.grid.run_grid: could not connect to the Dask scheduler {scheduler!r}")
         raise
     try:
         yield client

@@ -1,0 +1,1 @@
+"""fedbandit.envs.linear."""
