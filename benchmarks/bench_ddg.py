@@ -14,7 +14,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed  # noqa: E402
 
-from fedbandit.mechanisms.ddg import dme_trial  # noqa: E402
+from fedbandit.experiments.trials import dme_trial  # noqa: E402
 from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian, sample_discrete_gaussian_reference  # noqa: E402
 from fedbandit.mechanisms.flattening import HadamardFlattener, fwht  # noqa: E402
 from fedbandit.secagg.protocol import run_secagg  # noqa: E402

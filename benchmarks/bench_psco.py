@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed  # noqa: E402
 
-from fedbandit.mechanisms import psco as C  # noqa: E402
+from fedbandit.mechanisms.psco import central_tree_psco, concurrent_psco, sample_bernoulli_input, sequential_psco, tree_psco
 
 EPS, DELTA = 1.0, 1e-8
 
@@ -26,14 +26,14 @@ def benchmarks() -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
     cases = [
-        ("psco_concurrent_k3_aggregate_n1e7", 10**7, lambda x: C.concurrent_psco(x, 3, EPS, DELTA, rng), "k=3 shufflers, aggregate (binomial) sampling, 1 run"),
-        ("psco_concurrent_k1_aggregate_n1e7", 10**7, lambda x: C.sequential_psco(x, EPS, DELTA, rng), "sequential (k=1), aggregate sampling, 1 run"),
-        ("psco_concurrent_k3_per_user_n1e6", 10**6, lambda x: C.concurrent_psco(x, 3, EPS, DELTA, rng, sampling="per_user"), "k=3, every message simulated, 1 run"),
-        ("psco_tree_logn_aggregate_n1e7", 10**7, lambda x: C.tree_psco(x, EPS, DELTA, rng), "dyadic variant, k=24 shufflers, 1 run"),
-        ("psco_central_tree_n1e7", 10**7, lambda x: C.central_tree_psco(x, EPS, DELTA, rng), "central Gaussian tree, 1 run"),
+        ("psco_concurrent_k3_aggregate_n1e7", 10**7, lambda x: concurrent_psco(x, 3, EPS, DELTA, rng), "k=3 shufflers, aggregate (binomial) sampling, 1 run"),
+        ("psco_concurrent_k1_aggregate_n1e7", 10**7, lambda x: sequential_psco(x, EPS, DELTA, rng), "sequential (k=1), aggregate sampling, 1 run"),
+        ("psco_concurrent_k3_per_user_n1e6", 10**6, lambda x: concurrent_psco(x, 3, EPS, DELTA, rng, sampling="per_user"), "k=3, every message simulated, 1 run"),
+        ("psco_tree_logn_aggregate_n1e7", 10**7, lambda x: tree_psco(x, EPS, DELTA, rng), "dyadic variant, k=24 shufflers, 1 run"),
+        ("psco_central_tree_n1e7", 10**7, lambda x: central_tree_psco(x, EPS, DELTA, rng), "central Gaussian tree, 1 run"),
     ]
     for name, n, func, notes in cases:
-        x = C.sample_bernoulli_input(n, rng, runs=1)
+        x = sample_bernoulli_input(n, rng, runs=1)
         func(x)  # warm-up: fills the accountant's cache of blanket probabilities (one-off per schedule)
         best, peak = timed(lambda: func(x))
         users_per_s = n / best

@@ -26,7 +26,7 @@ from collections import defaultdict
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from fedbandit.experiments import synthesis as S  # noqa: E402
+from fedbandit.experiments.synthesis import applicable_pairs, audit_side_by_side, run_side_by_side, side_by_side_configs, sweep_configs
 from fedbandit.experiments.grid import run_grid  # noqa: E402
 
 from _measure import max_rss_mb  # noqa: E402
@@ -52,9 +52,9 @@ def _peak(results) -> float:
 
 def benchmarks() -> list[dict]:
     rows = []
-    configs = S.sweep_configs(BASE, EPSILONS, MS, EPS_MAIN, main_only=[CC])
+    configs = sweep_configs(BASE, EPSILONS, MS, EPS_MAIN, main_only=[CC])
     start = time.perf_counter()
-    results = [r[0] for r in run_grid(S.run_side_by_side, configs, **GRID)]
+    results = [r[0] for r in run_grid(run_side_by_side, configs, **GRID)]
     wall = time.perf_counter() - start
     cpu = sum(r["cpu_seconds"] for r in results)
     peak = _peak(results)
@@ -73,13 +73,13 @@ def benchmarks() -> list[dict]:
     main = [c for c in configs if c["M"] == SYN["M"] and c["epsilon"] in (None, EPS_MAIN)]
     audit_configs = [dict(c, n_trials=AUDIT_TRIALS, confidence=AUDIT_CONFIDENCE) for c in main]
     start = time.perf_counter()
-    run_grid(S.audit_side_by_side, audit_configs, **GRID)
+    run_grid(audit_side_by_side, audit_configs, **GRID)
     rows.append({"name": "paper_audits_wall", "value": time.perf_counter() - start, "unit": "s",
                  "peak_mem_mb": max_rss_mb(), "notes": f"{len(audit_configs)} audits x {AUDIT_TRIALS} trials per input"})
 
-    real_configs = S.side_by_side_configs(REAL_BASE, S.applicable_pairs())
+    real_configs = side_by_side_configs(REAL_BASE, applicable_pairs())
     start = time.perf_counter()
-    real = [r[0] for r in run_grid(S.run_side_by_side, real_configs, **GRID)]
+    real = [r[0] for r in run_grid(run_side_by_side, real_configs, **GRID)]
     rows.append({"name": "paper_real_wall", "value": time.perf_counter() - start, "unit": "s", "peak_mem_mb": _peak(real),
                  "notes": f"{len(real_configs)} real-data configurations (d = 57, M = 10, T = {REAL['T']}), "
                           f"CPU {sum(r['cpu_seconds'] for r in real):.0f} s"})

@@ -26,6 +26,8 @@ __all__ = [
     "check_rng",
     "check_array",
     "check_choice",
+    "check_unit_interval",
+    "check_batch_sizes",
 ]
 
 
@@ -178,3 +180,56 @@ def check_array(
     if finite and np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must contain only finite values")
     return arr
+
+
+def check_unit_interval(name: str, x: Any) -> np.ndarray:
+    """Return ``x`` as an array after checking that every entry lies in [0, 1].
+
+    Boolean and integer arrays are kept as ``uint8`` (bits); anything else becomes float64.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == bool:
+        return arr.astype(np.uint8)
+    if np.issubdtype(arr.dtype, np.integer):
+        if arr.size and (arr.min() < 0 or arr.max() > 1):
+            raise ValueError(
+                f"{name} must hold values in [0, 1], got integers in [{arr.min()}, {arr.max()}]"
+            )
+        return arr.astype(np.uint8, copy=False)
+    arr = check_array(name, arr, dtype=float)
+    if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
+        raise ValueError(f"{name} must hold values in [0, 1], got values in [{arr.min()!r}, {arr.max()!r}]")
+    return arr
+
+
+def _is_binary(arr: np.ndarray) -> bool:
+    if arr.dtype == np.uint8:
+        return True
+    return bool(np.all((arr == 0.0) | (arr == 1.0)))
+
+
+def check_batch_sizes(batch_sizes: Any, n: int, k: int | None = None) -> tuple[int, ...]:
+    """Check a nested batch-size schedule (b_1, ..., b_k) against the horizon n.
+
+    The schedule is consistent with n when every b_i is a positive integer,
+    n ≥ b_1 > b_2 > ... > b_k ≥ 1 and every b_{i+1} divides b_i (the batches of shuffler
+    i + 1 tile those of shuffler i, so every time is covered by one batch per level).
+    """
+    try:
+        sizes = tuple(batch_sizes)
+    except TypeError as exc:
+        raise TypeError(f"batch_sizes must be a sequence of positive ints, got {batch_sizes!r}") from exc
+    if not sizes:
+        raise ValueError("batch_sizes must not be empty")
+    sizes = tuple(check_positive_int(f"batch_sizes[{i}]", b) for i, b in enumerate(sizes))
+    if k is not None and len(sizes) != k:
+        raise ValueError(f"batch_sizes must have k={k} entries (one per shuffler), got {len(sizes)}: {sizes}")
+    if sizes[0] > n:
+        raise ValueError(f"batch_sizes[0]={sizes[0]} exceeds the number of users n={n}; batch_sizes inconsistent with n")
+    for i in range(1, len(sizes)):
+        if not sizes[i] < sizes[i - 1] or sizes[i - 1] % sizes[i]:
+            raise ValueError(
+                f"batch_sizes must be strictly decreasing with each entry dividing the previous one, "
+                f"got {sizes} (batch_sizes[{i}]={sizes[i]} vs batch_sizes[{i - 1}]={sizes[i - 1]})"
+            )
+    return sizes

@@ -7,7 +7,7 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from fedbandit.accounting import zcdp as acc
+from fedbandit import accounting as acc
 
 RTOL = 1e-6
 RHOS = [1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 5.0, 20.0]

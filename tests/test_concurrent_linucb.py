@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedbandit.envs.linear import SyntheticLinearEnv
-from fedbandit.learners import concurrent_linucb as CL
+from fedbandit.learners.concurrent_linucb import ShuffleSumStream, bandit_trial, make_stream, n_coordinates, record_half_range, run_private_linucb
 from fedbandit.mechanisms.tree import TreeMechanism
 
 
@@ -32,8 +32,8 @@ def test_shuffle_stream_unbiased_with_stated_variance(sizes):
     rng = np.random.default_rng(sum(sizes))
     z = _records(rng, n, 1, dim)
     z = np.broadcast_to(z, (n, runs, z.shape[-1]))
-    half = CL.record_half_range(dim)
-    stream = CL.ShuffleSumStream(sizes, 2.0, 1e-6, n, half)
+    half = record_half_range(dim)
+    stream = ShuffleSumStream(sizes, 2.0, 1e-6, n, half)
     stream.reset(runs, rng)
     a = sizes[-1]
     bound = 4.0 * half**2 * stream.max_variance()
@@ -46,21 +46,21 @@ def test_shuffle_stream_unbiased_with_stated_variance(sizes):
 
 
 def test_shuffle_stream_accounting():
-    stream = CL.make_stream("concurrent", 1.0, 1e-6, n=5000, dim=3, k=2)
+    stream = make_stream("concurrent", 1.0, 1e-6, n=5000, dim=3, k=2)
     acc = stream.accounting()
     assert acc["batches_certified"]
     assert acc["epsilon"] <= 1.0 + 1e-9 and acc["delta"] <= 1e-6 * (1 + 1e-9)
-    assert acc["mechanisms_per_user"] == 2 * CL.n_coordinates(3) == 18
-    assert CL.make_stream("local", 1.0, 1e-6, n=100, dim=2).period == 1
-    assert CL.make_stream("sequential", 1.0, 1e-6, n=10_000, dim=2).sizes == (math.ceil(10_000**0.6),)
-    assert CL.make_stream("tree", 1.0, 1e-6, n=1000, dim=2).sizes[0] == 512
+    assert acc["mechanisms_per_user"] == 2 * n_coordinates(3) == 18
+    assert make_stream("local", 1.0, 1e-6, n=100, dim=2).period == 1
+    assert make_stream("sequential", 1.0, 1e-6, n=10_000, dim=2).sizes == (math.ceil(10_000**0.6),)
+    assert make_stream("tree", 1.0, 1e-6, n=1000, dim=2).sizes[0] == 512
 
 
 def test_central_stream_matches_tree_mechanism():
     dim, n, runs = 2, 20, 3
     rng = np.random.default_rng(0)
     z = _records(rng, n, runs, dim)
-    stream = CL.make_stream("central", 1.0, 1e-6, n=n, dim=dim)
+    stream = make_stream("central", 1.0, 1e-6, n=n, dim=dim)
     stream.reset(runs, np.random.default_rng(5))
     mech = TreeMechanism(n, (z.shape[-1],), stream.sigma, batch_shape=(runs,))
     ref_rng = np.random.default_rng(5)
@@ -80,8 +80,8 @@ def test_linucb_learns_with_little_noise():
     env = _env()
     uniform = sum((b.best[:, :, 0] - b.means[:, :, 0].mean(axis=-1)).sum(axis=0) for b in env.iter_blocks(n))
     for name, k in (("concurrent", 2), ("central", None), ("local", None)):
-        stream = CL.make_stream(name, 100.0, 1e-6, n=n, dim=2, k=k)
-        res = CL.run_private_linucb(stream, _env(), n, np.random.default_rng(0), beta_scale=0.3)
+        stream = make_stream(name, 100.0, 1e-6, n=n, dim=2, k=k)
+        res = run_private_linucb(stream, _env(), n, np.random.default_rng(0), beta_scale=0.3)
         assert res["regret"].shape == (3, n)
         assert np.all(res["regret"] >= -1e-12)
         assert np.all(res["regret"].sum(axis=1) < 0.2 * uniform), (name, res["regret"].sum(axis=1), uniform)
@@ -110,8 +110,8 @@ def test_block_and_lean_paths_agree_for_one_user_batches():
     n = 80
     for name in ("tree", "central"):
         res = [
-            CL.run_private_linucb(
-                CL.make_stream(name, 3.0, 1e-6, n=n, dim=2), _UnequalNormsEnv(), n, np.random.default_rng(3), lean=lean
+            run_private_linucb(
+                make_stream(name, 3.0, 1e-6, n=n, dim=2), _UnequalNormsEnv(), n, np.random.default_rng(3), lean=lean
             )
             for lean in (True, False)
         ]
@@ -121,7 +121,7 @@ def test_block_and_lean_paths_agree_for_one_user_batches():
 def test_bandit_trial_outputs():
     cfg = dict(n=300, epsilon=10.0, delta=1e-6, dim=2, runs=2, n_arms=10,
                learners=[["concurrent", 1], ["sequential", None], ["central", None]])
-    out = CL.bandit_trial(cfg, np.random.default_rng(0))
+    out = bandit_trial(cfg, np.random.default_rng(0))
     for lab in ("concurrent-1", "sequential", "central"):
         assert out[lab].shape == (2,)
         assert out["curves"][lab].shape == out["checkpoints"].shape
@@ -130,26 +130,26 @@ def test_bandit_trial_outputs():
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="name"):
-        CL.make_stream("magic", 1.0, 1e-6, n=100, dim=2)
+        make_stream("magic", 1.0, 1e-6, n=100, dim=2)
     with pytest.raises(ValueError, match="k"):
-        CL.make_stream("concurrent", 1.0, 1e-6, n=100, dim=2)
+        make_stream("concurrent", 1.0, 1e-6, n=100, dim=2)
     with pytest.raises(ValueError, match="k"):
-        CL.make_stream("concurrent", 1.0, 1e-6, n=100, dim=2, k=0)
+        make_stream("concurrent", 1.0, 1e-6, n=100, dim=2, k=0)
     with pytest.raises(ValueError, match="epsilon"):
-        CL.make_stream("local", 0.0, 1e-6, n=100, dim=2)
+        make_stream("local", 0.0, 1e-6, n=100, dim=2)
     with pytest.raises(ValueError, match="delta"):
-        CL.make_stream("central", 1.0, 1.0, n=100, dim=2)
+        make_stream("central", 1.0, 1.0, n=100, dim=2)
     with pytest.raises(ValueError, match="batch_sizes"):
-        CL.ShuffleSumStream((10, 3), 1.0, 1e-6, 100, CL.record_half_range(2))
+        ShuffleSumStream((10, 3), 1.0, 1e-6, 100, record_half_range(2))
     with pytest.raises(ValueError, match="batch_sizes"):
-        CL.ShuffleSumStream((200,), 1.0, 1e-6, 100, CL.record_half_range(2))
-    stream = CL.ShuffleSumStream((4, 2), 1.0, 1e-6, 100, CL.record_half_range(2))
+        ShuffleSumStream((200,), 1.0, 1e-6, 100, record_half_range(2))
+    stream = ShuffleSumStream((4, 2), 1.0, 1e-6, 100, record_half_range(2))
     stream.reset(2, np.random.default_rng(0))
     with pytest.raises(ValueError, match="records"):
         stream.push(np.zeros((3, 2, 5)))
     env = SyntheticLinearEnv(2, n_arms=10, dim=2, seed=0)
     with pytest.raises(ValueError, match="n_agents"):
-        CL.run_private_linucb(stream, env, 10, np.random.default_rng(0))
+        run_private_linucb(stream, env, 10, np.random.default_rng(0))
 
 
 class _PaddedArmsEnv(_UnequalNormsEnv):
@@ -173,6 +173,6 @@ def test_padded_arms_are_never_played():
     n = 60
     for name, k in (("central", None), ("concurrent", 2)):
         for lean in (True, False):
-            stream = CL.make_stream(name, 3.0, 1e-6, n=n, dim=2, k=k)
-            res = CL.run_private_linucb(stream, _PaddedArmsEnv(), n, np.random.default_rng(0), lean=lean)
+            stream = make_stream(name, 3.0, 1e-6, n=n, dim=2, k=k)
+            res = run_private_linucb(stream, _PaddedArmsEnv(), n, np.random.default_rng(0), lean=lean)
             assert np.all(np.isfinite(res["regret"])), (name, lean)

@@ -10,10 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms import psco as C
-from fedbandit.theory import psco as T
+from fedbandit.accounting.shuffle import psco_accounting
+from fedbandit.mechanisms.psco import ContinualRelease, _level_counts, _nested_estimates, central_tree_psco, concurrent_psco, dyadic_batch_sizes, extrapolating_psco, hard_input_single_positions, local_psco, optimal_batch_sizes, prefix_sums, run_psco, sample_bernoulli_input, sample_hard_input, sequential_psco, sup_error, tree_psco
+from fedbandit.experiments.statistics import fit_power_law
+from fedbandit.theory.psco import bandit_regret_rate, big_nk, c_epsilon, concurrent_error_rate, predicted_error_exponent, predicted_regret_exponent, rep_nk, sequential_bandit_regret, tree_levels
 from fedbandit.mechanisms.tree import TreeMechanism
-from fedbandit.mechanisms.randomized_response import group_budget, level_budget, rr_flip_probability
+from fedbandit.accounting.shuffle import rr_flip_probability
+from fedbandit.accounting.composition import group_budget, level_budget
 
 from reference_continual import (
     reference_concurrent,
@@ -50,7 +53,7 @@ def test_concurrent_per_user_matches_reference_loop(sizes, n, real_values):
     data_rng = np.random.default_rng(7)
     x = data_rng.random((runs, n)) if real_values else (data_rng.random((runs, n)) < 0.5).astype(np.uint8)
     k = len(sizes)
-    fast = C.concurrent_psco(x, k, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user")
+    fast = concurrent_psco(x, k, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user")
     gs = fast.info["resolution"]
     assert gs == (tuple(math.ceil(math.sqrt(b)) for b in sizes) if real_values else (1,) * k)
     eps0, delta0 = level_budget(EPS, DELTA, k)
@@ -73,7 +76,7 @@ def test_concurrent_per_user_matches_reference_loop(sizes, n, real_values):
 def test_fixed_resolution_matches_reference_loop(resolution):
     runs, n, seed, sizes = 2, 36, 8, (12, 3)
     x = np.random.default_rng(3).random((runs, n))
-    fast = C.concurrent_psco(x, 2, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user", resolution=resolution)
+    fast = concurrent_psco(x, 2, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user", resolution=resolution)
     gs = (resolution, resolution)
     eps0, delta0 = level_budget(EPS, DELTA, 2)
     ps = [rr_flip_probability(b * g, *group_budget(eps0, delta0, g)) for b, g in zip(sizes, gs)]
@@ -86,7 +89,7 @@ def test_fixed_resolution_matches_reference_loop(resolution):
 def test_local_matches_reference_loop():
     runs, n, seed = 2, 40, 3
     x = (np.random.default_rng(0).random((runs, n)) < 0.3).astype(np.uint8)
-    fast = C.local_psco(x, 0.7, np.random.default_rng(seed))
+    fast = local_psco(x, 0.7, np.random.default_rng(seed))
     u = np.random.default_rng(seed).random((runs, n))
     p = 2 / (math.exp(0.7) + 1)
     for r in range(runs):
@@ -98,7 +101,7 @@ def test_extrapolating_matches_reference_loop():
     x = (np.random.default_rng(1).random((runs, n)) < 0.6).astype(np.uint8)
     eps0, delta0 = level_budget(EPS, DELTA, 2)
     ps = [rr_flip_probability(b, eps0, delta0) for b in sizes]
-    fast = C.extrapolating_psco(x, 2, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user")
+    fast = extrapolating_psco(x, 2, EPS, DELTA, np.random.default_rng(seed), batch_sizes=sizes, sampling="per_user")
     _, w = _uniform_layout(seed, (1, 1), runs, n, False)
     u = np.stack([w_i[:, :, 0] for w_i in w])
     for r in range(runs):
@@ -111,7 +114,7 @@ def test_central_tree_matches_tree_mechanism(noise):
     """Same generator: the whole-stream central tree equals TreeMechanism stepped user by user."""
     runs, n, seed = 3, 37, 5
     x = np.random.default_rng(2).random((runs, n))
-    fast = C.central_tree_psco(x, EPS, DELTA, np.random.default_rng(seed), noise=noise)
+    fast = central_tree_psco(x, EPS, DELTA, np.random.default_rng(seed), noise=noise)
     mech = TreeMechanism(n, (1,), fast.info["scale"], batch_shape=(runs,), noise=noise)
     rng = np.random.default_rng(seed)
     slow = np.zeros((runs, n + 1))
@@ -130,8 +133,8 @@ def test_aggregate_and_per_user_agree_in_distribution():
     """
     n, sizes, runs = 24, (8, 4, 1), 20_000
     x = np.tile((np.arange(n) % 3 == 0).astype(np.uint8), (runs, 1))
-    agg = C.concurrent_psco(x, 3, EPS, DELTA, np.random.default_rng(0), batch_sizes=sizes, return_levels=True)
-    usr = C.concurrent_psco(x, 3, EPS, DELTA, np.random.default_rng(1), batch_sizes=sizes, sampling="per_user", return_levels=True)
+    agg = concurrent_psco(x, 3, EPS, DELTA, np.random.default_rng(0), batch_sizes=sizes, return_levels=True)
+    usr = concurrent_psco(x, 3, EPS, DELTA, np.random.default_rng(1), batch_sizes=sizes, sampling="per_user", return_levels=True)
     n_batches = sum(n // b for b in sizes)
     for la, lu in zip(agg.info["level_sums"], usr.info["level_sums"]):
         for j in range(la.shape[1]):
@@ -174,9 +177,9 @@ def test_nested_estimates_exact_without_noise(a, r, k, extra, seed):
     sizes = tuple(a * r ** (k - i) for i in range(1, k + 1))
     n = sizes[0] + extra
     x = (np.random.default_rng(seed).random((2, n)) < 0.5).astype(np.uint8)
-    counts = C._level_counts(x, sizes)
-    est = C._nested_estimates([c.astype(float) for c in counts], sizes)
-    s = C.prefix_sums(x)
+    counts = _level_counts(x, sizes)
+    est = _nested_estimates([c.astype(float) for c in counts], sizes)
+    s = prefix_sums(x)
     np.testing.assert_array_equal(est, s[:, :: sizes[-1]][:, : est.shape[1]])
 
 
@@ -185,9 +188,9 @@ def test_sup_error_block_shortcut_equals_full_path():
     for n, block in [(50, 1), (50, 7), (64, 8), (65, 8)]:
         x = rng.random((3, n))
         values = rng.normal(0, 5, (3, n // block + 1)) + np.arange(n // block + 1) * block * 0.5
-        rel = C.ContinualRelease(n=n, block=block, values=values)
-        full = np.max(np.abs(rel.path() - C.prefix_sums(x)), axis=1)
-        np.testing.assert_allclose(C.sup_error(rel, x), full)
+        rel = ContinualRelease(n=n, block=block, values=values)
+        full = np.max(np.abs(rel.path() - prefix_sums(x)), axis=1)
+        np.testing.assert_allclose(sup_error(rel, x), full)
 
 
 def test_unbiased_estimates():
@@ -201,7 +204,7 @@ def test_unbiased_estimates():
     rng = np.random.default_rng(12)
     for x1 in ((rng.random(n) < 0.5).astype(np.uint8), rng.random(n)):
         x = np.tile(x1, (runs, 1))
-        rel = C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=sizes)
+        rel = concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=sizes)
         s = np.r_[0.0, np.cumsum(x1)]
         times = np.arange(0, n + 1, sizes[-1])
         var = np.zeros(times.size)
@@ -228,8 +231,8 @@ def test_error_scaling_sanity():
     rng = np.random.default_rng(4)
     errs = {}
     for n in (16_000, 256_000):
-        x = C.sample_bernoulli_input(n, rng, runs=20)
-        errs[n] = {name: C.sup_error(C.run_psco(name, x, EPS, DELTA, rng), x).mean() for name in ("local", "sequential", "central")}
+        x = sample_bernoulli_input(n, rng, runs=20)
+        errs[n] = {name: sup_error(run_psco(name, x, EPS, DELTA, rng), x).mean() for name in ("local", "sequential", "central")}
     ratio = {name: errs[256_000][name] / errs[16_000][name] for name in errs[16_000]}
     assert 3.0 < ratio["local"] < 5.3
     assert 2.0 < ratio["sequential"] < 3.5
@@ -240,8 +243,8 @@ def test_error_scaling_sanity():
 def test_optimal_schedule_exponents():
     """The derived schedule: b_k grows like n^{1/(2k+1)} and b_1 like n^{(2k−1)/(2k+1)} (asymptotically)."""
     for k in (1, 2):
-        small = C.optimal_batch_sizes(10**8, k, EPS, DELTA)
-        large = C.optimal_batch_sizes(10**12, k, EPS, DELTA)
+        small = optimal_batch_sizes(10**8, k, EPS, DELTA)
+        large = optimal_batch_sizes(10**12, k, EPS, DELTA)
         slope_k = math.log(large[-1] / small[-1]) / math.log(1e4)
         slope_1 = math.log(large[0] / small[0]) / math.log(1e4)
         assert abs(slope_k - 1 / (2 * k + 1)) < 0.07
@@ -249,15 +252,15 @@ def test_optimal_schedule_exponents():
 
 
 def test_accounting_guarantee():
-    sizes = C.optimal_batch_sizes(10**5, 3, EPS, DELTA)
-    acc = C.psco_accounting(10**5, EPS, DELTA, sizes)
+    sizes = optimal_batch_sizes(10**5, 3, EPS, DELTA)
+    acc = psco_accounting(10**5, EPS, DELTA, sizes)
     eps_total, delta_total = acc["guarantee"]
     assert eps_total <= EPS * (1 + 1e-9) and delta_total <= DELTA * (1 + 1e-9)
     for row in acc["levels"]:
         assert row["certified_delta"] <= row["delta0"]
-    tree = C.tree_psco(np.zeros((1, 1000), dtype=np.uint8), EPS, DELTA, np.random.default_rng(0))
-    assert tree.info["k"] == T.tree_levels(1000) == 10
-    assert tree.info["batch_sizes"] == C.dyadic_batch_sizes(1000)
+    tree = tree_psco(np.zeros((1, 1000), dtype=np.uint8), EPS, DELTA, np.random.default_rng(0))
+    assert tree.info["k"] == tree_levels(1000) == 10
+    assert tree.info["batch_sizes"] == dyadic_batch_sizes(1000)
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,27 +271,27 @@ def test_accounting_guarantee():
 def test_rep_big_formulas():
     n, k, eps = 10**6, 2, 0.8
     c = math.exp(eps) / (math.exp(2 * eps) + 1)
-    assert T.c_epsilon(eps) == pytest.approx(c)
-    assert T.rep_nk(n, k, eps) == pytest.approx(0.5 * n ** (1 / 5) * c ** (4 / 5))
-    assert T.big_nk(n, k, eps) == pytest.approx(n ** (3 / 5) * c ** (2 / 5))
+    assert c_epsilon(eps) == pytest.approx(c)
+    assert rep_nk(n, k, eps) == pytest.approx(0.5 * n ** (1 / 5) * c ** (4 / 5))
+    assert big_nk(n, k, eps) == pytest.approx(n ** (3 / 5) * c ** (2 / 5))
 
 
 @settings(max_examples=50, deadline=None)
 @given(n=st.floats(1e3, 1e15), k=st.integers(1, 6), eps=st.floats(0.01, 5.0))
 def test_rep_of_big_batch_is_rep(n, k, eps):
     """rep_{Big_{n,k}, k−1} = rep_{n,k}: the induction step of the lower bound keeps the run length."""
-    assert T.rep_nk(T.big_nk(n, k, eps), k - 1, eps) == pytest.approx(T.rep_nk(n, k, eps), rel=1e-9)
+    assert rep_nk(big_nk(n, k, eps), k - 1, eps) == pytest.approx(rep_nk(n, k, eps), rel=1e-9)
 
 
 def test_hard_input_structure():
     n, k, eps = 5_000, 1, 1.0
-    rep = max(1, int(T.rep_nk(n, k, eps)))
+    rep = max(1, int(rep_nk(n, k, eps)))
     rng = np.random.default_rng(0)
     for ell in (0, 3, rep):
-        x = C.sample_hard_input(n, k, eps, rng, runs=4, prefix_length=ell, prefix_value=1)
+        x = sample_hard_input(n, k, eps, rng, runs=4, prefix_length=ell, prefix_value=1)
         assert x.shape == (4, n) and x.dtype == np.uint8
         assert np.all(x[:, :ell] == 1)
-        singles = C.hard_input_single_positions(n, k, eps, ell)
+        singles = hard_input_single_positions(n, k, eps, ell)
         assert singles[0] == ell and np.all(np.diff(singles) == rep + 1)
         for s in singles[:-1]:
             block = x[:, s + 1 : s + 1 + rep]
@@ -298,9 +301,9 @@ def test_hard_input_structure():
 def test_hard_input_bits_are_fair_coins():
     """Single and repeated bits are Ber(1/2): binomial tests at level 1e-4 each."""
     n, k, eps = 200_000, 1, 1.0
-    rep = max(1, int(T.rep_nk(n, k, eps)))
-    x = C.sample_hard_input(n, k, eps, np.random.default_rng(1), runs=3, prefix_length=0)
-    pos = C.hard_input_single_positions(n, k, eps, 0)
+    rep = max(1, int(rep_nk(n, k, eps)))
+    x = sample_hard_input(n, k, eps, np.random.default_rng(1), runs=3, prefix_length=0)
+    pos = hard_input_single_positions(n, k, eps, 0)
     singles = x[:, pos].ravel()
     repeated = x[:, pos[:-1] + 1].ravel()
     for bits in (singles, repeated):
@@ -312,7 +315,7 @@ def test_hard_input_bits_are_fair_coins():
 
 
 def test_hard_input_default_prefix_varies():
-    x = C.sample_hard_input(3_000, 2, 1.0, np.random.default_rng(3), runs=50)
+    x = sample_hard_input(3_000, 2, 1.0, np.random.default_rng(3), runs=50)
     assert x.shape == (50, 3_000)
 
 
@@ -322,20 +325,20 @@ def test_hard_input_default_prefix_varies():
 
 
 def test_theory_exponents():
-    assert T.predicted_error_exponent("local") == 0.5
-    assert T.predicted_error_exponent("sequential") == pytest.approx(1 / 3)
-    assert T.predicted_error_exponent("concurrent", 3) == pytest.approx(1 / 7)
-    assert T.predicted_error_exponent("tree") == 0.0
-    assert T.predicted_regret_exponent("concurrent", 1) == pytest.approx(2 / 3)
-    assert T.predicted_regret_exponent("sequential") == 0.6
-    assert T.predicted_regret_exponent("local") == 0.75
+    assert predicted_error_exponent("local") == 0.5
+    assert predicted_error_exponent("sequential") == pytest.approx(1 / 3)
+    assert predicted_error_exponent("concurrent", 3) == pytest.approx(1 / 7)
+    assert predicted_error_exponent("tree") == 0.0
+    assert predicted_regret_exponent("concurrent", 1) == pytest.approx(2 / 3)
+    assert predicted_regret_exponent("sequential") == 0.6
+    assert predicted_regret_exponent("local") == 0.75
     ns = np.geomspace(1e3, 1e9, 7)
-    slope, _, _ = T.fit_power_law(ns, T.concurrent_error_rate(ns, 2, 1.0))
+    slope, _, _ = fit_power_law(ns, concurrent_error_rate(ns, 2, 1.0))
     assert slope == pytest.approx(0.2)
-    slope, _, _ = T.fit_power_law(ns, T.bandit_regret_rate(ns, 2, 1.0))
+    slope, _, _ = fit_power_law(ns, bandit_regret_rate(ns, 2, 1.0))
     assert slope == pytest.approx(0.6)
     b = np.geomspace(1, 1e6, 2001)
-    best = b[np.argmin(T.sequential_bandit_regret(1e10, b))]
+    best = b[np.argmin(sequential_bandit_regret(1e10, b))]
     assert best == pytest.approx(0.25 ** 0.8 * 1e10**0.6, rel=0.05)  # B* = (n^{3/4}/4)^{4/5}
 
 
@@ -348,56 +351,56 @@ def test_bad_inputs():
     rng = np.random.default_rng(0)
     x = np.zeros((2, 100), dtype=np.uint8)
     with pytest.raises(ValueError, match="k"):
-        C.concurrent_psco(x, 0, EPS, DELTA, rng)
+        concurrent_psco(x, 0, EPS, DELTA, rng)
     with pytest.raises(ValueError, match="k"):
-        C.concurrent_psco(x, 9, EPS, DELTA, rng)
+        concurrent_psco(x, 9, EPS, DELTA, rng)
     with pytest.raises(ValueError, match="k"):
-        C.optimal_batch_sizes(100, 0, EPS, DELTA)
+        optimal_batch_sizes(100, 0, EPS, DELTA)
     with pytest.raises(ValueError, match="k"):
-        C.sample_hard_input(100, 0, EPS, rng)
+        sample_hard_input(100, 0, EPS, rng)
     with pytest.raises(ValueError, match="batch_sizes"):
-        C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(10, 4))
+        concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(10, 4))
     with pytest.raises(ValueError, match="batch_sizes"):
-        C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(200, 10))
+        concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(200, 10))
     with pytest.raises(ValueError, match="batch_sizes"):
-        C.concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(10,))
+        concurrent_psco(x, 2, EPS, DELTA, rng, batch_sizes=(10,))
     with pytest.raises(ValueError, match="batch_sizes"):
-        C.psco_accounting(100, EPS, DELTA, (10, 10))
+        psco_accounting(100, EPS, DELTA, (10, 10))
     with pytest.raises(ValueError, match="x"):
-        C.concurrent_psco(np.full((1, 10), 1.5), 1, EPS, DELTA, rng)
+        concurrent_psco(np.full((1, 10), 1.5), 1, EPS, DELTA, rng)
     with pytest.raises(ValueError, match="x"):
-        C.local_psco(np.full(10, -0.1), EPS, rng)
+        local_psco(np.full(10, -0.1), EPS, rng)
     with pytest.raises(ValueError, match="x"):
-        C.central_tree_psco(np.full(10, np.nan), EPS, DELTA, rng)
+        central_tree_psco(np.full(10, np.nan), EPS, DELTA, rng)
     with pytest.raises(ValueError, match="x"):
-        C.tree_psco(np.full((1, 1, 10), 0.5), EPS, DELTA, rng)
+        tree_psco(np.full((1, 1, 10), 0.5), EPS, DELTA, rng)
     for bad_eps in (0.0, -1.0, math.inf):
         with pytest.raises(ValueError, match="epsilon"):
-            C.concurrent_psco(x, 1, bad_eps, DELTA, rng)
+            concurrent_psco(x, 1, bad_eps, DELTA, rng)
     for bad_delta in (0.0, 1.0, 2.0):
         with pytest.raises(ValueError, match="delta"):
-            C.sequential_psco(x, EPS, bad_delta, rng)
+            sequential_psco(x, EPS, bad_delta, rng)
     with pytest.raises(ValueError, match="delta"):
-        C.run_psco("local", x, EPS, 0.0, rng)
+        run_psco("local", x, EPS, 0.0, rng)
     with pytest.raises(TypeError, match="rng"):
-        C.concurrent_psco(x, 1, EPS, DELTA, None)
+        concurrent_psco(x, 1, EPS, DELTA, None)
     with pytest.raises(ValueError, match="sampling"):
-        C.concurrent_psco(x, 1, EPS, DELTA, rng, sampling="fast")
+        concurrent_psco(x, 1, EPS, DELTA, rng, sampling="fast")
     with pytest.raises(ValueError, match="name"):
-        C.run_psco("magic", x, EPS, DELTA, rng)
+        run_psco("magic", x, EPS, DELTA, rng)
     with pytest.raises(ValueError, match="k"):
-        C.run_psco("concurrent", x, EPS, DELTA, rng)
+        run_psco("concurrent", x, EPS, DELTA, rng)
     with pytest.raises(ValueError, match="prefix_length"):
-        C.sample_hard_input(1000, 1, EPS, rng, prefix_length=10**6)
+        sample_hard_input(1000, 1, EPS, rng, prefix_length=10**6)
     with pytest.raises(ValueError, match="prefix_value"):
-        C.sample_hard_input(1000, 1, EPS, rng, prefix_value=2)
+        sample_hard_input(1000, 1, EPS, rng, prefix_value=2)
     with pytest.raises(ValueError, match="times"):
-        C.local_psco(x, EPS, rng).estimates([101])
+        local_psco(x, EPS, rng).estimates([101])
     with pytest.raises(ValueError, match="x"):
-        C.sup_error(C.local_psco(x, EPS, rng), np.zeros((2, 99)))
+        sup_error(local_psco(x, EPS, rng), np.zeros((2, 99)))
     with pytest.raises(ValueError, match="n"):
-        T.rep_nk(0, 1, EPS)
+        rep_nk(0, 1, EPS)
     with pytest.raises(ValueError, match="epsilon"):
-        T.c_epsilon(0.0)
+        c_epsilon(0.0)
     with pytest.raises(ValueError, match="algorithm"):
-        T.predicted_error_exponent("quantum")
+        predicted_error_exponent("quantum")

@@ -14,17 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference_ddg as ref
-from fedbandit.accounting import ddg as acc
-from fedbandit.mechanisms.ddg import (
-    DDGMechanism,
-    conditional_randomized_round,
-    ddg_noisy_sum,
-    ddg_params,
-    ddg_params_from_gamma,
-    modular_clip,
-)
+from fedbandit.accounting.ddg import ddg_delta2, ddg_epsilon, ddg_rdp, ddg_sigma_for_epsilon, ddg_tau, ddg_zcdp_epsilon, single_dg_sum_epsilon, sum_closeness_bound
+from fedbandit.mechanisms.ddg import DDGMechanism, conditional_randomized_round, ddg_noisy_sum, modular_clip
+from fedbandit.accounting.ddg import ddg_params, ddg_params_from_gamma
 from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
-from fedbandit.mechanisms.gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon, analytic_gaussian_sigma
+from fedbandit.accounting.gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon, analytic_gaussian_sigma
 
 BETA = math.exp(-0.5)
 
@@ -37,30 +31,30 @@ def _unit_vectors(rng, n, d, c):
 # ---------------------------------------------------------------- accounting
 def test_paper_example_prop13():
     """[KLS21]: sigma = Delta = 1, n = 1e4 gives epsilon < 0.02."""
-    assert acc.single_dg_sum_epsilon(1.0, 1.0, 10_000) < 0.02
+    assert single_dg_sum_epsilon(1.0, 1.0, 10_000) < 0.02
 
 
 def test_paper_example_theorem11():
     """[KLS21]: sigma^2 = tau^2 = 3 gives a max-divergence bound <= 1e-12."""
-    assert acc.sum_closeness_bound(3.0, 3.0) <= 1e-12
+    assert sum_closeness_bound(3.0, 3.0) <= 1e-12
     with pytest.raises(ValueError, match="<= 8"):
-        acc.sum_closeness_bound(0.1, 0.1)
+        sum_closeness_bound(0.1, 0.1)
 
 
 def test_tau_and_delta2():
-    assert acc.ddg_tau(5.0, 1) == 0.0
-    assert acc.ddg_tau(0.5, 100) > acc.ddg_tau(1.0, 100) > 0
+    assert ddg_tau(5.0, 1) == 0.0
+    assert ddg_tau(0.5, 100) > ddg_tau(1.0, 100) > 0
     # beta = 0: worst case c + gamma sqrt(d); beta > 0 is never larger
-    assert acc.ddg_delta2(1.0, 0.1, 100, 0.0) == pytest.approx(2.0)
-    assert acc.ddg_delta2(1.0, 0.1, 100, BETA) <= 2.0
-    assert acc.ddg_delta2(1.0, 1e-9, 100, BETA) == pytest.approx(1.0, rel=1e-6)
+    assert ddg_delta2(1.0, 0.1, 100, 0.0) == pytest.approx(2.0)
+    assert ddg_delta2(1.0, 0.1, 100, BETA) <= 2.0
+    assert ddg_delta2(1.0, 1e-9, 100, BETA) == pytest.approx(1.0, rel=1e-6)
 
 
 def test_rdp_is_at_most_the_zcdp_form():
     orders = np.array([1.5, 2.0, 10.0, 100.0])
     d2, s, g, n, d = 10.0, 3.0, 1.0, 50, 256
-    rdp = acc.ddg_rdp(orders, d2, s, g, n, d)
-    eps = acc.ddg_zcdp_epsilon(d2, s, g, n, d)
+    rdp = ddg_rdp(orders, d2, s, g, n, d)
+    eps = ddg_zcdp_epsilon(d2, s, g, n, d)
     assert np.all(rdp <= orders * eps**2 / 2 + 1e-12)
 
 
@@ -68,12 +62,12 @@ def test_rdp_is_at_most_the_zcdp_form():
 def test_sigma_for_epsilon_inverts_epsilon(method):
     kw = dict(c=10.0, gamma=0.05, beta=BETA, n=100, d=256, delta=1e-5, method=method)
     for eps in [0.75, 2.0, 6.0]:
-        s = acc.ddg_sigma_for_epsilon(eps, **kw)
-        assert acc.ddg_epsilon(s, **kw) == pytest.approx(eps, rel=1e-6)
+        s = ddg_sigma_for_epsilon(eps, **kw)
+        assert ddg_epsilon(s, **kw) == pytest.approx(eps, rel=1e-6)
     # fewer honest clients (dropouts) -> larger epsilon at fixed noise
-    s = acc.ddg_sigma_for_epsilon(1.0, **kw)
+    s = ddg_sigma_for_epsilon(1.0, **kw)
     kw2 = dict(kw, n=60)
-    assert acc.ddg_epsilon(s, **kw2) > 1.0
+    assert ddg_epsilon(s, **kw2) > 1.0
 
 
 def test_analytic_gaussian_known_value_and_inverse():
@@ -101,7 +95,7 @@ def test_gamma_solves_the_modular_range_equation(growth):
     assert 2**14 * p.gamma == pytest.approx(rhs, rel=1e-8)
     assert p.epsilon_for(100) == pytest.approx(2.0, rel=1e-6)
     assert p.d_pad == 256
-    assert p.delta2 == pytest.approx(acc.ddg_delta2(10.0, p.gamma, 256, BETA))
+    assert p.delta2 == pytest.approx(ddg_delta2(10.0, p.gamma, 256, BETA))
 
 
 def test_more_bits_finer_grid():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedbandit.mechanisms import discrete_gaussian as dg
+from fedbandit.mechanisms.discrete_gaussian import _as_fraction, _build_tables, _exp_bounds, _resolve_candidate
 from fedbandit.mechanisms.discrete_gaussian import (
     bernoulli_exp_reference,
     discrete_gaussian_pmf,
@@ -113,7 +113,7 @@ def test_bernoulli_exp_reference_rate():
 def test_exp_bounds_bracket_the_true_value():
     getcontext().prec = 80
     for z in [Fraction(-1, 3), Fraction(-17, 2), Fraction(1, 7), Fraction(-250, 3), Fraction(1), Fraction(0)]:
-        lo, hi = dg._exp_bounds(z, 120)
+        lo, hi = _exp_bounds(z, 120)
         true = (Decimal(z.numerator) / Decimal(z.denominator)).exp() * (Decimal(2) ** 120)
         assert Decimal(lo) <= true <= Decimal(hi)
         assert hi - lo <= 4
@@ -123,7 +123,7 @@ def test_tables_bracket_thresholds():
     """Every table entry brackets the exact threshold (checked with 80-digit decimals)."""
     getcontext().prec = 80
     sigma2 = Fraction(7.3) ** 2
-    tab = dg._build_tables(sigma2)
+    tab = _build_tables(sigma2)
     t, s = tab.t, tab.s
     for g in range(0, tab.gtab + 2):
         q = (Decimal(-g) / Decimal(t)).exp() * (Decimal(2) ** 64)
@@ -138,7 +138,7 @@ def test_tables_bracket_thresholds():
 @pytest.mark.parametrize("sigma", [0.7, 10.0, 1000.0])
 def test_slow_path_agrees_with_fast_decisions(sigma):
     """The lazy exact resolution gives the fast path's answer whenever the fast path decides."""
-    tab = dg._build_tables(dg._as_fraction(sigma) ** 2)
+    tab = _build_tables(_as_fraction(sigma) ** 2)
     rng = np.random.default_rng(5)
     m = 400
     r1 = rng.integers(0, 2**64, size=m, dtype=np.uint64)
@@ -153,16 +153,16 @@ def test_slow_path_agrees_with_fast_decisions(sigma):
     accept = ok & sure & ~(neg & (g == 0))
     for i in np.flatnonzero(decided):
         expected = (int(-g[i]) if neg[i] else int(g[i])) if accept[i] else None
-        assert dg._resolve_candidate(tab, int(r1[i]), int(r2[i]), rng) == expected
+        assert _resolve_candidate(tab, int(r1[i]), int(r2[i]), rng) == expected
 
 
 def test_undecided_comparisons_are_resolved_exactly():
     """Force the rare path: a prefix sitting exactly on a threshold bracket is still decided."""
-    tab = dg._build_tables(Fraction(9))
+    tab = _build_tables(Fraction(9))
     rng = np.random.default_rng(0)
     g = 3
     r1 = int(tab.lq[g])  # undecided for U1 < q^3
-    results = {dg._resolve_candidate(tab, r1, 0, rng) for _ in range(5)}
+    results = {_resolve_candidate(tab, r1, 0, rng) for _ in range(5)}
     assert results <= {2, 3}  # G is 2 or 3 depending on further bits; sign +, accepted (a = 0)
 
 

@@ -9,27 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedbandit.audit.epsilon import audit_epsilon
-from fedbandit.audit.schedule import (
-    ActionIs,
-    DP20ScheduleMechanism,
-    FirstSync,
-    FixedBatchScheduleMechanism,
-    SyncAt,
-    UsersEnv,
-    alice_threshold,
-    alice_tracy_instance,
-    select_action_attack,
-)
+from fedbandit.audit.schedule import ActionIs, DP20ScheduleMechanism, FirstSync, FixedBatchScheduleMechanism, SyncAt, alice_threshold, alice_tracy_instance, select_action_attack
+from fedbandit.envs.users import UsersEnv
 from fedbandit.envs.linear import SyntheticLinearEnv
-from fedbandit.learners.dp20 import (
-    FedUCB,
-    RunwiseTree,
-    dp20_m,
-    dp20_sigma,
-    noise_bound,
-    simulate,
-    wang_threshold,
-)
+from fedbandit.learners.dp20 import FedUCB, RunwiseTree, noise_bound, simulate, wang_threshold
+from fedbandit.accounting.calibration import dp20_m, dp20_sigma
 
 from reference_dp20 import reference_feducb
 

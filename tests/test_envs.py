@@ -5,14 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit.envs.linear import (
-    DEFAULT_MSLR_PATH,
-    MSLR_ANCHOR_URL_COLUMNS,
-    RealDataLinearEnv,
-    SyntheticLinearEnv,
-    build_mslr_instance,
-    load_mslr_instance,
-)
+from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
+from fedbandit.envs.mslr import DEFAULT_MSLR_PATH, MSLR_ANCHOR_URL_COLUMNS, build_mslr_instance, load_mslr_instance
 
 
 def test_synthetic_shapes_and_normalization():

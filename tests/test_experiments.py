@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit.experiments import grid as ex
+from fedbandit.experiments.grid import _MAGIC
 from fedbandit.experiments.grid import config_hash, default_cache_dir, make_rng, run_grid, stack_results
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -315,7 +315,7 @@ def test_corrupt_entries_are_recomputed_never_loaded(tmp_path, call_log, referen
     garbage.write_bytes(os.urandom(200))
     truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
     wrong_key.write_bytes(donor.read_bytes())  # valid checksum, but another grid point
-    header_only.write_bytes(ex._MAGIC)
+    header_only.write_bytes(_MAGIC)
     # A leftover temporary file of a killed writer (a truncated pickle) is never read.
     (garbage.parent / f".{donor.name}.abc123.tmp").write_bytes(pickle.dumps(("x", 1))[:5])
     n_before = len(hx.read_calls(call_log))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB, make_protocol
-from fedbandit.mechanisms.ddg import ddg_params
+from fedbandit.accounting.ddg import ddg_params
 from fedbandit.protocols.tree import AUTO_BITS_ROUNDING_SHARE, CentralTreeProtocol, DDGSecAggProtocol
 
 

@@ -6,21 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedbandit.accounting import zcdp as acc
+from fedbandit import accounting as acc
 from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
-from fedbandit.protocols.tree import (
-    CJMP21_CONSTANT,
-    CentralTreeProtocol,
-    NonPrivateProtocol,
-    ShuffleAmplificationProtocol,
-    SiloLDPProtocol,
-    VectorSumShuffle,
-    VectorSumShuffleProtocol,
-    pack_statistics,
-    shuffle_messages,
-    unpack_statistics,
-)
-from fedbandit.theory.linear import ldp_sigma0
+from fedbandit.protocols.tree import CentralTreeProtocol, NonPrivateProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol, pack_statistics, unpack_statistics
+from fedbandit.protocols.intermediaries import shuffle_messages
+from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT, VectorSumShuffle
+from fedbandit.accounting.calibration import ldp_sigma0
 
 
 def _configured(p, M=3, d=2, K=7, B=2, R=1, seed=0, **kw):

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms.ddg import DDGMechanism, ddg_params
+from fedbandit.mechanisms.ddg import DDGMechanism
+from fedbandit.accounting.ddg import ddg_params
 from fedbandit.secagg.protocol import (
     PRIME,
     AdvertiseKeys,

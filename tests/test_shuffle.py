@@ -10,8 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms import randomized_response as S
-from fedbandit.accounting.zcdp import advanced_composition
+from fedbandit._validation import check_batch_sizes
+from fedbandit.accounting.composition import level_budget
+from fedbandit.accounting.shuffle import local_rr_flip_probability, rr_estimator_variance, rr_flip_probability, rr_message_probabilities, rr_shuffle_delta, rr_shuffle_delta_exact
+from fedbandit.mechanisms.randomized_response import RRShuffleSummation, randomized_round, rr_debias, rr_randomize, sample_rr_counts
+from fedbandit.protocols.intermediaries import Allocation, ConcurrentShuffleModel, MixedRadixServer, Shuffler
+from fedbandit.accounting.composition import advanced_composition
 
 
 # ---------------------------------------------------------------------------------------
@@ -26,16 +30,16 @@ def test_delta_single_user_is_local_rr(epsilon, p):
     q0, q1 = p / 2, 1 - p / 2
     e = math.exp(epsilon)
     exact = max(0.0, q1 - e * q0) + max(0.0, (1 - q1) - e * (1 - q0))
-    assert S.rr_shuffle_delta(epsilon, 1, p) == pytest.approx(exact, abs=1e-15)
+    assert rr_shuffle_delta(epsilon, 1, p) == pytest.approx(exact, abs=1e-15)
 
 
 @pytest.mark.parametrize("m", [2, 5, 12, 30])
 @pytest.mark.parametrize("epsilon,p", [(0.5, 0.3), (1.0, 0.1), (1.0, 0.5), (2.0, 0.05)])
 def test_blanket_bound_dominates_exact_worst_case(m, epsilon, p):
     """The blanket bound is an upper bound on the exact δ over every dataset of the others."""
-    bound = S.rr_shuffle_delta(epsilon, m, p)
+    bound = rr_shuffle_delta(epsilon, m, p)
     worst = max(
-        S.rr_shuffle_delta_exact(epsilon, np.r_[np.ones(c), np.zeros(m - 1 - c)].astype(int), p) for c in range(m)
+        rr_shuffle_delta_exact(epsilon, np.r_[np.ones(c), np.zeros(m - 1 - c)].astype(int), p) for c in range(m)
     )
     assert worst <= bound * (1 + 1e-9) + 1e-15
     # and it is not loose by orders of magnitude (all-zero others is close to the worst case)
@@ -51,29 +55,29 @@ def test_blanket_bound_dominates_exact_worst_case(m, epsilon, p):
 )
 def test_delta_is_monotone_in_p(m, epsilon, p1, p2):
     lo, hi = sorted((p1, p2))
-    assert S.rr_shuffle_delta(epsilon, m, hi) <= S.rr_shuffle_delta(epsilon, m, lo) + 1e-12
+    assert rr_shuffle_delta(epsilon, m, hi) <= rr_shuffle_delta(epsilon, m, lo) + 1e-12
 
 
 @pytest.mark.parametrize("m", [1, 7, 100, 10_000, 10**7])
 @pytest.mark.parametrize("epsilon,delta", [(1.0, 1e-6), (0.2, 1e-8)])
 def test_flip_probability_meets_target_and_is_minimal(m, epsilon, delta):
-    p = S.rr_flip_probability(m, epsilon, delta)
-    assert 0 < p <= S.local_rr_flip_probability(epsilon) * (1 + 1e-12)
-    assert S.rr_shuffle_delta(epsilon, m, p) <= delta
+    p = rr_flip_probability(m, epsilon, delta)
+    assert 0 < p <= local_rr_flip_probability(epsilon) * (1 + 1e-12)
+    assert rr_shuffle_delta(epsilon, m, p) <= delta
     if m > 1:
-        assert S.rr_shuffle_delta(epsilon, m, p * 0.999) > delta
+        assert rr_shuffle_delta(epsilon, m, p * 0.999) > delta
 
 
 def test_flip_probability_large_batches_give_constant_error():
     """m·p → λ(ε, δ): the debiased batch sum has O(sqrt(log(1/δ))/ε) error whatever m (Cheu et al. 2019)."""
-    stds = [math.sqrt(S.rr_estimator_variance(m, S.rr_flip_probability(m, 1.0, 1e-6))) for m in (10**4, 10**6, 10**8)]
+    stds = [math.sqrt(rr_estimator_variance(m, rr_flip_probability(m, 1.0, 1e-6))) for m in (10**4, 10**6, 10**8)]
     assert max(stds) / min(stds) < 1.05
     assert 1.0 < stds[-1] < 4 * math.sqrt(math.log(1e6))
 
 
 def test_level_budget_composes_back():
     for k in (1, 2, 3, 10, 24):
-        eps0, delta0 = S.level_budget(1.0, 1e-6, k)
+        eps0, delta0 = level_budget(1.0, 1e-6, k)
         basic = (k * eps0, k * delta0)
         adv = advanced_composition(eps0, delta0, k, 0.5e-6) if k > 1 else basic
         assert min(basic[0], adv[0]) <= 1.0 + 1e-9
@@ -94,16 +98,16 @@ def test_rr_debias_unbiased_and_variance():
     rng = np.random.default_rng(1)
     m, p, runs = 50, 0.4, 20_000
     bits = (rng.random(m) < 0.3).astype(np.uint8)
-    msgs = S.rr_randomize(np.tile(bits, (runs, 1)), p, rng)
-    est = S.rr_debias(msgs.sum(axis=1), m, p)
-    var = S.rr_estimator_variance(m, p)
+    msgs = rr_randomize(np.tile(bits, (runs, 1)), p, rng)
+    est = rr_debias(msgs.sum(axis=1), m, p)
+    var = rr_estimator_variance(m, p)
     z = (est.mean() - bits.sum()) / math.sqrt(var / runs)
     assert abs(z) < 4.5
     assert abs(est.var() / var - 1) < 0.06
 
 
 def _exact_count_pmf(c, m, p):
-    q0, q1 = S.rr_message_probabilities(p)
+    q0, q1 = rr_message_probabilities(p)
     return np.convolve(stats.binom.pmf(np.arange(c + 1), c, q1), stats.binom.pmf(np.arange(m - c + 1), m - c, q0))
 
 
@@ -114,10 +118,10 @@ def test_aggregate_counts_agree_with_per_user_simulation(m, c):
     rng = np.random.default_rng(m * 100 + c)
     p = 0.35
     runs = 40_000
-    z_agg = S.sample_rr_counts(np.full(runs, c), m, p, rng)
+    z_agg = sample_rr_counts(np.full(runs, c), m, p, rng)
     bits = np.zeros((runs, m), dtype=np.uint8)
     bits[:, :c] = 1
-    z_user = S.rr_randomize(bits, p, rng).sum(axis=1)
+    z_user = rr_randomize(bits, p, rng).sum(axis=1)
     pmf = _exact_count_pmf(c, m, p)
     support = pmf > 5.0 / runs  # pool the thin tails into one cell
     for z in (z_agg, z_user):
@@ -137,13 +141,13 @@ def test_randomized_round_unbiased():
     """Mean of rounded bits equals x (z-test |z| < 4.5, false-alarm rate < 1e-5 per value)."""
     rng = np.random.default_rng(3)
     x = np.array([0.0, 0.1, 0.5, 0.9, 1.0])
-    bits = S.randomized_round(np.tile(x, (50_000, 1)), rng)
+    bits = randomized_round(np.tile(x, (50_000, 1)), rng)
     se = np.sqrt(np.maximum(x * (1 - x), 1e-12) / 50_000)
     assert np.all(np.abs(bits.mean(axis=0) - x) < 4.5 * se + 1e-12)
 
 
 def test_summation_protocol_object():
-    proto = S.RRShuffleSummation(200, 1.0, 1e-6)
+    proto = RRShuffleSummation(200, 1.0, 1e-6)
     assert proto.certified_delta <= 1e-6
     assert proto.randomizer(1, 0.0) == 1 and proto.randomizer(0, 0.999999) == 0
     assert proto.analyzer(np.ones(200, dtype=int)) == pytest.approx((200 - 200 * proto.q0) / (1 - proto.p))
@@ -159,7 +163,7 @@ def test_summation_protocol_object():
 
 def test_shuffler_lifecycle():
     rng = np.random.default_rng(0)
-    sh = S.Shuffler(0)
+    sh = Shuffler(0)
     assert not sh.active
     with pytest.raises(RuntimeError, match="inactive"):
         sh.submit(1)
@@ -180,7 +184,7 @@ def test_shuffler_release_is_uniform_permutation():
     rng = np.random.default_rng(1)
     counts = {}
     for _ in range(6000):
-        sh = S.Shuffler(0)
+        sh = Shuffler(0)
         sh.open(3, start=1)
         for msg in "abc":
             sh.submit(msg)
@@ -192,9 +196,9 @@ def test_shuffler_release_is_uniform_permutation():
 
 def _model(batch_sizes, eps=1.0, delta=1e-4):
     k = len(batch_sizes)
-    eps0, delta0 = S.level_budget(eps, delta, k)
-    protocols = [S.RRShuffleSummation(b, eps0, delta0) for b in batch_sizes]
-    return S.ConcurrentShuffleModel(k, S.MixedRadixServer(batch_sizes, protocols)), protocols
+    eps0, delta0 = level_budget(eps, delta, k)
+    protocols = [RRShuffleSummation(b, eps0, delta0) for b in batch_sizes]
+    return ConcurrentShuffleModel(k, MixedRadixServer(batch_sizes, protocols)), protocols
 
 
 def test_model_transcript_structure():
@@ -230,13 +234,13 @@ def test_model_matches_per_user_fast_path():
 def test_model_refuses_allocating_active_shuffler():
     class Greedy:
         def allocate(self, t, inactive, releases):
-            return [S.Allocation(0, 3, lambda v, u: v)]
+            return [Allocation(0, 3, lambda v, u: v)]
 
         def estimate(self, t, releases):
             return 0.0
 
     with pytest.raises(RuntimeError, match="active shuffler"):
-        S.ConcurrentShuffleModel(1, Greedy()).run(np.zeros(5), np.random.default_rng(0))
+        ConcurrentShuffleModel(1, Greedy()).run(np.zeros(5), np.random.default_rng(0))
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,36 +251,36 @@ def test_model_refuses_allocating_active_shuffler():
 def test_bad_inputs():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="epsilon"):
-        S.rr_flip_probability(10, 0.0, 1e-6)
+        rr_flip_probability(10, 0.0, 1e-6)
     with pytest.raises(ValueError, match="delta"):
-        S.rr_flip_probability(10, 1.0, 1.0)
+        rr_flip_probability(10, 1.0, 1.0)
     with pytest.raises(ValueError, match="delta"):
-        S.rr_flip_probability(10, 1.0, 0.0)
+        rr_flip_probability(10, 1.0, 0.0)
     with pytest.raises(ValueError, match="n_users"):
-        S.rr_flip_probability(0, 1.0, 1e-6)
+        rr_flip_probability(0, 1.0, 1e-6)
     with pytest.raises(ValueError, match="p"):
-        S.rr_shuffle_delta(1.0, 10, 1.5)
+        rr_shuffle_delta(1.0, 10, 1.5)
     with pytest.raises(ValueError, match="k"):
-        S.level_budget(1.0, 1e-6, 0)
+        level_budget(1.0, 1e-6, 0)
     with pytest.raises(ValueError, match="k"):
-        S.ConcurrentShuffleModel(0, None)
+        ConcurrentShuffleModel(0, None)
     with pytest.raises(ValueError, match="x"):
-        S.randomized_round([0.5, 1.2], rng)
+        randomized_round([0.5, 1.2], rng)
     with pytest.raises(ValueError, match="x"):
-        S.randomized_round([-1, 0], rng)
+        randomized_round([-1, 0], rng)
     with pytest.raises(ValueError, match="bits"):
-        S.rr_randomize([0.5], 0.3, rng)
+        rr_randomize([0.5], 0.3, rng)
     with pytest.raises(TypeError, match="rng"):
-        S.randomized_round([0.5], None)
+        randomized_round([0.5], None)
     with pytest.raises(ValueError, match="ones"):
-        S.sample_rr_counts([5], 3, 0.3, rng)
+        sample_rr_counts([5], 3, 0.3, rng)
     with pytest.raises(ValueError, match="batch_sizes"):
-        S.check_batch_sizes((8, 3), 20)
+        check_batch_sizes((8, 3), 20)
     with pytest.raises(ValueError, match="batch_sizes"):
-        S.check_batch_sizes((4, 8), 20)
+        check_batch_sizes((4, 8), 20)
     with pytest.raises(ValueError, match="batch_sizes"):
-        S.check_batch_sizes((32, 8), 20)
+        check_batch_sizes((32, 8), 20)
     with pytest.raises(ValueError, match="batch_sizes"):
-        S.check_batch_sizes((8, 4), 20, k=3)
+        check_batch_sizes((8, 4), 20, k=3)
     with pytest.raises(ValueError, match="batch_sizes"):
-        S.check_batch_sizes((8, 0), 20)
+        check_batch_sizes((8, 0), 20)

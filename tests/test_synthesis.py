@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from fedbandit.experiments import synthesis as S
-from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv, load_mslr_instance
+from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
+from fedbandit.envs.mslr import load_mslr_instance
 from fedbandit.experiments.grid import run_grid
 from fedbandit.learners.fixed_batch import run_experiment
 

@@ -6,18 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms.tree import (
-    DistributedTreeMechanism,
-    TreeAnalyzer,
-    TreeMechanism,
-    TreeRandomizer,
-    draw_noise,
-    lowest_set_bit,
-    prefix_nodes,
-    prefix_noise_variance,
-    tree_depth,
-    tree_zcdp,
-)
+from fedbandit.mechanisms.tree import DistributedTreeMechanism, TreeAnalyzer, TreeMechanism, TreeRandomizer, draw_noise, lowest_set_bit, prefix_nodes, prefix_noise_variance, tree_depth
+from fedbandit.accounting.zcdp import tree_zcdp
 
 
 def _membership(n_steps: int) -> np.ndarray:

@@ -1,1 +1,80 @@
 """fedbandit.accounting.zcdp."""
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "Accounting": "accountant",
+    "STATUSES": "accountant",
+    "AmplificationValidityError": "amplification",
+    "AmplificationValidityWarning": "amplification",
+    "Condition": "amplification",
+    "fmt22_closed_form_validity": "amplification",
+    "fmt22_closed_form_epsilon": "amplification",
+    "fmt22_numerical_delta": "amplification",
+    "fmt22_numerical_epsilon": "amplification",
+    "fmt22_approx_dp": "amplification",
+    "zc_amplification_validity": "amplification",
+    "zc_amplification_sigma0": "amplification",
+    "gaussian_delta_exact": "amplification",
+    "gaussian_epsilon_exact": "amplification",
+    "ldp_sigma0": "calibration",
+    "ldp_total_variance": "calibration",
+    "central_sigma": "calibration",
+    "CALIBRATIONS": "calibration",
+    "dp20_m": "calibration",
+    "dp20_sigma": "calibration",
+    "advanced_composition": "composition",
+    "split_budget_advanced": "composition",
+    "group_budget": "composition",
+    "level_budget": "composition",
+    "RDP_ORDERS": "ddg",
+    "ddg_tau": "ddg",
+    "ddg_delta2": "ddg",
+    "ddg_zcdp_epsilon": "ddg",
+    "ddg_rdp": "ddg",
+    "ddg_epsilon": "ddg",
+    "ddg_sigma_for_epsilon": "ddg",
+    "sum_closeness_bound": "ddg",
+    "single_dg_sum_epsilon": "ddg",
+    "DDGParams": "ddg",
+    "ddg_params": "ddg",
+    "ddg_params_from_gamma": "ddg",
+    "DEFAULT_BETA": "ddg",
+    "analytic_gaussian_delta": "gaussian",
+    "analytic_gaussian_sigma": "gaussian",
+    "analytic_gaussian_epsilon": "gaussian",
+    "rr_shuffle_delta": "shuffle",
+    "rr_shuffle_delta_exact": "shuffle",
+    "rr_flip_probability": "shuffle",
+    "local_rr_flip_probability": "shuffle",
+    "psco_accounting": "shuffle",
+    "rr_message_probabilities": "shuffle",
+    "rr_estimator_variance": "shuffle",
+    "gaussian_zcdp": "zcdp",
+    "compose_zcdp": "zcdp",
+    "gaussian_sigma_for_zcdp": "zcdp",
+    "zcdp_to_approx_dp": "zcdp",
+    "approx_dp_to_zcdp": "zcdp",
+    "rdp_to_approx_dp": "zcdp",
+    "calibrate_gaussian_sigma": "zcdp",
+    "tree_zcdp": "zcdp",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

@@ -47,20 +47,23 @@ References
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import optimize
 
-from fedbandit.accounting import zcdp as accounting
 from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
     check_float_in_range,
+    check_int_in_range,
     check_nonnegative_float,
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
+from fedbandit.mechanisms.flattening import next_power_of_two
 
 __all__ = [
     "RDP_ORDERS",
@@ -72,6 +75,10 @@ __all__ = [
     "ddg_sigma_for_epsilon",
     "sum_closeness_bound",
     "single_dg_sum_epsilon",
+    "DDGParams",
+    "ddg_params",
+    "ddg_params_from_gamma",
+    "DEFAULT_BETA",
 ]
 
 #: RDP orders used for the RDP -> (eps, delta) conversion (fine grid; the RDP is closed form).
@@ -192,9 +199,9 @@ def ddg_epsilon(
     delta2 = ddg_delta2(c, gamma, d, beta)
     if method == "zcdp":
         eps1 = ddg_zcdp_epsilon(delta2, sigma, gamma, n, d)
-        return accounting.zcdp_to_approx_dp(steps * 0.5 * eps1**2, delta)
+        return zcdp_to_approx_dp(steps * 0.5 * eps1**2, delta)
     rdp = steps * ddg_rdp(RDP_ORDERS, delta2, sigma, gamma, n, d)
-    return accounting.rdp_to_approx_dp(RDP_ORDERS, rdp, delta)
+    return rdp_to_approx_dp(RDP_ORDERS, rdp, delta)
 
 
 def ddg_sigma_for_epsilon(
@@ -264,3 +271,241 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     tau = ddg_tau(sigma, n)  # here the grid step is 1
     a = sensitivity**2 / (n * sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
+
+
+DEFAULT_BETA = math.exp(-0.5)
+
+
+@dataclass(frozen=True)
+class DDGParams:
+    """All parameters of one DDG configuration (original units unless stated).
+
+    Attributes
+    ----------
+    bits : int
+        Bits per coordinate :math:`B`; modulus :math:`m = 2^B`.
+    k : float
+        Number of aggregate standard deviations that the modular range covers.
+    n : int
+        Number of clients the noise was calibrated for.
+    d, d_pad : int
+        Input dimension and flattened (padded) dimension.
+    c : float
+        Clipping norm.
+    epsilon, delta : float
+        Target privacy of one release (or of ``steps`` releases).
+    beta : float
+        Conditional rounding parameter.
+    gamma : float
+        Granularity :math:`\\gamma`.
+    sigma : float
+        Per-client noise scale in original units (integer-grid scale ``sigma / gamma``).
+    delta2 : float
+        Sensitivity bound :math:`\\Delta_2` enforced by conditional rounding.
+    """
+
+    bits: int
+    k: float
+    n: int
+    d: int
+    d_pad: int
+    c: float
+    epsilon: float
+    delta: float
+    beta: float
+    gamma: float
+    sigma: float
+    delta2: float
+    norm_growth: str = "conservative"
+    flatten: str = "hadamard"
+    method: str = "rdp"
+    steps: int = 1
+    rho: float = 1.0
+
+    @property
+    def modulus(self) -> int:
+        return 1 << self.bits
+
+    @property
+    def sigma_int(self) -> float:
+        """Scale of the discrete Gaussian on the integer grid, :math:`\\sigma/\\gamma`."""
+        return self.sigma / self.gamma
+
+    @property
+    def delta2_int(self) -> float:
+        """Norm bound on the integer grid, :math:`\\Delta_2/\\gamma`."""
+        return self.delta2 / self.gamma
+
+    def epsilon_for(self, n_honest: int, delta: float | None = None) -> float:
+        """ε when only ``n_honest`` clients' noise is in the sum (dropouts), at fixed γ and σ."""
+        return ddg_epsilon(
+            self.sigma,
+            c=self.c,
+            gamma=self.gamma,
+            beta=self.beta,
+            n=n_honest,
+            d=self.d_pad,
+            delta=self.delta if delta is None else delta,
+            steps=self.steps,
+            method=self.method,
+        )
+
+    def noise_mse(self) -> float:
+        """Per-coordinate MSE of the *sum* due to privacy noise alone, :math:`n\\sigma^2` (approximately)."""
+        return self.n * self.sigma**2
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps):
+    bits = check_int_in_range("bits", bits, 2, 62)
+    k = check_positive_float("k", k)
+    n = check_positive_int("n", n)
+    d = check_positive_int("d", d)
+    c = check_positive_float("c", c)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
+    check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
+    check_choice("flatten", flatten, ("hadamard", "dft"))
+    check_choice("method", method, ("rdp", "zcdp"))
+    steps = check_positive_int("steps", steps)
+    if 4**bits < n * k * k:
+        raise ValueError(
+            f"no valid gamma: 2^(2*bits) = {4**bits} < n*k^2 = {n * k * k:g} (bits={bits}, n={n}, k={k}); "
+            "the rounding noise of n clients alone exceeds the modular range; use more bits or a smaller k"
+        )
+    d_pad = next_power_of_two(d) if flatten == "hadamard" else d + d % 2
+    return bits, k, n, d, d_pad, c, epsilon, delta, beta, steps
+
+
+def ddg_params(
+    bits: int,
+    k: float,
+    n: int,
+    d: int,
+    c: float,
+    epsilon: float,
+    delta: float,
+    beta: float = DEFAULT_BETA,
+    *,
+    norm_growth: str = "conservative",
+    flatten: str = "hadamard",
+    method: str = "rdp",
+    steps: int = 1,
+    rho: float = 1.0,
+    n_signal: int | None = None,
+) -> DDGParams:
+    r"""Choose :math:`\gamma` and :math:`\sigma` from (bits, k, n, d, c, ε, δ) as in [KLS21]_'s code.
+
+    Solves :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + (\gamma^2/4 + \sigma(\gamma)^2)n}` for
+    :math:`\gamma` by root finding, where :math:`\sigma(\gamma)` is calibrated to the target
+    ε by :func:`fedbandit.accounting.ddg.ddg_sigma_for_epsilon`.
+
+    ``n_signal`` (default ``n``) is the number of clipped, rounded vectors in one aggregate
+    when it differs from the number ``n`` of parties that add noise: in the bandit
+    protocol (:class:`fedbandit.protocols.tree.DDGSecAggProtocol`) every *user* record is
+    rounded and ``n`` *agents* add noise to the sum of their users' records.  The range
+    condition is then :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + n_s\gamma^2/4 + n\sigma^2}`
+    with :math:`n_f = n_s^2` (conservative) or :math:`n_s` (optimistic) [derived: the same
+    variance bound with the rounding and noise terms counted separately].
+
+    Raises
+    ------
+    ValueError
+        For bits < 2, k <= 0, c <= 0, beta outside [0, 1), and when no γ exists
+        (``2**(2*bits) < n*k**2``, or the bit width is too small for the noise).
+    """
+    bits, k, n, d, d_pad, c, epsilon, delta, beta, steps = _check_common(
+        bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps
+    )
+    rho = check_positive_float("rho", rho)
+    n_s = n if n_signal is None else check_positive_int("n_signal", n_signal)
+    if n_signal is not None and 4**bits < n_s * k * k:
+        raise ValueError(
+            f"no valid gamma: 2^(2*bits) = {4**bits} < n_signal*k^2 = {n_s * k * k:g} (bits={bits}); "
+            "the rounding noise alone exceeds the modular range; use more bits or a smaller k"
+        )
+    m = float(1 << bits)
+    n_f = float(n_s) ** 2 if norm_growth == "conservative" else float(n_s)
+
+    def sigma_of(gamma: float) -> float:
+        return ddg_sigma_for_epsilon(
+            epsilon, c=c, gamma=gamma, beta=beta, n=n, d=d_pad, delta=delta, steps=steps, method=method
+        )
+
+    def f(log_gamma: float) -> float:
+        g = math.exp(log_gamma)
+        s = sigma_of(g)
+        return m * g - 2.0 * k * math.sqrt(rho * c * c * n_f / d_pad + g * g / 4.0 * n_s + s * s * n)
+
+    # Start from the closed form with sigma at gamma -> 0 (no rounding inflation).
+    s0 = sigma_of(1e-12 * c)
+    g0 = 2.0 * k * math.sqrt(rho * c * c * n_f / d_pad + n * s0 * s0) / math.sqrt(max(m * m - n_s * k * k, 1.0))
+    lo = hi = math.log(g0)
+    tries = 0
+    while f(lo) > 0:
+        lo -= 1.0
+        tries += 1
+        if tries > 60:
+            raise RuntimeError("could not bracket gamma from below")
+    tries = 0
+    while f(hi) < 0:
+        hi += 1.0
+        tries += 1
+        if tries > 40:
+            raise ValueError(
+                f"no valid gamma for bits={bits}: the modular range 2^bits * gamma never covers "
+                f"{k:g} standard deviations of the aggregate (epsilon={epsilon}, n={n}, d={d}); use more bits"
+            )
+    log_gamma = optimize.brentq(f, lo, hi, xtol=1e-10, rtol=1e-10, maxiter=200)
+    gamma = math.exp(log_gamma)
+    sigma = sigma_of(gamma)
+    return DDGParams(
+        bits=bits,
+        k=k,
+        n=n,
+        d=d,
+        d_pad=d_pad,
+        c=c,
+        epsilon=epsilon,
+        delta=delta,
+        beta=beta,
+        gamma=gamma,
+        sigma=sigma,
+        delta2=ddg_delta2(c, gamma, d_pad, beta),
+        norm_growth=norm_growth,
+        flatten=flatten,
+        method=method,
+        steps=steps,
+        rho=rho,
+    )
+
+
+def ddg_params_from_gamma(
+    bits: int,
+    gamma: float,
+    sigma: float,
+    n: int,
+    d: int,
+    c: float,
+    delta: float,
+    beta: float = DEFAULT_BETA,
+    *,
+    flatten: str = "hadamard",
+    method: str = "rdp",
+    steps: int = 1,
+    k: float = 1.0,
+) -> DDGParams:
+    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted)."""
+    gamma = check_positive_float("gamma", gamma)
+    sigma = check_positive_float("sigma", sigma)
+    bits, k, n, d, d_pad, c, _, delta, beta, steps = _check_common(
+        bits, k, n, d, c, 1.0, delta, beta, "conservative", flatten, method, steps
+    )
+    eps = ddg_epsilon(sigma, c=c, gamma=gamma, beta=beta, n=n, d=d_pad, delta=delta, steps=steps, method=method)
+    return DDGParams(
+        bits=bits, k=k, n=n, d=d, d_pad=d_pad, c=c, epsilon=eps, delta=delta, beta=beta, gamma=gamma,
+        sigma=sigma, delta2=ddg_delta2(c, gamma, d_pad, beta), flatten=flatten, method=method, steps=steps,
+    )

@@ -34,6 +34,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "gaussian_zcdp",
@@ -43,8 +44,7 @@ __all__ = [
     "approx_dp_to_zcdp",
     "rdp_to_approx_dp",
     "calibrate_gaussian_sigma",
-    "advanced_composition",
-    "split_budget_advanced",
+    "tree_zcdp",
 ]
 
 
@@ -202,43 +202,14 @@ def calibrate_gaussian_sigma(
     return sensitivity * math.sqrt(n_compositions / (2.0 * rho))
 
 
-def advanced_composition(
-    epsilon: float, delta: float, k: int, delta_prime: float
-) -> tuple[float, float]:
-    """k-fold adaptive composition of (ε, δ)-DP mechanisms ([DRV10], Thm. III.3).
+def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
+    """ρ of the Gaussian tree over K = ``n_steps`` steps: ρ = κ Δ² / (2σ₀²).
 
-    Returns (ε', kδ + δ') with ε' = sqrt(2k log(1/δ')) ε + k ε (e^ε − 1).
+    One element of the stream changes at most κ = :func:`tree_depth` (K) p-sums, each
+    by at most Δ in ℓ2, and each p-sum is a Gaussian mechanism; zCDP composes
+    additively (Bun & Steinke 2016, Lemma 2.3).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_nonnegative_float("delta", delta)
-    k = check_positive_int("k", k)
-    delta_prime = check_delta(delta_prime, "delta_prime")
-    # e^ε − 1 overflows a float for ε ≳ 709: the composed ε is then infinite, not an error
-    growth = math.expm1(epsilon) if epsilon < 700.0 else math.inf
-    eps_total = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * growth
-    return eps_total, k * delta + delta_prime
-
-
-def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, float]:
-    """Per-mechanism (ε₀, δ₀) so that k adaptive uses compose to (ε, δ)-DP.
-
-    Takes the better of basic composition, (ε/k, δ/k), and advanced composition
-    ([DRV10]) with δ' = δ/2 and δ₀ = δ/(2k), where ε₀ solves
-    :func:`advanced_composition` (ε₀, δ₀, k, δ/2)[0] = ε.  "Better" means the
-    larger ε₀ (less noise for each mechanism).
-    """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    k = check_positive_int("k", k)
-    basic = (epsilon / k, delta / k)
-    if k == 1:
-        return basic
-    delta_prime = delta / 2.0
-
-    def gap(e0: float) -> float:
-        return advanced_composition(e0, delta / (2 * k), k, delta_prime)[0] - epsilon
-
-    eps_adv = optimize.brentq(gap, 1e-300, epsilon, xtol=1e-15, rtol=1e-14)
-    if eps_adv > basic[0]:
-        return eps_adv, delta / (2.0 * k)
-    return basic
+    kappa = tree_depth(n_steps)
+    sensitivity = check_positive_float("sensitivity", sensitivity)
+    sigma0 = check_positive_float("sigma0", sigma0)
+    return kappa * sensitivity**2 / (2.0 * sigma0**2)

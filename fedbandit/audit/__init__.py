@@ -1,1 +1,44 @@
 """fedbandit.audit.epsilon."""
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "AuditResult": "epsilon",
+    "audit_epsilon": "epsilon",
+    "audit_epsilon_split": "epsilon",
+    "epsilon_lower_bound": "epsilon",
+    "clopper_pearson": "epsilon",
+    "min_trials": "epsilon",
+    "select_threshold": "epsilon",
+    "sample_statistics": "epsilon",
+    "is_neighbouring": "epsilon",
+    "NEIGHBOURING_RELATIONS": "epsilon",
+    "AliceTracyInstance": "schedule",
+    "alice_tracy_instance": "schedule",
+    "alice_threshold": "schedule",
+    "DP20ScheduleMechanism": "schedule",
+    "FixedBatchScheduleMechanism": "schedule",
+    "SyncAt": "schedule",
+    "FirstSync": "schedule",
+    "ActionIs": "schedule",
+    "select_action_attack": "schedule",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

@@ -47,11 +47,11 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
-from fedbandit.envs.linear import RoundBlock, as_seed_sequence
+from fedbandit.envs.linear import as_seed_sequence
 from fedbandit.learners.dp20 import FedUCB
+from fedbandit.envs.users import UsersEnv
 
 __all__ = [
-    "UsersEnv",
     "AliceTracyInstance",
     "alice_tracy_instance",
     "alice_threshold",
@@ -62,56 +62,6 @@ __all__ = [
     "ActionIs",
     "select_action_attack",
 ]
-
-
-class UsersEnv:
-    """A linear contextual environment made of given users.
-
-    Parameters
-    ----------
-    features : ndarray (T, M, K, d) or (T, Rc, M, K, d)
-        Arm features of the user of every (round, agent) (Rc = 1 or ``n_runs``).
-    means : ndarray (T, M, K) or (T, Rc, M, K)
-        Mean reward of every arm.
-    noise : ndarray (T, M) or (T, R, M)
-        Reward noise of the user (added to whichever arm is played); part of the data.
-    n_runs : int, default 1
-        Number of runs simulated side by side (replays of the same users when Rc = 1).
-    block_size : int, default 64
-    """
-
-    def __init__(self, features, means, noise, *, n_runs=1, block_size=64):
-        features = check_array("features", features)
-        if features.ndim == 4:
-            features = features[:, None]
-        if features.ndim != 5:
-            raise ValueError(f"features must have shape (T, M, K, d) or (T, Rc, M, K, d), got {features.shape}")
-        T, Rc, M, K, d = features.shape
-        self.n_runs = check_positive_int("n_runs", n_runs)
-        if Rc not in (1, self.n_runs):
-            raise ValueError(f"features have {Rc} context runs; expected 1 or n_runs={self.n_runs}")
-        means = check_array("means", means)
-        if means.ndim == 3:
-            means = means[:, None]
-        if means.shape != (T, Rc, M, K):
-            raise ValueError(f"means must have shape {(T, Rc, M, K)} (or without the run axis), got {means.shape}")
-        noise = check_array("noise", noise)
-        if noise.ndim == 2:
-            noise = noise[:, None]
-        if noise.ndim != 3 or noise.shape[0] != T or noise.shape[2] != M or noise.shape[1] not in (1, self.n_runs):
-            raise ValueError(f"noise must have shape (T, M) or (T, R, M) with T={T}, M={M}, got {noise.shape}")
-        self.features, self.means, self.noise = features, means, noise
-        self.best = means.max(axis=-1)
-        self.horizon, self.n_agents, self.n_arms, self.dim = T, M, K, d
-        self.shared_contexts = Rc == 1
-        self.block_size = check_positive_int("block_size", block_size)
-
-    def iter_blocks(self, horizon):
-        horizon = check_int_in_range("horizon", horizon, 1, self.horizon)
-        for start in range(0, horizon, self.block_size):
-            stop = min(horizon, start + self.block_size)
-            noise = np.broadcast_to(self.noise[start:stop], (stop - start, self.n_runs, self.n_agents))
-            yield RoundBlock(start, self.features[start:stop], self.means[start:stop], self.best[start:stop], noise)
 
 
 def _users(rng, n, M, K, d, r_low, r_high):

@@ -1,1 +1,31 @@
 """fedbandit.book."""
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "use_book_style": "plotting",
+    "band": "plotting",
+    "SCALES": "scale",
+    "get_scale": "scale",
+    "by_scale": "scale",
+    "setup": "sphinx_ext",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

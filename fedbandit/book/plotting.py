@@ -5,7 +5,10 @@ from __future__ import annotations
 import matplotlib as mpl
 import numpy as np
 
-__all__ = ["use_book_style", "band", "mean_and_se"]
+__all__ = [
+    "use_book_style",
+    "band",
+]
 
 BOOK_STYLE = {
     "figure.figsize": (6.4, 3.8),
@@ -23,16 +26,6 @@ BOOK_STYLE = {
 def use_book_style() -> None:
     """Apply the book's matplotlib style (idempotent)."""
     mpl.rcParams.update(BOOK_STYLE)
-
-
-def mean_and_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error of the mean along ``axis`` (ddof = 1; 0 for one sample)."""
-    values = np.asarray(values, dtype=float)
-    n = values.shape[axis]
-    mean = values.mean(axis=axis)
-    if n < 2:
-        return mean, np.zeros_like(mean)
-    return mean, values.std(axis=axis, ddof=1) / np.sqrt(n)
 
 
 def band(ax, x, mean, se, *, label=None, color=None, alpha=0.25, **line_kwargs):

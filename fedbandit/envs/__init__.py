@@ -1,1 +1,59 @@
 """fedbandit.envs.linear."""
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "load_digits_federated": "digits",
+    "Graph": "graphs",
+    "DisconnectedGraphError": "graphs",
+    "complete_graph": "graphs",
+    "ring_graph": "graphs",
+    "star_graph": "graphs",
+    "grid_graph": "graphs",
+    "erdos_renyi_graph": "graphs",
+    "make_graph": "graphs",
+    "TOPOLOGIES": "graphs",
+    "laplacian": "graphs",
+    "default_kappa": "graphs",
+    "consensus_matrix": "graphs",
+    "NetworkTerms": "graphs",
+    "network_terms": "graphs",
+    "RoundBlock": "linear",
+    "SyntheticLinearEnv": "linear",
+    "RealDataLinearEnv": "linear",
+    "as_seed_sequence": "linear",
+    "MSLR_ANCHOR_URL_COLUMNS": "mslr",
+    "RANKEVAL_VERSION": "mslr",
+    "RANKEVAL_SHA256": "mslr",
+    "DEFAULT_MSLR_PATH": "mslr",
+    "mslr_path": "mslr",
+    "build_mslr_instance": "mslr",
+    "save_mslr_instance": "mslr",
+    "load_mslr_instance": "mslr",
+    "MSLR_FILE": "mslr",
+    "BernoulliBandit": "multi_armed",
+    "GaussianBandit": "multi_armed",
+    "RewardStream": "multi_armed",
+    "make_env": "multi_armed",
+    "UsersEnv": "users",
+    "UserSequenceEnv": "users",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

@@ -1,1 +1,59 @@
 """fedbandit.experiments.grid."""
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "BACKENDS": "grid",
+    "run_grid": "grid",
+    "make_rng": "grid",
+    "config_hash": "grid",
+    "default_cache_dir": "grid",
+    "stack_results": "grid",
+    "mean_and_se": "statistics",
+    "fit_power_law": "statistics",
+    "regret_interval": "statistics",
+    "PROTOCOLS": "synthesis",
+    "LEARNERS": "synthesis",
+    "APPLICABLE": "synthesis",
+    "PROTOCOL_INFO": "synthesis",
+    "PAIR_INFO": "synthesis",
+    "pair_info": "synthesis",
+    "LEARNER_INFO": "synthesis",
+    "DDG_AVAILABLE": "synthesis",
+    "check_applicable": "synthesis",
+    "applicable_pairs": "synthesis",
+    "applicability_table": "synthesis",
+    "pair_label": "synthesis",
+    "make_fixed_batch_protocol": "synthesis",
+    "build_learner": "synthesis",
+    "side_by_side_configs": "synthesis",
+    "sweep_configs": "synthesis",
+    "run_side_by_side": "synthesis",
+    "random_play_regret": "synthesis",
+    "audit_side_by_side": "synthesis",
+    "table_rows": "synthesis",
+    "markdown_table": "synthesis",
+    "format_value": "synthesis",
+    "TABLE_COLUMNS": "synthesis",
+    "dme_trial": "trials",
+    "psco_trial": "trials",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

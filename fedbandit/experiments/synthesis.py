@@ -54,7 +54,8 @@ import warnings
 
 import numpy as np
 
-from fedbandit.protocols import tree as _protocols
+from fedbandit.protocols.tree import CentralTreeProtocol, DDGSecAggProtocol, NonPrivateProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol
+from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT
 from fedbandit._validation import (
     check_choice,
     check_delta,
@@ -66,8 +67,9 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.envs.linear import RoundBlock
 from fedbandit.mechanisms.tree import tree_depth
+from fedbandit.envs.users import UserSequenceEnv
+from fedbandit.experiments.statistics import regret_interval
 
 __all__ = [
     "PROTOCOLS",
@@ -82,7 +84,6 @@ __all__ = [
     "applicable_pairs",
     "applicability_table",
     "pair_label",
-    "UserSequenceEnv",
     "make_fixed_batch_protocol",
     "build_learner",
     "side_by_side_configs",
@@ -90,7 +91,6 @@ __all__ = [
     "run_side_by_side",
     "random_play_regret",
     "audit_side_by_side",
-    "regret_interval",
     "table_rows",
     "markdown_table",
     "format_value",
@@ -114,7 +114,7 @@ PROTOCOLS = (
 LEARNERS = ("fixed-batch", "super-agent", "independent", "concurrent-linucb", "feducb")
 
 #: Whether :class:`fedbandit.protocols.tree.DDGSecAggProtocol` exists in this version.
-DDG_AVAILABLE = hasattr(_protocols, "DDGSecAggProtocol")
+DDG_AVAILABLE = True
 
 #: Which protocols each learner can run.
 APPLICABLE = {
@@ -326,56 +326,6 @@ def pair_label(learner: str, protocol: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-class UserSequenceEnv:
-    """The M·T users of a federated instance, served one at a time (an environment with one agent).
-
-    User u = (t − 1)·M + i is agent i's user of round t: the flattening of the (rounds,
-    agents) axes, round-major.  Every array of a block of the wrapped environment is
-    reshaped, so contexts, mean rewards and reward noise are exactly the federated
-    learners' (common random numbers).  Padded arms (``mask`` False) are replaced by
-    copies of the first arm of the same user, because the sequential learner's LinUCB core
-    takes no mask; a duplicated arm changes neither the best mean nor any regret.
-
-    Parameters
-    ----------
-    env : SyntheticLinearEnv or RealDataLinearEnv (any environment with ``iter_blocks``)
-        The federated instance, with ``n_agents`` = M.
-    """
-
-    def __init__(self, env):
-        for attr in ("iter_blocks", "n_agents", "dim", "n_runs"):
-            if not hasattr(env, attr):
-                raise TypeError(f"env must be a linear environment with iter_blocks/n_agents/dim/n_runs, got {env!r}")
-        self.env = env
-        self.agents_per_round = check_positive_int("env.n_agents", env.n_agents)
-        self.n_agents = 1
-        self.dim = env.dim
-        self.n_runs = env.n_runs
-        self.n_arms = getattr(env, "n_arms", None)
-
-    def iter_blocks(self, horizon):
-        """Blocks covering users 1..``horizon`` (a multiple of M)."""
-        horizon = check_positive_int("horizon", horizon)
-        M = self.agents_per_round
-        if horizon % M:
-            raise ValueError(f"horizon must be a multiple of the number of agents M={M}, got {horizon}")
-        for b in self.env.iter_blocks(horizon // M):
-            r = b.n_rounds
-            feats, means = b.features, b.means
-            if b.mask is not None:
-                first_f = feats[..., :1, :]
-                first_m = means[..., :1]
-                feats = np.where(b.mask[..., None], feats, first_f)
-                means = np.where(b.mask, means, first_m)
-
-            def flat(a):
-                # (rounds, runs, M, ...) -> (rounds*M, runs, 1, ...), round-major
-                a = np.moveaxis(a, 2, 1)
-                return a.reshape((r * M, a.shape[2], 1) + a.shape[3:])
-
-            yield RoundBlock(b.start * M, flat(feats), flat(means), flat(b.best), flat(b.noise), None)
-
-
 # ---------------------------------------------------------------------------------------
 # Building the learners
 # ---------------------------------------------------------------------------------------
@@ -394,23 +344,23 @@ def make_fixed_batch_protocol(protocol: str, epsilon=None, delta=None, *, option
                                                    "sdp-vector-sum", "ddg-secagg"))
     opts = dict(options or {})
     if protocol == "non-private":
-        return _protocols.NonPrivateProtocol()
+        return NonPrivateProtocol()
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     if protocol == "central":
-        return _protocols.CentralTreeProtocol(eps, dlt, calibration=opts.get("calibration", "zcdp"))
+        return CentralTreeProtocol(eps, dlt, calibration=opts.get("calibration", "zcdp"))
     if protocol == "silo-ldp":
-        return _protocols.SiloLDPProtocol(eps, dlt, calibration=opts.get("calibration", "zcdp"))
+        return SiloLDPProtocol(eps, dlt, calibration=opts.get("calibration", "zcdp"))
     if protocol == "sdp-amplification":
-        return _protocols.ShuffleAmplificationProtocol(
+        return ShuffleAmplificationProtocol(
             eps, dlt, variant=opts.get("variant", "authors"), force=bool(opts.get("force", True))
         )
     if protocol == "sdp-vector-sum":
-        return _protocols.VectorSumShuffleProtocol(
-            eps, dlt, split=opts.get("split", "advanced"), constant=float(opts.get("constant", _protocols.CJMP21_CONSTANT))
+        return VectorSumShuffleProtocol(
+            eps, dlt, split=opts.get("split", "advanced"), constant=float(opts.get("constant", CJMP21_CONSTANT))
         )
     if not DDG_AVAILABLE:  # pragma: no cover - depends on the installed version
         raise ValueError("protocol 'ddg-secagg' needs fedbandit.protocols.tree.DDGSecAggProtocol, which this version lacks")
-    return _protocols.DDGSecAggProtocol(eps, dlt, bits=opts.get("bits", "auto"), k=float(opts.get("k", 3.0)))
+    return DDGSecAggProtocol(eps, dlt, bits=opts.get("bits", "auto"), k=float(opts.get("k", 3.0)))
 
 
 _OPTION_KEYS = ("calibration", "variant", "force", "split", "constant", "bits", "k")
@@ -622,7 +572,7 @@ class _FedUCBRunner:
 def _instance_dim(s: dict) -> int:
     if s["instance"] == "synthetic":
         return s["d"]
-    from fedbandit.envs.linear import load_mslr_instance
+    from fedbandit.envs.mslr import load_mslr_instance
 
     return int(load_mslr_instance()["features"].shape[1])
 
@@ -717,7 +667,7 @@ def run_side_by_side(config: dict, rng) -> dict:
     dict
         ``t`` checkpoints, ``curve`` (runs, checkpoints) cumulative regret summed over
         agents, ``cum_regret`` (runs,), ``accounting`` (dict as
-        :meth:`fedbandit.protocols.tree.Accounting.as_dict`), ``noise_variance`` (per entry of the
+        :meth:`fedbandit.accounting.accountant.Accounting.as_dict`), ``noise_variance`` (per entry of the
         server's released sums, max over time), ``rounds`` (server releases / synchronization
         rounds), ``uplink_bits`` (total over the run and all agents), ``messages``,
         ``calibration``, ``seconds``, ``cpu_seconds``, ``peak_rss_mb``.
@@ -951,21 +901,6 @@ TABLE_COLUMNS = (
     ("regret", "regret at T (mean ± 95 % CI)"),
     ("audit", "audited ε ≥"),
 )
-
-
-def regret_interval(values, confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): Student-t interval for the mean of the runs' regrets."""
-    from scipy import stats
-
-    confidence = check_probability("confidence", confidence)
-    v = np.asarray(values, dtype=float).ravel()
-    if v.size == 0:
-        raise ValueError("values must not be empty")
-    m = float(v.mean())
-    if v.size < 2:
-        return m, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return m, m - half, m + half
 
 
 def format_value(v, digits=3) -> str:

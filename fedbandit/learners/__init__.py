@@ -14,3 +14,75 @@
 * :mod:`fedbandit.learners.concurrent_linucb` -- LinUCB in the concurrent shuffle model
   (Tenenbaum, Kaplan, Mansour & Stemmer 2023).
 """
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "n_coordinates": "concurrent_linucb",
+    "record_half_range": "concurrent_linucb",
+    "ShuffleSumStream": "concurrent_linucb",
+    "CentralTreeStream": "concurrent_linucb",
+    "concurrent_schedule": "concurrent_linucb",
+    "make_stream": "concurrent_linucb",
+    "linucb_parameters": "concurrent_linucb",
+    "run_private_linucb": "concurrent_linucb",
+    "bandit_trial": "concurrent_linucb",
+    "LEARNERS": "concurrent_linucb",
+    "BanditResult": "consensus",
+    "PRIVACY_WIDTHS": "consensus",
+    "dp_master_worker_ucb": "consensus",
+    "dp_decentralized_ucb": "consensus",
+    "ucb": "consensus",
+    "private_ucb": "consensus",
+    "centralized_ucb": "consensus",
+    "run_config": "consensus",
+    "RUN_CONFIG_VERSION": "consensus",
+    "default_checkpoints": "consensus",
+    "privacy_width_numerator": "consensus",
+    "sd_bound_by_level": "consensus",
+    "NOISE_MODES": "dp20",
+    "SCHEDULES": "dp20",
+    "wang_threshold": "dp20",
+    "noise_bound": "dp20",
+    "RunwiseTree": "dp20",
+    "FedUCB": "dp20",
+    "DP20Result": "dp20",
+    "simulate": "dp20",
+    "RunResult": "fixed_batch",
+    "FixedBatchFedLinUCB": "fixed_batch",
+    "IndependentLinUCB": "fixed_batch",
+    "super_agent": "fixed_batch",
+    "time_average_regret": "fixed_batch",
+    "PROTOCOL_NAMES": "fixed_batch",
+    "make_protocol": "fixed_batch",
+    "make_environment": "fixed_batch",
+    "make_learner": "fixed_batch",
+    "run_experiment": "fixed_batch",
+    "paper_synthetic_configs": "fixed_batch",
+    "regularized_inverse": "linucb",
+    "sherman_morrison_update": "linucb",
+    "feature_products": "linucb",
+    "ucb_scores": "linucb",
+    "select_arms": "linucb",
+    "TIE_TOL": "linucb",
+    "gather_played": "linucb",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

@@ -27,7 +27,7 @@ values are not bits, so a user sends ⌈sqrt(b)⌉ unary messages to a batch of 
 (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation` with ``resolution``), keeping the rounding
 error O(1) per batch.  A user's record enters D coordinates × k levels = kD shuffle
 mechanisms; the per-mechanism budget is the better of basic and advanced composition
-over kD (:func:`fedbandit.mechanisms.randomized_response.level_budget`).  Neighbouring datasets differ in one
+over kD (:func:`fedbandit.accounting.composition.level_budget`).  Neighbouring datasets differ in one
 user's record (substitution), for every model.
 
 Regularizer and radius [recalled, Shariff & Sheffet 2018; constants derived]: with σ_G,
@@ -55,18 +55,15 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.accounting.zcdp import advanced_composition, calibrate_gaussian_sigma
+from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
+from fedbandit.accounting.composition import advanced_composition
 from fedbandit.mechanisms.psco import optimal_batch_sizes
 from fedbandit.mechanisms.tree import TreeMechanism, tree_depth
 from fedbandit.protocols.tree import pack_statistics, unpack_statistics
-from fedbandit.mechanisms.randomized_response import (
-    check_batch_sizes,
-    group_budget,
-    level_budget,
-    rr_estimator_variance,
-    rr_flip_probability,
-    rr_shuffle_delta,
-)
+from fedbandit.accounting.shuffle import rr_estimator_variance
+from fedbandit._validation import check_batch_sizes
+from fedbandit.accounting.shuffle import rr_flip_probability, rr_shuffle_delta
+from fedbandit.accounting.composition import group_budget, level_budget
 from fedbandit.mechanisms.randomized_response import _sample_counts
 from fedbandit.learners.linucb import gather_played, regularized_inverse, select_arms
 

@@ -80,12 +80,11 @@ from fedbandit._validation import (
 )
 from fedbandit.mechanisms.tree import draw_noise, tree_depth
 from fedbandit.learners.linucb import gather_played, select_arms
+from fedbandit.accounting.calibration import dp20_m, dp20_sigma
 
 __all__ = [
     "NOISE_MODES",
     "SCHEDULES",
-    "dp20_m",
-    "dp20_sigma",
     "wang_threshold",
     "noise_bound",
     "RunwiseTree",
@@ -101,27 +100,6 @@ NOISE_MODES = ("none", "claimed", "corrected")
 #: ``"adaptive"``: DP20's log-det rule; ``"fixed"``: synchronize every ``batch_size`` rounds
 #: (a data-independent schedule, as in Zhou & Chowdhury's Algorithm 1).
 SCHEDULES = ("adaptive", "fixed")
-
-
-def dp20_m(horizon) -> int:
-    """m = 1 + ⌈log₂ T⌉, the tree height in DP20's calibration [recalled]."""
-    horizon = check_positive_int("horizon", horizon)
-    return 1 + math.ceil(math.log2(horizon)) if horizon > 1 else 1
-
-
-def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
-    """DP20's per-silo, per-node noise standard deviation σ [recalled].
-
-    σ² = 16 m L² log²(1/δ) / ε² with m = :func:`dp20_m` (T) (Shariff–Sheffet style tree
-    over at most T synchronizations; paper-facts section 1).  DP20's regret analysis
-    treats σ² as the *total* noise variance at the server; every silo adding it makes the
-    total Mσ² (Zhou & Chowdhury 2023, Section 4).
-    """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    L = check_positive_float("feature_bound", feature_bound)
-    m = dp20_m(horizon)
-    return math.sqrt(16.0 * m) * L * math.log(1.0 / delta) / epsilon
 
 
 def wang_threshold(horizon, dim, n_agents) -> float:

@@ -25,7 +25,7 @@ LinUCB is :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.tree.No
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class RunResult:
     communication : dict
         Synchronization rounds, uplink messages and payload (the protocol's counters).
     accounting : dict
-        The protocol's :class:`~fedbandit.protocols.tree.Accounting` as a dict.
+        The protocol's :class:`~fedbandit.accounting.accountant.Accounting` as a dict.
     calibration : dict
         σ₀, σ, and the learner's λ and final β.
     arms : ndarray, shape (R, T, M), or None
@@ -351,7 +351,7 @@ def super_agent(
     noisy statistics.  [derived] A strictly sequential super agent would update after each
     of the M users of a round; serving them in one batch of M changes the regret by at most
     the O(dM log(MT)) batching term of Lemma 6.7.  ``calibration`` as for
-    :func:`fedbandit.theory.linear.ldp_sigma0`.
+    :func:`fedbandit.accounting.calibration.ldp_sigma0`.
     """
     protocol = CentralTreeProtocol(epsilon, delta, calibration=calibration)
     return FixedBatchFedLinUCB(
@@ -368,13 +368,8 @@ PROTOCOL_NAMES = ("nonprivate", "ldp", "sdp_amp", "sdp_vecsum", "ddg", "central"
 
 def make_protocol(config: dict):
     """Build the protocol named by ``config["protocol"]`` (see :func:`run_experiment`)."""
-    from fedbandit.protocols.tree import (
-        CJMP21_CONSTANT,
-        DDGSecAggProtocol,
-        ShuffleAmplificationProtocol,
-        SiloLDPProtocol,
-        VectorSumShuffleProtocol,
-    )
+    from fedbandit.protocols.tree import DDGSecAggProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol
+    from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT
 
     name = check_choice("protocol", config.get("protocol"), PROTOCOL_NAMES)
     eps, delta = config.get("epsilon"), config.get("delta")
@@ -397,7 +392,8 @@ def make_protocol(config: dict):
 
 def make_environment(config: dict, n_runs: int):
     """Build the environment of ``config`` ("instance": "synthetic" or "real")."""
-    from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv, load_mslr_instance
+    from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
+    from fedbandit.envs.mslr import load_mslr_instance
 
     instance = check_choice("instance", config.get("instance", "synthetic"), ("synthetic", "real"))
     seed = int(config.get("env_seed", 0))

@@ -1,0 +1,89 @@
+
+
+import importlib
+
+# --- re-exports (generated from each module's __all__) ---
+_EXPORTS = {
+    "BinaryMechanism": "continual_counting",
+    "LogarithmicMechanism": "continual_counting",
+    "HybridMechanism": "continual_counting",
+    "hybrid_noise_variance": "continual_counting",
+    "binary_noise_variance": "continual_counting",
+    "lowest_set_bit_index": "continual_counting",
+    "floor_log2": "continual_counting",
+    "draw_standard_laplace": "continual_counting",
+    "DDGMechanism": "ddg",
+    "clip_l2": "ddg",
+    "conditional_randomized_round": "ddg",
+    "modular_clip": "ddg",
+    "ddg_noisy_sum": "ddg",
+    "MAX_TABLE_SIGMA": "discrete_gaussian",
+    "sample_discrete_gaussian": "discrete_gaussian",
+    "sample_discrete_gaussian_reference": "discrete_gaussian",
+    "discrete_gaussian_pmf": "discrete_gaussian",
+    "discrete_gaussian_variance": "discrete_gaussian",
+    "bernoulli_exp_reference": "discrete_gaussian",
+    "discrete_laplace_reference": "discrete_gaussian",
+    "fwht": "flattening",
+    "next_power_of_two": "flattening",
+    "HadamardFlattener": "flattening",
+    "DFTFlattener": "flattening",
+    "make_flattener": "flattening",
+    "gaussian_mechanism": "gaussian",
+    "ContinualRelease": "psco",
+    "local_psco": "psco",
+    "central_tree_psco": "psco",
+    "concurrent_psco": "psco",
+    "sequential_psco": "psco",
+    "tree_psco": "psco",
+    "extrapolating_psco": "psco",
+    "run_psco": "psco",
+    "PSCO_ALGORITHMS": "psco",
+    "optimal_batch_sizes": "psco",
+    "dyadic_batch_sizes": "psco",
+    "error_proxy": "psco",
+    "sup_error": "psco",
+    "prefix_sums": "psco",
+    "sample_hard_input": "psco",
+    "hard_input_single_positions": "psco",
+    "sample_bernoulli_input": "psco",
+    "sample_runs_input": "psco",
+    "rep_nk": "psco",
+    "big_nk": "psco",
+    "c_epsilon": "psco",
+    "RRShuffleSummation": "randomized_response",
+    "randomized_round": "randomized_response",
+    "unary_round": "randomized_response",
+    "rr_randomize": "randomized_response",
+    "rr_debias": "randomized_response",
+    "sample_rr_counts": "randomized_response",
+    "lowest_set_bit": "tree",
+    "prefix_nodes": "tree",
+    "tree_depth": "tree",
+    "prefix_noise_variance": "tree",
+    "draw_noise": "tree",
+    "TreeRandomizer": "tree",
+    "TreeAnalyzer": "tree",
+    "TreeMechanism": "tree",
+    "DistributedTreeMechanism": "tree",
+    "VectorSumShuffle": "vector_sum",
+    "CJMP21_CONSTANT": "vector_sum",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    # Public names are imported from their module on first use (PEP 562), so importing a
+    # subpackage stays cheap and subpackages can import each other's modules freely.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+# --- end of re-exports ---

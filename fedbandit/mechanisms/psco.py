@@ -24,7 +24,7 @@ with Corollary 3.3 (error Õ(k^{3/2} n^{1/(2k+1)}/ε)) and with the lower bound'
 structure: shuffler i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole
 stream, with b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
 randomized-response summation (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`) at the
-per-level budget (ε₀, δ₀) of :func:`fedbandit.mechanisms.randomized_response.level_budget` (every user joins
+per-level budget (ε₀, δ₀) of :func:`fedbandit.accounting.composition.level_budget` (every user joins
 exactly k mechanisms).  The estimate after user t is the mixed-radix decomposition of
 t: all released level-1 batches, plus the level-2 batches released inside the current
 level-1 batch, ..., plus the level-k batches inside the current level-(k−1) batch; the
@@ -40,7 +40,7 @@ A batch of m users of whom c hold bit 1 releases Z ~ Bin(c, q1) + Bin(m − c, q
 (:func:`fedbandit.mechanisms.randomized_response.sample_rr_counts`); the default ``sampling="aggregate"``
 draws Z directly, which is what makes n = 10⁷ cheap.  ``sampling="per_user"`` simulates
 every message (one uniform per user and shuffler, in the layout of
-:class:`fedbandit.mechanisms.randomized_response.ConcurrentShuffleModel`) and agrees with the plain loop of
+:class:`fedbandit.protocols.intermediaries.ConcurrentShuffleModel`) and agrees with the plain loop of
 ``tests/reference_continual.py`` draw for draw; the tests check that both samplings agree
 in distribution.
 """
@@ -50,11 +50,10 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from fedbandit.accounting import zcdp as accounting
+from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 from fedbandit._validation import (
     check_choice,
     check_delta,
@@ -65,18 +64,11 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.mechanisms.tree import draw_noise, tree_depth
-from fedbandit.mechanisms.randomized_response import (
-    check_batch_sizes,
-    check_unit_interval,
-    level_budget,
-    local_rr_flip_probability,
-    rr_estimator_variance,
-    rr_flip_probability,
-    group_budget,
-    rr_debias,
-    rr_message_probabilities,
-    sample_rr_counts,
-)
+from fedbandit.mechanisms.randomized_response import rr_debias, sample_rr_counts
+from fedbandit.accounting.shuffle import rr_estimator_variance, rr_message_probabilities
+from fedbandit._validation import check_batch_sizes, check_unit_interval
+from fedbandit.accounting.shuffle import local_rr_flip_probability, rr_flip_probability
+from fedbandit.accounting.composition import level_budget, group_budget
 from fedbandit.theory.psco import big_nk, c_epsilon, rep_nk
 
 __all__ = [
@@ -91,7 +83,6 @@ __all__ = [
     "PSCO_ALGORITHMS",
     "optimal_batch_sizes",
     "dyadic_batch_sizes",
-    "psco_accounting",
     "error_proxy",
     "sup_error",
     "prefix_sums",
@@ -99,7 +90,6 @@ __all__ = [
     "hard_input_single_positions",
     "sample_bernoulli_input",
     "sample_runs_input",
-    "psco_trial",
     "rep_nk",
     "big_nk",
     "c_epsilon",
@@ -332,71 +322,6 @@ def optimal_batch_sizes(
     return _optimal_batch_sizes(n, k, epsilon, delta, objective, streams, values == "real")
 
 
-def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolution=1) -> dict:
-    """Privacy accounting of the k-level algorithm with the given schedule.
-
-    Returns a dict with the per-level rows (batch size b_i, number of batches, ε₀, δ₀,
-    messages per user g_i, per-message budget, blanket probability p_i, expected blanket
-    messages p_i(b_i g_i − 1), the certified δ of one message, and the noise standard
-    deviation of one batch sum) and the composition of the k mechanisms every user
-    joins: basic (kε₀, kδ₀) and advanced (Dwork, Rothblum & Vadhan 2010) with δ' = δ/2;
-    the better of the two is at most (ε, δ), which makes the whole algorithm
-    (ε, δ)-CSDP.
-
-    Parameters
-    ----------
-    resolution : int or sequence of int
-        Messages per user at every level (one value for all levels, or one per level);
-        1 for bits.
-    """
-    from fedbandit.mechanisms.randomized_response import rr_shuffle_delta
-
-    n = check_positive_int("n", n)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    sizes = check_batch_sizes(batch_sizes, n)
-    k = len(sizes)
-    gs = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)
-    if len(gs) != k:
-        raise ValueError(f"resolution must be one int or one per level ({k}), got {resolution!r}")
-    gs = [check_positive_int("resolution", g) for g in gs]
-    eps0, delta0 = level_budget(epsilon, delta, k)
-    levels = []
-    for i, (b, g) in enumerate(zip(sizes, gs)):
-        eps_b, delta_b = group_budget(eps0, delta0, g)
-        p = rr_flip_probability(b * g, eps_b, delta_b)
-        levels.append(
-            {
-                "level": i + 1,
-                "batch_size": b,
-                "n_batches": n // b,
-                "epsilon0": eps0,
-                "delta0": delta0,
-                "resolution": g,
-                "epsilon_message": eps_b,
-                "delta_message": delta_b,
-                "p": p,
-                "expected_blanket": p * (b * g - 1),
-                "certified_delta": rr_shuffle_delta(eps_b, b * g, p),
-                "noise_std": math.sqrt(rr_estimator_variance(b * g, p)) / g,
-            }
-        )
-    basic = (k * eps0, k * delta0)
-    # (advanced composition only helps for small ε₀; math.expm1 overflows for huge ones)
-    advanced = accounting.advanced_composition(eps0, delta0, k, delta / 2.0) if k > 1 and eps0 < 10 else basic
-    best = min((basic, advanced), key=lambda e: (e[0], e[1]))
-    return {
-        "n": n,
-        "k": k,
-        "epsilon": epsilon,
-        "delta": delta,
-        "levels": levels,
-        "basic_composition": basic,
-        "advanced_composition": advanced,
-        "guarantee": best,
-    }
-
-
 def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None) -> float:
     """A deterministic scale of an algorithm's sup error (the quantity the schedule search minimises).
 
@@ -420,7 +345,7 @@ def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | Non
         return 2.0 * math.sqrt(n * rr_estimator_variance(1, local_rr_flip_probability(epsilon)))
     if name == "central":
         levels = tree_depth(n)
-        return 2.0 * accounting.calibrate_gaussian_sigma(epsilon, delta, 1.0, levels) * math.sqrt(levels)
+        return 2.0 * calibrate_gaussian_sigma(epsilon, delta, 1.0, levels) * math.sqrt(levels)
     if name == "tree":
         sizes = dyadic_batch_sizes(n)
     elif batch_sizes is not None:
@@ -739,7 +664,7 @@ def central_tree_psco(
     sizes = dyadic_batch_sizes(n)
     levels = len(sizes)
     if noise == "gaussian":
-        scale = accounting.calibrate_gaussian_sigma(epsilon, delta, 1.0, levels)
+        scale = calibrate_gaussian_sigma(epsilon, delta, 1.0, levels)
         privacy = (epsilon, delta)
     else:
         scale = levels / epsilon
@@ -900,49 +825,3 @@ def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndar
 # ---------------------------------------------------------------------------------------
 
 
-def _label(name: str, k) -> str:
-    return name if k is None else f"{name}-{k}"
-
-
-def psco_trial(config: dict, rng) -> dict:
-    """One seed of a PSCO error experiment, in the form ``fedbandit.experiments.grid.run_grid`` runs.
-
-    Parameters
-    ----------
-    config : dict
-        ``n`` (users), ``epsilon``, ``delta``, ``runs`` (sequences per seed, default 1),
-        ``algorithms``: list of ``[name, k]`` pairs (k None unless the algorithm needs it),
-        ``input``: ``"bernoulli"`` (i.i.d. Ber(``mean``), default 1/2) or ``"hard"`` (Δ_{n,k}
-        with k = ``hard_k``); optional ``schedules``: label → batch sizes computed
-        beforehand (so that worker processes need not rerun the schedule search).
-    rng : numpy.random.Generator
-
-    Returns
-    -------
-    dict
-        ``"<name>"`` or ``"<name>-<k>"`` → sup errors of the runs (array of shape (runs,)),
-        and ``"batch_sizes"`` → the schedules used.
-    """
-    n = check_positive_int("n", config["n"])
-    epsilon = check_epsilon(config["epsilon"])
-    delta = check_delta(config["delta"])
-    runs = check_positive_int("runs", config.get("runs", 1))
-    rng = check_rng(rng)
-    kind = check_choice("input", config.get("input", "bernoulli"), ("bernoulli", "hard"))
-    if kind == "hard":
-        x = sample_hard_input(n, config["hard_k"], epsilon, rng, runs=runs)
-    else:
-        x = sample_bernoulli_input(n, rng, runs=runs, mean=config.get("mean", 0.5))
-    schedules = config.get("schedules") or {}
-    out: dict[str, Any] = {"batch_sizes": {}}
-    for name, k in config["algorithms"]:
-        label = _label(name, k)
-        kwargs = {}
-        if label in schedules and name in ("concurrent", "extrapolating"):
-            kwargs["batch_sizes"] = tuple(schedules[label])
-        elif label in schedules and name == "sequential":
-            kwargs["batch_size"] = int(schedules[label][0])
-        release = run_psco(name, x, epsilon, delta, rng, k=k, **kwargs)
-        out[label] = sup_error(release, x)
-        out["batch_sizes"][label] = release.info.get("batch_sizes")
-    return out

@@ -23,14 +23,12 @@ so one step of many independent trees is a handful of array operations.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from fedbandit._validation import (
     check_choice,
     check_nonnegative_float,
-    check_positive_float,
     check_positive_int,
     check_rng,
 )
@@ -40,7 +38,6 @@ __all__ = [
     "prefix_nodes",
     "tree_depth",
     "prefix_noise_variance",
-    "tree_zcdp",
     "draw_noise",
     "TreeRandomizer",
     "TreeAnalyzer",
@@ -94,19 +91,6 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
     per_node = 2.0 * sigma0**2 if noise == "laplace" else sigma0**2
     out = pop * per_node
     return float(out) if np.ndim(out) == 0 else out
-
-
-def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
-    """ρ of the Gaussian tree over K = ``n_steps`` steps: ρ = κ Δ² / (2σ₀²).
-
-    One element of the stream changes at most κ = :func:`tree_depth` (K) p-sums, each
-    by at most Δ in ℓ2, and each p-sum is a Gaussian mechanism; zCDP composes
-    additively (Bun & Steinke 2016, Lemma 2.3).
-    """
-    kappa = tree_depth(n_steps)
-    sensitivity = check_positive_float("sensitivity", sensitivity)
-    sigma0 = check_positive_float("sigma0", sigma0)
-    return kappa * sensitivity**2 / (2.0 * sigma0**2)
 
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:

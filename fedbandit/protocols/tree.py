@@ -56,12 +56,12 @@ Gaussian of Kairouz, Liu & Steinke inside every tree node, summed by secure aggr
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from fedbandit.accounting import zcdp as acc
+from fedbandit.accounting.composition import advanced_composition, split_budget_advanced
+from fedbandit.accounting.zcdp import zcdp_to_approx_dp
 from fedbandit._validation import (
     check_choice,
     check_delta,
@@ -73,19 +73,21 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.accounting.amplification import (
-    AmplificationValidityError,
     gaussian_epsilon_exact,
     zc_amplification_sigma0,
     zc_amplification_validity,
 )
-from fedbandit.mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round, ddg_params
+from fedbandit.mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round
+from fedbandit.accounting.ddg import ddg_params
 from fedbandit.mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
 from fedbandit.mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
 from fedbandit.mechanisms.tree import prefix_noise_variance as tree_prefix_noise_variance
-from fedbandit.theory.linear import CALIBRATIONS, ldp_sigma0
+from fedbandit.accounting.calibration import CALIBRATIONS, ldp_sigma0
+from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT, VectorSumShuffle, _binomial
+from fedbandit.protocols.intermediaries import shuffle_messages
+from fedbandit.accounting.accountant import Accounting
 
 __all__ = [
-    "Accounting",
     "Communication",
     "Protocol",
     "NonPrivateProtocol",
@@ -93,71 +95,12 @@ __all__ = [
     "SiloLDPProtocol",
     "ShuffleAmplificationProtocol",
     "CentralTreeProtocol",
-    "VectorSumShuffle",
     "VectorSumShuffleProtocol",
     "DDGSecAggProtocol",
-    "CJMP21_CONSTANT",
-    "shuffle_messages",
     "pack_statistics",
     "unpack_statistics",
     "user_records",
 ]
-
-STATUSES = ("verified", "claimed", "unproven", "invalid", "none")
-
-
-@dataclass(frozen=True)
-class Accounting:
-    """What a protocol guarantees for its configured setting.
-
-    Attributes
-    ----------
-    model : str
-        "none", "central", "silo-LDP" or "SDP".
-    target_epsilon, target_delta : float
-        The (ε, δ) the protocol was asked for (inf, 0 when not private).
-    epsilon, delta : float
-        The (ε, δ) actually achieved for the setting, as far as the book can tell.
-    status : {"verified", "claimed", "unproven", "invalid", "none"}
-        "verified": computed by the book's own accounting (:mod:`fedbandit.accounting.zcdp`);
-        "claimed": holds by the cited theorem, which the book states but does not
-        re-derive; "unproven": no result covers the setting (a theorem forced outside its
-        validity region, or an idealized noise level) -- it may or may not be private;
-        "invalid": the target is *not* met (a necessary condition fails, or the run relies
-        on an accounting known to be wrong, such as ignoring the composition over tree
-        nodes); "none": no privacy.
-    theorem : str
-        Which result gives the guarantee.
-    notes : str
-    """
-
-    model: str
-    target_epsilon: float
-    target_delta: float
-    epsilon: float
-    delta: float
-    status: str
-    theorem: str
-    notes: str = ""
-
-    @property
-    def private(self) -> bool:
-        """True when the target (ε, δ) is met ("verified" or "claimed")."""
-        return self.status in ("verified", "claimed")
-
-    def as_dict(self) -> dict:
-        return {
-            "model": self.model,
-            "target_epsilon": self.target_epsilon,
-            "target_delta": self.target_delta,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "status": self.status,
-            "private": self.private,
-            "theorem": self.theorem,
-            "notes": self.notes,
-        }
-
 
 @dataclass
 class Communication:
@@ -197,22 +140,6 @@ def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarra
     gram[..., iu, ju] = packed[..., d:]
     gram[..., ju, iu] = packed[..., d:]
     return bias, gram
-
-
-def shuffle_messages(rng: np.random.Generator, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
-    """The shuffler S: one uniformly random permutation of the senders per run.
-
-    Every array in ``messages`` has the senders on ``axis`` (default 1, after the runs
-    axis); the same permutation is applied to all of them (one message per sender may be
-    split across arrays, e.g. its bias and Gram parts).
-    """
-    R, M = messages[0].shape[0], messages[0].shape[axis]
-    perm = np.argsort(rng.random((R, M)), axis=1)
-    out = []
-    for m in messages:
-        idx = perm.reshape((R, M) + (1,) * (m.ndim - 2))
-        out.append(np.take_along_axis(m, idx, axis=axis))
-    return tuple(out)
 
 
 class Protocol:
@@ -458,7 +385,7 @@ class DistributedTreeProtocol(Protocol):
 
 class _GaussianTreeCalibration:
     """The (ε, δ, calibration) settings and σ₀ rule shared by the silo-LDP and central
-    protocols (Zhou & Chowdhury, Thm. 6.1; :func:`fedbandit.theory.linear.ldp_sigma0`)."""
+    protocols (Zhou & Chowdhury, Thm. 6.1; :func:`fedbandit.accounting.calibration.ldp_sigma0`)."""
 
     def __init__(self, epsilon, delta, *, calibration="paper"):
         super().__init__(epsilon, delta)
@@ -468,7 +395,7 @@ class _GaussianTreeCalibration:
     def _verified_epsilon(self) -> tuple[float, float]:
         """(ρ, ε) of one party's κ node releases of both statistics (zCDP, [BS16] + [CKS20])."""
         rho = self.kappa * (self.sensitivity_bias**2 + self.sensitivity_gram**2) / (2.0 * self.sigma0**2)
-        return rho, acc.zcdp_to_approx_dp(rho, self.target_delta)
+        return rho, zcdp_to_approx_dp(rho, self.target_delta)
 
     def _calibrated_sigma0(self) -> float:
         return ldp_sigma0(
@@ -637,7 +564,7 @@ class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
     Agents send their exact batch sums (S = identity); the trusted server adds them and
     runs one central tree mechanism (:class:`fedbandit.mechanisms.tree.TreeMechanism`) over
     the summed stream, with node noise σ of the same calibration as silo-level LDP's σ₀
-    (:func:`fedbandit.theory.linear.central_sigma`) -- added once instead of M times, so
+    (:func:`fedbandit.accounting.calibration.central_sigma`) -- added once instead of M times, so
     the prefix noise variance is κσ² rather than Mκσ₀².  Verified like
     :class:`SiloLDPProtocol` (one user changes one leaf of the summed stream).  With batch
     size 1 in :class:`~fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` this is the
@@ -700,109 +627,6 @@ class CentralTreeProtocol(_GaussianTreeCalibration, Protocol):
 #: may be at most this share of its privacy-noise variance.
 AUTO_BITS_ROUNDING_SHARE = 0.01
 
-#: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
-CJMP21_CONSTANT = 24e4
-
-
-class VectorSumShuffle:
-    """The shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
-
-    For n users with vectors v ∈ [−1, 1]^D (coordinates shifted to z = (v + 1)/2 ∈ [0, 1]):
-    per coordinate, the 1-D randomizer with parameters (g, b, p) sends g + b bits holding
-    ⌊z g⌋ + η₁ + η₂ ones, η₁ ~ Ber(z g − ⌊z g⌋), η₂ ~ Bin(b, p); the shuffler mixes every
-    message (tagged by coordinate); the analyzer estimates Σ z = (ones − p b n)/g and
-    returns Σ v = 2 Σ z − n.  Parameters: g = max(⌈2 sqrt n⌉, D, 4),
-    b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with c = :data:`CJMP21_CONSTANT` (the theorem's; smaller
-    values are not covered by it), p = 1/4; valid for 0 < ε ≤ 15, 0 < δ < 1/2.
-
-    Two samplers of the analyzer's output, equal in distribution:
-
-    * ``"per_user"`` -- every user's messages: D·(g + b) bits per user, drawn bit by bit
-      (only for small inputs);
-    * ``"aggregate"`` -- every user's rounding ⌊z g⌋ + η₁ drawn individually, the noise bits
-      of all users at once: Σ_users η₂ ~ Bin(n b, p) (a sum of independent binomials with
-      the same p).  ``tests/test_protocols.py`` checks the two agree in distribution.
-
-    Parameters
-    ----------
-    epsilon, delta : float
-        Per-invocation privacy.
-    n_users, dim : int
-        n and D.
-    g : int, optional
-        Override g (must be ≥ max(2 sqrt n, D, 4)).
-    constant : float
-        c in b.
-    """
-
-    def __init__(self, epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25):
-        self.epsilon = check_epsilon(epsilon)
-        if self.epsilon > 15:
-            raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
-        self.delta = check_delta(delta)
-        if self.delta >= 0.5:
-            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
-        self.n_users = check_positive_int("n_users", n_users)
-        self.dim = check_positive_int("dim", dim)
-        self.constant = check_positive_float("constant", constant)
-        self.p = float(p)
-        g_min = max(math.ceil(2 * math.sqrt(self.n_users)), self.dim, 4)
-        if g is None:
-            g = g_min
-        g = check_positive_int("g", g)
-        if g < g_min:
-            raise ValueError(f"g must be >= max(2 sqrt(n), D, 4) = {g_min}, got {g}")
-        self.g = g
-        self.b = int(math.ceil(self.constant * g**2 * math.log(4 * self.dim**2 / self.delta) ** 2 / (self.epsilon**2 * self.n_users)))
-
-    @property
-    def covered_by_theorem(self) -> bool:
-        """Whether c is at least the theorem's constant."""
-        return self.constant >= CJMP21_CONSTANT
-
-    def noise_std(self) -> float:
-        """Per-coordinate standard deviation of the binomial noise in Σ v (≥ the rounding's)."""
-        return 2.0 / self.g * math.sqrt(self.n_users * self.b * self.p * (1 - self.p))
-
-    def rounded_counts(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Σ over users (axis 0) of ⌊z g⌋ + η₁ for v of shape (n, ..., D): the users' roundings."""
-        z = np.clip((np.asarray(v, dtype=float) + 1.0) / 2.0, 0.0, 1.0) * self.g
-        fl = np.floor(z)
-        return (fl + (rng.random(z.shape) < (z - fl))).sum(axis=0)
-
-    def analyze(self, ones, n_users=None) -> np.ndarray:
-        """The analyzer: Σ v estimated from the count of ones per coordinate."""
-        n = self.n_users if n_users is None else n_users
-        return 2.0 * (np.asarray(ones, dtype=float) - self.p * self.b * n) / self.g - n
-
-    def run(self, v, rng, *, method="aggregate") -> np.ndarray:
-        """Estimate Σ_users v for v of shape (n, D) (or (n, ..., D) for independent copies)."""
-        rng = check_rng(rng)
-        v = np.asarray(v, dtype=float)
-        if v.shape[0] != self.n_users or v.shape[-1] != self.dim:
-            raise ValueError(f"v must have shape ({self.n_users}, ..., {self.dim}), got {v.shape}")
-        check_choice("method", method, ("aggregate", "per_user"))
-        if method == "aggregate":
-            ones = self.rounded_counts(v, rng) + _binomial(rng, self.n_users * self.b, self.p, v.shape[1:])
-        else:
-            z = np.clip((v + 1.0) / 2.0, 0.0, 1.0) * self.g
-            fl = np.floor(z)
-            # Each user's g + b bits per coordinate: the first g hold ⌊zg⌋ + η₁ ones, the
-            # last b are independent Ber(p) bits.  Shuffling does not change the count.
-            unary = (np.arange(self.g) < (fl + (rng.random(z.shape) < (z - fl)))[..., None]).sum(axis=-1)
-            noise_bits = (rng.random(v.shape + (self.b,)) < self.p).sum(axis=-1)
-            ones = (unary + noise_bits).sum(axis=0)
-        return self.analyze(ones)
-
-
-def _binomial(rng, n, p, size):
-    """Bin(n, p) draws; n beyond numpy's int64 range uses the normal limit (never at book settings)."""
-    if n < 2**62:
-        return rng.binomial(int(n), p, size=size).astype(float)
-    warnings.warn(f"Bin(n={n:.3g}, p) drawn from its normal approximation (n exceeds int64)", RuntimeWarning, stacklevel=3)
-    return n * p + math.sqrt(n * p * (1 - p)) * rng.standard_normal(size)
-
-
 class VectorSumShuffleProtocol(Protocol):
     """SDP via the shuffle vector-sum protocol inside every tree node (Zhou & Chowdhury, Thm. 6.5).
 
@@ -814,7 +638,7 @@ class VectorSumShuffleProtocol(Protocol):
     of the set bits of k, as in the Gaussian tree.
 
     Budget.  A user takes part in κ nodes.  ``split="advanced"``: each node runs at
-    (ε₀, δ₀) = :func:`fedbandit.accounting.zcdp.split_budget_advanced` (ε, δ, κ), so the κ
+    (ε₀, δ₀) = :func:`fedbandit.accounting.composition.split_budget_advanced` (ε, δ, κ), so the κ
     nodes compose to (ε, δ) [DRV10] -- private when the constant is the theorem's.
     ``split="none"`` (the authors' code): every node runs at the full (ε, δ); the
     composition then only gives (ε_κ, δ_κ) with ε_κ ≫ ε -- flagged "invalid".
@@ -862,7 +686,7 @@ class VectorSumShuffleProtocol(Protocol):
         d = self.dim
         self.coord_dim = d + d * (d + 1) // 2
         if self.split == "advanced":
-            self.eps_node, self.delta_node = acc.split_budget_advanced(self.target_epsilon, self.target_delta, self.kappa)
+            self.eps_node, self.delta_node = split_budget_advanced(self.target_epsilon, self.target_delta, self.kappa)
         else:
             self.eps_node, self.delta_node = self.target_epsilon, self.target_delta
         if self.eps_node > 15:
@@ -941,7 +765,7 @@ class VectorSumShuffleProtocol(Protocol):
         else:
             # Each user is in κ nodes, each (ε, δ): the best composition bound the book knows.
             basic = (self.kappa * self.target_epsilon, self.kappa * self.target_delta)
-            adv = acc.advanced_composition(self.target_epsilon, self.target_delta, self.kappa, self.target_delta)
+            adv = advanced_composition(self.target_epsilon, self.target_delta, self.kappa, self.target_delta)
             eps, delta = min([basic, adv], key=lambda p: p[0])
             status = "invalid"
             theorem = f"CJMP21 vector sum per node at the full (ε, δ), composed over κ={self.kappa} nodes"
@@ -997,7 +821,7 @@ class DDGSecAggProtocol(Protocol):
     discrete Gaussians, with the τ term) with n = M, composed over κ releases and converted
     to (ε, δ) (:func:`fedbandit.accounting.ddg.ddg_epsilon`, ``steps=κ``).  σ is the smallest
     meeting the target; γ is chosen so that 2^bits·γ covers ±k standard deviations of the
-    largest node sum (:func:`fedbandit.mechanisms.ddg.ddg_params` with ``n = M`` noise
+    largest node sum (:func:`fedbandit.accounting.ddg.ddg_params` with ``n = M`` noise
     parties and ``n_signal`` = the largest node's number of user records).  The guarantee
     holds against the server and anyone who sees the aggregate, if all M agents add their
     noise (a dropped or colluding agent's noise is missing: ε then grows, see

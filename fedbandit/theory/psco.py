@@ -52,7 +52,6 @@ __all__ = [
     "bandit_regret_rate",
     "sequential_bandit_regret",
     "predicted_regret_exponent",
-    "fit_power_law",
 ]
 
 #: The PSCO algorithms of the chapter, by name.
@@ -215,28 +214,3 @@ def predicted_regret_exponent(algorithm: str, k: int | None = None) -> float:
     return 0.5
 
 
-def fit_power_law(n, values) -> tuple[float, float, float]:
-    """Least-squares fit of log(values) = slope · log(n) + intercept.
-
-    Returns
-    -------
-    slope, intercept, slope_se : float
-        The fitted exponent, the intercept and the slope's standard error (0 with two points).
-    """
-    x = np.log(check_array("n", n, ndim=1))
-    y_raw = check_array("values", values, ndim=1)
-    if x.size != y_raw.size or x.size < 2:
-        raise ValueError(f"n and values must have the same length >= 2, got {x.size} and {y_raw.size}")
-    if np.any(y_raw <= 0):
-        raise ValueError("values must be positive to fit a power law")
-    y = np.log(y_raw)
-    design = np.column_stack([x, np.ones_like(x)])
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    slope, intercept = float(coef[0]), float(coef[1])
-    if x.size > 2:
-        resid = y - design @ coef
-        s2 = float(resid @ resid) / (x.size - 2)
-        se = math.sqrt(s2 / float(np.sum((x - x.mean()) ** 2)))
-    else:
-        se = 0.0
-    return slope, intercept, se

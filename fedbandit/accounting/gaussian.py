@@ -1,0 +1,77 @@
+"""accounting.gaussian."""
+
+from __future__ import annotations
+
+import math
+
+from scipy import optimize, special
+
+from fedbandit._validation import (
+    check_delta,
+    check_epsilon,
+    check_positive_float,
+)
+
+__all__ = [
+    "analytic_gaussian_delta",
+    "analytic_gaussian_sigma",
+    "analytic_gaussian_epsilon",
+]
+
+
+def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
+    r"""The exact :math:`\delta(\varepsilon)` of the Gaussian mechanism ([BW18]_ Theorem 8)."""
+    epsilon = check_positive_float("epsilon", epsilon) if epsilon != 0 else 0.0
+    sigma = check_positive_float("sigma", sigma)
+    sensitivity = check_positive_float("sensitivity", sensitivity)
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    # Phi(a - b) - e^eps Phi(-a - b), the second term in log space to avoid overflow.
+    first = special.ndtr(a - b)
+    second = math.exp(epsilon + special.log_ndtr(-a - b))
+    return max(0.0, float(first - second))
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    r"""Smallest :math:`\sigma` with which the Gaussian mechanism is :math:`(\varepsilon,\delta)`-DP ([BW18]_).
+
+    Parameters
+    ----------
+    epsilon : float
+        Target :math:`\varepsilon > 0`.
+    delta : float
+        Target :math:`\delta \in (0, 1)`.
+    sensitivity : float
+        :math:`\ell_2` sensitivity :math:`\Delta > 0`.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    sensitivity = check_positive_float("sensitivity", sensitivity)
+
+    def gap(log_sigma: float) -> float:
+        return analytic_gaussian_delta(epsilon, math.exp(log_sigma), sensitivity) - delta
+
+    lo = math.log(sensitivity) - 10.0
+    hi = math.log(sensitivity) + 10.0
+    while gap(lo) < 0:
+        lo -= 10.0
+    while gap(hi) > 0:
+        hi += 10.0
+    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
+
+
+def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
+    r"""Smallest :math:`\varepsilon` for which noise :math:`\sigma` gives :math:`(\varepsilon,\delta)`-DP ([BW18]_)."""
+    sigma = check_positive_float("sigma", sigma)
+    delta = check_delta(delta)
+    sensitivity = check_positive_float("sensitivity", sensitivity)
+    if analytic_gaussian_delta(0.0, sigma, sensitivity) <= delta:
+        return 0.0
+
+    def gap(log_eps: float) -> float:
+        return analytic_gaussian_delta(math.exp(log_eps), sigma, sensitivity) - delta
+
+    lo, hi = -30.0, 1.0
+    while gap(hi) > 0:
+        hi += 1.0
+    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))

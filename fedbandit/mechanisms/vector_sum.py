@@ -1,0 +1,125 @@
+"""mechanisms.vector_sum."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from fedbandit._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_positive_float,
+    check_positive_int,
+    check_rng,
+)
+
+__all__ = [
+    "VectorSumShuffle",
+    "CJMP21_CONSTANT",
+]
+
+
+#: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
+CJMP21_CONSTANT = 24e4
+
+
+class VectorSumShuffle:
+    """The shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
+
+    For n users with vectors v ∈ [−1, 1]^D (coordinates shifted to z = (v + 1)/2 ∈ [0, 1]):
+    per coordinate, the 1-D randomizer with parameters (g, b, p) sends g + b bits holding
+    ⌊z g⌋ + η₁ + η₂ ones, η₁ ~ Ber(z g − ⌊z g⌋), η₂ ~ Bin(b, p); the shuffler mixes every
+    message (tagged by coordinate); the analyzer estimates Σ z = (ones − p b n)/g and
+    returns Σ v = 2 Σ z − n.  Parameters: g = max(⌈2 sqrt n⌉, D, 4),
+    b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with c = :data:`CJMP21_CONSTANT` (the theorem's; smaller
+    values are not covered by it), p = 1/4; valid for 0 < ε ≤ 15, 0 < δ < 1/2.
+
+    Two samplers of the analyzer's output, equal in distribution:
+
+    * ``"per_user"`` -- every user's messages: D·(g + b) bits per user, drawn bit by bit
+      (only for small inputs);
+    * ``"aggregate"`` -- every user's rounding ⌊z g⌋ + η₁ drawn individually, the noise bits
+      of all users at once: Σ_users η₂ ~ Bin(n b, p) (a sum of independent binomials with
+      the same p).  ``tests/test_protocols.py`` checks the two agree in distribution.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Per-invocation privacy.
+    n_users, dim : int
+        n and D.
+    g : int, optional
+        Override g (must be ≥ max(2 sqrt n, D, 4)).
+    constant : float
+        c in b.
+    """
+
+    def __init__(self, epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25):
+        self.epsilon = check_epsilon(epsilon)
+        if self.epsilon > 15:
+            raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
+        self.delta = check_delta(delta)
+        if self.delta >= 0.5:
+            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
+        self.n_users = check_positive_int("n_users", n_users)
+        self.dim = check_positive_int("dim", dim)
+        self.constant = check_positive_float("constant", constant)
+        self.p = float(p)
+        g_min = max(math.ceil(2 * math.sqrt(self.n_users)), self.dim, 4)
+        if g is None:
+            g = g_min
+        g = check_positive_int("g", g)
+        if g < g_min:
+            raise ValueError(f"g must be >= max(2 sqrt(n), D, 4) = {g_min}, got {g}")
+        self.g = g
+        self.b = int(math.ceil(self.constant * g**2 * math.log(4 * self.dim**2 / self.delta) ** 2 / (self.epsilon**2 * self.n_users)))
+
+    @property
+    def covered_by_theorem(self) -> bool:
+        """Whether c is at least the theorem's constant."""
+        return self.constant >= CJMP21_CONSTANT
+
+    def noise_std(self) -> float:
+        """Per-coordinate standard deviation of the binomial noise in Σ v (≥ the rounding's)."""
+        return 2.0 / self.g * math.sqrt(self.n_users * self.b * self.p * (1 - self.p))
+
+    def rounded_counts(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Σ over users (axis 0) of ⌊z g⌋ + η₁ for v of shape (n, ..., D): the users' roundings."""
+        z = np.clip((np.asarray(v, dtype=float) + 1.0) / 2.0, 0.0, 1.0) * self.g
+        fl = np.floor(z)
+        return (fl + (rng.random(z.shape) < (z - fl))).sum(axis=0)
+
+    def analyze(self, ones, n_users=None) -> np.ndarray:
+        """The analyzer: Σ v estimated from the count of ones per coordinate."""
+        n = self.n_users if n_users is None else n_users
+        return 2.0 * (np.asarray(ones, dtype=float) - self.p * self.b * n) / self.g - n
+
+    def run(self, v, rng, *, method="aggregate") -> np.ndarray:
+        """Estimate Σ_users v for v of shape (n, D) (or (n, ..., D) for independent copies)."""
+        rng = check_rng(rng)
+        v = np.asarray(v, dtype=float)
+        if v.shape[0] != self.n_users or v.shape[-1] != self.dim:
+            raise ValueError(f"v must have shape ({self.n_users}, ..., {self.dim}), got {v.shape}")
+        check_choice("method", method, ("aggregate", "per_user"))
+        if method == "aggregate":
+            ones = self.rounded_counts(v, rng) + _binomial(rng, self.n_users * self.b, self.p, v.shape[1:])
+        else:
+            z = np.clip((v + 1.0) / 2.0, 0.0, 1.0) * self.g
+            fl = np.floor(z)
+            # Each user's g + b bits per coordinate: the first g hold ⌊zg⌋ + η₁ ones, the
+            # last b are independent Ber(p) bits.  Shuffling does not change the count.
+            unary = (np.arange(self.g) < (fl + (rng.random(z.shape) < (z - fl)))[..., None]).sum(axis=-1)
+            noise_bits = (rng.random(v.shape + (self.b,)) < self.p).sum(axis=-1)
+            ones = (unary + noise_bits).sum(axis=0)
+        return self.analyze(ones)
+
+
+def _binomial(rng, n, p, size):
+    """Bin(n, p) draws; n beyond numpy's int64 range uses the normal limit (never at book settings)."""
+    if n < 2**62:
+        return rng.binomial(int(n), p, size=size).astype(float)
+    warnings.warn(f"Bin(n={n:.3g}, p) drawn from its normal approximation (n exceeds int64)", RuntimeWarning, stacklevel=3)
+    return n * p + math.sqrt(n * p * (1 - p)) * rng.standard_normal(size)

@@ -1,0 +1,234 @@
+"""protocols.intermediaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from fedbandit._validation import (
+    check_nonnegative_int,
+    check_positive_int,
+    check_rng,
+)
+from fedbandit.mechanisms.randomized_response import RRShuffleSummation
+
+__all__ = [
+    "Shuffler",
+    "Allocation",
+    "Release",
+    "Transcript",
+    "ConcurrentShuffleModel",
+    "MixedRadixServer",
+    "Server",
+    "shuffle_messages",
+]
+
+
+class Shuffler:
+    """One trusted shuffler of the concurrent shuffle model.
+
+    Inactive until :meth:`open` allocates it a batch of ``batch_size`` users; while
+    active it stores the messages it receives; when the batch is full the model calls
+    :meth:`release`, which returns the messages in a uniformly random order and marks
+    the shuffler inactive again.
+    """
+
+    def __init__(self, index: int):
+        self.index = check_nonnegative_int("index", index)
+        self.active = False
+        self.batch_size = 0
+        self.start = 0
+        self.tag: Any = None
+        self._messages: list = []
+
+    def __repr__(self) -> str:
+        state = f"active, {len(self._messages)}/{self.batch_size}" if self.active else "inactive"
+        return f"Shuffler({self.index}, {state})"
+
+    def open(self, batch_size: int, start: int, tag: Any = None) -> None:
+        """Allocate a new batch of ``batch_size`` users, the first of which is user ``start``."""
+        if self.active:
+            raise RuntimeError(f"shuffler {self.index} is active; it can only be reused after its release")
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.start = check_positive_int("start", start)
+        self.tag = tag
+        self.active = True
+        self._messages = []
+
+    def submit(self, message) -> None:
+        """Store one encoded message of the current batch."""
+        if not self.active:
+            raise RuntimeError(f"shuffler {self.index} is inactive and accepts no messages")
+        if len(self._messages) >= self.batch_size:
+            raise RuntimeError(f"shuffler {self.index} is full ({self.batch_size} messages)")
+        self._messages.append(message)
+
+    @property
+    def full(self) -> bool:
+        return self.active and len(self._messages) == self.batch_size
+
+    def release(self, rng) -> np.ndarray:
+        """Return the batch's messages in a uniformly random order and become inactive."""
+        rng = check_rng(rng)
+        if not self.full:
+            raise RuntimeError(f"shuffler {self.index} can only release a full batch")
+        out = np.asarray(self._messages)[rng.permutation(self.batch_size)]
+        self.active = False
+        self._messages = []
+        return out
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A server decision: run shuffle mechanism ``(randomizer, batch_size)`` on shuffler ``shuffler``.
+
+    ``randomizer(value, u) -> message`` encodes one user's value with one uniform u;
+    ``tag`` is free (the level, for the mixed-radix server).
+    """
+
+    shuffler: int
+    batch_size: int
+    randomizer: Callable[[Any, float], Any]
+    tag: Any = None
+
+
+@dataclass(frozen=True)
+class Release:
+    """One executed shuffle mechanism: users ``start..end`` (inclusive), released at ``end``."""
+
+    shuffler: int
+    start: int
+    end: int
+    tag: Any
+    messages: np.ndarray
+
+
+@dataclass
+class Transcript:
+    """Everything the server saw (the releases) and what it reported (estimates[t], t = 0..n)."""
+
+    n: int
+    k: int
+    releases: list = field(default_factory=list)
+    estimates: np.ndarray | None = None
+    active_counts: np.ndarray | None = None
+
+
+class Server(Protocol):
+    def allocate(self, t: int, inactive: Sequence[int], releases: Sequence[Release]) -> list[Allocation]: ...
+
+    def estimate(self, t: int, releases: Sequence[Release]) -> float: ...
+
+
+class ConcurrentShuffleModel:
+    """k concurrent shufflers and a deterministic server (Tenenbaum et al., Algorithm 1, read from the prose).
+
+    At time t = 1, ..., n: (1) the server allocates new batches on (some of) the inactive
+    shufflers, deterministically from the releases so far; (2) user t encodes its value
+    with each active shuffler's randomizer and submits the messages; (3) every shuffler
+    whose batch is now full releases its messages in random order; (4) the server
+    reports its estimate, a function of the releases.
+
+    Randomness: the message of user t to shuffler i uses the uniform ``U[i, t − 1]`` of
+    ``U = rng.random((k, n))`` drawn first; the shufflers' permutations use draws made
+    after it.  For bit inputs the vectorized per-user path of
+    :func:`fedbandit.mechanisms.psco.concurrent_psco` uses the same layout, so both give
+    identical estimates from the same generator state.  This is the reference
+    simulation: O(n k) Python steps, for small n (figures, tests).
+    """
+
+    def __init__(self, k: int, server: Server):
+        self.k = check_positive_int("k", k)
+        self.server = server
+
+    def run(self, x, rng) -> Transcript:
+        """Run users with values ``x`` (1-D, in the randomizers' domain) through the model."""
+        rng = check_rng(rng)
+        values = np.asarray(x)
+        if values.ndim != 1:
+            raise ValueError(f"x must be 1-D (one value per user), got shape {values.shape}")
+        n = values.size
+        u = rng.random((self.k, n))
+        shufflers = [Shuffler(i) for i in range(self.k)]
+        randomizers: list = [None] * self.k
+        tr = Transcript(n=n, k=self.k, estimates=np.zeros(n + 1), active_counts=np.zeros(n + 1, dtype=int))
+        for t in range(1, n + 1):
+            inactive = [s.index for s in shufflers if not s.active]
+            for alloc in self.server.allocate(t, inactive, tr.releases):
+                if alloc.shuffler not in inactive:
+                    raise RuntimeError(f"the server allocated the active shuffler {alloc.shuffler} at t={t}")
+                shufflers[alloc.shuffler].open(alloc.batch_size, t, alloc.tag)
+                randomizers[alloc.shuffler] = alloc.randomizer
+            tr.active_counts[t] = sum(s.active for s in shufflers)
+            for s in shufflers:
+                if s.active:
+                    s.submit(randomizers[s.index](values[t - 1], u[s.index, t - 1]))
+            for s in shufflers:
+                if s.full:
+                    start, tag = s.start, s.tag
+                    tr.releases.append(Release(s.index, start, t, tag, s.release(rng)))
+            tr.estimates[t] = self.server.estimate(t, tr.releases)
+        return tr
+
+
+class MixedRadixServer:
+    """Deterministic server of the book's reconstructed k-level PSCO algorithm.
+
+    Shuffler i (level i) runs consecutive batches of size b_i over the whole stream with
+    the randomized-response summation at the per-level budget; b_{i+1} divides b_i.  The
+    estimate at t sums the released level-1 batches, then the level-2 batches released
+    inside the current level-1 batch, and so on: the mixed-radix decomposition of t.
+    Users of a partial level-k batch are not yet counted.  [derived]
+
+    Parameters
+    ----------
+    batch_sizes : sequence of int
+        (b_1, ..., b_k), nested.
+    protocols : sequence of RRShuffleSummation
+        The summation protocol of each level (``protocols[i].n_users == batch_sizes[i]``).
+    """
+
+    def __init__(self, batch_sizes: Sequence[int], protocols: Sequence[RRShuffleSummation]):
+        self.batch_sizes = tuple(int(b) for b in batch_sizes)
+        self.protocols = list(protocols)
+        if len(self.protocols) != len(self.batch_sizes):
+            raise ValueError("protocols must have one entry per level of batch_sizes")
+        for b, proto in zip(self.batch_sizes, self.protocols):
+            if proto.n_users != b:
+                raise ValueError(f"protocol for batch size {b} was calibrated for {proto.n_users} users")
+
+    def allocate(self, t, inactive, releases):
+        return [
+            Allocation(i, self.batch_sizes[i], self.protocols[i].randomizer, tag=i)
+            for i in inactive
+        ]
+
+    def estimate(self, t, releases):
+        # Walk the levels from the coarsest: keep the releases of level i that start after
+        # the last level-(i-1) boundary covered so far.
+        covered = 0
+        total = 0.0
+        for level, b in enumerate(self.batch_sizes):
+            for rel in releases:
+                if rel.tag == level and rel.start > covered and rel.end <= t:
+                    total += self.protocols[level].analyzer(rel.messages)
+            covered = (t // b) * b
+        return total
+
+
+def shuffle_messages(rng: np.random.Generator, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
+    """The shuffler S: one uniformly random permutation of the senders per run.
+
+    Every array in ``messages`` has the senders on ``axis`` (default 1, after the runs
+    axis); the same permutation is applied to all of them (one message per sender may be
+    split across arrays, e.g. its bias and Gram parts).
+    """
+    R, M = messages[0].shape[0], messages[0].shape[axis]
+    perm = np.argsort(rng.random((R, M)), axis=1)
+    out = []
+    for m in messages:
+        idx = perm.reshape((R, M) + (1,) * (m.ndim - 2))
+        out.append(np.take_along_axis(m, idx, axis=axis))
+    return tuple(out)
