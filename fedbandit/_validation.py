@@ -26,6 +26,7 @@ __all__ = [
     "check_rng",
     "check_array",
     "check_choice",
+    "check_bool",
     "check_unit_interval",
     "check_batch_sizes",
 ]
@@ -125,6 +126,13 @@ def check_int_in_range(name: str, value: Any, low: int | None, high: int | None)
         hi = "inf" if high is None else str(high)
         raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
     return value
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a ``bool`` (or numpy bool); refuse anything else, such as ``"no"``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (True or False), got {value!r} of type {type(value).__name__}")
 
 
 def check_choice(name: str, value: Any, choices) -> Any:

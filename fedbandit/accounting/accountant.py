@@ -1,16 +1,59 @@
-"""accounting.accountant."""
+"""The accountant: privacy events in, (ε, δ) with a status out.
+
+:func:`account` is the only place where a protocol's guarantee is computed.  It walks an
+event tree (:mod:`fedbandit.accounting.events`) and
+
+* composes Gaussian releases in zCDP ([BS16], Lemma 2.3) and converts with [CKS20];
+* uses the RDP bound of sums of discrete Gaussians ([KLS21], Prop. 14) for
+  :class:`~fedbandit.accounting.events.DiscreteGaussianSumEvent`;
+* certifies shuffled randomized response by the privacy-blanket bound;
+* composes pure ε-DP releases by adding ε, and (ε, δ) releases by the better of basic
+  and advanced composition ([DRV10]);
+* takes a cited theorem's claim as given, subject to its validity conditions and to a
+  necessary condition whose exact ε is a lower bound on the protocol's.
+
+The status says how the guarantee is known: "verified" (computed here and at most the
+target), "claimed" (by a cited theorem), "unproven" (no result covers the setting),
+"invalid" (the target is not met, or a necessary assumption fails) or "none" (no privacy).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+
+from fedbandit._validation import check_delta, check_epsilon
+from fedbandit.accounting.events import (
+    ApproxDpEvent,
+    ClaimedEvent,
+    ComposedEvent,
+    ConditionalEvent,
+    DiscreteGaussianSumEvent,
+    DpEvent,
+    GaussianEvent,
+    InvalidEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    NoReleaseEvent,
+    SelfComposedEvent,
+    ShuffledRandomizedResponseEvent,
+    check_relation,
+)
 
 __all__ = [
     "Accounting",
     "STATUSES",
+    "account",
+    "VERIFY_TOLERANCE",
 ]
 
 
 STATUSES = ("verified", "claimed", "unproven", "invalid", "none")
+
+#: A computed ε counts as meeting the target up to this relative tolerance (root finding).
+VERIFY_TOLERANCE = 1e-6
+
+_RANK = {"verified": 0, "claimed": 1, "unproven": 2, "invalid": 3, "none": 4}
 
 
 @dataclass(frozen=True)
@@ -20,22 +63,23 @@ class Accounting:
     Attributes
     ----------
     model : str
-        "none", "central", "silo-LDP" or "SDP".
+        The privacy model ("none", "central", "silo-LDP", "SDP", "distributed", ...).
     target_epsilon, target_delta : float
         The (ε, δ) the protocol was asked for (inf, 0 when not private).
     epsilon, delta : float
         The (ε, δ) actually achieved for the setting, as far as the book can tell.
     status : {"verified", "claimed", "unproven", "invalid", "none"}
-        "verified": computed by the book's own accounting (:mod:`fedbandit.accounting.zcdp`);
+        "verified": computed by the book's own accounting (:func:`account`);
         "claimed": holds by the cited theorem, which the book states but does not
         re-derive; "unproven": no result covers the setting (a theorem forced outside its
         validity region, or an idealized noise level) -- it may or may not be private;
         "invalid": the target is *not* met (a necessary condition fails, or the run relies
-        on an accounting known to be wrong, such as ignoring the composition over tree
-        nodes); "none": no privacy.
+        on an assumption that does not hold); "none": no privacy.
     theorem : str
         Which result gives the guarantee.
     notes : str
+    relation : {"add-remove", "replace"}
+        The neighbouring relation the sensitivities were computed for.
     """
 
     model: str
@@ -46,6 +90,7 @@ class Accounting:
     status: str
     theorem: str
     notes: str = ""
+    relation: str = "add-remove"
 
     @property
     def private(self) -> bool:
@@ -63,4 +108,209 @@ class Accounting:
             "private": self.private,
             "theorem": self.theorem,
             "notes": self.notes,
+            "relation": self.relation,
         }
+
+
+@dataclass(frozen=True)
+class _Result:
+    epsilon: float
+    delta: float
+    status: str
+    notes: tuple = ()
+
+
+def _worse(*statuses: str) -> str:
+    return max(statuses, key=_RANK.__getitem__)
+
+
+def _gaussian_rho(event: DpEvent) -> float | None:
+    """ρ of an event made only of Gaussian releases (None otherwise)."""
+    if isinstance(event, GaussianEvent):
+        return event.rho
+    if isinstance(event, SelfComposedEvent):
+        inner = _gaussian_rho(event.event)
+        return None if inner is None else event.count * inner
+    if isinstance(event, ComposedEvent):
+        parts = [_gaussian_rho(e) for e in event.events]
+        return None if any(p is None for p in parts) else float(sum(parts))
+    return None
+
+
+def _pure_epsilon(event: DpEvent) -> float | None:
+    """ε of an event made only of pure-DP (Laplace) releases (None otherwise)."""
+    if isinstance(event, LaplaceEvent):
+        return event.sensitivity / event.scale
+    if isinstance(event, SelfComposedEvent):
+        inner = _pure_epsilon(event.event)
+        return None if inner is None else event.count * inner
+    if isinstance(event, ComposedEvent):
+        parts = [_pure_epsilon(e) for e in event.events]
+        return None if any(p is None for p in parts) else float(sum(parts))
+    return None
+
+
+def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:
+    """Exact ε at δ of a composition of Gaussian releases (the Gaussian privacy profile [BW18]).
+
+    k Gaussian releases of sensitivities Δ_i and noise σ_i together are a Gaussian
+    mechanism with μ = sqrt(Σ Δ_i²/σ_i²) (rotation invariance), whose exact (ε, δ) curve
+    is :func:`fedbandit.accounting.gaussian_epsilon_exact`; this is a *lower bound* on
+    the ε of any protocol from whose output the releases can be computed.
+    """
+    from fedbandit.accounting.amplification import gaussian_epsilon_exact
+
+    rho = _gaussian_rho(event)
+    if rho is None:
+        raise TypeError(f"exact_gaussian_epsilon needs Gaussian releases only, got {event.describe()}")
+    return gaussian_epsilon_exact(math.sqrt(2.0 * rho), delta)
+
+
+def _compose_approx(results: list[_Result], delta_target: float) -> tuple[float, float]:
+    """Compose (ε_i, δ_i) releases: basic composition, or advanced composition of k equal
+    releases with δ' = the target δ left after kδ₀ ([DRV10]), whichever gives the smaller ε."""
+    from fedbandit.accounting.composition import advanced_composition
+
+    basic = (float(sum(r.epsilon for r in results)), float(sum(r.delta for r in results)))
+    eps0 = {r.epsilon for r in results}
+    d0 = {r.delta for r in results}
+    k = len(results)
+    if k > 1 and len(eps0) == 1 and len(d0) == 1:
+        (e0,), (dd,) = eps0, d0
+        slack = delta_target - k * dd
+        if slack > 0 and e0 < 700:
+            adv = advanced_composition(e0, dd, k, slack)
+            if adv[0] < basic[0]:
+                return adv
+    return basic
+
+
+def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
+    if isinstance(event, NoReleaseEvent):
+        return _Result(0.0, 0.0, "verified", (event.reason,))
+    if isinstance(event, NonPrivateEvent):
+        return _Result(math.inf, 0.0, "none", (event.describe(),))
+    if isinstance(event, InvalidEvent):
+        return _Result(math.inf, delta, "invalid", (event.reason,))
+    if isinstance(event, ConditionalEvent):
+        inner = _analyze(event.event, delta, target_epsilon)
+        if event.holds:
+            return inner
+        return replace(inner, status=_worse(inner.status, event.on_failure), notes=inner.notes + (event.assumption,))
+    rho = _gaussian_rho(event)
+    if rho is not None:
+        from fedbandit.accounting.zcdp import zcdp_to_approx_dp
+
+        return _Result(zcdp_to_approx_dp(rho, delta), delta, "verified")
+    pure = _pure_epsilon(event)
+    if pure is not None:
+        return _Result(pure, 0.0, "verified")
+    if isinstance(event, DiscreteGaussianSumEvent) or (
+        isinstance(event, SelfComposedEvent) and isinstance(event.event, DiscreteGaussianSumEvent)
+    ):
+        from fedbandit.accounting.ddg import ddg_epsilon
+
+        steps = event.count if isinstance(event, SelfComposedEvent) else 1
+        e = event.event if isinstance(event, SelfComposedEvent) else event
+        eps = ddg_epsilon(e.sigma, c=e.clip, gamma=e.gamma, beta=e.beta, n=e.n_parties, d=e.dim, delta=delta, steps=steps)
+        return _Result(eps, delta, "verified")
+    if isinstance(event, ShuffledRandomizedResponseEvent):
+        from fedbandit.accounting.shuffle import rr_shuffle_delta
+
+        certified = rr_shuffle_delta(event.epsilon_message, event.n_messages, event.p) <= event.delta_message
+        g = event.group_size
+        eps = g * event.epsilon_message
+        dlt = g * math.exp((g - 1) * event.epsilon_message) * event.delta_message
+        note = () if certified else ("the privacy-blanket bound does not certify the per-message δ",)
+        return _Result(eps, dlt, "verified" if certified else "invalid", note)
+    if isinstance(event, ApproxDpEvent):
+        return _Result(event.epsilon, event.delta, "verified")
+    if isinstance(event, ClaimedEvent):
+        notes = []
+        status = "claimed"
+        eps, dlt = event.epsilon, event.delta
+        if event.necessary is not None:
+            lower = exact_gaussian_epsilon(event.necessary, delta)
+            if lower > target_epsilon * (1 + 1e-9):
+                return _Result(
+                    lower, delta, "invalid",
+                    (f"NOT private: {event.necessary.describe()} alone is only ({lower:.3g}, δ)-DP "
+                     f"(exact Gaussian profile [BW18]) > ε={target_epsilon:g}",),
+                )
+        failed = [c for c in event.conditions if not c.holds]
+        if failed:
+            status, eps = "unproven", math.nan
+            notes.append("forced outside the theorem's validity region: " + "; ".join(str(c) for c in failed))
+        elif event.unproven:
+            status, eps = "unproven", math.nan
+            notes.append(event.unproven)
+        return _Result(eps, dlt, status, tuple(notes))
+    if isinstance(event, (SelfComposedEvent, ComposedEvent)):
+        parts = [event.event] * event.count if isinstance(event, SelfComposedEvent) else list(event.events)
+        results = [_analyze(p, delta, target_epsilon) for p in parts]
+        status = _worse(*(r.status for r in results))
+        notes = tuple(dict.fromkeys(n for r in results for n in r.notes))
+        if any(math.isnan(r.epsilon) for r in results):
+            return _Result(math.nan, delta, status, notes)
+        eps, dlt = _compose_approx(results, delta)
+        return _Result(eps, dlt, status, notes)
+    raise TypeError(f"the accountant does not know events of type {type(event).__name__}")
+
+
+def account(
+    event: DpEvent,
+    *,
+    target_epsilon=None,
+    target_delta=None,
+    model: str = "",
+    relation: str = "add-remove",
+    theorem: str = "",
+    notes: str = "",
+) -> Accounting:
+    """Turn a privacy event into an :class:`Accounting` against a target (ε, δ).
+
+    Parameters
+    ----------
+    event : DpEvent
+        What was released over the whole run, for one user under ``relation``.
+    target_epsilon, target_delta : float, optional
+        The target; None for a non-private protocol (then ε = ∞ is not a failure).
+    model : str
+        The privacy model (trust assumption) the event is accounted in.
+    relation : {"add-remove", "replace"}
+    theorem, notes : str
+        Text that says which result the protocol relies on; the accountant appends what
+        it computed and why a status is not "verified".
+
+    Returns
+    -------
+    Accounting
+        ``epsilon`` at ``delta = target_delta``; status "verified" / "claimed" only if at
+        most the target (relative tolerance :data:`VERIFY_TOLERANCE`).
+    """
+    if not isinstance(event, DpEvent):
+        raise TypeError(f"event must be a fedbandit.accounting.DpEvent, got {type(event).__name__}")
+    relation = check_relation(relation)
+    private = target_epsilon is not None
+    t_eps = check_epsilon(target_epsilon, "target_epsilon") if private else math.inf
+    t_delta = check_delta(target_delta, "target_delta") if private else 0.0
+    res = _analyze(event, t_delta if private else 1e-10, t_eps)
+    status = res.status
+    if status in ("verified", "claimed") and not (
+        res.epsilon <= t_eps * (1 + VERIFY_TOLERANCE) and res.delta <= t_delta * (1 + VERIFY_TOLERANCE)
+    ):
+        status = "invalid"
+    if not private and status != "none":
+        status = "none" if res.epsilon == math.inf else status
+    text = theorem or event.describe()
+    return Accounting(
+        model=model,
+        target_epsilon=t_eps,
+        target_delta=t_delta,
+        epsilon=float(res.epsilon),
+        delta=float(res.delta) if status != "none" else 0.0,
+        status=status,
+        theorem=text,
+        notes="; ".join(x for x in (*res.notes, notes) if x),
+        relation=relation,
+    )

@@ -1,4 +1,15 @@
-"""accounting.calibration."""
+"""Every noise calibration rule of the book: from a target (ε, δ) to a mechanism's noise.
+
+No other module computes a noise scale from privacy parameters: mechanisms and protocols
+take their σ, p, b or Laplace scale from the functions here (or from the DDG parameter
+search of :mod:`fedbandit.accounting.ddg` and the shuffle flip probabilities of
+:mod:`fedbandit.accounting.shuffle`).
+
+* :func:`ldp_sigma0`, :func:`central_sigma`, :func:`gaussian_tree_sigma0` -- Gaussian tree
+  node noise (Zhou & Chowdhury 2023, Thm. 6.1 and 6.3; DP20's :func:`dp20_sigma`);
+* :func:`vector_sum_parameters` -- the shuffle vector sum of Cheu, Joseph, Mao & Peng (2021);
+* :func:`laplace_counter_scale` -- continual counting (Chan, Shi & Song 2011).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +32,11 @@ __all__ = [
     "CALIBRATIONS",
     "dp20_m",
     "dp20_sigma",
+    "TREE_SIGMA_RULES",
+    "gaussian_tree_sigma0",
+    "vector_sum_parameters",
+    "laplace_counter_scale",
+    "CJMP21_CONSTANT",
 ]
 
 
@@ -86,3 +102,101 @@ def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
     L = check_positive_float("feature_bound", feature_bound)
     m = dp20_m(horizon)
     return math.sqrt(16.0 * m) * L * math.log(1.0 / delta) / epsilon
+
+
+#: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
+CJMP21_CONSTANT = 24e4
+
+
+#: Rules for the node noise σ₀ of a Gaussian tree randomizer (:func:`gaussian_tree_sigma0`).
+TREE_SIGMA_RULES = (
+    "paper",
+    "authors",
+    "zcdp",
+    "amplification-authors",
+    "amplification-recalled",
+    "amplification-ideal",
+    "dp20",
+    "dp20-claimed",
+)
+
+
+def gaussian_tree_sigma0(
+    rule: str,
+    epsilon,
+    delta,
+    *,
+    n_batches,
+    horizon,
+    n_agents,
+    sensitivity: float = 1.0,
+    parties: int = 1,
+    feature_bound: float = 1.0,
+    force: bool = False,
+) -> float:
+    """Per-party, per-node noise σ₀ of a Gaussian tree over K = ``n_batches`` batches.
+
+    ``rule``:
+
+    * ``"paper"``, ``"authors"``, ``"zcdp"`` -- the silo-level LDP calibrations of
+      :func:`ldp_sigma0` (Zhou & Chowdhury Thm. 6.1 [paper], the authors' code, the book's
+      tight zCDP rule), for an adversary who sees one party's releases.  When the
+      adversary sees only the sum of ``parties`` parties' releases (secure aggregation),
+      each adds σ₀/sqrt(parties), so that the sum carries the same noise;
+    * ``"amplification-authors"`` / ``"-recalled"`` / ``"-ideal"`` -- SDP by amplification
+      (Zhou & Chowdhury Thm. 6.3; :func:`fedbandit.accounting.zc_amplification_sigma0`),
+      which raises outside the lemma's validity region unless ``force``;
+    * ``"dp20"`` -- DP20's per-silo σ (:func:`dp20_sigma`, over ``horizon``
+      synchronizations); ``"dp20-claimed"`` -- σ/sqrt(M), the total σ² that DP20's regret
+      analysis assumes.
+    """
+    from fedbandit.accounting.amplification import zc_amplification_sigma0
+
+    rule = check_choice("rule", rule, TREE_SIGMA_RULES)
+    parties = check_positive_int("parties", parties)
+    n_agents = check_positive_int("n_agents", n_agents)
+    if rule in CALIBRATIONS:
+        return ldp_sigma0(epsilon, delta, n_batches, calibration=rule, sensitivity=sensitivity) / math.sqrt(parties)
+    if rule.startswith("amplification-"):
+        return zc_amplification_sigma0(
+            epsilon, delta, n_agents, n_batches, horizon, variant=rule.split("-", 1)[1], sensitivity=sensitivity, force=force
+        )
+    sigma = dp20_sigma(epsilon, delta, horizon, feature_bound)
+    return sigma if rule == "dp20" else sigma / math.sqrt(n_agents)
+
+
+def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25) -> tuple[int, int, float]:
+    """(g, b, p) of the shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
+
+    g = max(⌈2 sqrt n⌉, D, 4) (or a given larger g), b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with
+    c = :data:`CJMP21_CONSTANT` (the theorem's; smaller values are not covered by it),
+    p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.
+    """
+    epsilon = check_epsilon(epsilon)
+    if epsilon > 15:
+        raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
+    delta = check_delta(delta)
+    if delta >= 0.5:
+        raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
+    n_users = check_positive_int("n_users", n_users)
+    dim = check_positive_int("dim", dim)
+    constant = check_positive_float("constant", constant)
+    g_min = max(math.ceil(2 * math.sqrt(n_users)), dim, 4)
+    g = g_min if g is None else check_positive_int("g", g)
+    if g < g_min:
+        raise ValueError(f"g must be >= max(2 sqrt(n), D, 4) = {g_min}, got {g}")
+    b = int(math.ceil(constant * g**2 * math.log(4 * dim**2 / delta) ** 2 / (epsilon**2 * n_users)))
+    return g, b, float(p)
+
+
+def laplace_counter_scale(epsilon, sensitivity: float = 1.0, *, releases: int = 1):
+    """Laplace scale b = releases·s/ε so that ``releases`` releases of one item are ε-DP in total.
+
+    The binary mechanism over T steps puts every item in L = bit_length(T) nodes
+    (``releases=L``), the logarithmic mechanism in one release, and the hybrid mechanism
+    spends ε/2 on each part (Chan, Shi & Song 2011).  ``epsilon`` may be an array (one
+    budget per stream).
+    """
+    sensitivity = check_positive_float("sensitivity", sensitivity)
+    releases = check_positive_int("releases", releases)
+    return releases * sensitivity / epsilon

@@ -78,6 +78,7 @@ __all__ = [
     "DDGParams",
     "ddg_params",
     "ddg_params_from_gamma",
+    "ddg_tree_params",
     "DEFAULT_BETA",
 ]
 
@@ -405,7 +406,7 @@ def ddg_params(
 
     ``n_signal`` (default ``n``) is the number of clipped, rounded vectors in one aggregate
     when it differs from the number ``n`` of parties that add noise: in the bandit
-    protocol (:class:`fedbandit.protocols.tree.DDGSecAggProtocol`) every *user* record is
+    protocol (:class:`fedbandit.protocols._legacy_tree.DDGSecAggProtocol`) every *user* record is
     rounded and ``n`` *agents* add noise to the sum of their users' records.  The range
     condition is then :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + n_s\gamma^2/4 + n\sigma^2}`
     with :math:`n_f = n_s^2` (conservative) or :math:`n_s` (optimistic) [derived: the same
@@ -509,3 +510,47 @@ def ddg_params_from_gamma(
         bits=bits, k=k, n=n, d=d, d_pad=d_pad, c=c, epsilon=eps, delta=delta, beta=beta, gamma=gamma,
         sigma=sigma, delta2=ddg_delta2(c, gamma, d_pad, beta), flatten=flatten, method=method, steps=steps,
     )
+
+
+def ddg_tree_params(
+    bits,
+    *,
+    k: float,
+    n_parties: int,
+    n_agents: int,
+    dim: int,
+    clip: float,
+    epsilon: float,
+    delta: float,
+    beta: float,
+    norm_growth: str,
+    flatten: str,
+    steps: int,
+    n_signal: int,
+    rounding_share: float,
+) -> DDGParams:
+    """DDG parameters for a tree of ``steps`` node releases, with the bit width chosen if ``bits="auto"``.
+
+    ``n_parties`` parties add noise to the aggregate the adversary sees (M under secure
+    aggregation, 1 when it sees each party's message); ``n_signal`` user records are
+    rounded into the largest node.  ``bits="auto"``: the smallest even width whose rounding
+    variance n_signal·γ²/4 is at most ``rounding_share`` of the node's privacy-noise variance
+    ``n_agents``·σ² [reconstruction: the book's rule; [KLS21] pick the width for a one-shot
+    sum, whereas tree nodes grow with the users they hold].
+    """
+
+    def params_for(b):
+        return ddg_params(b, k, n_parties, dim, clip, epsilon, delta, beta, norm_growth=norm_growth, flatten=flatten,
+                          steps=steps, n_signal=n_signal)
+
+    if not (isinstance(bits, str) and bits == "auto"):
+        return params_for(check_int_in_range("bits", bits, 2, 62))
+    lowest = max(4, 2 * math.ceil(math.log2(n_signal * k**2) / 4) + 2)
+    for b in range(lowest, 49, 2):
+        try:
+            params = params_for(b)
+        except ValueError:  # this width cannot cover the aggregate at all: try a wider one
+            continue
+        if n_signal * params.gamma**2 / 4.0 <= rounding_share * n_agents * params.sigma**2:
+            return params
+    raise ValueError("bits='auto' found no width up to 48 bits; pass bits explicitly")

@@ -264,7 +264,7 @@ class FixedBatchScheduleMechanism:
     """The fixed-batch algorithm (Zhou & Chowdhury, Alg. 1) on the same instance and attack.
 
     Runs :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` with a silo-level LDP
-    protocol (:class:`fedbandit.protocols.tree.SiloLDPProtocol`) and *measures* its schedule:
+    protocol (:class:`fedbandit.protocols._legacy_tree.SiloLDPProtocol`) and *measures* its schedule:
     the protocol is wrapped so that every call of ``synchronize`` records the round.
 
     Parameters
@@ -280,7 +280,7 @@ class FixedBatchScheduleMechanism:
 
     def __init__(self, instance: AliceTracyInstance, epsilon, delta, batch_size, learner_kwargs=None):
         from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-        from fedbandit.protocols.tree import SiloLDPProtocol
+        from fedbandit.protocols._legacy_tree import SiloLDPProtocol
 
         if not isinstance(instance, AliceTracyInstance):
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
@@ -295,7 +295,7 @@ class FixedBatchScheduleMechanism:
 
     def __call__(self, dataset, rng, n):
         from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-        from fedbandit.protocols.tree import SiloLDPProtocol
+        from fedbandit.protocols._legacy_tree import SiloLDPProtocol
 
         rng = check_rng(rng)
         n = check_positive_int("n", n)

@@ -5,6 +5,9 @@ import importlib
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
     "load_digits_federated": "digits",
+    "make_environment": "factory",
+    "ENVIRONMENT_KEYS": "factory",
+    "INSTANCES": "factory",
     "Graph": "graphs",
     "DisconnectedGraphError": "graphs",
     "complete_graph": "graphs",

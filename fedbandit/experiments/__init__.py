@@ -10,6 +10,8 @@ _EXPORTS = {
     "config_hash": "grid",
     "default_cache_dir": "grid",
     "stack_results": "grid",
+    "run_config": "runner",
+    "RUNNER_KEYS": "runner",
     "mean_and_se": "statistics",
     "fit_power_law": "statistics",
     "regret_interval": "statistics",

@@ -7,16 +7,16 @@ privacy protocol, so here one instance and one target (ε, δ) are run under eve
 ========================  ==============================================================
 protocol                  what it is
 ========================  ==============================================================
-``non-private``           exact sums (:class:`~fedbandit.protocols.tree.NonPrivateProtocol`)
-``central``               trusted server, Gaussian tree (:class:`~fedbandit.protocols.tree.CentralTreeProtocol`)
-``silo-ldp``              silo-level LDP, distributed Gaussian tree (:class:`~fedbandit.protocols.tree.SiloLDPProtocol`)
-``sdp-amplification``     the same tree plus a shuffler (:class:`~fedbandit.protocols.tree.ShuffleAmplificationProtocol`)
-``sdp-vector-sum``        shuffle vector sum in every tree node (:class:`~fedbandit.protocols.tree.VectorSumShuffleProtocol`)
+``non-private``           exact sums (:class:`~fedbandit.protocols._legacy_tree.NonPrivateProtocol`)
+``central``               trusted server, Gaussian tree (:class:`~fedbandit.protocols._legacy_tree.CentralTreeProtocol`)
+``silo-ldp``              silo-level LDP, distributed Gaussian tree (:class:`~fedbandit.protocols._legacy_tree.SiloLDPProtocol`)
+``sdp-amplification``     the same tree plus a shuffler (:class:`~fedbandit.protocols._legacy_tree.ShuffleAmplificationProtocol`)
+``sdp-vector-sum``        shuffle vector sum in every tree node (:class:`~fedbandit.protocols._legacy_tree.VectorSumShuffleProtocol`)
 ``concurrent-shuffle-k1`` one shuffler per user batch: the sequential shuffle model
                           (:func:`fedbandit.learners.concurrent_linucb.make_stream`, k = 1)
 ``concurrent-shuffle-klog`` ⌊log₂ n⌋ + 1 concurrent shufflers on dyadic batches (k = log n)
 ``ddg-secagg``            distributed discrete Gaussian + secure aggregation
-                          (:class:`~fedbandit.protocols.tree.DDGSecAggProtocol`)
+                          (:class:`~fedbandit.protocols._legacy_tree.DDGSecAggProtocol`)
 ``dp20``                  DP20's per-silo tree with its adaptive schedule (not private)
 ========================  ==============================================================
 
@@ -54,8 +54,8 @@ import warnings
 
 import numpy as np
 
-from fedbandit.protocols.tree import CentralTreeProtocol, DDGSecAggProtocol, NonPrivateProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol
-from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT
+from fedbandit.protocols._legacy_tree import CentralTreeProtocol, DDGSecAggProtocol, NonPrivateProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol
+from fedbandit.accounting.calibration import CJMP21_CONSTANT
 from fedbandit._validation import (
     check_choice,
     check_delta,
@@ -113,7 +113,7 @@ PROTOCOLS = (
 #: Learner names.
 LEARNERS = ("fixed-batch", "super-agent", "independent", "concurrent-linucb", "feducb")
 
-#: Whether :class:`fedbandit.protocols.tree.DDGSecAggProtocol` exists in this version.
+#: Whether :class:`fedbandit.protocols._legacy_tree.DDGSecAggProtocol` exists in this version.
 DDG_AVAILABLE = True
 
 #: Which protocols each learner can run.
@@ -128,7 +128,7 @@ APPLICABLE = {
 
 #: Why a (learner, protocol) pair does not apply, where the reason is specific.
 _NOT_APPLICABLE_WHY = {
-    "fixed-batch": "the fixed-batch learner takes fedbandit.protocols.tree.Protocol objects; the concurrent shuffle "
+    "fixed-batch": "the fixed-batch learner takes fedbandit.protocols._legacy_tree.Protocol objects; the concurrent shuffle "
     "PSCO runs on single users' records, and DP20's privatizer is tied to FedUCB's adaptive schedule",
     "super-agent": "the super agent is the trusted-server benchmark: only no privacy or central DP apply",
     "independent": "independent agents never communicate, so no protocol is ever invoked",
@@ -267,7 +267,7 @@ def check_applicable(learner, protocol) -> tuple[str, str]:
     learner = check_choice("learner", learner, LEARNERS)
     if protocol == "ddg-secagg" and not DDG_AVAILABLE:
         raise ValueError(
-            "protocol 'ddg-secagg' needs fedbandit.protocols.tree.DDGSecAggProtocol, which this version of fedbandit lacks"
+            "protocol 'ddg-secagg' needs fedbandit.protocols._legacy_tree.DDGSecAggProtocol, which this version of fedbandit lacks"
         )
     protocol = check_choice("protocol", protocol, PROTOCOLS)
     if protocol not in APPLICABLE[learner]:
@@ -332,7 +332,7 @@ def pair_label(learner: str, protocol: str) -> str:
 
 
 def make_fixed_batch_protocol(protocol: str, epsilon=None, delta=None, *, options=None):
-    """The :class:`fedbandit.protocols.tree.Protocol` object of a fixed-batch-family protocol name.
+    """The :class:`fedbandit.protocols._legacy_tree.Protocol` object of a fixed-batch-family protocol name.
 
     ``options`` (dict, optional): ``calibration`` ("paper" | "authors" | "zcdp", central and
     silo-LDP; default "zcdp": the tight zCDP calibration that spends exactly the target),
@@ -359,7 +359,7 @@ def make_fixed_batch_protocol(protocol: str, epsilon=None, delta=None, *, option
             eps, dlt, split=opts.get("split", "advanced"), constant=float(opts.get("constant", CJMP21_CONSTANT))
         )
     if not DDG_AVAILABLE:  # pragma: no cover - depends on the installed version
-        raise ValueError("protocol 'ddg-secagg' needs fedbandit.protocols.tree.DDGSecAggProtocol, which this version lacks")
+        raise ValueError("protocol 'ddg-secagg' needs fedbandit.protocols._legacy_tree.DDGSecAggProtocol, which this version lacks")
     return DDGSecAggProtocol(eps, dlt, bits=opts.get("bits", "auto"), k=float(opts.get("k", 3.0)))
 
 

@@ -6,7 +6,7 @@
   federated linear learner.
 * :mod:`fedbandit.learners.fixed_batch` -- Algorithm 1 of Zhou & Chowdhury (2023):
   fixed-batch federated LinUCB with a pluggable privacy protocol
-  (:mod:`fedbandit.protocols.tree`), and its baselines (central-DP super agent, independent
+  (:mod:`fedbandit.protocols._legacy_tree`), and its baselines (central-DP super agent, independent
   agents).
 * :mod:`fedbandit.learners.dp20` -- DP20's FedUCB (Dubey & Pentland 2020).
 * :mod:`fedbandit.learners.consensus` -- federated private UCB with consensus
@@ -49,16 +49,9 @@ _EXPORTS = {
     "FedUCB": "dp20",
     "DP20Result": "dp20",
     "simulate": "dp20",
-    "RunResult": "fixed_batch",
     "FixedBatchFedLinUCB": "fixed_batch",
     "IndependentLinUCB": "fixed_batch",
-    "super_agent": "fixed_batch",
-    "time_average_regret": "fixed_batch",
-    "PROTOCOL_NAMES": "fixed_batch",
-    "make_protocol": "fixed_batch",
-    "make_environment": "fixed_batch",
-    "make_learner": "fixed_batch",
-    "run_experiment": "fixed_batch",
+    "SuperAgent": "fixed_batch",
     "paper_synthetic_configs": "fixed_batch",
     "regularized_inverse": "linucb",
     "sherman_morrison_update": "linucb",
@@ -67,6 +60,13 @@ _EXPORTS = {
     "select_arms": "linucb",
     "TIE_TOL": "linucb",
     "gather_played": "linucb",
+    "register_learner": "registry",
+    "learner_class": "registry",
+    "available_learners": "registry",
+    "split_params": "registry",
+    "RunResult": "result",
+    "checkpoint_indices": "result",
+    "time_average_regret": "result",
 }
 
 __all__ = list(_EXPORTS)

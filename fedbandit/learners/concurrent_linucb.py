@@ -59,7 +59,7 @@ from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 from fedbandit.accounting.composition import advanced_composition
 from fedbandit.mechanisms.psco import optimal_batch_sizes
 from fedbandit.mechanisms.tree import TreeMechanism, tree_depth
-from fedbandit.protocols.tree import pack_statistics, unpack_statistics
+from fedbandit.protocols._legacy_tree import pack_statistics, unpack_statistics
 from fedbandit.accounting.shuffle import rr_estimator_variance
 from fedbandit._validation import check_batch_sizes
 from fedbandit.accounting.shuffle import rr_flip_probability, rr_shuffle_delta

@@ -6,7 +6,7 @@ Algorithm 1 [paper prose; line structure recalled]: at round t agent i plays
     a_{t,i} = argmax_a ⟨x, θ̂_{t,i}⟩ + β_{t} ‖x‖_{V_{t,i}⁻¹},
 
 observes y, and adds x y to U_i and x xᵀ to W_i.  At t = kB every agent hands (U_i, W_i) to
-the protocol P = (R, S, A) (:mod:`fedbandit.protocols.tree`), the server's analyzer returns the
+the protocol P = (R, S, A) (:mod:`fedbandit.protocols`), the server's analyzer returns the
 noisy synchronized prefix sums (Ũ_syn, W̃_syn), and the agents reset U_i = W_i = 0.  The
 schedule is fixed in advance: it does not depend on the data (unlike DP20's).
 
@@ -17,15 +17,14 @@ operations (:mod:`fedbandit.learners.linucb`).  ``tests/reference_fixed_batch.py
 plain loop version, one agent at a time, straight from the algorithm box; the tests check
 both make the same decisions on the same draws.
 
-Baselines: :func:`super_agent` (central DP, trusted server, batch size 1: one agent serving
+Baselines: :class:`SuperAgent` (central DP, trusted server, batch size 1: one agent serving
 all M·T users), :class:`IndependentLinUCB` (no communication).  Non-private federated
-LinUCB is :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.tree.NonPrivateProtocol`.
+LinUCB is :class:`FixedBatchFedLinUCB` with ``protocol=create("non-private")``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,73 +36,30 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.protocols.tree import CentralTreeProtocol, NonPrivateProtocol, Protocol
-from fedbandit.theory.linear import check_batch_schedule, confidence_radius, regularizer_lambda
 from fedbandit.learners.linucb import gather_played, regularized_inverse, select_arms, sherman_morrison_update
+from fedbandit.learners.registry import register_learner, split_params
+from fedbandit.learners.result import RunResult
+from fedbandit.protocols.registry import create
+from fedbandit.protocols.statistics import StatisticsProtocol
+from fedbandit.theory.linear import check_batch_schedule, confidence_radius, regularizer_lambda
 
 __all__ = [
-    "RunResult",
     "FixedBatchFedLinUCB",
     "IndependentLinUCB",
-    "super_agent",
-    "time_average_regret",
-    "PROTOCOL_NAMES",
-    "make_protocol",
-    "make_environment",
-    "make_learner",
-    "run_experiment",
+    "SuperAgent",
     "paper_synthetic_configs",
 ]
 
 
-@dataclass
-class RunResult:
-    """Outcome of one vectorized run of a learner (R runs side by side).
-
-    Attributes
-    ----------
-    regret : ndarray, shape (R, T)
-        Pseudo-regret of round t summed over the M agents.
-    communication : dict
-        Synchronization rounds, uplink messages and payload (the protocol's counters).
-    accounting : dict
-        The protocol's :class:`~fedbandit.accounting.accountant.Accounting` as a dict.
-    calibration : dict
-        σ₀, σ, and the learner's λ and final β.
-    arms : ndarray, shape (R, T, M), or None
-        The arms played (only with ``record_arms=True``).
-    """
-
-    regret: np.ndarray
-    communication: dict
-    accounting: dict
-    calibration: dict
-    arms: np.ndarray | None = None
-
-    def as_dict(self) -> dict:
-        return {
-            "regret": self.regret,
-            "communication": self.communication,
-            "accounting": self.accounting,
-            "calibration": self.calibration,
-            "arms": self.arms,
-        }
-
-
-def time_average_regret(regret) -> np.ndarray:
-    """Cumulative regret divided by t along the last axis (the paper's plotted metric)."""
-    regret = np.asarray(regret, dtype=float)
-    t = np.arange(1, regret.shape[-1] + 1)
-    return np.cumsum(regret, axis=-1) / t
-
-
+@register_learner("fixed-batch")
 class FixedBatchFedLinUCB:
-    """Algorithm 1 of Zhou & Chowdhury (2023) with any protocol of :mod:`fedbandit.protocols.tree`.
+    """Algorithm 1 of Zhou & Chowdhury (2023) with any statistics protocol of :mod:`fedbandit.protocols`.
 
     Parameters
     ----------
-    protocol : Protocol
-        The privacy protocol (configured by this constructor for M, d, K = T/B, B).
+    protocol : StatisticsProtocol
+        The privacy protocol (``fedbandit.protocols.create(name, ...)``), configured by
+        this constructor for M, d, K = T/B, B.
     horizon : int
         T (rounds per agent).
     batch_size : int
@@ -142,7 +98,7 @@ class FixedBatchFedLinUCB:
 
     def __init__(
         self,
-        protocol: Protocol,
+        protocol: StatisticsProtocol,
         *,
         horizon,
         batch_size,
@@ -160,8 +116,11 @@ class FixedBatchFedLinUCB:
         communicate=True,
         refresh=256,
     ):
-        if not isinstance(protocol, Protocol):
-            raise TypeError(f"protocol must be a fedbandit.protocols.tree.Protocol, got {type(protocol).__name__}")
+        if not isinstance(protocol, StatisticsProtocol):
+            raise TypeError(
+                f"protocol must be a fedbandit.protocols.StatisticsProtocol (fedbandit.protocols.create(name, ...)), "
+                f"got {type(protocol).__name__}"
+            )
         self.horizon, self.batch_size = check_batch_schedule(horizon, batch_size)
         self.n_agents = check_positive_int("n_agents", n_agents)
         self.dim = check_positive_int("dim", dim)
@@ -221,7 +180,7 @@ class FixedBatchFedLinUCB:
                 raise ValueError(f"environment has {attr}={theirs} but the learner was built for {attr}={mine}")
 
     def run(self, env, rng, *, record_arms: bool = False) -> RunResult:
-        """Play ``horizon`` rounds on ``env`` (all its runs at once).
+        """Play ``horizon`` rounds on ``env`` (all its runs at once); the curve has every round.
 
         Parameters
         ----------
@@ -230,7 +189,7 @@ class FixedBatchFedLinUCB:
         rng : numpy.random.Generator
             The learner's own randomness (the protocol's noise and shuffles).
         record_arms : bool
-            Keep the played arms (R, T, M).
+            Keep the played arms (R, T, M) in ``extras["arms"]``.
         """
         self._check_env(env)
         rng = check_rng(rng)
@@ -315,21 +274,64 @@ class FixedBatchFedLinUCB:
                     since_inverse = 0
                 else:
                     sherman_morrison_update(v_inv, x)
-        calib = dict(self.protocol.calibration()) if self.communicate else {"protocol": "none (independent)"}
-        calib.update({"lam": self.lam, "beta_T": float(betas[-1]), "batch_size": B, "horizon": T})
-        comm = self.protocol.communication.as_dict()
-        return RunResult(regret, comm, self.protocol.accounting().as_dict(), calib, arms_rec)
+        return RunResult(
+            t=np.arange(1, T + 1),
+            regret=np.cumsum(regret, axis=1),
+            communication=self.communication(),
+            accounting=self.accounting().as_dict(),
+            calibration=self.calibration(float(betas[-1])),
+            noise_variance=float(self.protocol.server_noise_std() ** 2) if self.communicate else 0.0,
+            extras={"arms": arms_rec} if record_arms else {},
+            learner=self.name,
+            protocol=self.protocol.name if self.communicate else "none",
+        )
+
+    name = "fixed-batch"
+
+    def communication(self) -> dict:
+        """What the agents sent (nothing for independent agents)."""
+        if not self.communicate:
+            return {"rounds": 0, "messages": 0, "payload": 0.0, "unit": "floats", "bits": 0.0}
+        c = self.protocol.communication
+        return {**c.as_dict(), "bits": c.bits}
+
+    def accounting(self):
+        """The guarantee of the whole run: the protocol's, for this learner's behaviour."""
+        if not self.communicate:
+            from fedbandit.accounting import NoReleaseEvent, account
+
+            return account(
+                NoReleaseEvent("nothing leaves a silo: every silo's users are private against everyone else (ε = 0)"),
+                model="none (no communication)",
+            )
+        return self.protocol.accounting()
+
+    def calibration(self, beta_T: float | None = None) -> dict:
+        """λ, β at T, the schedule and the protocol's noise parameters."""
+        out = dict(self.protocol.calibration()) if self.communicate else {"protocol": "none (independent)"}
+        beta_T = float(self.beta(self.horizon)) if beta_T is None else beta_T
+        out.update({"lam": self.lam, "beta_T": beta_T, "batch_size": self.batch_size, "horizon": self.horizon})
+        return out
+
+    @classmethod
+    def from_config(cls, config: dict, env):
+        """Build from a configuration (see :func:`fedbandit.experiments.run_config`)."""
+        protocol, kw = split_params(config, cls)
+        return cls(protocol, horizon=config["T"], batch_size=config["B"], n_agents=config["M"], dim=env.dim, **kw)
 
 
+@register_learner("independent")
 class IndependentLinUCB(FixedBatchFedLinUCB):
     """Non-federated baseline: M agents each running LinUCB on its own data only.
 
     No communication (``communicate=False``), λ = max(1, ...) with λ_min = 1.
     """
 
+    name = "independent"
+
     def __init__(self, *, horizon, n_agents, dim, lam_min=1.0, **kwargs):
         super().__init__(
-            NonPrivateProtocol(),
+            create("non-private"),
             horizon=horizon,
             batch_size=horizon,
             n_agents=n_agents,
@@ -339,162 +341,33 @@ class IndependentLinUCB(FixedBatchFedLinUCB):
             **kwargs,
         )
 
+    @classmethod
+    def from_config(cls, config: dict, env):
+        _, kw = split_params(config, FixedBatchFedLinUCB, protocol=False)
+        return cls(horizon=config["T"], n_agents=config["M"], dim=env.dim, **kw)
 
-def super_agent(
-    epsilon, delta, *, horizon, n_agents, dim, lam_min=1.0, calibration="paper", **kwargs
-) -> FixedBatchFedLinUCB:
-    """The central-DP super single agent: a trusted server serving all M·T users.
 
-    :class:`FixedBatchFedLinUCB` with :class:`~fedbandit.protocols.tree.CentralTreeProtocol` and
-    B = 1: after every round the server adds all M users' data to one central tree
-    mechanism over T leaves and every user of the next round is served from the same
-    noisy statistics.  [derived] A strictly sequential super agent would update after each
-    of the M users of a round; serving them in one batch of M changes the regret by at most
-    the O(dM log(MT)) batching term of Lemma 6.7.  ``calibration`` as for
-    :func:`fedbandit.accounting.calibration.ldp_sigma0`.
+@register_learner("super-agent")
+class SuperAgent(FixedBatchFedLinUCB):
+    """The central-DP benchmark: one trusted server serving all M·T users (batch size 1).
+
+    :class:`FixedBatchFedLinUCB` with B = 1 and λ_min = 1: after every round the server
+    adds all M users' data to one central tree mechanism over T leaves (the
+    ``"central"`` protocol, or ``"non-private"``) and every user of the next round is
+    served from the same noisy statistics.  [derived] A strictly sequential super agent
+    would update after each of the M users of a round; serving them in one batch of M
+    changes the regret by at most the O(dM log(MT)) batching term of Lemma 6.7.
     """
-    protocol = CentralTreeProtocol(epsilon, delta, calibration=calibration)
-    return FixedBatchFedLinUCB(
-        protocol, horizon=horizon, batch_size=1, n_agents=n_agents, dim=dim, lam_min=lam_min, **kwargs
-    )
 
+    name = "super-agent"
 
-# ---------------------------------------------------------------------------------
-# One experiment from a configuration dict (for fedbandit.experiments.grid.run_grid)
-# ---------------------------------------------------------------------------------
+    def __init__(self, protocol, *, horizon, n_agents, dim, lam_min=1.0, **kwargs):
+        super().__init__(protocol, horizon=horizon, batch_size=1, n_agents=n_agents, dim=dim, lam_min=lam_min, **kwargs)
 
-PROTOCOL_NAMES = ("nonprivate", "ldp", "sdp_amp", "sdp_vecsum", "ddg", "central", "independent")
-
-
-def make_protocol(config: dict):
-    """Build the protocol named by ``config["protocol"]`` (see :func:`run_experiment`)."""
-    from fedbandit.protocols.tree import DDGSecAggProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol
-    from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT
-
-    name = check_choice("protocol", config.get("protocol"), PROTOCOL_NAMES)
-    eps, delta = config.get("epsilon"), config.get("delta")
-    if name in ("nonprivate", "independent"):
-        return NonPrivateProtocol()
-    if name == "ldp":
-        return SiloLDPProtocol(eps, delta, calibration=config.get("calibration", "paper"))
-    if name == "sdp_amp":
-        return ShuffleAmplificationProtocol(
-            eps, delta, variant=config.get("variant", "authors"), force=bool(config.get("force", False))
-        )
-    if name == "sdp_vecsum":
-        return VectorSumShuffleProtocol(
-            eps, delta, split=config.get("split", "advanced"), constant=float(config.get("constant", CJMP21_CONSTANT))
-        )
-    if name == "ddg":
-        return DDGSecAggProtocol(eps, delta, bits=config.get("bits", "auto"), k=float(config.get("k_std", 3.0)))
-    return CentralTreeProtocol(eps, delta, calibration=config.get("calibration", "paper"))
-
-
-def make_environment(config: dict, n_runs: int):
-    """Build the environment of ``config`` ("instance": "synthetic" or "real")."""
-    from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
-    from fedbandit.envs.mslr import load_mslr_instance
-
-    instance = check_choice("instance", config.get("instance", "synthetic"), ("synthetic", "real"))
-    seed = int(config.get("env_seed", 0))
-    if instance == "synthetic":
-        return SyntheticLinearEnv(
-            config["M"],
-            config.get("K", 100),
-            config.get("d", 10),
-            n_runs=n_runs,
-            noise_std=config.get("noise_std", 0.5),
-            shared_contexts=config.get("shared_contexts", True),
-            seed=seed,
-        )
-    return RealDataLinearEnv(
-        load_mslr_instance(),
-        config["M"],
-        n_runs=n_runs,
-        noise_std=config.get("noise_std", 0.0),
-        shared_contexts=config.get("shared_contexts", False),
-        max_arms=config.get("max_arms"),
-        seed=seed,
-    )
-
-
-def make_learner(config: dict, dim: int):
-    """Build the learner of ``config`` (protocol, T, B, M and the λ/β options)."""
-    kw = {
-        "alpha": config.get("alpha", 0.01),
-        "beta_scale": config.get("beta_scale", 1.0),
-        "noise_bound": config.get("noise_bound", 0.5),
-        "reward_bound": config.get("reward_bound", 1.0),
-    }
-    T, M = config["T"], config["M"]
-    name = config.get("protocol")
-    if name == "independent":
-        return IndependentLinUCB(horizon=T, n_agents=M, dim=dim, **kw)
-    if name == "central" and config.get("super_agent", True):
-        return super_agent(
-            config["epsilon"], config["delta"], horizon=T, n_agents=M, dim=dim,
-            calibration=config.get("calibration", "paper"), **kw,
-        )
-    return FixedBatchFedLinUCB(make_protocol(config), horizon=T, batch_size=config["B"], n_agents=M, dim=dim, **kw)
-
-
-def run_experiment(config: dict, rng) -> dict:
-    """One vectorized experiment: ``config["runs"]`` runs of one learner on one instance.
-
-    Configuration keys: ``instance`` ("synthetic" | "real"), ``M``, ``T``, ``B``, ``K``, ``d``,
-    ``runs``, ``env_seed`` (the environment's seed: keep it equal across the protocols of a
-    comparison, for common random numbers), ``protocol`` (one of :data:`PROTOCOL_NAMES`;
-    "central" is the super agent with B = 1 unless ``super_agent=False``), ``epsilon``,
-    ``delta``, and optionally ``force``, ``variant``, ``split``, ``constant``, ``bits``, ``k_std``,
-    ``calibration``, ``alpha``, ``beta_scale``, ``noise_bound``, ``reward_bound``,
-    ``noise_std``, ``shared_contexts``, ``max_arms``, ``n_checkpoints``.  ``rng`` drives the
-    protocol's noise.
-
-    Returns
-    -------
-    dict
-        ``t`` checkpoints, ``avg_regret`` (runs, checkpoints): time-average regret summed
-        over agents, ``cum_regret`` (runs,) final cumulative regret, ``communication``,
-        ``accounting``, ``calibration``, ``seconds`` wall time, ``cpu_seconds`` CPU time of
-        this process, ``peak_rss_mb`` its peak resident memory.
-    """
-    import time
-    import warnings
-
-    from fedbandit.accounting.amplification import AmplificationValidityWarning
-
-    runs = check_positive_int("runs", config.get("runs", 1))
-    start = time.perf_counter()
-    cpu_start = time.process_time()
-    env = make_environment(config, runs)
-    with warnings.catch_warnings():
-        # A forced amplification setting is reported through the accounting ("invalid").
-        warnings.simplefilter("ignore", AmplificationValidityWarning)
-        learner = make_learner(config, env.dim)
-    res = learner.run(env, rng)
-    tar = time_average_regret(res.regret)
-    n_cp = min(int(config.get("n_checkpoints", 100)), learner.horizon)
-    idx = np.unique(np.linspace(learner.horizon / n_cp, learner.horizon, n_cp).astype(int)) - 1
-    return {
-        "t": idx + 1,
-        "avg_regret": tar[:, idx],
-        "cum_regret": res.regret.sum(axis=1),
-        "communication": res.communication,
-        "accounting": res.accounting,
-        "calibration": res.calibration,
-        "seconds": time.perf_counter() - start,
-        "cpu_seconds": time.process_time() - cpu_start,
-        "peak_rss_mb": _max_rss_mb(),
-    }
-
-
-def _max_rss_mb() -> float:
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    except ImportError:  # pragma: no cover - not on POSIX
-        return float("nan")
+    @classmethod
+    def from_config(cls, config: dict, env):
+        protocol, kw = split_params(config, FixedBatchFedLinUCB)
+        return cls(protocol, horizon=config["T"], n_agents=config["M"], dim=env.dim, **kw)
 
 
 def paper_synthetic_configs(*, runs=25, T=10_000, M=100, env_seed=0, vecsum_split="advanced") -> list[dict]:
@@ -502,16 +375,17 @@ def paper_synthetic_configs(*, runs=25, T=10_000, M=100, env_seed=0, vecsum_spli
 
     M = 100, T = 10⁴, K = 100, d = 10, B = 25, α = 0.01, 25 runs: SDP-amplification and
     silo-level LDP at ε ∈ {1e-4, 1e-3}, δ = 1e-4 (the amplification lemma's validity fails
-    at M = 100, δ = 1e-4, so it is forced and reported "invalid"); LDP and SDP-vector-sum at
-    ε = 0.2, δ = 0.1 (the vector sum with the budget split over the tree nodes by default).
+    at M = 100, δ = 1e-4, so it is forced and reported "unproven"); LDP and SDP-vector-sum
+    at ε = 0.2, δ = 0.1 (the vector sum with the budget split over the tree nodes by
+    default).  The paper's silo-LDP calibration (Thm. 6.1) throughout.
     """
-    base = dict(instance="synthetic", M=M, T=T, B=25, K=100, d=10, runs=runs, env_seed=env_seed)
+    base = dict(learner="fixed-batch", instance="synthetic", M=M, T=T, B=25, K=100, d=10, runs=runs, env_seed=env_seed)
     out = []
     for eps in (1e-4, 1e-3):
-        out.append(dict(base, protocol="sdp_amp", epsilon=eps, delta=1e-4, force=True))
-        out.append(dict(base, protocol="ldp", epsilon=eps, delta=1e-4))
-    out.append(dict(base, protocol="ldp", epsilon=0.2, delta=0.1))
-    vs = dict(base, protocol="sdp_vecsum", epsilon=0.2, delta=0.1, split=vecsum_split)
+        out.append(dict(base, protocol="sdp-amplification", epsilon=eps, delta=1e-4, force=True))
+        out.append(dict(base, protocol="silo-ldp", epsilon=eps, delta=1e-4, calibration="paper"))
+    out.append(dict(base, protocol="silo-ldp", epsilon=0.2, delta=0.1, calibration="paper"))
+    vs = dict(base, protocol="sdp-vector-sum", epsilon=0.2, delta=0.1, split=vecsum_split)
     if vecsum_split == "none":
         vs["constant"] = 1.0
     out.append(vs)

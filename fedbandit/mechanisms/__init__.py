@@ -67,7 +67,6 @@ _EXPORTS = {
     "TreeMechanism": "tree",
     "DistributedTreeMechanism": "tree",
     "VectorSumShuffle": "vector_sum",
-    "CJMP21_CONSTANT": "vector_sum",
 }
 
 __all__ = list(_EXPORTS)

@@ -113,7 +113,7 @@ def draw_noise(
     ``"discrete_gaussian"`` draws the exact discrete Gaussian of Canonne, Kamath & Steinke
     (:func:`fedbandit.mechanisms.discrete_gaussian.sample_discrete_gaussian`), as integers
     stored in float64 (exact below 2^53): the node noise of the distributed discrete
-    Gaussian tree (:class:`fedbandit.protocols.tree.DDGSecAggProtocol`).
+    Gaussian tree (:class:`fedbandit.protocols._legacy_tree.DDGSecAggProtocol`).
 
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise
@@ -153,23 +153,33 @@ class TreeRandomizer:
     α_j = Σ_{l<j} α_l + γ_k is formed, the lower levels are cleared, and
     α̂_j = α_j + Z is released with Z a fresh noise draw.
 
+    Runs that synchronize at different times (an adaptive schedule, as DP20's) are served
+    by :meth:`release` with ``runs=``: only those runs advance, each at its own step k_r
+    (one tree per run, advanced by masks, never by a loop over runs).
+
     Parameters
     ----------
     n_steps : int
         K, the number of steps (batches) the tree covers.
     item_shape : tuple of int
         Shape of one stream element γ_k (``(d,)`` for bias vectors, ``(d, d)`` for
-        Gram matrices).
+        Gram matrices, ``(D,)`` for packed statistics).
     sigma0 : float
         Per-node noise scale σ₀ ≥ 0: standard deviation (Gaussian) or scale b (Laplace).
     batch_shape : tuple of int, optional
-        Leading axes of independent randomizers, e.g. (runs, agents).
+        Leading axes of independent randomizers, e.g. (runs, agents); the first is the
+        run axis of ``runs=``.
     symmetric : bool, optional
         Draw symmetric matrix noise (requires a square ``item_shape`` of two axes).
     noise : {"gaussian", "laplace", "discrete_gaussian"}
+    segments : tuple of int, optional
+        For a 1-D ``item_shape`` of packed statistics: lengths of the consecutive segments
+        whose noise is drawn by separate calls, in order (for example ``(d, d(d+1)/2)``
+        for a bias vector followed by a Gram matrix's upper triangle).  The values are
+        those of drawing each statistic's noise on its own, in that order.
     """
 
-    def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian"):
+    def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian", segments=None):
         self.n_steps = check_positive_int("n_steps", n_steps)
         self.item_shape = _check_shape("item_shape", item_shape)
         self.batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
@@ -178,8 +188,10 @@ class TreeRandomizer:
         if symmetric and (len(self.item_shape) != 2 or self.item_shape[0] != self.item_shape[1]):
             raise ValueError(f"symmetric=True needs a square item_shape (d, d), got {self.item_shape}")
         self.symmetric = bool(symmetric)
+        self.segments = _check_segments(segments, self.item_shape, self.symmetric)
         self.kappa = tree_depth(self.n_steps)
         self.k = 0
+        self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
     @property
@@ -187,33 +199,82 @@ class TreeRandomizer:
         """Shape of one release: batch_shape + item_shape."""
         return self.batch_shape + self.item_shape
 
-    def release(self, gamma, rng) -> tuple[int, np.ndarray]:
+    def _noise(self, rng, shape):
+        if self.segments is None:
+            return draw_noise(rng, shape, self.sigma0, self.noise, self.symmetric)
+        return np.concatenate([draw_noise(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
+
+    def release(self, gamma, rng, *, runs=None, return_noise=False):
         """Take γ_k and return (j, α̂_j) for the next step k.
+
+        With ``runs`` (increasing indices into the run axis), ``gamma`` holds the elements
+        of those runs only, each run advances its own step, and ``j`` is an array of the
+        runs' levels.  ``return_noise=True`` also returns the noise Z that was added.
 
         Raises
         ------
         ValueError
-            If ``gamma`` has the wrong shape or the tree is exhausted (k > K).
+            If ``gamma`` has the wrong shape or a tree is exhausted (k > K).
         """
         rng = check_rng(rng)
         gamma = np.asarray(gamma, dtype=float)
-        if gamma.shape != self.shape:
-            raise ValueError(f"gamma must have shape {self.shape}, got {gamma.shape}")
-        if self.k >= self.n_steps:
-            raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
-        self.k += 1
-        j = (self.k & -self.k).bit_length() - 1
-        alpha_j = self._alpha[:j].sum(axis=0) + gamma
-        self._alpha[:j] = 0.0
-        self._alpha[j] = alpha_j
-        return j, alpha_j + draw_noise(rng, self.shape, self.sigma0, self.noise, self.symmetric)
+        if runs is None:
+            if gamma.shape != self.shape:
+                raise ValueError(f"gamma must have shape {self.shape}, got {gamma.shape}")
+            if self.k >= self.n_steps or (self.batch_shape and np.any(self.steps != self.k)):
+                if self.k >= self.n_steps:
+                    raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
+                raise ValueError("runs are at different steps: pass runs= to advance some of them")
+            self.k += 1
+            self.steps += 1
+            j = (self.k & -self.k).bit_length() - 1
+            alpha_j = self._alpha[:j].sum(axis=0) + gamma
+            self._alpha[:j] = 0.0
+            self._alpha[j] = alpha_j
+            z = self._noise(rng, self.shape)
+            return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
+        idx = _check_runs(runs, self.steps.size)
+        want = (idx.size,) + self.shape[1:]
+        if gamma.shape != want:
+            raise ValueError(f"gamma must have shape {want} for {idx.size} runs, got {gamma.shape}")
+        if np.any(self.steps[idx] >= self.n_steps):
+            raise ValueError(f"a run would exceed the tree's n_steps={self.n_steps} steps")
+        self.steps[idx] += 1
+        self.k = int(self.steps.max())
+        kk = self.steps[idx]
+        j = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
+        levels = np.arange(self.kappa).reshape((self.kappa, 1) + (1,) * (gamma.ndim - 1))
+        a = self._alpha[:, idx]
+        jb = j.reshape((1, -1) + (1,) * (gamma.ndim - 1))
+        alpha_j = (a * (levels < jb)).sum(axis=0) + gamma
+        a = np.where(levels < jb, 0.0, np.where(levels == jb, alpha_j[None], a))
+        self._alpha[:, idx] = a
+        z = self._noise(rng, gamma.shape)
+        return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
+
+
+def _check_segments(segments, item_shape, symmetric):
+    if segments is None:
+        return None
+    segs = tuple(int(s) for s in segments)
+    if symmetric or len(item_shape) != 1 or sum(segs) != item_shape[0] or any(s < 1 for s in segs):
+        raise ValueError(f"segments must be positive lengths adding up to the 1-D item_shape {item_shape}, got {segments!r}")
+    return segs
+
+
+def _check_runs(runs, n_runs):
+    idx = np.asarray(runs, dtype=np.int64)
+    if idx.ndim != 1 or idx.size == 0 or np.any(idx < 0) or np.any(idx >= n_runs) or np.any(np.diff(idx) <= 0):
+        raise ValueError(f"runs must be increasing run indices in [0, {n_runs}), got {runs!r}")
+    return idx
 
 
 class TreeAnalyzer:
     """Analyzer A of the distributed tree mechanism (Zhou & Chowdhury, Alg. 2).
 
     Keeps the latest synchronized noisy p-sum α̃_l at every level and returns the
-    prefix estimate s̃_k = Σ_{l : bit l of k set} α̃_l.
+    prefix estimate s̃_k = Σ_{l : bit l of k set} α̃_l.  ``runs=`` serves runs at
+    different steps, as :meth:`TreeRandomizer.release` does.
     """
 
     def __init__(self, n_steps, item_shape, *, batch_shape=()):
@@ -222,23 +283,45 @@ class TreeAnalyzer:
         self.batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
         self.kappa = tree_depth(self.n_steps)
         self.k = 0
+        self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
-    def update(self, j: int, alpha_tilde) -> np.ndarray:
+    def update(self, j, alpha_tilde, *, runs=None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
-        shape = self.batch_shape + self.item_shape
-        if alpha_tilde.shape != shape:
-            raise ValueError(f"alpha_tilde must have shape {shape}, got {alpha_tilde.shape}")
-        if self.k >= self.n_steps:
-            raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
-        self.k += 1
-        expected = (self.k & -self.k).bit_length() - 1
-        if j != expected:
-            raise ValueError(f"j must be the lowest set bit of k={self.k}, i.e. {expected}, got {j!r}")
-        self._alpha_tilde[j] = alpha_tilde
-        bits = [level for level in range(self.kappa) if self.k >> level & 1]
-        return self._alpha_tilde[bits].sum(axis=0)
+        if runs is None:
+            shape = self.batch_shape + self.item_shape
+            if alpha_tilde.shape != shape:
+                raise ValueError(f"alpha_tilde must have shape {shape}, got {alpha_tilde.shape}")
+            if self.k >= self.n_steps:
+                raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
+            self.k += 1
+            self.steps += 1
+            expected = (self.k & -self.k).bit_length() - 1
+            if j != expected:
+                raise ValueError(f"j must be the lowest set bit of k={self.k}, i.e. {expected}, got {j!r}")
+            self._alpha_tilde[j] = alpha_tilde
+            bits = [level for level in range(self.kappa) if self.k >> level & 1]
+            return self._alpha_tilde[bits].sum(axis=0)
+        idx = _check_runs(runs, self.steps.size)
+        want = (idx.size,) + self.batch_shape[1:] + self.item_shape
+        if alpha_tilde.shape != want:
+            raise ValueError(f"alpha_tilde must have shape {want} for {idx.size} runs, got {alpha_tilde.shape}")
+        if np.any(self.steps[idx] >= self.n_steps):
+            raise ValueError(f"a run would exceed the tree's n_steps={self.n_steps} steps")
+        self.steps[idx] += 1
+        self.k = int(self.steps.max())
+        kk = self.steps[idx]
+        expected = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
+        if not np.array_equal(np.asarray(j), expected):
+            raise ValueError(f"j must be the lowest set bits of the runs' steps, {expected}, got {j!r}")
+        a = self._alpha_tilde[:, idx]
+        extra = (1,) * (alpha_tilde.ndim - 1)
+        levels = np.arange(self.kappa).reshape((self.kappa, 1) + extra)
+        a = np.where(levels == expected.reshape((1, -1) + extra), alpha_tilde[None], a)
+        self._alpha_tilde[:, idx] = a
+        bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + extra)
+        return np.where(bits, a, 0.0).sum(axis=0)
 
 
 class TreeMechanism:

@@ -9,21 +9,13 @@ import numpy as np
 
 from fedbandit._validation import (
     check_choice,
-    check_delta,
-    check_epsilon,
-    check_positive_float,
-    check_positive_int,
     check_rng,
 )
+from fedbandit.accounting.calibration import CJMP21_CONSTANT, vector_sum_parameters
 
 __all__ = [
     "VectorSumShuffle",
-    "CJMP21_CONSTANT",
 ]
-
-
-#: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
-CJMP21_CONSTANT = 24e4
 
 
 class VectorSumShuffle:
@@ -58,24 +50,10 @@ class VectorSumShuffle:
     """
 
     def __init__(self, epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25):
-        self.epsilon = check_epsilon(epsilon)
-        if self.epsilon > 15:
-            raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
-        self.delta = check_delta(delta)
-        if self.delta >= 0.5:
-            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
-        self.n_users = check_positive_int("n_users", n_users)
-        self.dim = check_positive_int("dim", dim)
-        self.constant = check_positive_float("constant", constant)
-        self.p = float(p)
-        g_min = max(math.ceil(2 * math.sqrt(self.n_users)), self.dim, 4)
-        if g is None:
-            g = g_min
-        g = check_positive_int("g", g)
-        if g < g_min:
-            raise ValueError(f"g must be >= max(2 sqrt(n), D, 4) = {g_min}, got {g}")
-        self.g = g
-        self.b = int(math.ceil(self.constant * g**2 * math.log(4 * self.dim**2 / self.delta) ** 2 / (self.epsilon**2 * self.n_users)))
+        # (g, b, p) from the accounting's calibration rule; it validates every argument
+        self.g, self.b, self.p = vector_sum_parameters(epsilon, delta, n_users, dim, g=g, constant=constant, p=p)
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.n_users, self.dim, self.constant = int(n_users), int(dim), float(constant)
 
     @property
     def covered_by_theorem(self) -> bool:

@@ -1,41 +1,87 @@
-"""protocols.intermediaries."""
+"""Intermediaries S of the privacy protocols: what stands between the parties and the server.
+
+* :class:`Identity` -- every message reaches the server with its sender (silo-level LDP,
+  the local model, and the central model where the server is trusted);
+* :class:`Shuffler` -- a trusted shuffler: the server receives the messages in a
+  uniformly random order, i.e. their multiset (Bittau et al. 2017; Cheu et al. 2019).
+  The same class serves the vectorized protocols (:meth:`Shuffler.permute`, one
+  permutation of the senders per run) and the message-level simulation of the concurrent
+  shuffle model (:meth:`Shuffler.open` / :meth:`Shuffler.submit` / :meth:`Shuffler.release`);
+* :class:`SecureAggregation` -- the server learns only the sum of the parties' messages
+  (Bonawitz et al. 2017): modular for integer messages; ``mode="ideal"`` computes the sum,
+  ``mode="real"`` runs the four-round cryptographic protocol of :mod:`fedbandit.secagg`;
+* :class:`ConcurrentShufflers` -- k shufflers running concurrently over the stream of
+  users, shuffler i on consecutive batches of b_i users (Tenenbaum, Kaplan, Mansour &
+  Stemmer 2023); :class:`ConcurrentShuffleModel` simulates the model message by message
+  (with :class:`MixedRadixServer`, the reconstructed server of the PSCO algorithm).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 import numpy as np
 
 from fedbandit._validation import (
+    check_batch_sizes,
+    check_choice,
     check_nonnegative_int,
     check_positive_int,
     check_rng,
 )
 from fedbandit.mechanisms.randomized_response import RRShuffleSummation
+from fedbandit.protocols.base import Intermediary, Randomizer
 
 __all__ = [
+    "Identity",
     "Shuffler",
+    "SecureAggregation",
+    "ConcurrentShufflers",
     "Allocation",
     "Release",
     "Transcript",
     "ConcurrentShuffleModel",
     "MixedRadixServer",
     "Server",
-    "shuffle_messages",
 ]
 
 
-class Shuffler:
-    """One trusted shuffler of the concurrent shuffle model.
+class Identity(Intermediary):
+    """S = identity: the server receives every party's message with its sender."""
 
-    Inactive until :meth:`open` allocates it a batch of ``batch_size`` users; while
-    active it stores the messages it receives; when the batch is full the model calls
-    :meth:`release`, which returns the messages in a uniformly random order and marks
-    the shuffler inactive again.
+    name: ClassVar[str] = "identity"
+    view: ClassVar[str] = "messages"
+    trusted: ClassVar[str] = "no intermediary"
+
+    def deliver(self, messages, rng=None, *, modulus=None):
+        """The messages as sent (senders on axis 1)."""
+        return messages
+
+    def describe(self) -> str:
+        return "identity: every message reaches the server with its sender"
+
+
+class Shuffler(Intermediary):
+    """A trusted shuffler: the server receives the messages in a uniformly random order.
+
+    Vectorized use (the protocols): :meth:`permute` / :meth:`deliver` apply one uniformly
+    random permutation of the senders per run.  Message-level use (the concurrent shuffle
+    model): inactive until :meth:`open` allocates it a batch of ``batch_size`` users; while
+    active it stores the messages it receives; when the batch is full :meth:`release`
+    returns them in a uniformly random order and it becomes inactive again.
+
+    Parameters
+    ----------
+    index : int, default 0
+        Its number among several shufflers (message-level use).
     """
 
-    def __init__(self, index: int):
+    name: ClassVar[str] = "shuffler"
+    view: ClassVar[str] = "multiset"
+    trusted: ClassVar[str] = "the shuffler (not to collude with the server)"
+
+    def __init__(self, *, index: int = 0):
         self.index = check_nonnegative_int("index", index)
         self.active = False
         self.batch_size = 0
@@ -43,10 +89,38 @@ class Shuffler:
         self.tag: Any = None
         self._messages: list = []
 
+    def describe(self) -> str:
+        return "shuffler: a uniformly random permutation of the senders' messages"
+
     def __repr__(self) -> str:
         state = f"active, {len(self._messages)}/{self.batch_size}" if self.active else "inactive"
-        return f"Shuffler({self.index}, {state})"
+        return f"Shuffler(index={self.index}, {state})"
 
+    # ---- vectorized: one permutation of the senders per run
+    @staticmethod
+    def permute(rng: np.random.Generator, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
+        """One uniformly random permutation of the senders per run, applied to every array.
+
+        Every array in ``messages`` has the runs on axis 0 and the senders on ``axis``; the
+        same permutation is applied to all of them (one message per sender may be split
+        across arrays).
+        """
+        rng = check_rng(rng)
+        R, M = messages[0].shape[0], messages[0].shape[axis]
+        perm = np.argsort(rng.random((R, M)), axis=1)
+        out = []
+        for m in messages:
+            idx = perm.reshape((R, M) + (1,) * (m.ndim - 2))
+            out.append(np.take_along_axis(m, idx, axis=axis))
+        return tuple(out)
+
+    def deliver(self, messages, rng=None, *, modulus=None):
+        """The messages with their senders permuted (per run)."""
+        if messages.shape[1] == 1:  # pooled messages: already a multiset
+            return messages
+        return self.permute(rng, messages)[0]
+
+    # ---- message level: one batch at a time
     def open(self, batch_size: int, start: int, tag: Any = None) -> None:
         """Allocate a new batch of ``batch_size`` users, the first of which is user ``start``."""
         if self.active:
@@ -78,6 +152,89 @@ class Shuffler:
         self.active = False
         self._messages = []
         return out
+
+
+class SecureAggregation(Intermediary):
+    """Secure aggregation (Bonawitz et al. 2017): the server learns only the sum of the messages.
+
+    Integer messages are summed modulo their modulus (2^bits); real-valued messages can
+    only be summed ideally (``mode="ideal"``): the cryptographic protocol works in a
+    finite group, so ``mode="real"`` refuses them (use a discretizing randomizer, such
+    as the distributed discrete Gaussian).
+
+    Parameters
+    ----------
+    mode : {"ideal", "real"}
+        ``"ideal"`` computes the (modular) sum directly; ``"real"`` runs the four-round
+        protocol of :func:`fedbandit.secagg.run_secagg` per run (the same output, slowly).
+    threshold : int or None
+        Shamir threshold t of the real protocol (default ⌊M/2⌋ + 1).
+    """
+
+    name: ClassVar[str] = "secure-aggregation"
+    view: ClassVar[str] = "sum"
+    trusted: ClassVar[str] = "the cryptography, and every party adding its noise (honest-but-curious server)"
+
+    def __init__(self, mode: str = "ideal", *, threshold=None):
+        self.mode = check_choice("mode", mode, ("ideal", "real"))
+        self.threshold = None if threshold is None else check_positive_int("threshold", threshold)
+
+    def check(self, randomizer: Randomizer) -> None:
+        super().check(randomizer)
+        if self.mode == "real" and randomizer.message != "integer":
+            raise ValueError(
+                f"randomizer {randomizer.name!r} with intermediary 'secure-aggregation' (mode='real'): real secure "
+                f"aggregation sums integers modulo 2^bits, but this randomizer sends {randomizer.message} messages; "
+                "use mode='ideal' or a discretizing randomizer (the distributed discrete Gaussian)"
+            )
+
+    def describe(self) -> str:
+        how = "the four-round protocol of Bonawitz et al." if self.mode == "real" else "ideal"
+        return f"secure aggregation ({how}): the server learns only the sum of the messages"
+
+    def deliver(self, messages, rng=None, *, modulus=None):
+        """Σ over senders (axis 1); modulo ``modulus`` for integer messages."""
+        if modulus is None:
+            return messages.sum(axis=1)
+        if self.mode == "ideal":
+            return np.mod(messages.sum(axis=1), modulus)
+        from fedbandit.secagg.protocol import run_secagg
+
+        bits = int(modulus).bit_length() - 1
+        M = messages.shape[1]
+        t = self.threshold if self.threshold is not None else M // 2 + 1
+        return np.stack([run_secagg(r, bits=bits, threshold=t).total for r in messages])
+
+
+class ConcurrentShufflers(Intermediary):
+    """k shufflers running concurrently (Tenenbaum, Kaplan, Mansour & Stemmer 2023).
+
+    Shuffler i collects consecutive batches of b_i users (b_1 > ... > b_k, each dividing
+    the previous), releasing each full batch's messages in a random order; every user
+    sends one message (or one group of messages) to each of the k active shufflers.  With
+    one level of batch size 1 it is the identity (the local model).
+
+    Parameters
+    ----------
+    batch_sizes : sequence of int
+        (b_1, ..., b_k).
+    """
+
+    name: ClassVar[str] = "concurrent-shufflers"
+    view: ClassVar[str] = "multiset"
+    trusted: ClassVar[str] = "each of the k shufflers (not to collude with the server)"
+
+    def __init__(self, batch_sizes):
+        sizes = tuple(int(b) for b in batch_sizes)
+        self.batch_sizes = check_batch_sizes(sizes, sizes[0] if sizes else 1)
+        self.k = len(self.batch_sizes)
+
+    def describe(self) -> str:
+        return f"k = {self.k} concurrent shufflers on batches of {list(self.batch_sizes)} users"
+
+    def deliver(self, messages, rng=None, *, modulus=None):
+        """Counts of ones are already the multiset of a batch's one-bit messages."""
+        return messages
 
 
 @dataclass(frozen=True)
@@ -151,7 +308,7 @@ class ConcurrentShuffleModel:
             raise ValueError(f"x must be 1-D (one value per user), got shape {values.shape}")
         n = values.size
         u = rng.random((self.k, n))
-        shufflers = [Shuffler(i) for i in range(self.k)]
+        shufflers = [Shuffler(index=i) for i in range(self.k)]
         randomizers: list = [None] * self.k
         tr = Transcript(n=n, k=self.k, estimates=np.zeros(n + 1), active_counts=np.zeros(n + 1, dtype=int))
         for t in range(1, n + 1):
@@ -216,19 +373,3 @@ class MixedRadixServer:
                     total += self.protocols[level].analyzer(rel.messages)
             covered = (t // b) * b
         return total
-
-
-def shuffle_messages(rng: np.random.Generator, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
-    """The shuffler S: one uniformly random permutation of the senders per run.
-
-    Every array in ``messages`` has the senders on ``axis`` (default 1, after the runs
-    axis); the same permutation is applied to all of them (one message per sender may be
-    split across arrays, e.g. its bias and Gram parts).
-    """
-    R, M = messages[0].shape[0], messages[0].shape[axis]
-    perm = np.argsort(rng.random((R, M)), axis=1)
-    out = []
-    for m in messages:
-        idx = perm.reshape((R, M) + (1,) * (m.ndim - 2))
-        out.append(np.take_along_axis(m, idx, axis=axis))
-    return tuple(out)

@@ -83,8 +83,10 @@ from fedbandit.mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
 from fedbandit.mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, lowest_set_bit, tree_depth
 from fedbandit.mechanisms.tree import prefix_noise_variance as tree_prefix_noise_variance
 from fedbandit.accounting.calibration import CALIBRATIONS, ldp_sigma0
-from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT, VectorSumShuffle, _binomial
-from fedbandit.protocols.intermediaries import shuffle_messages
+from fedbandit.mechanisms.vector_sum import VectorSumShuffle, _binomial
+from fedbandit.accounting.calibration import CJMP21_CONSTANT
+from fedbandit.protocols.intermediaries import Shuffler
+shuffle_messages = Shuffler.permute
 from fedbandit.accounting.accountant import Accounting
 
 __all__ = [

@@ -1,0 +1,268 @@
+"""Privacy events: what a protocol released, apart from how its privacy is computed.
+
+Modelled on ``dp_accounting.dp_event``: a mechanism or protocol describes each release
+as a small frozen object -- a Gaussian release at a given ℓ2 sensitivity and noise, a sum
+of discrete Gaussians, a shuffled randomized response, a claim of a cited theorem, a
+self-composition of κ such releases -- and :func:`fedbandit.accounting.account` turns
+the event into (ε, δ) with a status ("verified", "claimed", "unproven", "invalid",
+"none").  Events hold no random state and no results; they can be built before a run.
+
+Sensitivities in an event are for one *neighbouring relation*, which the event does not
+know: the protocol that builds it states the relation, and
+:class:`fedbandit.accounting.Accounting` records it.  :func:`record_sensitivities` gives
+the ℓ2 sensitivities of one user's linear-bandit record under both relations.
+
+References
+----------
+.. [BS16] M. Bun and T. Steinke, "Concentrated differential privacy", TCC 2016.
+.. [KLS21] P. Kairouz, Z. Liu and T. Steinke, "The distributed discrete Gaussian
+   mechanism for federated learning with secure aggregation", ICML 2021.
+.. [BBGN19] B. Balle, J. Bell, A. Gascón and K. Nissim, "The privacy blanket of the
+   shuffle model", CRYPTO 2019.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fedbandit._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
+
+__all__ = [
+    "RELATIONS",
+    "check_relation",
+    "record_sensitivities",
+    "DpEvent",
+    "NoReleaseEvent",
+    "NonPrivateEvent",
+    "GaussianEvent",
+    "LaplaceEvent",
+    "DiscreteGaussianSumEvent",
+    "ShuffledRandomizedResponseEvent",
+    "ApproxDpEvent",
+    "ClaimedEvent",
+    "ConditionalEvent",
+    "InvalidEvent",
+    "SelfComposedEvent",
+    "ComposedEvent",
+]
+
+#: Neighbouring relations: one user added or removed, or one user's record replaced.
+RELATIONS = ("add-remove", "replace")
+
+
+def check_relation(relation) -> str:
+    """Validate a neighbouring relation name (one of :data:`RELATIONS`)."""
+    return check_choice("relation", relation, RELATIONS)
+
+
+def record_sensitivities(feature_bound: float, reward_bound: float, relation: str) -> tuple[float, float]:
+    """ℓ2 sensitivities (Δ_bias, Δ_gram) of one user's record (x y, x xᵀ) with ‖x‖ ≤ L, |y| ≤ Y.
+
+    Add/remove one user: ‖x y‖ ≤ LY and ‖x xᵀ‖_F = ‖x‖² ≤ L².  Replace one user's record
+    by another: ‖x y − x′y′‖ ≤ 2LY and ‖x xᵀ − x′x′ᵀ‖_F² = ‖x‖⁴ + ‖x′‖⁴ − 2(xᵀx′)² ≤ 2L⁴,
+    so √2·L² (the Gram difference of two unit vectors is at most √2 in Frobenius norm).
+    The upper triangle of a Gram matrix has at most its Frobenius norm, so these bound
+    the packed (bias, upper-triangle) releases too.
+    """
+    L = check_positive_float("feature_bound", feature_bound)
+    Y = check_positive_float("reward_bound", reward_bound)
+    relation = check_relation(relation)
+    if relation == "add-remove":
+        return L * Y, L**2
+    return 2.0 * L * Y, math.sqrt(2.0) * L**2
+
+
+@dataclass(frozen=True)
+class DpEvent:
+    """Base class of privacy events (what was released, not how private it is)."""
+
+    def describe(self) -> str:  # pragma: no cover - every subclass overrides
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class NoReleaseEvent(DpEvent):
+    """Nothing that depends on the data leaves the party (ε = 0)."""
+
+    reason: str = "nothing is released"
+
+    def describe(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class NonPrivateEvent(DpEvent):
+    """The data (or an exact function of it) is released: no privacy."""
+
+    what: str = "exact statistics"
+
+    def describe(self) -> str:
+        return f"no privacy ({self.what})"
+
+
+@dataclass(frozen=True)
+class GaussianEvent(DpEvent):
+    """One release with i.i.d. N(0, σ²) noise on a vector of ℓ2 sensitivity Δ: (Δ²/2σ²)-zCDP [BS16]."""
+
+    sensitivity: float
+    sigma: float
+
+    def __post_init__(self):
+        check_nonnegative_float("sensitivity", self.sensitivity)
+        check_positive_float("sigma", self.sigma)
+
+    @property
+    def rho(self) -> float:
+        return self.sensitivity**2 / (2.0 * self.sigma**2)
+
+    def describe(self) -> str:
+        return f"Gaussian (Δ={self.sensitivity:.4g}, σ={self.sigma:.4g})"
+
+
+@dataclass(frozen=True)
+class LaplaceEvent(DpEvent):
+    """One release with i.i.d. Laplace(b) noise on a vector of ℓ1 sensitivity Δ: (Δ/b)-DP."""
+
+    sensitivity: float
+    scale: float
+
+    def __post_init__(self):
+        check_nonnegative_float("sensitivity", self.sensitivity)
+        check_positive_float("scale", self.scale)
+
+    def describe(self) -> str:
+        return f"Laplace (Δ₁={self.sensitivity:.4g}, b={self.scale:.4g})"
+
+
+@dataclass(frozen=True)
+class DiscreteGaussianSumEvent(DpEvent):
+    """The modular sum of ``n_parties`` clients' discrete Gaussians, as in [KLS21] Alg. 1.
+
+    ``clip`` c, ``gamma`` γ, ``beta`` β, ``dim`` d (padded) and the per-party ``sigma``
+    σ (original units) determine Δ₂ and the τ term of [KLS21] Thm. 1 / Prop. 14; the
+    accountant uses :func:`fedbandit.accounting.ddg_epsilon`.
+    """
+
+    clip: float
+    gamma: float
+    beta: float
+    dim: int
+    sigma: float
+    n_parties: int
+
+    def __post_init__(self):
+        check_positive_float("clip", self.clip)
+        check_positive_float("gamma", self.gamma)
+        check_positive_int("dim", self.dim)
+        check_positive_float("sigma", self.sigma)
+        check_positive_int("n_parties", self.n_parties)
+
+    def describe(self) -> str:
+        return f"sum of {self.n_parties} discrete Gaussians (σ={self.sigma:.4g}, γ={self.gamma:.3g}) [KLS21]"
+
+
+@dataclass(frozen=True)
+class ShuffledRandomizedResponseEvent(DpEvent):
+    """Shuffled binary randomized response of ``n_messages`` messages with flip probability p.
+
+    One user's value moves at most ``group_size`` of its messages; each message is
+    (ε_message, δ_message)-DP by the privacy-blanket bound [BBGN19]
+    (:func:`fedbandit.accounting.rr_shuffle_delta`), and group privacy gives the user's
+    (ε, δ) (:func:`fedbandit.accounting.group_budget`).
+    """
+
+    n_messages: int
+    p: float
+    epsilon_message: float
+    delta_message: float
+    group_size: int = 1
+
+    def describe(self) -> str:
+        return f"shuffled randomized response, {self.n_messages} messages, p={self.p:.4g} [BBGN19]"
+
+
+@dataclass(frozen=True)
+class ApproxDpEvent(DpEvent):
+    """A release known to be (ε, δ)-DP by the book's own accounting (composed basically)."""
+
+    epsilon: float
+    delta: float
+    what: str = ""
+
+    def describe(self) -> str:
+        return self.what or f"({self.epsilon:.4g}, {self.delta:.3g})-DP release"
+
+
+@dataclass(frozen=True)
+class ClaimedEvent(DpEvent):
+    """A guarantee that holds by a cited theorem the book states but does not re-derive.
+
+    ``conditions`` are the theorem's validity conditions (objects with ``holds`` and
+    ``str()``); if one fails the status is "unproven".  ``necessary`` is an event whose
+    *exact* ε is a lower bound on the protocol's ε (for example the server's sum of the
+    shuffled messages); if it exceeds the target the status is "invalid".  ``unproven``
+    marks a guarantee that no theorem covers (an idealized noise level).
+    """
+
+    epsilon: float
+    delta: float
+    theorem: str
+    conditions: tuple = ()
+    necessary: DpEvent | None = None
+    unproven: str = ""
+
+    def describe(self) -> str:
+        return self.theorem
+
+
+@dataclass(frozen=True)
+class ConditionalEvent(DpEvent):
+    """``event``'s accounting holds only under an assumption (for example clipped rewards).
+
+    If ``holds`` is False the status becomes ``on_failure`` ("invalid" or "unproven") and
+    ``assumption`` is reported in the notes.
+    """
+
+    event: DpEvent
+    assumption: str
+    holds: bool
+    on_failure: str = "invalid"
+
+    def describe(self) -> str:
+        return self.event.describe()
+
+
+@dataclass(frozen=True)
+class InvalidEvent(DpEvent):
+    """The release is known *not* to meet any finite guarantee the book can state (ε = ∞)."""
+
+    reason: str
+    claimed: DpEvent | None = None
+
+    def describe(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class SelfComposedEvent(DpEvent):
+    """``count`` adaptive repetitions of ``event`` (for example a user's κ tree nodes)."""
+
+    event: DpEvent
+    count: int
+
+    def __post_init__(self):
+        check_positive_int("count", self.count)
+
+    def describe(self) -> str:
+        return f"{self.count} × {self.event.describe()}"
+
+
+@dataclass(frozen=True)
+class ComposedEvent(DpEvent):
+    """Adaptive composition of several events."""
+
+    events: tuple = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        return " + ".join(e.describe() for e in self.events)

@@ -1,0 +1,56 @@
+"""One function that builds the environment a configuration describes."""
+
+from __future__ import annotations
+
+from fedbandit._validation import check_bool, check_choice, check_positive_int
+
+__all__ = ["make_environment", "ENVIRONMENT_KEYS", "INSTANCES"]
+
+#: ``config["instance"]`` values: the linear instances of Zhou & Chowdhury (synthetic, and
+#: the MSLR real-data one), and K-armed bandits with given means (Bernoulli or Gaussian).
+INSTANCES = ("synthetic", "real", "bernoulli", "gaussian")
+
+#: Configuration keys that describe the environment (the runner checks every key is used).
+ENVIRONMENT_KEYS = ("instance", "M", "K", "d", "env_seed", "noise_std", "shared_contexts", "max_arms", "means",
+                    "env_sigma", "runs")
+
+
+def make_environment(config: dict):
+    """The environment of ``config``, with ``config["runs"]`` runs side by side.
+
+    ``instance``: ``"synthetic"`` (:class:`~fedbandit.envs.SyntheticLinearEnv`: ``M``, ``K``,
+    ``d``, ``noise_std`` = 0.5, ``shared_contexts`` = True), ``"real"``
+    (:class:`~fedbandit.envs.RealDataLinearEnv` on the shipped MSLR sample: ``M``,
+    ``noise_std`` = 0, ``shared_contexts`` = False, ``max_arms``), ``"bernoulli"`` /
+    ``"gaussian"`` (:class:`~fedbandit.envs.BernoulliBandit` / ``GaussianBandit`` with
+    ``means`` and, for Gaussian rewards, ``env_sigma``).  ``env_seed`` (default 0) fixes
+    the linear instances' contexts and reward noise: keep it equal across the learners and
+    protocols of a comparison (common random numbers).
+    """
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    instance = check_choice("instance", config.get("instance", "synthetic"), INSTANCES)
+    runs = check_positive_int("runs", config.get("runs", 1))
+    seed = config.get("env_seed", 0)
+    if instance == "synthetic":
+        from fedbandit.envs.linear import SyntheticLinearEnv
+
+        return SyntheticLinearEnv(
+            config["M"], config.get("K", 100), config.get("d", 10), n_runs=runs,
+            noise_std=config.get("noise_std", 0.5),
+            shared_contexts=check_bool("shared_contexts", config.get("shared_contexts", True)), seed=seed,
+        )
+    if instance == "real":
+        from fedbandit.envs.linear import RealDataLinearEnv
+        from fedbandit.envs.mslr import load_mslr_instance
+
+        return RealDataLinearEnv(
+            load_mslr_instance(), config["M"], n_runs=runs, noise_std=config.get("noise_std", 0.0),
+            shared_contexts=check_bool("shared_contexts", config.get("shared_contexts", False)),
+            max_arms=config.get("max_arms"), seed=seed,
+        )
+    from fedbandit.envs.multi_armed import make_env
+
+    if "means" not in config:
+        raise ValueError(f"instance {instance!r} needs 'means', the arms' mean rewards")
+    return make_env(instance, config["means"], sigma=config.get("env_sigma", 0.1))

@@ -1,0 +1,100 @@
+"""The learner registry: one name per learner family, and how a configuration builds one.
+
+``register_learner(name)`` marks a class with ``from_config(config, env)``;
+:func:`fedbandit.experiments.run_config` builds the environment, the learner and its
+protocol from one configuration dict and returns the learner's
+:class:`~fedbandit.learners.RunResult`.  :func:`split_params` routes a flat configuration
+to the protocol factory and the learner's constructor by their signatures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+__all__ = ["register_learner", "learner_class", "available_learners", "split_params"]
+
+_LEARNERS: dict[str, type] = {}
+
+#: Modules that register learners (imported on first use).
+_FAMILIES = (
+    "fedbandit.learners.fixed_batch",
+    "fedbandit.learners.dp20",
+    "fedbandit.learners.concurrent_linucb",
+    "fedbandit.learners.consensus",
+    "fedbandit.learners.federated",
+)
+_loaded = False
+
+#: Constructor arguments that come from the configuration's shape keys, not by name.
+_STRUCTURAL = {"self", "protocol", "horizon", "batch_size", "n_agents", "dim", "env", "graph", "n_arms", "kwargs"}
+
+
+def register_learner(name: str):
+    """Class decorator: register a learner class under ``name``."""
+
+    def deco(cls):
+        if name in _LEARNERS and _LEARNERS[name] is not cls:
+            raise ValueError(f"learner name {name!r} is registered twice")
+        _LEARNERS[name] = cls
+        return cls
+
+    return deco
+
+
+def _load():
+    global _loaded
+    if not _loaded:
+        for mod in _FAMILIES:
+            try:
+                importlib.import_module(mod)
+            except ModuleNotFoundError as exc:  # a family not written yet
+                if exc.name != mod:
+                    raise
+        _loaded = True
+
+
+def available_learners() -> tuple[str, ...]:
+    """Every registered learner name."""
+    _load()
+    return tuple(_LEARNERS)
+
+
+def learner_class(name) -> type:
+    """The class registered as ``name``."""
+    _load()
+    if name not in _LEARNERS:
+        raise ValueError(f"unknown learner {name!r}; available: {', '.join(_LEARNERS)}")
+    return _LEARNERS[name]
+
+
+def keyword_parameters(func) -> tuple[str, ...]:
+    """Names of the keyword-passable parameters of ``func`` (or a class's ``__init__``)."""
+    target = func.__init__ if inspect.isclass(func) else func
+    params = []
+    for klass in (inspect.getmro(func) if inspect.isclass(func) else ()):
+        if "__init__" in vars(klass):
+            params += list(inspect.signature(klass.__init__).parameters)
+    if not params:
+        params = list(inspect.signature(target).parameters)
+    return tuple(p for p in dict.fromkeys(params) if p not in _STRUCTURAL)
+
+
+def split_params(config: dict, cls, *, protocol: bool = True):
+    """(protocol, learner keyword arguments) from a flat configuration.
+
+    The protocol is ``fedbandit.protocols.create(config["protocol"], **params)`` with the
+    configuration's entries that its factory accepts; the learner gets the entries its
+    constructor accepts.  ``protocol=False``: no protocol (independent agents).
+    """
+    from fedbandit.protocols.registry import create, describe
+
+    proto = None
+    if protocol:
+        name = config.get("protocol")
+        if name is None:
+            raise ValueError("config lacks 'protocol' (a name of fedbandit.protocols.available())")
+        info = describe(name)
+        proto = create(name, **{k: config[k] for k in info.parameters if k in config and config[k] is not None})
+    kw = {k: config[k] for k in keyword_parameters(cls) if k in config}
+    return proto, kw

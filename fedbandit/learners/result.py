@@ -1,0 +1,107 @@
+"""The one result type of every learner: :class:`RunResult`.
+
+Every learner's ``run(env, rng)`` returns a :class:`RunResult` for its R runs side by
+side, and :func:`fedbandit.experiments.run_config` returns the same object, so a chapter
+reads every learner's results in the same way: cumulative group regret at checkpoints,
+what was communicated, the privacy accounting, the calibration, and learner-specific
+``extras`` (DP20's synchronization times, the consensus learners' pull counts, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["RunResult", "checkpoint_indices", "time_average_regret"]
+
+
+def checkpoint_indices(horizon: int, n_checkpoints: int | None) -> np.ndarray:
+    """0-based rounds at which a curve is kept: ``n_checkpoints`` equally spaced ones ending at T.
+
+    ``None`` keeps every round.
+    """
+    if n_checkpoints is None:
+        return np.arange(horizon)
+    n_cp = min(int(n_checkpoints), horizon)
+    return np.unique(np.linspace(horizon / n_cp, horizon, n_cp).astype(int)) - 1
+
+
+def time_average_regret(regret) -> np.ndarray:
+    """Cumulative regret divided by t along the last axis (per-round regret in, the papers' plotted metric out)."""
+    regret = np.asarray(regret, dtype=float)
+    t = np.arange(1, regret.shape[-1] + 1)
+    return np.cumsum(regret, axis=-1) / t
+
+
+@dataclass
+class RunResult:
+    """Outcome of one vectorized run of a learner (R runs side by side).
+
+    Attributes
+    ----------
+    t : ndarray (n_checkpoints,)
+        Rounds (1-based) at which the curve is recorded; the last is the horizon.
+    regret : ndarray (R, n_checkpoints)
+        Cumulative pseudo-regret summed over the agents, at the rounds ``t``.
+    communication : dict
+        ``rounds`` (synchronizations or consensus rounds), ``messages``, ``payload`` and its
+        ``unit``, ``bits`` (uplink, all parties, whole run).
+    accounting : dict
+        The guarantee (:meth:`fedbandit.accounting.Accounting.as_dict`) of the whole run,
+        the learner's own behaviour included (an adaptive schedule or within-batch
+        adaptivity can make it "invalid").
+    calibration : dict
+        Noise parameters and the learner's own (λ, β, ...).
+    noise_variance : float
+        Per-entry variance of the noise in the server's released statistics (max over time).
+    extras : dict
+        Learner-specific outputs (documented by each learner).
+    learner, protocol : str
+        Names (registry names of the learner family and of the protocol).
+    seconds, cpu_seconds, peak_rss_mb : float
+        Wall time, CPU time of this process and its peak resident memory (filled by
+        :func:`fedbandit.experiments.run_config`).
+    """
+
+    t: np.ndarray
+    regret: np.ndarray
+    communication: dict = field(default_factory=dict)
+    accounting: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)
+    noise_variance: float = 0.0
+    extras: dict = field(default_factory=dict)
+    learner: str = ""
+    protocol: str = ""
+    seconds: float = float("nan")
+    cpu_seconds: float = float("nan")
+    peak_rss_mb: float = float("nan")
+
+    @property
+    def cum_regret(self) -> np.ndarray:
+        """Cumulative regret at the horizon, one value per run (R,)."""
+        return self.regret[:, -1]
+
+    @property
+    def avg_regret(self) -> np.ndarray:
+        """Time-average regret (cumulative regret / t) at the checkpoints, (R, n_checkpoints)."""
+        return self.regret / self.t
+
+    @property
+    def n_runs(self) -> int:
+        return self.regret.shape[0]
+
+    def per_round(self) -> np.ndarray:
+        """Per-round regret (R, T), when every round was recorded."""
+        if not np.array_equal(self.t, np.arange(1, self.t.size + 1)):
+            raise ValueError("per_round() needs a result recorded at every round (checkpoints=None)")
+        return np.diff(self.regret, axis=1, prepend=0.0)
+
+    def at_checkpoints(self, n_checkpoints: int | None) -> RunResult:
+        """The same result with the curve thinned to ``n_checkpoints`` equally spaced rounds."""
+        if n_checkpoints is None or not np.array_equal(self.t, np.arange(1, self.t.size + 1)):
+            return self  # every round kept, or already recorded at the learner's own checkpoints
+        idx = checkpoint_indices(self.t.size, n_checkpoints)
+        out = RunResult(**{k: getattr(self, k) for k in self.__dataclass_fields__})
+        out.t, out.regret = self.t[idx], self.regret[:, idx]
+        return out

@@ -1,0 +1,127 @@
+"""The registered statistics protocols, each a composition (R, S, A).
+
+=======================  ==================================  ====================  ==============
+name                     randomizer R                        intermediary S        analyzer A
+=======================  ==================================  ====================  ==============
+``non-private``          exact batch sums                    identity              running total
+``central``              exact batch sums                    identity              central tree
+``silo-ldp``             Gaussian tree                       identity              tree prefix
+``sdp-amplification``    Gaussian tree, amplification σ₀     shuffler              tree prefix
+``sdp-vector-sum``       vector sum in every node            shuffler              tree prefix
+``ddg-secagg``           discrete Gaussian tree              secure aggregation    tree prefix
+``gaussian-secagg``      Gaussian tree                       secure aggregation    tree prefix
+``ddg-shuffle``          discrete Gaussian tree              shuffler              tree prefix
+``dp20``                 Gaussian tree, DP20's σ             identity              tree prefix
+=======================  ==================================  ====================  ==============
+
+``gaussian-secagg`` and ``ddg-shuffle`` are assembled from the same parts as the
+papers' protocols: distributed Gaussian noise summed by (ideal) secure aggregation has the
+central model's server noise; discrete Gaussian messages through a shuffler are accounted
+one message at a time (no amplification theorem covers them), so they carry silo-level
+LDP's noise.  Calibration defaults to ``"zcdp"`` (the book's tight rule) wherever the
+papers give a choice.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fedbandit._validation import check_bool, check_choice
+from fedbandit.accounting.calibration import CJMP21_CONSTANT
+from fedbandit.protocols.intermediaries import Identity, SecureAggregation, Shuffler
+from fedbandit.protocols.registry import register
+from fedbandit.protocols.statistics import (
+    CentralTree,
+    DiscreteGaussianTree,
+    ExactStatistics,
+    GaussianTree,
+    RunningTotal,
+    StatisticsProtocol,
+    TreePrefix,
+    VectorSum,
+)
+
+__all__: list[str] = []
+
+_ZC = "Zhou & Chowdhury 2023"
+
+
+@register("non-private", kind="statistics", summary="exact sums, no privacy", reference=f"{_ZC}, Alg. 1 with P = identity")
+def non_private():
+    return StatisticsProtocol(ExactStatistics(), Identity(), RunningTotal(), name="non-private")
+
+
+@register("central", kind="statistics", summary="trusted server with one Gaussian tree", reference="[DNPR10, CSS11]")
+def central(epsilon, delta, *, calibration="zcdp", relation="add-remove"):
+    return StatisticsProtocol(
+        ExactStatistics(), Identity(), CentralTree(calibration), name="central", epsilon=epsilon, delta=delta,
+        relation=relation,
+    )
+
+
+@register("silo-ldp", kind="statistics", summary="silo-level LDP: distributed Gaussian tree", reference=f"{_ZC}, Thm. 6.1")
+def silo_ldp(epsilon, delta, *, calibration="zcdp", relation="add-remove"):
+    return StatisticsProtocol(
+        GaussianTree(calibration), Identity(), TreePrefix(), name="silo-ldp", epsilon=epsilon, delta=delta,
+        relation=relation,
+    )
+
+
+@register("sdp-amplification", kind="statistics", summary="shuffle DP by amplification: Gaussian tree + shuffler",
+          reference=f"{_ZC}, Thm. 6.3")
+def sdp_amplification(epsilon, delta, *, variant="authors", force=False, relation="add-remove"):
+    variant = check_choice("variant", variant, ("authors", "recalled", "ideal"))
+    return StatisticsProtocol(
+        GaussianTree(f"amplification-{variant}", force=check_bool("force", force)), Shuffler(), TreePrefix(),
+        name="sdp-amplification", epsilon=epsilon, delta=delta, relation=relation,
+    )
+
+
+@register("sdp-vector-sum", kind="statistics", summary="shuffle DP: vector-sum protocol in every tree node",
+          reference=f"{_ZC}, Thm. 6.5; Cheu et al. 2021")
+def sdp_vector_sum(epsilon, delta, *, split="advanced", constant=CJMP21_CONSTANT, relation="add-remove"):
+    return StatisticsProtocol(
+        VectorSum(split=split, constant=constant), Shuffler(), TreePrefix(), name="sdp-vector-sum", epsilon=epsilon,
+        delta=delta, relation=relation,
+    )
+
+
+@register("ddg-secagg", kind="statistics", summary="distributed discrete Gaussian tree + secure aggregation",
+          reference="Kairouz, Liu & Steinke 2021; Bonawitz et al. 2017")
+def ddg_secagg(epsilon, delta, *, bits="auto", k=3.0, rounding_beta=math.exp(-0.5), flatten="hadamard",
+               norm_growth="conservative", secure_aggregation="ideal", flatten_seed=0, relation="add-remove"):
+    return StatisticsProtocol(
+        DiscreteGaussianTree(bits=bits, k=k, beta=rounding_beta, flatten=flatten, norm_growth=norm_growth,
+                             flatten_seed=flatten_seed),
+        SecureAggregation(secure_aggregation), TreePrefix(), name="ddg-secagg", epsilon=epsilon, delta=delta,
+        relation=relation,
+    )
+
+
+@register("gaussian-secagg", kind="statistics", summary="distributed Gaussian tree + (ideal) secure aggregation",
+          reference="Algorithm 2 of Zhou & Chowdhury with Bonawitz et al.'s aggregation")
+def gaussian_secagg(epsilon, delta, *, calibration="zcdp", relation="add-remove"):
+    return StatisticsProtocol(
+        GaussianTree(calibration), SecureAggregation("ideal"), TreePrefix(), name="gaussian-secagg", epsilon=epsilon,
+        delta=delta, relation=relation,
+    )
+
+
+@register("ddg-shuffle", kind="statistics", summary="discrete Gaussian tree messages through a shuffler",
+          reference="Kairouz, Liu & Steinke 2021 (messages), shuffled")
+def ddg_shuffle(epsilon, delta, *, bits="auto", k=3.0, relation="add-remove"):
+    return StatisticsProtocol(
+        DiscreteGaussianTree(bits=bits, k=k), Shuffler(), TreePrefix(), name="ddg-shuffle", epsilon=epsilon,
+        delta=delta, relation=relation,
+    )
+
+
+@register("dp20", kind="statistics", summary="DP20's per-silo Gaussian tree over synchronizations",
+          reference="Dubey & Pentland 2020; gaps: Zhou & Chowdhury 2023, Sec. 4")
+def dp20(epsilon, delta, *, noise="corrected"):
+    noise = check_choice("noise", noise, ("corrected", "claimed"))
+    rule = "dp20" if noise == "corrected" else "dp20-claimed"
+    return StatisticsProtocol(
+        GaussianTree(rule), Identity(), TreePrefix(), name="dp20", epsilon=epsilon, delta=delta,
+        model="silo-LDP (claimed)",
+    )
