@@ -3,8 +3,9 @@
 For DP-Master-worker UCB and DP-Decentralized UCB (ring of M = 20 agents, K = 10 arms,
 epsilon = 1, hybrid mechanism per (agent, arm)):
 
-* ``*_vectorized_agent_rounds_per_s``: ``fedbandit.learners.consensus`` with 250 runs
-  side by side (the chapter's paper-scale batch: 5 epsilons x 50 runs in one call) over
+* ``*_vectorized_agent_rounds_per_s``: ``fedbandit.learners.consensus``
+  (``MasterWorkerUCB`` / ``DecentralizedUCB`` with the ``"counter-hybrid"`` protocol) with
+  250 runs side by side (the chapter's paper-scale batch: 5 epsilons x 50 runs in one call) over
   1000 slots;
 * ``*_reference_agent_rounds_per_s``: the plain-loop reference of
   ``tests/reference_consensus_ucb.py`` (the same algorithm, same draws) with 1 run over
@@ -27,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _measure import timed  # noqa: E402
 from reference_consensus_ucb import ref_decentralized, ref_master_worker  # noqa: E402
 
-from fedbandit.envs.multi_armed import BernoulliBandit  # noqa: E402
 from fedbandit.envs.graphs import ring_graph  # noqa: E402
-from fedbandit.learners.consensus import dp_decentralized_ucb, dp_master_worker_ucb  # noqa: E402
+from fedbandit.envs.multi_armed import BernoulliBandit  # noqa: E402
+from fedbandit.learners.consensus import DecentralizedUCB, MasterWorkerUCB  # noqa: E402
+from fedbandit.protocols.registry import create  # noqa: E402
 
 M, K = 20, 10
 MEANS = np.array([0.75, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25])
@@ -40,13 +42,23 @@ R_REF, T_REF = 1, 200
 def benchmarks() -> list[dict]:
     env = BernoulliBandit(MEANS)
     graph = ring_graph(M)
+    def master_worker():
+        learner = MasterWorkerUCB(create("counter-hybrid", epsilon=1.0), n_agents=M, n_arms=K, horizon=T_VEC,
+                                  n_runs=R_VEC)
+        return learner.run(env, np.random.default_rng(0))
+
+    def decentralized():
+        learner = DecentralizedUCB(create("counter-hybrid", epsilon=1.0), graph=graph, n_arms=K, horizon=T_VEC,
+                                   n_runs=R_VEC)
+        return learner.run(env, np.random.default_rng(0))
+
     cases = {
         "master_worker": (
-            lambda: dp_master_worker_ucb(env, M, T_VEC, 1.0, rng=np.random.default_rng(0), n_runs=R_VEC),
+            master_worker,
             lambda: ref_master_worker(env, M, T_REF, 1.0, rng=np.random.default_rng(0), n_runs=R_REF),
         ),
         "decentralized": (
-            lambda: dp_decentralized_ucb(env, graph, T_VEC, 1.0, rng=np.random.default_rng(0), n_runs=R_VEC),
+            decentralized,
             lambda: ref_decentralized(env, graph, T_REF, 1.0, rng=np.random.default_rng(0), n_runs=R_REF),
         ),
     }

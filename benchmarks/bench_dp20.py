@@ -16,12 +16,17 @@ from reference_dp20 import reference_feducb  # noqa: E402
 
 from fedbandit.envs.linear import SyntheticLinearEnv  # noqa: E402
 from fedbandit.learners.dp20 import FedUCB, wang_threshold  # noqa: E402
+from fedbandit.protocols.registry import create  # noqa: E402
+
+
+def _dp20():
+    return create("dp20", epsilon=30.0, delta=0.1, noise="corrected")
 
 
 def _small():
     M, d, T, R = 16, 5, 40, 8
     env = SyntheticLinearEnv(M, n_arms=20, dim=d, n_runs=R, seed=0)
-    learner = FedUCB(M, d, T, threshold=0.05, noise="corrected", epsilon=30.0, delta=0.1)
+    learner = FedUCB(_dp20(), n_agents=M, dim=d, horizon=T, threshold=0.05)
     return env, learner, M * T * R
 
 
@@ -43,7 +48,7 @@ def benchmarks() -> list[dict]:
         T, d = 2000, 5
         env = SyntheticLinearEnv(M, n_arms=20, dim=d, n_runs=runs, seed=0)
         kw = dict(schedule="fixed", batch_size=5) if schedule == "fixed" else dict(threshold=wang_threshold(T, d, M))
-        learner = FedUCB(M, d, T, noise="corrected", epsilon=30.0, delta=0.1, **kw)
+        learner = FedUCB(_dp20(), n_agents=M, dim=d, horizon=T, **kw)
         seconds, peak = timed(lambda: learner.run(env, np.random.default_rng(0)), repeat=1)
         rows.append(
             {

@@ -1,12 +1,14 @@
 """Plain-loop references for the consensus chapter (tests only).
 
 Line-by-line versions of the algorithms of ``fedbandit.learners.consensus`` and of the
-hybrid mechanism of Chan, Shi & Song, written as the algorithm boxes would be: one run, one
-agent, one arm at a time, Python floats, and the textbook binary tree (noisy p-sums
-``alpha_hat`` summed over the set bits of ``tau``).  They follow the same randomness
-protocol as the vectorized code (a ``RewardStream`` key first, then one batched
+counters of Chan, Shi & Song (the hybrid mechanism, the binary mechanism and the per-item
+Laplace counter of ``fedbandit.protocols.counting``), written as the algorithm boxes would
+be: one run, one agent, one arm at a time, Python floats, and the textbook binary tree
+(noisy p-sums ``alpha_hat`` summed over the set bits of ``tau``).  They follow the same
+randomness protocol as the vectorized code (a ``RewardStream`` key first, then one batched
 ``draw_standard_laplace(rng, R*M)`` per slot, consumed in (run, agent) order), so on the
-same seed they must make the same decisions.
+same seed they must make the same decisions.  The noise scales are written out here
+(2s/eps, L s/eps, s/eps) on purpose: the references check the library's rules.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import math
 
 import numpy as np
 
-from fedbandit.envs.multi_armed import RewardStream
 from fedbandit.envs.graphs import consensus_matrix, network_terms
+from fedbandit.envs.multi_armed import RewardStream
 from fedbandit.mechanisms.continual_counting import draw_standard_laplace
 
 
@@ -58,6 +60,71 @@ class TextbookHybrid:
         return self.out
 
 
+class TextbookBinary:
+    """One stream of the binary mechanism over ``n_steps`` items: node noise Lap(L s/eps), L = bit_length."""
+
+    def __init__(self, n_steps, epsilon, sensitivity=1.0):
+        self.L = int(n_steps).bit_length()
+        self.b = self.L * sensitivity / epsilon
+        self.items = []
+        self.alpha_hat = {}
+        self.out = 0.0
+
+    def step(self, x, z):
+        self.items.append(x)
+        n = len(self.items)
+        i = (n & -n).bit_length() - 1
+        self.alpha_hat[i] = sum(self.items[n - (1 << i):n]) + z * self.b
+        self.out = sum(self.alpha_hat[j] for j in range(self.L) if (n >> j) & 1)
+        return self.out
+
+
+class TextbookPerItemLaplace:
+    """One stream of the per-item Laplace counter: the running sum of x + Lap(s/eps)."""
+
+    def __init__(self, epsilon, sensitivity=1.0):
+        self.b = sensitivity / epsilon
+        self.out = 0.0
+
+    def step(self, x, z):
+        self.out += x + z * self.b
+        return self.out
+
+
+def _make_counter(mechanism, eps, sens, horizon):
+    if mechanism == "hybrid":
+        return TextbookHybrid(eps, sens)
+    if mechanism == "binary":
+        return TextbookBinary(horizon, eps, sens)
+    return TextbookPerItemLaplace(eps, sens)
+
+
+def _std_scale(mechanism, eps, sens, horizon):
+    """Scale b of the std width: the counter's noise sd at count n is at most b * _sd_factor(n)."""
+    if mechanism == "hybrid":
+        return 2.0 * sens / eps
+    if mechanism == "binary":
+        return int(horizon).bit_length() * sens / eps
+    return sens / eps
+
+
+def _floor_log2(n):
+    k = int(math.floor(math.log2(max(n, 1.0))))
+    while 2.0 ** (k + 1) <= max(n, 1.0):
+        k += 1
+    while 2.0**k > max(n, 1.0):
+        k -= 1
+    return k
+
+
+def _sd_factor(mechanism, n):
+    if mechanism == "hybrid":
+        return _sd_level(n)
+    if mechanism == "binary":  # popcount(n) <= floor(log2 n) + 1 nodes of variance 2 b^2
+        return math.sqrt(2.0 * (_floor_log2(n) + 1))
+    return math.sqrt(2.0 * n)  # n releases of variance 2 b^2
+
+
 def _sd_level(n):
     k = int(math.floor(math.log2(max(n, 1.0))))
     # guard against log2 rounding at exact powers of two
@@ -68,13 +135,13 @@ def _sd_level(n):
     return math.sqrt(2.0 * (k + 1) + 2.0 * k**3)
 
 
-def _width_num(kind, t, eps, rho, sens):
+def _width_num(kind, t, eps, rho, sens, mechanism="hybrid", horizon=None):
     if kind == "none" or eps is None:
         return 0.0
     lt = math.log(max(t, 2))
     if kind == "fact1":
         return sens / eps * math.log2(max(t, 2)) ** 1.5 * rho * lt
-    return math.sqrt(2.0 * rho * lt) * (2.0 * sens / eps)
+    return math.sqrt(2.0 * rho * lt) * _std_scale(mechanism, eps, sens, horizon)
 
 
 def _argmax(values):
@@ -93,8 +160,11 @@ def _per_run(v, R):
 
 
 def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
-                      doubling=True, communicate=True, clip=(0.0, 1.0)):
-    """DP-Master-worker UCB, loops.  Returns (actions (T, R, M), regret per run, n_comm)."""
+                      doubling=True, communicate=True, clip=(0.0, 1.0), mechanism="hybrid"):
+    """DP-Master-worker UCB, loops.  Returns (actions (T, R, M), regret per run, n_comm).
+
+    ``mechanism``: "hybrid", "binary" (over T items) or "laplace" (per item); epsilon None: exact sums.
+    """
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     R, K = n_runs, env.n_arms
     sigma = env.sigma if sigma is None else sigma
@@ -104,7 +174,8 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
     rhos = _per_run(rho, R)
     private = epsilon is not None
     stream = RewardStream(env, R, M, rng)
-    mech = [[[TextbookHybrid(eps[r], sens) for _ in range(K)] for _ in range(M)] for r in range(R)] if private else None
+    mech = ([[[_make_counter(mechanism, eps[r], sens, T) for _ in range(K)] for _ in range(M)] for r in range(R)]
+            if private else None)
     exact = [[[0.0] * K for _ in range(M)] for _ in range(R)]
     counts = [[[0] * K for _ in range(M)] for _ in range(R)]
     I = [[[0.0] * K for _ in range(M)] for _ in range(R)]
@@ -119,11 +190,11 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
         n = counts[r][m][j]
         mean = (mech[r][m][j].out / n + lo) if private else exact[r][m][j] / n
         idx = mean + sigma * math.sqrt(2.0 * rhos[r] * math.log(t) / n)
-        num = _width_num(privacy_width, t, eps[r], rhos[r], sens) if private else 0.0
+        num = _width_num(privacy_width, t, eps[r], rhos[r], sens, mechanism, T) if private else 0.0
         if private and privacy_width == "fact1":
             idx = idx + num / n
         elif private and privacy_width == "std":
-            idx = idx + num * _sd_level(n) / n
+            idx = idx + num * _sd_factor(mechanism, n) / n
         return idx
 
     for t in range(1, T + 1):
@@ -173,7 +244,7 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
 
 
 def ref_decentralized(env, graph, T, epsilon, *, rng, n_runs=1, kappa=None, rho=2.0, privacy_width="std", sigma=None,
-                      clip=(0.0, 1.0)):
+                      clip=(0.0, 1.0), mechanism="hybrid"):
     """DP-Decentralized UCB (or coop-UCB when epsilon is None), loops.  Returns (actions, regret)."""
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     P = consensus_matrix(graph, kappa)
@@ -188,7 +259,8 @@ def ref_decentralized(env, graph, T, epsilon, *, rng, n_runs=1, kappa=None, rho=
     private = epsilon is not None
     c_i, c_0 = [float(x) for x in terms.c_i], float(terms.c_0)
     stream = RewardStream(env, R, M, rng)
-    mech = [[[TextbookHybrid(eps[r], sens) for _ in range(K)] for _ in range(M)] for r in range(R)] if private else None
+    mech = ([[[_make_counter(mechanism, eps[r], sens, T) for _ in range(K)] for _ in range(M)] for r in range(R)]
+            if private else None)
     n_hat = [[[0.0] * K for _ in range(M)] for _ in range(R)]
     s_hat = [[[0.0] * K for _ in range(M)] for _ in range(R)]
     actions = np.zeros((T, R, M), dtype=int)
@@ -210,10 +282,10 @@ def ref_decentralized(env, graph, T, epsilon, *, rng, n_runs=1, kappa=None, rho=
                         val += lo
                     val += math.sqrt(v * (rhos[r] * (2.0 * sigma**2 * math.log(t) / c_0)))
                     if private and privacy_width != "none":
-                        num = _width_num(privacy_width, t, eps[r], rhos[r], sens) / math.sqrt(c_0)
+                        num = _width_num(privacy_width, t, eps[r], rhos[r], sens, mechanism, T) / math.sqrt(c_0)
                         w = v * num
                         if privacy_width == "std":
-                            w *= _sd_level(n)
+                            w *= _sd_factor(mechanism, n)
                         val += w
                     q.append(val)
                 chosen[r][m] = _argmax(q)
@@ -242,4 +314,59 @@ def ref_decentralized(env, graph, T, epsilon, *, rng, n_runs=1, kappa=None, rho=
                     new_n[i][j] = sum(P[i, k] * (n_hat[r][k][j] + inc_n[k][j]) for k in range(M))
                     new_s[i][j] = sum(P[i, k] * (s_hat[r][k][j] + inc_s[k][j]) for k in range(M))
             n_hat[r], s_hat[r] = new_n, new_s
+    return actions, regret
+
+
+def ref_independent(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_width="std", sigma=None, clip=(0.0, 1.0),
+                    mechanism="hybrid"):
+    """M independent (private) UCB agents, loops: every slot every agent recomputes all K indices.
+
+    Returns (actions (T, R, M), regret per run).
+    """
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    R, K = n_runs, env.n_arms
+    sigma = env.sigma if sigma is None else sigma
+    lo, hi = clip
+    sens = hi - lo
+    eps = _per_run(epsilon, R)
+    rhos = _per_run(rho, R)
+    private = epsilon is not None
+    stream = RewardStream(env, R, M, rng)
+    mech = ([[[_make_counter(mechanism, eps[r], sens, T) for _ in range(K)] for _ in range(M)] for r in range(R)]
+            if private else None)
+    sums = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    counts = [[[0] * K for _ in range(M)] for _ in range(R)]
+    actions = np.zeros((T, R, M), dtype=int)
+    regret = [0.0] * R
+    for t in range(1, T + 1):
+        chosen = [[0] * M for _ in range(R)]
+        for r in range(R):
+            for m in range(M):
+                if t <= K:
+                    chosen[r][m] = t - 1
+                    continue
+                q = []
+                for j in range(K):
+                    n = counts[r][m][j]
+                    val = sums[r][m][j] / n
+                    if private and lo != 0.0:
+                        val += lo
+                    val += sigma * math.sqrt(2.0 * rhos[r] * math.log(t) / n)
+                    if private and privacy_width != "none":
+                        num = _width_num(privacy_width, t, eps[r], rhos[r], sens, mechanism, T)
+                        val += num / n if privacy_width == "fact1" else num * _sd_factor(mechanism, n) / n
+                    q.append(val)
+                chosen[r][m] = _argmax(q)
+        z = draw_standard_laplace(rng, R * M) if private else None
+        for r in range(R):
+            for m in range(M):
+                a = chosen[r][m]
+                actions[t - 1, r, m] = a
+                x = stream.reward(t, r, m, a)
+                counts[r][m][a] += 1
+                if private:
+                    sums[r][m][a] = mech[r][m][a].step(min(max(x, lo), hi) - lo, z[r * M + m])
+                else:
+                    sums[r][m][a] += x
+                regret[r] += env.gaps[a]
     return actions, regret

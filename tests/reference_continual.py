@@ -125,3 +125,52 @@ def reference_extrapolating(bits, batch_sizes, ps, u):
             messages = []
         out.append(base[t] + rate * (t % a))
     return out
+
+
+def reference_concurrent_records(z, batch_sizes, levels, half_range, rng):
+    """The concurrent-shuffle protocol of fedbandit.protocols.concurrent, one user and one coordinate at a time.
+
+    ``z`` (n, runs, D) are the users' records, ``levels`` one RRShuffleSummation per level
+    (its ``resolution`` g and flip probability p), ``half_range`` (D,) the s of every
+    coordinate.  Draws as the protocol does: per period of b_k users one array of
+    uniforms (k, b_k, runs, D) for the rounding, then each closing batch's counts from
+    ``sample_rr_counts`` (finest level first).  The estimate after every period is
+    computed as the message-level server does (MixedRadixServer.estimate: walk the levels
+    from the coarsest, keep the releases that start after the last covered boundary), not
+    with the protocol's running sums.  Returns (n // b_k, runs, D).
+    """
+    import math
+
+    from fedbandit.mechanisms.randomized_response import sample_rr_counts
+
+    n, runs, D = z.shape
+    k, a = len(batch_sizes), batch_sizes[-1]
+    ones = [np.zeros((runs, D), dtype=np.int64) for _ in range(k)]
+    releases = []  # (level, first user, last user, debiased sum (runs, D) in [0, 1] units)
+    out = []
+    for s in range(n // a):
+        u = rng.random((k, a, runs, D))
+        for i in range(k):
+            g = levels[i].resolution
+            for j in range(a):
+                for r in range(runs):
+                    for c in range(D):
+                        value = min(max((z[s * a + j, r, c] / half_range[c] + 1.0) / 2.0, 0.0), 1.0)
+                        low = math.floor(value * g)
+                        ones[i][r, c] += low + (1 if u[i, j, r, c] < value * g - low else 0)
+        t = (s + 1) * a
+        for i in reversed(range(k)):
+            b = batch_sizes[i]
+            if t % b == 0:
+                g, p = levels[i].resolution, levels[i].p
+                count = sample_rr_counts(ones[i], b * g, p, rng)
+                releases.append((i, t - b + 1, t, (count - b * g * p / 2.0) / ((1.0 - p) * g)))
+                ones[i][:] = 0
+        covered, total = 0, np.zeros((runs, D))
+        for level, b in enumerate(batch_sizes):
+            for lv, start, end, value in releases:
+                if lv == level and start > covered and end <= t:
+                    total = total + value
+            covered = (t // b) * b
+        out.append(half_range * (2.0 * total - t))
+    return np.array(out)

@@ -3,9 +3,12 @@
 Straight from the description in :mod:`fedbandit.learners.dp20`: every agent keeps its
 own local statistics and its own tree (noise-free p-sums of its stream of local batches);
 V is rebuilt and inverted, and log det computed with ``slogdet``, every round.  It consumes
-the privacy noise in the same order as the vectorized learner: at the end of a round, for
-the runs that synchronize (in increasing order), one ``draw_noise`` call of shape
-(n_sync, M, d, d) (symmetric) and one of shape (n_sync, M, d).
+the privacy noise in the same order as the vectorized learner's protocol (a per-silo
+Gaussian tree, or none): from the protocol's noise stream ``rng.spawn(2)[0]``, at the end of
+a round, for the runs that synchronize (in increasing order), one ``draw_noise`` call of
+shape (n_sync, M, d) (the bias noise) and one of shape (n_sync, M, d(d+1)/2) (the Gram
+matrix's upper triangle, row by row, mirrored below the diagonal) -- the packed
+statistics' order.
 """
 
 from __future__ import annotations
@@ -20,9 +23,15 @@ from fedbandit.mechanisms.tree import draw_noise, tree_depth
 def reference_feducb(learner, env, rng):
     """Run the loop version of ``learner`` (a :class:`FedUCB`, used for its settings only).
 
-    Returns ``(actions (R, M, T), sync (R, T) bool, regret (R, T), S_final (R, d, d))``.
+    The learner's protocol must be non-private or a per-silo Gaussian tree (σ₀ from its
+    calibration).  Returns ``(actions (R, T, M), sync (R, T) bool, regret (R, T),
+    S_final (R, d, d))``.
     """
     M, d, T = learner.n_agents, learner.dim, learner.horizon
+    cal = learner.protocol.calibration()
+    assert cal["model"] in ("none", "silo-LDP", "silo-LDP (claimed)"), cal["model"]
+    sigma0 = cal["sigma0"]
+    noise_rng = rng.spawn(2)[0]  # the protocol's noise stream (Protocol.reset)
     R = env.n_runs
     lam0 = learner.lam0
     n_lev = tree_depth(T)
@@ -45,7 +54,7 @@ def reference_feducb(learner, env, rng):
     alpha_u = [[[np.zeros(d) for _ in range(n_lev)] for _ in range(M)] for _ in range(R)]
     tilde_G = [[np.zeros((d, d)) for _ in range(n_lev)] for _ in range(R)]
     tilde_u = [[np.zeros(d) for _ in range(n_lev)] for _ in range(R)]
-    actions = np.zeros((R, M, T), dtype=int)
+    actions = np.zeros((R, T, M), dtype=int)
     sync = np.zeros((R, T), dtype=bool)
     regret = np.zeros((R, T))
 
@@ -72,12 +81,14 @@ def reference_feducb(learner, env, rng):
                     if score > best_score:
                         best_a, best_score = a, score
                 a = best_a
-                actions[r, i, t - 1] = a
+                actions[r, t - 1, i] = a
                 x = block.features[s, rc, i, a]
                 mean = block.means[s, rc, i, a]
                 regret[r, t - 1] += block.best[s, rc, i] - mean
                 noise = block.noise[s, r if block.noise.shape[1] > 1 else 0, i]
                 y = mean + noise
+                if learner.reward_bound is not None:
+                    y = min(max(y, -learner.reward_bound), learner.reward_bound)
                 W[r][i] = W[r][i] + np.outer(x, x)
                 U[r][i] = U[r][i] + x * y
                 if learner.schedule == "adaptive":
@@ -92,12 +103,17 @@ def reference_feducb(learner, env, rng):
         if not triggered:
             continue
         n_s = len(triggered)
-        if learner.noise != "none":
-            ZG = draw_noise(rng, (n_s, M, d, d), learner.sigma0, symmetric=True)
-            Zu = draw_noise(rng, (n_s, M, d), learner.sigma0)
-        else:
-            ZG = np.zeros((n_s, M, d, d))
-            Zu = np.zeros((n_s, M, d))
+        ZG = np.zeros((n_s, M, d, d))
+        Zu = np.zeros((n_s, M, d))
+        if sigma0 > 0:
+            Zu = draw_noise(noise_rng, (n_s, M, d), sigma0)
+            upper = draw_noise(noise_rng, (n_s, M, d * (d + 1) // 2), sigma0)
+            for pos in range(n_s):
+                for i in range(M):
+                    entries = iter(upper[pos, i])
+                    for a in range(d):
+                        for b in range(a, d):
+                            ZG[pos, i, a, b] = ZG[pos, i, b, a] = next(entries)
         for pos, r in enumerate(triggered):
             sync[r, t - 1] = True
             last[r] = t

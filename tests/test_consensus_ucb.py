@@ -1,22 +1,47 @@
-"""Tests of the consensus-chapter learners, environments and theory functions."""
+"""Tests of the consensus-chapter learners, counter protocols, environments and theory functions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference_consensus_ucb import ref_decentralized, ref_master_worker
-
-from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit, RewardStream, make_env
-from fedbandit.envs.graphs import DisconnectedGraphError, Graph, complete_graph, make_graph, ring_graph, star_graph
-from fedbandit.learners.consensus import (
-    centralized_ucb,
-    default_checkpoints,
-    dp_decentralized_ucb,
-    dp_master_worker_ucb,
-    private_ucb,
-    run_config,
-    ucb,
+from reference_consensus_ucb import (
+    ref_decentralized,
+    ref_independent,
+    ref_master_worker,
 )
+
+from fedbandit.envs.graphs import (
+    DisconnectedGraphError,
+    Graph,
+    complete_graph,
+    make_graph,
+    ring_graph,
+    star_graph,
+)
+from fedbandit.envs.multi_armed import (
+    BernoulliBandit,
+    GaussianBandit,
+    RewardStream,
+    make_env,
+)
+from fedbandit.experiments.runner import run_config
+from fedbandit.learners.consensus import (
+    CentralizedUCB,
+    DecentralizedUCB,
+    IndependentUCB,
+    MasterWorkerUCB,
+    default_checkpoints,
+    expand_grid,
+    grid_view,
+)
+from fedbandit.learners.registry import available_learners
+from fedbandit.mechanisms.continual_counting import (
+    HybridMechanism,
+    draw_standard_laplace,
+)
+from fedbandit.protocols.counting import CounterProtocol, HybridCounter, RunningSums
+from fedbandit.protocols.intermediaries import Identity, Shuffler
+from fedbandit.protocols.registry import available, create, describe
 from fedbandit.theory.consensus import (
     decentralized_regret_bound,
     master_worker_communications,
@@ -26,8 +51,17 @@ from fedbandit.theory.consensus import (
 )
 
 MEANS = np.array([0.7, 0.5, 0.45, 0.3])
+K = MEANS.size
 BERN = BernoulliBandit(MEANS)
 GAUSS = GaussianBandit(MEANS, sigma=0.2)
+PROTOCOL_OF = {"hybrid": "counter-hybrid", "binary": "counter-binary", "laplace": "counter-laplace"}
+
+
+def counter(epsilon, mechanism="hybrid"):
+    """The counter protocol of a reference case (exact sums for epsilon None)."""
+    if epsilon is None:
+        return create("counter-exact")
+    return create(PROTOCOL_OF[mechanism], epsilon=epsilon)
 
 
 # ---------------------------------------------------------------------------------------
@@ -36,29 +70,32 @@ GAUSS = GaussianBandit(MEANS, sigma=0.2)
 
 
 @pytest.mark.parametrize(
-    "epsilon,privacy_width,doubling,communicate",
+    "epsilon,privacy_width,doubling,communicate,mechanism",
     [
-        (0.8, "std", True, True),
-        (np.array([0.5, 2.0, 8.0]), "fact1", True, True),
-        (2.0, "none", True, True),
-        (None, "std", True, True),
-        (1.0, "std", False, True),
-        (1.0, "std", True, False),
+        (0.8, "std", True, True, "hybrid"),
+        (np.array([0.5, 2.0, 8.0]), "fact1", True, True, "hybrid"),
+        (2.0, "none", True, True, "hybrid"),
+        (None, "std", True, True, "hybrid"),
+        (1.0, "std", False, True, "hybrid"),
+        (1.0, "std", True, False, "hybrid"),
+        (np.array([0.5, 2.0, 8.0]), "std", True, True, "binary"),
+        (1.0, "std", True, True, "laplace"),
     ],
 )
-def test_master_worker_matches_reference(epsilon, privacy_width, doubling, communicate):
+def test_master_worker_matches_reference(epsilon, privacy_width, doubling, communicate, mechanism):
     T, R, M = 300, 3, 4
     rho = np.array([1.5, 2.0, 3.0])
     ref_actions, ref_regret, ref_comm = ref_master_worker(
         BERN, M, T, epsilon, rng=np.random.default_rng(7), n_runs=R, rho=rho, privacy_width=privacy_width,
-        doubling=doubling, communicate=communicate)
-    res = dp_master_worker_ucb(BERN, M, T, epsilon, rng=np.random.default_rng(7), n_runs=R, rho=rho,
-                               privacy_width=privacy_width, doubling=doubling, communicate=communicate,
-                               record_actions=True)
-    assert np.array_equal(res.actions, ref_actions)
-    assert np.allclose(res.final_regret, ref_regret)
-    assert res.communications[-1] == ref_comm
-    assert np.array_equal(res.pulls.sum(axis=(1, 2)), np.full(R, M * T))
+        doubling=doubling, communicate=communicate, mechanism=mechanism)
+    learner = MasterWorkerUCB(counter(epsilon, mechanism), n_agents=M, n_arms=K, horizon=T, n_runs=R, rho=rho,
+                              privacy_width=privacy_width, doubling=doubling, communicate=communicate)
+    res = learner.run(BERN, np.random.default_rng(7), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+    assert np.allclose(res.cum_regret, ref_regret)
+    assert res.extras["communications"][-1] == ref_comm == res.communication["rounds"]
+    assert res.communication["messages"] == 2 * M * ref_comm and res.communication["payload"] == 2 * M * K * ref_comm
+    assert np.array_equal(res.extras["pulls"].sum(axis=(1, 2)), np.full(R, M * T))
 
 
 @pytest.mark.parametrize("env", [BERN, GAUSS], ids=["bernoulli", "gaussian"])
@@ -73,19 +110,145 @@ def test_decentralized_matches_reference(env, graph, epsilon, privacy_width):
     T, R = 150, 2
     ref_actions, ref_regret = ref_decentralized(env, graph, T, epsilon, rng=np.random.default_rng(3), n_runs=R,
                                                 privacy_width=privacy_width)
-    res = dp_decentralized_ucb(env, graph, T, epsilon, rng=np.random.default_rng(3), n_runs=R,
-                               privacy_width=privacy_width, record_actions=True)
-    assert np.array_equal(res.actions, ref_actions)
-    assert np.allclose(res.final_regret, ref_regret)
-    assert res.communications[-1] == T and res.messages[-1] == T * 2 * graph.n_edges
+    learner = DecentralizedUCB(counter(epsilon), graph=graph, n_arms=K, horizon=T, n_runs=R,
+                               privacy_width=privacy_width)
+    res = learner.run(env, np.random.default_rng(3), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+    assert np.allclose(res.cum_regret, ref_regret)
+    assert res.extras["communications"][-1] == T and res.extras["messages"][-1] == T * 2 * graph.n_edges
+    assert res.communication["payload"] == T * 2 * graph.n_edges * 2 * K
+
+
+@pytest.mark.parametrize("mechanism", ["binary", "laplace"])
+@pytest.mark.parametrize("graph", [ring_graph(4), complete_graph(4)], ids=["ring", "complete"])
+def test_decentralized_other_counters_match_reference(mechanism, graph):
+    T, R = 150, 2
+    eps = np.array([0.5, 4.0])
+    ref_actions, _ = ref_decentralized(GAUSS, graph, T, eps, rng=np.random.default_rng(5), n_runs=R,
+                                       mechanism=mechanism)
+    res = DecentralizedUCB(counter(eps, mechanism), graph=graph, n_arms=K, horizon=T, n_runs=R).run(
+        GAUSS, np.random.default_rng(5), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
 
 
 def test_decentralized_reference_with_kappa_and_clip():
     g = make_graph("erdos_renyi", 5, p=0.6, rng=np.random.default_rng(0))
     kw = dict(n_runs=2, kappa=0.5, rho=1.2, clip=(-0.5, 1.5))
     ref_actions, _ = ref_decentralized(GAUSS, g, 120, 0.7, rng=np.random.default_rng(1), **kw)
-    res = dp_decentralized_ucb(GAUSS, g, 120, 0.7, rng=np.random.default_rng(1), record_actions=True, **kw)
-    assert np.array_equal(res.actions, ref_actions)
+    res = DecentralizedUCB(counter(0.7), graph=g, n_arms=K, horizon=120, **kw).run(
+        GAUSS, np.random.default_rng(1), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+
+
+@pytest.mark.parametrize(
+    "epsilon,privacy_width,mechanism,env",
+    [(None, "std", "hybrid", BERN), (0.7, "std", "hybrid", BERN), (np.array([0.5, 3.0]), "fact1", "hybrid", GAUSS),
+     (1.0, "std", "binary", BERN), (1.0, "std", "laplace", GAUSS)],
+)
+def test_independent_matches_reference(epsilon, privacy_width, mechanism, env):
+    T, R, M = 200, 2, 3
+    kw = dict(n_runs=R, rho=np.array([1.5, 2.5]), privacy_width=privacy_width,
+              clip=(0.0, 1.0) if env is BERN else (-0.5, 1.5))
+    ref_actions, ref_regret = ref_independent(env, M, T, epsilon, rng=np.random.default_rng(4), mechanism=mechanism,
+                                              **kw)
+    res = IndependentUCB(counter(epsilon, mechanism), n_agents=M, n_arms=K, horizon=T, **kw).run(
+        env, np.random.default_rng(4), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+    assert np.allclose(res.cum_regret, ref_regret)
+    assert res.communication["rounds"] == 0 and res.extras["messages"][-1] == 0
+
+
+# ---------------------------------------------------------------------------------------
+# The counter protocols
+# ---------------------------------------------------------------------------------------
+
+
+def test_counter_protocols_registered():
+    assert set(available("counter")) == {"counter-hybrid", "counter-binary", "counter-laplace", "counter-exact"}
+    assert {"master-worker", "decentralized", "independent-ucb", "centralized-ucb"} <= set(available_learners())
+    for name in available("counter"):
+        assert describe(name).kind == "counter"
+        p = create(name) if name == "counter-exact" else create(name, epsilon=0.5)
+        assert isinstance(p, CounterProtocol) and p.kind == "counter"
+        assert set(p.parts()) == {"R", "S", "A"}
+
+
+@pytest.mark.parametrize("name", ["counter-hybrid", "counter-binary", "counter-laplace"])
+@pytest.mark.parametrize("relation", ["replace", "add-remove"])
+def test_counter_accounting_pure_epsilon(name, relation):
+    """Each reward's stream is pure eps-DP (verified), for a scalar and for per-run epsilons."""
+    p = create(name, epsilon=0.7).configure(n_agents=3, n_arms=4, horizon=1000, sensitivity=2.0)
+    acc = p.accounting(relation)
+    assert acc.status == "verified" and acc.delta == 0.0 and acc.target_delta == 0.0
+    assert acc.epsilon == pytest.approx(0.7, rel=1e-12) and acc.relation == relation
+    eps = np.array([0.5, 2.0, 0.5])
+    q = create(name, epsilon=eps).configure(n_agents=3, n_arms=4, horizon=1000, n_runs=3)
+    assert q.accounting().epsilon == pytest.approx(2.0) and q.accounting().target_epsilon == 2.0
+    assert [q.accounting(run=r).epsilon for r in range(3)] == pytest.approx(list(eps))
+    assert sorted(q.accounting_by_epsilon()) == [0.5, 2.0]
+
+
+def test_counter_accounting_can_fail():
+    """The accounting is computed from the calibrated scales: an under-noised event is invalid."""
+    from fedbandit.accounting.counting import account_pure
+    from fedbandit.accounting.events import LaplaceEvent, SelfComposedEvent
+
+    p = create("counter-binary", epsilon=1.0).configure(n_agents=2, n_arms=3, horizon=64)
+    ev = p.event()
+    assert isinstance(ev, SelfComposedEvent) and ev.count == 7  # bit_length(64) nodes per item
+    assert account_pure(ev, target_epsilon=1.0).status == "verified"
+    # the same nodes with the scale of a horizon of 8 (4 levels) give 7 * (1/4) > 1
+    short = SelfComposedEvent(LaplaceEvent(1.0, 4.0), 7)
+    acc = account_pure(short, target_epsilon=1.0)
+    assert acc.status == "invalid" and acc.epsilon == pytest.approx(1.75)
+    exact = create("counter-exact").configure(n_agents=2, n_arms=3, horizon=64)
+    assert exact.accounting().status == "none"
+
+
+def test_counter_release_equals_mechanism_draws():
+    """The protocol draws from the rng it is reset with, as the bare mechanism does."""
+    p = create("counter-hybrid", epsilon=np.array([0.5, 2.0])).configure(n_agents=3, n_arms=4, horizon=50)
+    p.reset(n_runs=2, rng=np.random.default_rng(8))
+    mech = HybridMechanism(np.array([0.5, 2.0]).reshape(2, 1, 1), (2, 3, 4))
+    rng = np.random.default_rng(8)
+    data = np.random.default_rng(0)
+    for _ in range(40):
+        idx = data.choice(24, size=6, replace=False)
+        x = data.random(6)
+        assert np.array_equal(p.release(idx, x), mech.step_flat(idx, x, rng))
+    assert np.array_equal(p.value_at(np.arange(24)), mech.value.reshape(-1))
+
+
+def test_counter_protocol_bad_inputs():
+    with pytest.raises(ValueError, match="epsilon"):
+        create("counter-hybrid", epsilon=0.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        create("counter-hybrid", epsilon=[1.0, -1.0])
+    with pytest.raises(ValueError, match="epsilon"):
+        create("counter-laplace", epsilon=np.ones((2, 2)))
+    with pytest.raises(TypeError, match="epsilon"):
+        create("counter-exact", epsilon=1.0)
+    with pytest.raises(ValueError, match="delta"):
+        create("counter-hybrid", epsilon=1.0, delta=1.0)
+    with pytest.raises(ValueError, match="identity"):
+        CounterProtocol(HybridCounter(), Shuffler(), RunningSums(), name="x", epsilon=1.0)
+    with pytest.raises(ValueError, match="not private"):
+        from fedbandit.protocols.counting import ExactCounter
+
+        CounterProtocol(ExactCounter(), Identity(), RunningSums(), name="x", epsilon=1.0)
+    p = create("counter-hybrid", epsilon=[1.0, 2.0])
+    with pytest.raises(ValueError, match="n_runs"):
+        p.configure(n_agents=2, n_arms=3, horizon=10, n_runs=3)
+    with pytest.raises(ValueError, match="horizon"):
+        create("counter-binary", epsilon=1.0).configure(n_agents=2, n_arms=3)
+    with pytest.raises(ValueError, match="horizon"):
+        create("counter-binary", epsilon=1.0, horizon=16).configure(n_agents=2, n_arms=3, horizon=100)
+    with pytest.raises(ValueError, match="fact1"):
+        MasterWorkerUCB(create("counter-laplace", epsilon=1.0), n_agents=2, n_arms=K, horizon=50,
+                        privacy_width="fact1")
+    q = create("counter-hybrid", epsilon=1.0).configure(n_agents=2, n_arms=3, horizon=10)
+    with pytest.raises(RuntimeError, match="reset"):
+        q.release(np.array([0]), np.array([0.5]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -96,10 +259,12 @@ def test_decentralized_reference_with_kappa_and_clip():
 def test_master_worker_communications_logarithmic():
     T = 5000
     cps = default_checkpoints(T, 30)
-    res = dp_master_worker_ucb(BERN, 3, T, 1.0, rng=np.random.default_rng(0), n_runs=2, checkpoints=cps)
-    assert np.array_equal(res.communications, master_worker_communications(cps, BERN.n_arms))
-    assert res.communications[-1] == int(np.log2(T)) - int(np.log2(BERN.n_arms))
-    assert np.array_equal(res.messages, 2 * 3 * res.communications)
+    res = MasterWorkerUCB(counter(1.0), n_agents=3, n_arms=K, horizon=T, n_runs=2, checkpoints=cps).run(
+        BERN, np.random.default_rng(0))
+    comm = res.extras["communications"]
+    assert np.array_equal(comm, master_worker_communications(cps, BERN.n_arms))
+    assert comm[-1] == int(np.log2(T)) - int(np.log2(BERN.n_arms))
+    assert np.array_equal(res.extras["messages"], 2 * 3 * comm)
 
 
 def test_common_random_numbers():
@@ -112,9 +277,11 @@ def test_common_random_numbers():
     assert np.array_equal(s1.rewards(5, arms), early) and np.array_equal(s1.rewards(100, arms), late)
     assert s1.reward(5, 2, 1, 1) == early[2, 1]
     # all algorithms share the table: ucb and centralized_ucb see identical first-K slots
-    a = ucb(BERN, 4, 20, rng=np.random.default_rng(1), n_runs=3, record_actions=True)
-    b = centralized_ucb(BERN, 4, 20, rng=np.random.default_rng(1), n_runs=3, record_actions=True)
-    assert np.array_equal(a.actions[:4], b.actions[:4])
+    a = IndependentUCB(counter(None), n_agents=4, n_arms=K, horizon=20, n_runs=3).run(
+        BERN, np.random.default_rng(1), record_actions=True)
+    b = CentralizedUCB(n_agents=4, n_arms=K, horizon=20, n_runs=3).run(BERN, np.random.default_rng(1),
+                                                                       record_actions=True)
+    assert np.array_equal(a.extras["actions"][:4], b.extras["actions"][:4])
 
 
 def test_reward_stream_marginals():
@@ -137,32 +304,65 @@ def test_regret_orders_hold_on_average():
     env = BernoulliBandit(np.array([0.8, 0.6, 0.5, 0.4, 0.3]))
     M, T, R = 6, 3000, 30
     rng = np.random.default_rng
-    cen = centralized_ucb(env, M, T, rng=rng(0), n_runs=R).final_regret.mean()
-    coop = dp_decentralized_ucb(env, complete_graph(M), T, None, rng=rng(0), n_runs=R).final_regret.mean()
-    ind = ucb(env, M, T, rng=rng(0), n_runs=R).final_regret.mean()
+    kw = dict(n_arms=env.n_arms, horizon=T)
+    cen = CentralizedUCB(n_agents=M, n_runs=R, **kw).run(env, rng(0)).cum_regret.mean()
+    coop = DecentralizedUCB(counter(None), graph=complete_graph(M), n_runs=R, **kw).run(env, rng(0)).cum_regret.mean()
+    ind = IndependentUCB(counter(None), n_agents=M, n_runs=R, **kw).run(env, rng(0)).cum_regret.mean()
     assert cen < coop * 1.5 and coop < ind / 2
     eps = np.repeat([0.5, 2.0, 8.0], R)
-    dec = dp_decentralized_ucb(env, complete_graph(M), T, eps, rng=rng(1), n_runs=3 * R).final_regret
+    dec = DecentralizedUCB(counter(eps), graph=complete_graph(M), n_runs=3 * R, **kw).run(env, rng(1)).cum_regret
     d = dec.reshape(3, R).mean(axis=1)
     assert d[0] > d[1] > d[2]
-    mw = dp_master_worker_ucb(env, M, T, eps, rng=rng(1), n_runs=3 * R).final_regret.reshape(3, R).mean(axis=1)
+    mw = MasterWorkerUCB(counter(eps), n_agents=M, n_runs=3 * R, **kw).run(env, rng(1)).cum_regret
+    mw = mw.reshape(3, R).mean(axis=1)
     assert mw[0] > mw[1] > mw[2]
 
 
-def test_run_config_shapes():
-    base = dict(means=MEANS.tolist(), n_agents=4, horizon=200, n_runs=3, n_checkpoints=10)
-    out = run_config(dict(base, algorithm="decentralized", epsilons=[1.0, 4.0], rhos=[1.5, 2.0, 3.0],
-                          topology="ring"), np.random.default_rng(0))
-    assert out["regret"].shape[:3] == (2, 3, 3) and out["pulls"].shape == (2, 3, 3, 4, 4)
-    assert out["times"][-1] == 200
-    for alg in ("master_worker", "coop_ucb", "ucb", "private_ucb", "centralized_ucb"):
-        cfg = dict(base, algorithm=alg, epsilon=1.0)
-        assert run_config(cfg, np.random.default_rng(0))["regret"].shape[:3] == (1, 1, 3)
+def test_run_config_grid():
+    base = dict(instance="bernoulli", means=MEANS.tolist(), M=4, T=200, runs=3, n_checkpoints=10)
+    out = run_config(dict(base, learner="decentralized", protocol="counter-hybrid", epsilon=[1.0, 4.0],
+                          rho=[1.5, 2.0, 3.0], topology="ring"), np.random.default_rng(0))
+    assert out.extras["grid"]["shape"] == (2, 3, 3)
+    assert grid_view(out).shape[:3] == (2, 3, 3) and grid_view(out, out.extras["pulls"]).shape == (2, 3, 3, 4, 4)
+    assert out.t[-1] == 200 and out.learner == "decentralized" and out.protocol == "counter-hybrid"
+    assert out.accounting["status"] == "verified" and out.accounting["epsilon"] == pytest.approx(4.0)
+    assert sorted(out.extras["accounting_by_epsilon"]) == [1.0, 4.0]
+    for learner, protocol in (("master-worker", "counter-hybrid"), ("decentralized", "counter-exact"),
+                              ("independent-ucb", "counter-exact"), ("independent-ucb", "counter-laplace"),
+                              ("master-worker", "counter-binary"), ("centralized-ucb", None)):
+        cfg = dict(base, learner=learner)
+        if protocol is not None:
+            cfg["protocol"] = protocol
+            if protocol != "counter-exact":
+                cfg["epsilon"] = 1.0
+        res = run_config(cfg, np.random.default_rng(0))
+        assert grid_view(res).shape[:3] == (1, 1, 3)
+        expected = "verified" if protocol not in (None, "counter-exact") else "none"
+        assert res.accounting["status"] == expected, (learner, protocol)
     # a run of the sweep equals the same run simulated alone (per-run epsilon and rho)
-    single = dp_decentralized_ucb(BERN, ring_graph(4), 200, np.repeat([1.0, 4.0], 9), rng=np.random.default_rng(0),
-                                  n_runs=18, rho=np.tile(np.repeat([1.5, 2.0, 3.0], 3), 2),
-                                  checkpoints=default_checkpoints(200, 10))
-    assert np.allclose(single.regret.reshape(2, 3, 3, -1), out["regret"])
+    eps_runs, rho_runs, grid = expand_grid([1.0, 4.0], [1.5, 2.0, 3.0], 3)
+    single = DecentralizedUCB(counter(eps_runs), graph=ring_graph(4), n_arms=K, horizon=200, n_runs=18,
+                              rho=rho_runs, checkpoints=default_checkpoints(200, 10)).run(BERN, np.random.default_rng(0))
+    assert np.array_equal(single.regret, out.regret)
+    assert np.array_equal(eps_runs, np.repeat([1.0, 4.0], 9)) and np.array_equal(rho_runs[:9], np.repeat([1.5, 2, 3], 3))
+
+
+def test_run_config_refuses_inconsistent_configs():
+    base = dict(instance="bernoulli", means=MEANS.tolist(), M=3, T=50)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="not private"):
+        run_config(dict(base, learner="decentralized", protocol="counter-exact", epsilon=1.0), rng)
+    with pytest.raises(ValueError, match="no privacy protocol|no protocol"):
+        run_config(dict(base, learner="centralized-ucb", epsilon=1.0), rng)
+    res = run_config(dict(base, learner="master-worker", protocol="counter-hybrid", epsilon=1.0, delta=1e-5), rng)
+    assert res.accounting["status"] == "verified" and res.accounting["target_delta"] == 1e-5
+    assert res.accounting["delta"] == 0.0  # pure epsilon-DP meets any (epsilon, delta) target
+    with pytest.raises(ValueError, match="epsilon"):
+        run_config(dict(base, learner="master-worker", protocol="counter-hybrid", epsilon=[1.0, None]), rng)
+    with pytest.raises(ValueError, match="topolgy"):
+        run_config(dict(base, learner="decentralized", protocol="counter-exact", topolgy="ring"), rng)
+    with pytest.raises(ValueError, match="learner"):
+        run_config(dict(base, learner="thompson"), rng)
 
 
 # ---------------------------------------------------------------------------------------
@@ -171,46 +371,46 @@ def test_run_config_shapes():
 
 
 def test_bad_inputs():
-    rng = np.random.default_rng(0)
     A = np.zeros((4, 4))
     A[0, 1] = A[1, 0] = A[2, 3] = A[3, 2] = 1
+    kw = dict(n_arms=K, horizon=50)
     with pytest.raises(DisconnectedGraphError, match="disconnected"):
-        dp_decentralized_ucb(BERN, Graph(A), 50, 1.0, rng=rng)
-    for kappa in (-0.2, 1.2):
+        DecentralizedUCB(counter(1.0), graph=Graph(A), **kw)
+    for kappa in (-0.2, 1.2, 0.0):
         with pytest.raises(ValueError, match="kappa"):
-            dp_decentralized_ucb(BERN, ring_graph(4), 50, 1.0, rng=rng, kappa=kappa)
-    with pytest.raises(ValueError, match="kappa"):
-        dp_decentralized_ucb(BERN, ring_graph(4), 50, 1.0, rng=rng, kappa=0.0)
+            DecentralizedUCB(counter(1.0), graph=ring_graph(4), kappa=kappa, **kw)
     for rho in (1.0, 0.5, -1.0):
         with pytest.raises(ValueError, match="rho"):
-            dp_decentralized_ucb(BERN, ring_graph(4), 50, 1.0, rng=rng, rho=rho)
+            DecentralizedUCB(counter(1.0), graph=ring_graph(4), rho=rho, **kw)
         with pytest.raises(ValueError, match="rho"):
-            dp_master_worker_ucb(BERN, 3, 50, 1.0, rng=rng, rho=rho)
-    for eps in (0.0, -1.0):
-        with pytest.raises(ValueError, match="epsilon"):
-            dp_master_worker_ucb(BERN, 3, 50, eps, rng=rng)
-        with pytest.raises(ValueError, match="epsilon"):
-            dp_decentralized_ucb(BERN, ring_graph(4), 50, eps, rng=rng)
-        with pytest.raises(ValueError, match="epsilon"):
-            private_ucb(BERN, 3, 50, eps, rng=rng)
-    with pytest.raises(ValueError, match="epsilon"):
-        dp_master_worker_ucb(BERN, 3, 50, np.array([1.0, 0.0]), rng=rng, n_runs=2)
+            MasterWorkerUCB(counter(1.0), n_agents=3, rho=rho, **kw)
+    with pytest.raises(ValueError, match="rho"):
+        IndependentUCB(counter(1.0), n_agents=3, n_runs=2, rho=np.array([2.0, 2.0, 2.0]), **kw)
+    with pytest.raises(ValueError, match="n_runs"):
+        MasterWorkerUCB(counter(np.array([1.0, 2.0])), n_agents=3, n_runs=3, **kw)
     with pytest.raises(ValueError, match="horizon"):
-        dp_master_worker_ucb(BERN, 3, 2, 1.0, rng=rng)
+        MasterWorkerUCB(counter(1.0), n_agents=3, n_arms=K, horizon=2)
     with pytest.raises(ValueError, match="privacy_width"):
-        dp_master_worker_ucb(BERN, 3, 50, 1.0, rng=rng, privacy_width="huge")
+        MasterWorkerUCB(counter(1.0), n_agents=3, privacy_width="huge", **kw)
     with pytest.raises(ValueError, match="clip"):
-        dp_master_worker_ucb(BERN, 3, 50, 1.0, rng=rng, clip=(1.0, 0.0))
+        MasterWorkerUCB(counter(1.0), n_agents=3, clip=(1.0, 0.0), **kw)
+    with pytest.raises(TypeError, match="doubling"):
+        MasterWorkerUCB(counter(1.0), n_agents=3, doubling=1, **kw)
+    with pytest.raises(TypeError, match="protocol"):
+        MasterWorkerUCB(create("non-private"), n_agents=3, **kw)
+    with pytest.raises(TypeError, match="graph"):
+        DecentralizedUCB(counter(1.0), graph="ring", **kw)
+    learner = IndependentUCB(counter(None), n_agents=3, **kw)
     with pytest.raises(TypeError, match="env"):
-        ucb("bandit", 3, 50, rng=rng)
+        learner.run("bandit", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n_arms"):
+        learner.run(BernoulliBandit(np.array([0.5, 0.4])), np.random.default_rng(0))
     with pytest.raises(ValueError, match="means"):
         BernoulliBandit(np.array([0.5, 1.5]))
     with pytest.raises(ValueError, match="sigma"):
         GaussianBandit(MEANS, sigma=0.0)
     with pytest.raises(ValueError, match="kind"):
         make_env("poisson", MEANS)
-    with pytest.raises(ValueError, match="algorithm"):
-        run_config({"algorithm": "thompson", "means": [0.5, 0.4], "n_agents": 2, "horizon": 10}, rng)
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,3 +447,15 @@ def test_theory_bad_inputs():
         ucb_regret_bound(1e4, gaps, 3, epsilon=1.0, privacy_width="wide")
     with pytest.raises(ValueError, match="gaps"):
         ucb_regret_bound(1e4, np.array([-0.1, 0.2]), 3)
+
+
+def test_draws_are_one_laplace_per_agent_and_slot():
+    """The protocol consumes exactly one standard Laplace per (run, agent) per slot after the reward key."""
+    T, R, M = 40, 2, 3
+    rng = np.random.default_rng(11)
+    MasterWorkerUCB(counter(1.0), n_agents=M, n_arms=K, horizon=T, n_runs=R).run(BERN, rng)
+    ref = np.random.default_rng(11)
+    RewardStream(BERN, R, M, ref)
+    for _ in range(T):
+        draw_standard_laplace(ref, R * M)
+    assert rng.random() == ref.random()

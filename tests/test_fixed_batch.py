@@ -1,26 +1,30 @@
 """Tests of fixed-batch federated LinUCB (fedbandit.learners.fixed_batch)."""
 
-import math
-import warnings
 
 import numpy as np
 import pytest
 
 from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
 from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
-from fedbandit.learners.fixed_batch import (
-    FixedBatchFedLinUCB,
-    IndependentLinUCB,
-    super_agent,
-    time_average_regret,
-)
-from fedbandit.protocols.tree import (
-    CentralTreeProtocol,
-    NonPrivateProtocol,
-    ShuffleAmplificationProtocol,
-    SiloLDPProtocol,
-    VectorSumShuffleProtocol,
-)
+from fedbandit.experiments import run_config
+from fedbandit.learners import FixedBatchFedLinUCB, IndependentLinUCB, SuperAgent, time_average_regret
+from fedbandit.protocols import create
+
+
+def NonPrivateProtocol():
+    return create("non-private")
+
+
+def SiloLDPProtocol(epsilon, delta, calibration="paper"):
+    return create("silo-ldp", epsilon=epsilon, delta=delta, calibration=calibration)
+
+
+def ShuffleAmplificationProtocol(epsilon, delta, **kw):
+    return create("sdp-amplification", epsilon=epsilon, delta=delta, **kw)
+
+
+def VectorSumShuffleProtocol(epsilon, delta, **kw):
+    return create("sdp-vector-sum", epsilon=epsilon, delta=delta, **kw)
 
 from reference_fixed_batch import reference_run
 
@@ -45,8 +49,8 @@ def _compare(learner, env, kind, sigma0=0.0, communicate=True):
         reward_bound=learner.reward_bound,
         communicate=communicate,
     )
-    np.testing.assert_array_equal(res.arms, ref_arms)
-    np.testing.assert_allclose(res.regret, ref_regret, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(res.extras["arms"], ref_arms)
+    np.testing.assert_allclose(res.per_round(), ref_regret, rtol=1e-10, atol=1e-12)
     return res
 
 
@@ -60,21 +64,21 @@ def test_nonprivate_matches_reference(shared):
 def test_silo_ldp_matches_reference(shared):
     proto = SiloLDPProtocol(5.0, 0.1)
     learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D)
-    _compare(learner, _env(shared), "gaussian_tree", sigma0=proto.sigma0)
+    _compare(learner, _env(shared), "gaussian_tree", sigma0=proto.randomizer.sigma0)
 
 
 def test_sdp_amplification_matches_reference():
     with pytest.warns(AmplificationValidityWarning):
         proto = ShuffleAmplificationProtocol(0.5, 0.1, force=True)
         learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D)
-    _compare(learner, _env(True), "gaussian_tree", sigma0=proto.sigma0)
+    _compare(learner, _env(True), "gaussian_tree", sigma0=proto.randomizer.sigma0)
 
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_super_agent_matches_reference(shared):
-    learner = super_agent(5.0, 0.1, horizon=24, n_agents=M, dim=D)
+    learner = SuperAgent(create("central", epsilon=5.0, delta=0.1, calibration="paper"), horizon=24, n_agents=M, dim=D)
     assert learner.batch_size == 1
-    _compare(learner, _env(shared), "central_tree", sigma0=learner.protocol.sigma0)
+    _compare(learner, _env(shared), "central_tree", sigma0=learner.protocol.analyzer.sigma)
 
 
 def test_independent_matches_reference():
@@ -114,10 +118,11 @@ def test_communication_and_reports():
     assert res.communication["messages"] == M * T // B
     assert res.accounting["status"] == "verified"
     assert res.accounting["epsilon"] <= 1.0
-    assert res.regret.shape == (R, T)
+    assert res.regret.shape == (R, T) and np.array_equal(res.t, np.arange(1, T + 1))
     assert res.calibration["lam"] == learner.lam
-    tar = time_average_regret(res.regret)
-    np.testing.assert_allclose(tar[:, -1], res.regret.sum(axis=1) / T)
+    tar = time_average_regret(res.per_round())
+    np.testing.assert_allclose(tar[:, -1], res.cum_regret / T)
+    np.testing.assert_allclose(res.avg_regret, tar)
 
 
 def test_vector_sum_protocol_runs_and_is_unbiased_without_noise():
@@ -138,11 +143,11 @@ def test_common_random_numbers_across_learners():
     b = FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=B, n_agents=M, dim=D, beta=0.0)
     ra = a.run(env, np.random.default_rng(0), record_arms=True)
     rb = b.run(env, np.random.default_rng(99), record_arms=True)
-    assert not np.array_equal(ra.arms, rb.arms)
+    assert not np.array_equal(ra.extras["arms"], rb.extras["arms"])
     # Regret is best − played: same instance => an all-greedy and a UCB learner differ only
     # through the arms; rerunning a is bit-identical.
     ra2 = a.run(env, np.random.default_rng(0), record_arms=True)
-    np.testing.assert_array_equal(ra.arms, ra2.arms)
+    np.testing.assert_array_equal(ra.extras["arms"], ra2.extras["arms"])
 
 
 def test_private_regret_exceeds_nonprivate_on_average():
@@ -158,7 +163,7 @@ def test_private_regret_exceeds_nonprivate_on_average():
     ldp = FixedBatchFedLinUCB(SiloLDPProtocol(0.05, 0.1), horizon=200, batch_size=10, n_agents=8, dim=5).run(
         env, np.random.default_rng(0)
     )
-    assert ldp.regret.sum() > 1.5 * np_.regret.sum()
+    assert ldp.cum_regret.sum() > 1.5 * np_.cum_regret.sum()
 
 
 # -- bad input ----------------------------------------------------------------------------
@@ -226,31 +231,37 @@ def test_bad_beta_and_lam():
 # -- the configuration-driven runner ------------------------------------------------------------
 
 
-def test_run_experiment_synthetic_and_real():
-    from fedbandit.learners.fixed_batch import paper_synthetic_configs, run_experiment
+def test_run_config_synthetic_and_real():
+    from fedbandit.learners import paper_synthetic_configs
 
     configs = paper_synthetic_configs(runs=2, T=40, M=4)
-    assert len(configs) == 6 and {c["protocol"] for c in configs} == {"sdp_amp", "ldp", "sdp_vecsum"}
+    assert len(configs) == 6 and {c["protocol"] for c in configs} == {"sdp-amplification", "silo-ldp", "sdp-vector-sum"}
     small = [dict(c, K=6, d=3, B=4, n_checkpoints=5) for c in configs]
     for c in small:
-        out = run_experiment(c, np.random.default_rng(0))
-        assert out["avg_regret"].shape == (2, 5) and out["t"][-1] == 40
-        assert out["communication"]["rounds"] == 10
-    sdp = run_experiment(small[0], np.random.default_rng(0))
-    assert sdp["accounting"]["status"] == "unproven"  # forced outside validity, reported
-    real = dict(instance="real", M=10, T=20, B=5, runs=1, protocol="ldp", epsilon=1.0, delta=0.1, reward_bound=1.5, max_arms=10)
-    out = run_experiment(real, np.random.default_rng(0))
-    assert out["cum_regret"].shape == (1,) and out["accounting"]["status"] == "verified"
-    sup = run_experiment(dict(small[0], protocol="central", force=False), np.random.default_rng(0))
-    assert sup["communication"]["rounds"] == 40  # B = 1
-    ind = run_experiment(dict(small[0], protocol="independent"), np.random.default_rng(0))
-    assert ind["communication"]["rounds"] == 0
+        out = run_config(c, np.random.default_rng(0))
+        assert out.avg_regret.shape == (2, 5) and out.t[-1] == 40
+        assert out.communication["rounds"] == 10
+    sdp = run_config(small[0], np.random.default_rng(0))
+    assert sdp.accounting["status"] == "unproven"  # forced outside validity, reported
+    real = dict(learner="fixed-batch", instance="real", M=10, T=20, B=5, runs=1, protocol="silo-ldp", epsilon=1.0,
+                delta=0.1, reward_bound=1.5, max_arms=10)
+    out = run_config(real, np.random.default_rng(0))
+    assert out.cum_regret.shape == (1,) and out.accounting["status"] == "verified"
+    sup = run_config(dict(small[1], learner="super-agent", protocol="central"), np.random.default_rng(0))
+    assert sup.communication["rounds"] == 40  # B = 1
+    ind_cfg = {k: v for k, v in small[1].items() if k not in ("protocol", "epsilon", "delta", "calibration", "B")}
+    ind = run_config(dict(ind_cfg, learner="independent"), np.random.default_rng(0))
+    assert ind.communication["rounds"] == 0 and ind.accounting["status"] == "verified" and ind.accounting["epsilon"] == 0
 
 
-def test_run_experiment_bad_protocol():
-    from fedbandit.learners.fixed_batch import run_experiment
-
-    with pytest.raises(ValueError, match="protocol"):
-        run_experiment(dict(instance="synthetic", M=2, T=4, B=2, K=3, d=2, protocol="dp99"), np.random.default_rng(0))
+def test_run_config_refuses_bad_names_and_keys():
+    base = dict(learner="fixed-batch", instance="synthetic", M=2, T=4, B=2, K=3, d=2, protocol="silo-ldp", epsilon=1.0,
+                delta=0.1)
+    with pytest.raises(ValueError, match="unknown protocol 'dp99'"):
+        run_config(dict(base, protocol="dp99"), np.random.default_rng(0))
     with pytest.raises(ValueError, match="instance"):
-        run_experiment(dict(instance="mnist", M=2, T=4, B=2, protocol="ldp"), np.random.default_rng(0))
+        run_config(dict(base, instance="mnist"), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="unknown learner"):
+        run_config(dict(base, learner="fixed_batch"), np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"config keys \['calibraton'\]"):
+        run_config(dict(base, calibraton="paper"), np.random.default_rng(0))

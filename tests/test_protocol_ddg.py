@@ -1,13 +1,23 @@
-"""Tests of the distributed discrete Gaussian + secure aggregation protocol (fedbandit.protocols.tree.DDGSecAggProtocol)."""
+"""Tests of the distributed discrete Gaussian + secure aggregation protocol (``create("ddg-secagg", ...)``)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB, make_protocol
-from fedbandit.accounting.ddg import ddg_params
-from fedbandit.protocols.tree import AUTO_BITS_ROUNDING_SHARE, CentralTreeProtocol, DDGSecAggProtocol
+from fedbandit.accounting import ddg_params
+from fedbandit.learners import FixedBatchFedLinUCB
+from fedbandit.protocols import AUTO_BITS_ROUNDING_SHARE, create
+
+
+def DDGSecAggProtocol(epsilon, delta, *, beta=None, **kw):
+    if beta is not None:
+        kw["rounding_beta"] = beta
+    return create("ddg-secagg", epsilon=epsilon, delta=delta, **kw)
+
+
+def CentralTreeProtocol(epsilon, delta, calibration="paper"):
+    return create("central", epsilon=epsilon, delta=delta, calibration=calibration)
 
 
 def _users(rng, B, R, M, d):
@@ -45,7 +55,7 @@ def test_prefix_error_is_unbiased_with_tree_variance():
         assert abs(err.mean()) < 6 * math.sqrt(expected / err.size)
         assert var == pytest.approx(expected, rel=0.06 + 2 * p.rounding_variance() / expected)
     assert p.communication.rounds == K and p.communication.payload_unit == "bits"
-    assert p.communication.payload == K * M * p.params.d_pad * p.bits
+    assert p.communication.payload == K * M * p.randomizer.params.d_pad * p.randomizer.bits
 
 
 def test_real_secure_aggregation_gives_the_ideal_output():
@@ -79,11 +89,11 @@ def test_accounting_verified_and_matches_central_up_to_rounding():
     # next smaller width would not satisfy it.
     assert p.rounding_variance() <= AUTO_BITS_ROUNDING_SHARE * p.n_agents * p.sigma0**2
     smaller = ddg_params(
-        p.bits - 2, 3.0, 100, p.coord_dim, p.clip, 1.0, 0.1, steps=p.kappa, n_signal=p.max_node_users
+        p.randomizer.bits - 2, 3.0, 100, p.randomizer.coord_dim, p.randomizer.clip, 1.0, 0.1, steps=p.kappa, n_signal=p.randomizer.max_node_users
     )
-    assert p.max_node_users * smaller.gamma**2 / 4 > AUTO_BITS_ROUNDING_SHARE * 100 * smaller.sigma**2
+    assert p.randomizer.max_node_users * smaller.gamma**2 / 4 > AUTO_BITS_ROUNDING_SHARE * 100 * smaller.sigma**2
     # Fewer agents adding noise (dropouts or collusion): the same σ gives a larger ε.
-    assert p.params.epsilon_for(50) > 1.0
+    assert p.randomizer.params.epsilon_for(50) > 1.0
     # Unclipped rewards: no guarantee.
     q = DDGSecAggProtocol(1.0, 0.1).configure(**kw, reward_bound=None)
     assert q.accounting().status == "invalid"
@@ -93,10 +103,11 @@ def test_ddg_in_fixed_batch_learner():
     from fedbandit.envs.linear import SyntheticLinearEnv
 
     env = SyntheticLinearEnv(4, 5, 3, n_runs=2, seed=0)
-    learner = FixedBatchFedLinUCB(make_protocol({"protocol": "ddg", "epsilon": 1.0, "delta": 0.1}),
-                                  horizon=16, batch_size=4, n_agents=4, dim=3)
+    learner = FixedBatchFedLinUCB(create("ddg-secagg", epsilon=1.0, delta=0.1), horizon=16, batch_size=4, n_agents=4,
+                                  dim=3)
     out = learner.run(env, rng=np.random.default_rng(0))
     assert np.all(np.isfinite(out.regret)) and out.regret.shape == (2, 16)
+    assert out.accounting["status"] == "verified" and out.communication["unit"] == "bits"
 
 
 @pytest.mark.parametrize(
@@ -106,6 +117,7 @@ def test_ddg_in_fixed_batch_learner():
         (dict(bits="many"), "bits"),
         (dict(k=0.0), "k"),
         (dict(beta=1.0), "beta"),
+        (dict(flatten_seed=-1), "flatten_seed"),
         (dict(secure_aggregation="trusted"), "secure_aggregation"),
         (dict(flatten="none"), "flatten"),
     ],
@@ -131,4 +143,4 @@ def test_bad_settings_rejected_at_configure():
 def test_auto_bits_skips_widths_without_a_valid_gamma():
     """A small width with no valid γ is skipped, not raised (d = 57, M = 10, as the real-data instance)."""
     p = DDGSecAggProtocol(4.0, 1e-5).configure(n_agents=10, dim=57, n_batches=4, batch_size=10)
-    assert p.accounting().status == "verified" and p.bits > 8
+    assert p.accounting().status == "verified" and p.randomizer.bits > 8

@@ -1,4 +1,4 @@
-"""Tests of the privacy protocols P = (R, S, A) (fedbandit.protocols.tree)."""
+"""Tests of the statistics protocols P = (R, S, A) (fedbandit.protocols.statistics)."""
 
 import math
 
@@ -8,9 +8,31 @@ from scipy import stats
 
 from fedbandit import accounting as acc
 from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
-from fedbandit.protocols.tree import CentralTreeProtocol, NonPrivateProtocol, ShuffleAmplificationProtocol, SiloLDPProtocol, VectorSumShuffleProtocol, pack_statistics, unpack_statistics
-from fedbandit.protocols.intermediaries import shuffle_messages
-from fedbandit.mechanisms.vector_sum import CJMP21_CONSTANT, VectorSumShuffle
+from fedbandit.protocols import Shuffler, create, pack_statistics, unpack_statistics
+
+shuffle_messages = Shuffler.permute
+
+
+def NonPrivateProtocol():
+    return create("non-private")
+
+
+def SiloLDPProtocol(epsilon, delta, calibration="paper"):
+    return create("silo-ldp", epsilon=epsilon, delta=delta, calibration=calibration)
+
+
+def CentralTreeProtocol(epsilon, delta, calibration="paper"):
+    return create("central", epsilon=epsilon, delta=delta, calibration=calibration)
+
+
+def ShuffleAmplificationProtocol(epsilon, delta, **kw):
+    return create("sdp-amplification", epsilon=epsilon, delta=delta, **kw)
+
+
+def VectorSumShuffleProtocol(epsilon, delta, **kw):
+    return create("sdp-vector-sum", epsilon=epsilon, delta=delta, **kw)
+from fedbandit.mechanisms.vector_sum import VectorSumShuffle
+from fedbandit.accounting.calibration import CJMP21_CONSTANT
 from fedbandit.accounting.calibration import ldp_sigma0
 
 
@@ -27,6 +49,7 @@ def test_nonprivate_returns_exact_prefix_sums():
     for _ in range(5):
         b = rng.standard_normal((2, 3, 2))
         g = rng.standard_normal((2, 3, 2, 2))
+        g = g + np.swapaxes(g, -1, -2)  # Gram matrices are symmetric; the protocols send the upper triangle
         tot_b = tot_b + b.sum(1)
         tot_g = tot_g + g.sum(1)
         ub, ug = p.synchronize(b, g)
@@ -136,22 +159,43 @@ def test_shuffler_permutes_messages_consistently():
         assert sorted(sa[r]) == sorted(a[r])
         np.testing.assert_array_equal(sb[r, :, 0], sa[r])
         np.testing.assert_array_equal(sb[r, :, 1], -sa[r])
-    assert not np.array_equal(sa, a) or True  # a permutation may be the identity
 
 
-def test_sdp_amplification_sum_equals_unshuffled_sum():
+def test_shuffler_permutation_is_uniform():
+    """Statistical: over 20,000 runs each sender lands in each of the 5 positions equally often.
+
+    Chi-square test of the 5 × 5 table of (sender, position) counts against uniform, 16
+    degrees of freedom; the test fails below p = 1e-4 (its false-alarm rate).  The identity
+    "shuffler" (a bug that returns the messages in order) gives p = 0 and fails it.
+    """
+    rng = np.random.default_rng(3)
+    R, M = 20_000, 5
+    senders = np.broadcast_to(np.arange(M, dtype=float), (R, M))
+    (out,) = shuffle_messages(rng, senders)
+    table = np.stack([(out == s).sum(axis=0) for s in range(M)])  # sender s at position j
+    chi2 = ((table - R / M) ** 2 / (R / M)).sum()
+    assert stats.chi2.sf(chi2, (M - 1) ** 2) > 1e-4, table
+    assert np.mean(np.all(out == senders, axis=1)) < 0.05  # identity permutations are rare (1/120)
+
+
+def test_shuffler_changes_nothing_the_server_can_add_up():
+    """S = shuffler vs S = identity with the same R (explicit σ₀) and the same streams: equal sums."""
+    from fedbandit.protocols import GaussianTree, Identity, StatisticsProtocol, TreePrefix
+
     rng = np.random.default_rng(5)
     data_b = rng.standard_normal((2, 4, 3))
     data_g = rng.standard_normal((2, 4, 3, 3))
-    with pytest.warns(AmplificationValidityWarning):
-        p = _configured(ShuffleAmplificationProtocol(1.0, 0.1, force=True), M=4, d=3, R=2, seed=9)
-    q = _configured(SiloLDPProtocol(1.0, 0.1), M=4, d=3, R=2, seed=9)
-    q.sigma0 = p.sigma0  # same noise level and same noise stream: only S differs
-    q._reset()
+    data_g = data_g + np.swapaxes(data_g, -1, -2)
+    shuffled = StatisticsProtocol(GaussianTree(sigma0=2.0), Shuffler(), TreePrefix(), name="shuffled", epsilon=1.0,
+                                  delta=0.1)
+    plain = StatisticsProtocol(GaussianTree(sigma0=2.0), Identity(), TreePrefix(), name="plain", epsilon=1.0, delta=0.1)
+    p = _configured(shuffled, M=4, d=3, R=2, seed=9)
+    q = _configured(plain, M=4, d=3, R=2, seed=9)
     ub, ug = p.synchronize(data_b, data_g)
     vb, vg = q.synchronize(data_b, data_g)
     np.testing.assert_allclose(ub, vb)
     np.testing.assert_allclose(ug, vg)
+    assert p.model == "SDP" and q.model == "silo-LDP"
 
 
 def test_pack_unpack_roundtrip():
@@ -211,7 +255,7 @@ def test_vector_sum_parameters_and_validity():
 def test_vector_sum_protocol_split_vs_unsplit():
     split = _configured(VectorSumShuffleProtocol(0.2, 0.1), M=100, d=10, K=400, B=25)
     eps0, delta0 = acc.split_budget_advanced(0.2, 0.1, 9)
-    assert split.eps_node == pytest.approx(eps0) and split.delta_node == pytest.approx(delta0)
+    assert split.randomizer.eps_node == pytest.approx(eps0) and split.randomizer.delta_node == pytest.approx(delta0)
     a = split.accounting()
     assert a.status == "claimed" and a.private
     unsplit = _configured(VectorSumShuffleProtocol(0.2, 0.1, split="none", constant=1.0), M=100, d=10, K=400, B=25)

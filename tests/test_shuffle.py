@@ -13,8 +13,8 @@ from scipy import stats
 from fedbandit._validation import check_batch_sizes
 from fedbandit.accounting.composition import level_budget
 from fedbandit.accounting.shuffle import local_rr_flip_probability, rr_estimator_variance, rr_flip_probability, rr_message_probabilities, rr_shuffle_delta, rr_shuffle_delta_exact
-from fedbandit.mechanisms.randomized_response import RRShuffleSummation, randomized_round, rr_debias, rr_randomize, sample_rr_counts
-from fedbandit.protocols.intermediaries import Allocation, ConcurrentShuffleModel, MixedRadixServer, Shuffler
+from fedbandit.mechanisms.randomized_response import RRShuffleSummation, randomized_round, rr_debias, rr_randomize, sample_rr_counts, unary_resolution, unary_round
+from fedbandit.protocols.intermediaries import Allocation, ConcurrentShuffleModel, ConcurrentShufflers, MixedRadixServer, Shuffler
 from fedbandit.accounting.composition import advanced_composition
 
 
@@ -156,6 +156,33 @@ def test_summation_protocol_object():
     assert "RRShuffleSummation" in repr(proto)
 
 
+def test_unary_round_per_level_is_unbiased_and_independent():
+    """resolution=(g_1, ..., g_k): one independent unbiased rounding per level, from one draw.
+
+    z-test of E[u_i] = g_i x per level (|z| < 4.5, false alarm < 1e-4 over the 6 tests),
+    the levels' roundings uncorrelated (|r| < 4.5/sqrt(N)), and the draw is the single-g
+    rounding's, level by level, from the same generator state.
+    """
+    x = np.array([0.13, 0.5, 0.77])
+    gs = (1, 3)
+    n = 40_000
+    u = unary_round(np.broadcast_to(x, (n, 3)), gs, np.random.default_rng(4))
+    assert u.shape == (2, n, 3) and u.dtype == np.int64
+    for i, g in enumerate(gs):
+        frac = g * x - np.floor(g * x)
+        z = (u[i].mean(axis=0) - g * x) / np.sqrt(frac * (1 - frac) / n)
+        assert np.all(np.abs(z) < 4.5), (g, z)
+        assert np.all((u[i] >= np.floor(g * x)) & (u[i] <= np.ceil(g * x)))
+    r = np.corrcoef(u[0][:, 0], u[1][:, 0])[0, 1]
+    assert abs(r) < 4.5 / math.sqrt(n)
+    one = unary_round(x[None], 3, np.random.default_rng(9))
+    both = unary_round(x[None], (3, 3), np.random.default_rng(9))
+    np.testing.assert_array_equal(both[0], one)
+    assert unary_resolution(1) == 1 and unary_resolution(16) == 4 and unary_resolution(17) == 5
+    bits = unary_round(np.array([0, 1], dtype=np.uint8), (2, 5), np.random.default_rng(0))
+    np.testing.assert_array_equal(bits, [[0, 2], [0, 5]])
+
+
 # ---------------------------------------------------------------------------------------
 # Shufflers and the concurrent model
 # ---------------------------------------------------------------------------------------
@@ -163,7 +190,7 @@ def test_summation_protocol_object():
 
 def test_shuffler_lifecycle():
     rng = np.random.default_rng(0)
-    sh = Shuffler(0)
+    sh = Shuffler(index=0)
     assert not sh.active
     with pytest.raises(RuntimeError, match="inactive"):
         sh.submit(1)
@@ -184,7 +211,7 @@ def test_shuffler_release_is_uniform_permutation():
     rng = np.random.default_rng(1)
     counts = {}
     for _ in range(6000):
-        sh = Shuffler(0)
+        sh = Shuffler(index=0)
         sh.open(3, start=1)
         for msg in "abc":
             sh.submit(msg)
@@ -229,6 +256,23 @@ def test_model_matches_per_user_fast_path():
     tr = model.run(bits, np.random.default_rng(11))
     fast = concurrent_psco(bits, 3, 1.0, 1e-4, np.random.default_rng(11), batch_sizes=sizes, sampling="per_user")
     np.testing.assert_allclose(fast.path()[0], tr.estimates, rtol=1e-12, atol=1e-9)
+
+
+def test_concurrent_shufflers_schedule_and_refusals():
+    from fedbandit.protocols.statistics import GaussianTree
+
+    s = ConcurrentShufflers()
+    assert s.batch_sizes is None and "configured" in s.describe()
+    s.set_batch_sizes((8, 4), 20)
+    assert s.k == 2 and not s.local and "[8, 4]" in s.describe()
+    assert ConcurrentShufflers((1,)).local and "local" in ConcurrentShufflers((1,)).describe()
+    with pytest.raises(ValueError, match="batch_sizes"):
+        ConcurrentShufflers((8, 3))
+    with pytest.raises(ValueError, match="batch_sizes"):
+        ConcurrentShufflers((8, 4)).set_batch_sizes((8, 4), 6)
+    with pytest.raises(ValueError, match="gaussian-tree.*concurrent-shufflers"):
+        ConcurrentShufflers((4,)).check(GaussianTree("zcdp"))
+    np.testing.assert_array_equal(s.deliver(np.arange(3)), np.arange(3))
 
 
 def test_model_refuses_allocating_active_shuffler():

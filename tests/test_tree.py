@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms.tree import DistributedTreeMechanism, TreeAnalyzer, TreeMechanism, TreeRandomizer, draw_noise, lowest_set_bit, prefix_nodes, prefix_noise_variance, tree_depth
+from fedbandit.mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, draw_noise, lowest_set_bit, prefix_nodes, prefix_noise_variance, tree_depth
 from fedbandit.accounting.zcdp import tree_zcdp
 
 
@@ -64,12 +64,26 @@ def test_noise_free_prefix_sums_are_exact(n_steps, batch, d, seed):
         np.testing.assert_allclose(mech.step(xs[k], rng), xs[: k + 1].sum(axis=0), atol=1e-10)
 
 
+class _Distributed:
+    """Algorithm 2 of Zhou & Chowdhury with S = identity: one randomizer per (run, agent),
+    the server sums the agents' noisy p-sums and one analyzer per run rebuilds the prefix
+    (the composition :class:`fedbandit.protocols.statistics.TreePrefix` makes)."""
+
+    def __init__(self, n_steps, item_shape, sigma0, n_agents, runs, **kw):
+        self.randomizer = TreeRandomizer(n_steps, item_shape, sigma0, batch_shape=(runs, n_agents), **kw)
+        self.analyzer = TreeAnalyzer(n_steps, item_shape, batch_shape=(runs,))
+
+    def step(self, gammas, rng, runs=None):
+        j, alpha_hat = self.randomizer.release(gammas, rng, runs=runs)
+        return self.analyzer.update(j, alpha_hat.sum(axis=1), runs=runs)
+
+
 def test_distributed_equals_algorithm_2_loop():
     """Vectorized distributed tree = one randomizer per agent, summed by hand."""
     n_steps, runs, agents, d = 13, 2, 3, 2
     data = np.random.default_rng(1).normal(size=(n_steps, runs, agents, d, d))
     data = data + np.swapaxes(data, -1, -2)  # Gram-like symmetric stream
-    vec = DistributedTreeMechanism(n_steps, (d, d), 0.7, agents, batch_shape=(runs,), symmetric=True)
+    vec = _Distributed(n_steps, (d, d), 0.7, agents, runs, symmetric=True)
     rng_vec = np.random.default_rng(5)
     out_vec = [vec.step(data[k], rng_vec) for k in range(n_steps)]
     # plain loop with the same noise draws: one (runs, agents, d, d) draw per step
@@ -108,7 +122,7 @@ def test_prefix_error_covariance_matches_theory():
     """
     n_steps, n_runs, agents, sigma0 = 16, 20000, 3, 1.3
     rng = np.random.default_rng(2024)
-    mech = DistributedTreeMechanism(n_steps, (1,), sigma0, agents, batch_shape=(n_runs,))
+    mech = _Distributed(n_steps, (1,), sigma0, agents, n_runs)
     errors = np.stack([mech.step(np.zeros((n_runs, agents, 1)), rng)[:, 0] for _ in range(n_steps)], axis=1)
     theory = np.zeros((n_steps, n_steps))
     for a in range(1, n_steps + 1):
@@ -154,7 +168,8 @@ def test_tree_zcdp():
         (lambda: TreeRandomizer(4, (2,), 1.0).release(np.zeros(3), np.random.default_rng(0)), "gamma"),
         (lambda: TreeRandomizer(4, (2,), 1.0).release(np.zeros(2), None), "rng"),
         (lambda: TreeAnalyzer(4, (2,)).update(1, np.zeros(2)), "lowest set bit"),
-        (lambda: DistributedTreeMechanism(4, (2,), 1.0, 0), "n_agents"),
+        (lambda: TreeRandomizer(4, (2,), 1.0, batch_shape=(2,)).release(np.zeros((1, 2)), np.random.default_rng(0),
+                                                                        runs=[2]), "runs"),
         (lambda: lowest_set_bit(0), "k"),
         (lambda: prefix_noise_variance(0, 1.0), "k"),
     ],
@@ -189,3 +204,58 @@ def test_discrete_gaussian_node_noise_is_integer_with_tree_variance():
         assert out.var() == pytest.approx(bin(k).count("1") * sigma**2, rel=0.06)
     with pytest.raises(ValueError, match="symmetric"):
         draw_noise(rng, (2, 2), 1.0, "discrete_gaussian", symmetric=True)
+
+
+# ----------------------------------------------------------------------------------------
+# Per-run steps (runs=): trees of runs that synchronize at different times
+# ----------------------------------------------------------------------------------------
+
+
+@given(
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.lists(st.lists(st.booleans(), min_size=3, max_size=3), min_size=1, max_size=20),
+)
+@settings(max_examples=40, deadline=None)
+def test_per_run_noise_free_prefix_is_the_running_total(n_agents, d, masks):
+    """Whatever steps each run takes, the noise-free prefix is its running total over the agents."""
+    R = 3
+    rng = np.random.default_rng(0)
+    tree = _Distributed(len(masks), (d,), 0.0, n_agents, R)
+    total = np.zeros((R, d))
+    for mask in masks:
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            continue
+        x = rng.standard_normal((idx.size, n_agents, d))
+        total[idx] += x.sum(axis=1)
+        np.testing.assert_allclose(tree.step(x, rng, runs=idx), total[idx], atol=1e-10)
+    np.testing.assert_array_equal(tree.randomizer.steps, np.sum(masks, axis=0))
+
+
+def test_all_runs_at_different_steps_without_runs():
+    """runs=None once the runs are at different steps = runs = every run (each its own step)."""
+    a = _Distributed(8, (2,), 0.5, 2, 3)
+    b = _Distributed(8, (2,), 0.5, 2, 3)
+    ra, rb = np.random.default_rng(4), np.random.default_rng(4)
+    x = np.random.default_rng(5).standard_normal((6, 3, 2, 2))
+    for tree, rng in ((a, ra), (b, rb)):
+        tree.step(x[0, :1], rng, runs=[0])
+        tree.step(x[1, 1:], rng, runs=[1, 2])
+    for k in range(2, 6):
+        np.testing.assert_array_equal(a.step(x[k], ra), b.step(x[k], rb, runs=np.arange(3)))
+    np.testing.assert_array_equal(a.randomizer.steps, [5, 5, 5])
+    np.testing.assert_array_equal(a.step(x[0], ra), b.step(x[0], rb))  # back in lockstep
+
+
+def test_a_run_cannot_pass_its_last_step():
+    tree = _Distributed(2, (2,), 0.0, 1, 2)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        tree.step(np.zeros((1, 1, 2)), rng, runs=[0])
+    with pytest.raises(ValueError, match="n_steps"):
+        tree.step(np.zeros((1, 1, 2)), rng, runs=[0])
+    with pytest.raises(ValueError, match="n_steps"):
+        tree.step(np.zeros((2, 1, 2)), rng)  # run 0 is done, run 1 is not
+    with pytest.raises(ValueError, match="runs"):
+        tree.step(np.zeros((2, 1, 2)), rng, runs=[1, 0])

@@ -1,4 +1,18 @@
-"""fedbandit.accounting.zcdp."""
+"""Privacy accounting apart from the mechanisms: events, the accountant, every calibration rule.
+
+Modelled on ``dp_accounting`` (events apart from accountants) and Opacus (analysis formulas
+apart from state).  A protocol describes what it released as a privacy event
+(:mod:`~fedbandit.accounting.events`); :func:`account` turns the event into (ε, δ) with a
+status and the theorem it used.  Every rule that turns a target (ε, δ) into a noise level
+lives here and nowhere else (:mod:`~fedbandit.accounting.calibration`, and the DDG,
+shuffle, counting and Gaussian modules).
+
+Modules: ``events``, ``accountant``, ``calibration``, ``zcdp`` (zCDP / RDP conversions),
+``composition`` (basic, advanced, group, level budgets), ``amplification`` (shuffling),
+``ddg`` (the distributed discrete Gaussian), ``shuffle`` (shuffled randomized response),
+``counting`` (continual counting), ``gaussian`` and ``composed_gaussian`` (the analytic
+Gaussian mechanism).
+"""
 
 import importlib
 
@@ -31,10 +45,16 @@ _EXPORTS = {
     "vector_sum_parameters": "calibration",
     "laplace_counter_scale": "calibration",
     "CJMP21_CONSTANT": "calibration",
+    "COMPOSED_GAUSSIAN_CALIBRATIONS": "composed_gaussian",
+    "composed_gaussian_sigma": "composed_gaussian",
     "advanced_composition": "composition",
     "split_budget_advanced": "composition",
     "group_budget": "composition",
     "level_budget": "composition",
+    "hybrid_counter_scales": "counting",
+    "binary_counter_scale": "counting",
+    "per_item_counter_scale": "counting",
+    "account_pure": "counting",
     "RDP_ORDERS": "ddg",
     "ddg_tau": "ddg",
     "ddg_delta2": "ddg",

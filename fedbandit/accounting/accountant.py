@@ -208,11 +208,19 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
     if isinstance(event, DiscreteGaussianSumEvent) or (
         isinstance(event, SelfComposedEvent) and isinstance(event.event, DiscreteGaussianSumEvent)
     ):
-        from fedbandit.accounting.ddg import ddg_epsilon
+        from fedbandit.accounting.ddg import RDP_ORDERS, ddg_delta2, ddg_epsilon, ddg_rdp
+        from fedbandit.accounting.zcdp import rdp_to_approx_dp
 
         steps = event.count if isinstance(event, SelfComposedEvent) else 1
         e = event.event if isinstance(event, SelfComposedEvent) else event
-        eps = ddg_epsilon(e.sigma, c=e.clip, gamma=e.gamma, beta=e.beta, n=e.n_parties, d=e.dim, delta=delta, steps=steps)
+        if e.sensitivity_factor == 1.0:
+            eps = ddg_epsilon(e.sigma, c=e.clip, gamma=e.gamma, beta=e.beta, n=e.n_parties, d=e.dim, delta=delta,
+                              steps=steps)
+        else:
+            delta2 = e.sensitivity_factor * ddg_delta2(e.clip, e.gamma, e.dim, e.beta)
+            rdp = steps * ddg_rdp(RDP_ORDERS, delta2, e.sigma, e.gamma, e.n_parties, e.dim,
+                                  delta1=math.sqrt(e.dim) * delta2)
+            eps = rdp_to_approx_dp(RDP_ORDERS, rdp, delta)
         return _Result(eps, delta, "verified")
     if isinstance(event, ShuffledRandomizedResponseEvent):
         from fedbandit.accounting.shuffle import rr_shuffle_delta
@@ -296,10 +304,11 @@ def account(
     t_delta = check_delta(target_delta, "target_delta") if private else 0.0
     res = _analyze(event, t_delta if private else 1e-10, t_eps)
     status = res.status
-    if status in ("verified", "claimed") and not (
-        res.epsilon <= t_eps * (1 + VERIFY_TOLERANCE) and res.delta <= t_delta * (1 + VERIFY_TOLERANCE)
-    ):
+    extra = ()
+    exceeds = res.epsilon > t_eps * (1 + VERIFY_TOLERANCE) or res.delta > t_delta * (1 + VERIFY_TOLERANCE)
+    if private and status in ("verified", "claimed", "invalid") and exceeds and math.isfinite(res.epsilon):
         status = "invalid"
+        extra = (f"NOT ({t_eps:g}, {t_delta:g})-private: the accounting gives ({res.epsilon:.4g}, {res.delta:.3g})",)
     if not private and status != "none":
         status = "none" if res.epsilon == math.inf else status
     text = theorem or event.describe()
@@ -311,6 +320,6 @@ def account(
         delta=float(res.delta) if status != "none" else 0.0,
         status=status,
         theorem=text,
-        notes="; ".join(x for x in (*res.notes, notes) if x),
+        notes="; ".join(x for x in (*extra, *res.notes, notes) if x),
         relation=relation,
     )

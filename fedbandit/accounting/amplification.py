@@ -1,6 +1,6 @@
 """Privacy amplification by shuffling.
 
-Two families of results are used by the shuffle protocols of :mod:`fedbandit.protocols._legacy_tree`:
+Two families of results are used by the shuffle protocols of :mod:`fedbandit.protocols`:
 
 * **Feldman, McMillan & Talwar (2022), "Hiding among the clones"** (FMT22): n users each
   apply an ε₀-LDP randomizer to their *single* record; a uniformly random shuffle of the n

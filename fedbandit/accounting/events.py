@@ -141,7 +141,9 @@ class DiscreteGaussianSumEvent(DpEvent):
 
     ``clip`` c, ``gamma`` γ, ``beta`` β, ``dim`` d (padded) and the per-party ``sigma``
     σ (original units) determine Δ₂ and the τ term of [KLS21] Thm. 1 / Prop. 14; the
-    accountant uses :func:`fedbandit.accounting.ddg_epsilon`.
+    accountant uses :func:`fedbandit.accounting.ddg_rdp`.  ``sensitivity_factor`` scales
+    Δ₂ (and Δ₁): 1 for adding or removing one (rounded) record, 2 for replacing it by
+    another, since two independently rounded records, each of norm ≤ Δ₂, differ by ≤ 2Δ₂.
     """
 
     clip: float
@@ -150,6 +152,7 @@ class DiscreteGaussianSumEvent(DpEvent):
     dim: int
     sigma: float
     n_parties: int
+    sensitivity_factor: float = 1.0
 
     def __post_init__(self):
         check_positive_float("clip", self.clip)

@@ -1,4 +1,9 @@
-"""fedbandit.audit.epsilon."""
+"""Empirical lower bounds on ε: attacks that could refute a privacy claim.
+
+``epsilon``: Clopper–Pearson bounds and the audit harness (:func:`audit_epsilon`,
+:func:`audit_epsilon_split`); ``schedule``: the synchronization-schedule attack on DP20's
+FedUCB (Zhou & Chowdhury 2023, Example 4.1).
+"""
 
 import importlib
 
@@ -18,7 +23,9 @@ _EXPORTS = {
     "alice_tracy_instance": "schedule",
     "alice_threshold": "schedule",
     "DP20ScheduleMechanism": "schedule",
+    "dp20_schedule_mechanism": "schedule",
     "FixedBatchScheduleMechanism": "schedule",
+    "RecordingProtocol": "schedule",
     "SyncAt": "schedule",
     "FirstSync": "schedule",
     "ActionIs": "schedule",

@@ -15,10 +15,12 @@ Chowdhury, :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB`):
 * :func:`alice_tracy_instance` -- the users of all silos, with silo i's first user
   either Alice or Tracy; a dataset of the audit is *silo i's sequence of users*, so the
   two inputs are neighbours under ``"replace_one"``;
-* :class:`DP20ScheduleMechanism`, :class:`FixedBatchScheduleMechanism` -- vectorized
+* :class:`DP20ScheduleMechanism` (:func:`dp20_schedule_mechanism`), :class:`FixedBatchScheduleMechanism` -- vectorized
   mechanisms ``(dataset, rng, n) -> {"sync": (n, T), "actions": (n, T)}``: what an
   observing silo j sees (the rounds at which synchronizations happen) and silo j's own
   actions (for the Fed-DP argument: silo j's actions must not reveal silo i's user);
+  :class:`RecordingProtocol` measures the fixed-batch learner's schedule (a statistics
+  protocol that records the round of every synchronization);
 * :class:`SyncAt`, :class:`FirstSync`, :class:`ActionIs` -- attack statistics, and
   :func:`select_action_attack`, which picks the arm of an :class:`ActionIs` attack on
   trials that the audit then does not count.
@@ -34,6 +36,7 @@ first user is Alice.  D is public, as the rule is.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -48,15 +51,18 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.envs.linear import as_seed_sequence
-from fedbandit.learners.dp20 import FedUCB
 from fedbandit.envs.users import UsersEnv
+from fedbandit.learners.dp20 import FedUCB
+from fedbandit.protocols.statistics import StatisticsProtocol
 
 __all__ = [
     "AliceTracyInstance",
     "alice_tracy_instance",
     "alice_threshold",
     "DP20ScheduleMechanism",
+    "dp20_schedule_mechanism",
     "FixedBatchScheduleMechanism",
+    "RecordingProtocol",
     "SyncAt",
     "FirstSync",
     "ActionIs",
@@ -199,34 +205,68 @@ class DP20ScheduleMechanism:
 
     ``mechanism(dataset, rng, n)`` replays the users ``n`` times (runs side by side, only
     the privacy noise differs) and returns what silo ``observer`` sees:
-    ``{"sync": (n, T) bool, "actions": (n, T) int}``.
+    ``{"sync": (n, T) bool, "actions": (n, T) int}``.  Every call runs a fresh copy of the
+    configured learner, so the mechanism carries no state from one call to the next.
 
     Parameters
     ----------
     instance : AliceTracyInstance
-    learner_kwargs : dict
-        Keyword arguments of :class:`fedbandit.learners.dp20.FedUCB` (``n_agents``,
+    protocol : StatisticsProtocol
+        FedUCB's privacy protocol, e.g. ``fedbandit.protocols.create("dp20", epsilon=1.0,
+        delta=1e-5, noise="corrected")`` (DP20 as written) or ``create("non-private")``.
+    threshold : float or "alice", default "alice"
+        D of the adaptive rule; "alice" is :func:`alice_threshold` at the learner's λ₀ and
+        the instance's norms, which synchronizes at t = 1 exactly when silo i's first user
+        is Alice.
+    learner_kwargs : dict, optional
+        Further keyword arguments of :class:`fedbandit.learners.dp20.FedUCB` (``n_agents``,
         ``dim`` and ``horizon`` are taken from the instance).
     """
 
-    def __init__(self, instance: AliceTracyInstance, learner_kwargs: dict):
+    def __init__(self, instance: AliceTracyInstance, protocol, threshold="alice", learner_kwargs=None):
         if not isinstance(instance, AliceTracyInstance):
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
-        if not isinstance(learner_kwargs, dict):
-            raise TypeError(f"learner_kwargs must be a dict, got {type(learner_kwargs).__name__}")
+        if learner_kwargs is not None and not isinstance(learner_kwargs, dict):
+            raise TypeError(f"learner_kwargs must be a dict or None, got {type(learner_kwargs).__name__}")
         self.instance = instance
         T, M, K, d = instance.features.shape
-        self.learner_kwargs = dict(learner_kwargs)
-        # Build once so that bad settings fail here, before any trial.
-        self.learner = FedUCB(M, d, T, **self.learner_kwargs)
+        kw = dict(learner_kwargs or {})
+        if "threshold" in kw:
+            raise ValueError("pass the threshold as threshold=, not inside learner_kwargs")
+        # Build now so that bad settings fail here, before any trial.
+        if isinstance(threshold, str):
+            if threshold != "alice":
+                raise ValueError(f"threshold must be a positive number or 'alice', got {threshold!r}")
+            lam0 = FedUCB(protocol, n_agents=M, dim=d, horizon=T, threshold=1.0, **kw).lam0
+            threshold = alice_threshold(lam0, instance.r_typical, instance.r_alice[0])
+        self.learner_kwargs = kw
+        self.learner = FedUCB(protocol, n_agents=M, dim=d, horizon=T, threshold=threshold, **kw)
+        self.threshold = self.learner.threshold
 
     def __call__(self, dataset, rng, n):
         rng = check_rng(rng)
         n = check_positive_int("n", n)
         feats, means, noise = self.instance.full_data(dataset)
         env = UsersEnv(feats, means, noise, n_runs=n)
-        res = self.learner.run(env, rng, record_actions=True)
-        return {"sync": res.sync, "actions": res.actions[:, self.instance.observer, :]}
+        res = copy.deepcopy(self.learner).run(env, rng, record_arms=True)
+        return {"sync": res.extras["sync"], "actions": res.extras["arms"][:, :, self.instance.observer]}
+
+
+def dp20_schedule_mechanism(instance, epsilon=None, delta=None, *, private=True, noise="corrected", learner_kwargs=None):
+    """:class:`DP20ScheduleMechanism` with DP20's privatizer (``private=True``) or none.
+
+    ``private=True``: ``create("dp20", epsilon=, delta=, noise=)`` (``noise="corrected"``
+    is DP20 as written); ``private=False``: ``create("non-private")`` (ε, δ unused).  The
+    threshold is :func:`alice_threshold` at the learner's λ₀.
+    """
+    from fedbandit._validation import check_bool
+    from fedbandit.protocols.registry import create
+
+    if check_bool("private", private):
+        protocol = create("dp20", epsilon=epsilon, delta=delta, noise=noise)
+    else:
+        protocol = create("non-private")
+    return DP20ScheduleMechanism(instance, protocol, learner_kwargs=learner_kwargs)
 
 
 class _RoundTracker(UsersEnv):
@@ -242,30 +282,41 @@ class _RoundTracker(UsersEnv):
             yield block
 
 
-def _recording_protocol(base_cls):
-    class Recording(base_cls):
-        """``base_cls`` that records the round of every call of ``synchronize``."""
+class RecordingProtocol(StatisticsProtocol):
+    """A statistics protocol that records the round of every ``synchronize`` call.
 
-        tracker = None
+    Built from the parts (R, S, A) of a protocol of :func:`fedbandit.protocols.create`, with
+    the same target, relation and model, so it releases exactly what that protocol
+    releases; ``tracker`` is an environment with a ``current_round`` attribute.  After a
+    run, ``sync_rounds`` lists the rounds (1-based) at whose end it synchronized.
+    """
 
-        def reset(self, *, n_runs, rng):
-            self.sync_rounds = []
-            return super().reset(n_runs=n_runs, rng=rng)
+    def __init__(self, base: StatisticsProtocol, tracker):
+        if not isinstance(base, StatisticsProtocol):
+            raise TypeError(f"base must be a StatisticsProtocol, got {type(base).__name__}")
+        super().__init__(
+            base.randomizer, base.intermediary, base.analyzer, name=base.name, epsilon=base.target_epsilon,
+            delta=base.target_delta, relation=base.relation, model=base.model,
+        )
+        self.tracker = tracker
+        self.sync_rounds = []
 
-        def synchronize(self, bias, gram, *, users=None):
-            self.sync_rounds.append(self.tracker.current_round)
-            return super().synchronize(bias, gram, users=users)
+    def reset(self, *, n_runs, rng):
+        self.sync_rounds = []
+        return super().reset(n_runs=n_runs, rng=rng)
 
-    Recording.__name__ = Recording.__qualname__ = f"Recording{base_cls.__name__}"
-    return Recording
+    def synchronize(self, bias, gram, *, users=None, runs=None):
+        self.sync_rounds.append(self.tracker.current_round)
+        return super().synchronize(bias, gram, users=users, runs=runs)
 
 
 class FixedBatchScheduleMechanism:
     """The fixed-batch algorithm (Zhou & Chowdhury, Alg. 1) on the same instance and attack.
 
-    Runs :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` with a silo-level LDP
-    protocol (:class:`fedbandit.protocols._legacy_tree.SiloLDPProtocol`) and *measures* its schedule:
-    the protocol is wrapped so that every call of ``synchronize`` records the round.
+    Runs :class:`fedbandit.learners.fixed_batch.FixedBatchFedLinUCB` with the silo-level
+    LDP protocol (``create("silo-ldp", epsilon=, delta=, calibration="paper")``, Thm. 6.1)
+    and *measures* its schedule: the protocol is a :class:`RecordingProtocol`, which
+    records the round of every call of ``synchronize``.
 
     Parameters
     ----------
@@ -279,39 +330,37 @@ class FixedBatchScheduleMechanism:
     """
 
     def __init__(self, instance: AliceTracyInstance, epsilon, delta, batch_size, learner_kwargs=None):
-        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-        from fedbandit.protocols._legacy_tree import SiloLDPProtocol
-
         if not isinstance(instance, AliceTracyInstance):
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
         self.instance = instance
         self.epsilon, self.delta, self.batch_size = epsilon, delta, batch_size
         self.learner_kwargs = dict(learner_kwargs or {})
-        T, M, K, d = instance.features.shape
-        # Fail early on bad settings.
-        FixedBatchFedLinUCB(
-            SiloLDPProtocol(epsilon, delta), horizon=T, batch_size=batch_size, n_agents=M, dim=d, **self.learner_kwargs
-        )
+        self._learner(None)  # fail early on bad settings
 
-    def __call__(self, dataset, rng, n):
+    def _learner(self, tracker):
         from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-        from fedbandit.protocols._legacy_tree import SiloLDPProtocol
+        from fedbandit.protocols.registry import create
 
-        rng = check_rng(rng)
-        n = check_positive_int("n", n)
         T, M, K, d = self.instance.features.shape
-        feats, means, noise = self.instance.full_data(dataset)
-        env = _RoundTracker(feats, means, noise, n_runs=n)
-        protocol = _recording_protocol(SiloLDPProtocol)(self.epsilon, self.delta)
-        protocol.tracker = env
+        protocol = RecordingProtocol(create("silo-ldp", epsilon=self.epsilon, delta=self.delta, calibration="paper"),
+                                     tracker)
         learner = FixedBatchFedLinUCB(
             protocol, horizon=T, batch_size=self.batch_size, n_agents=M, dim=d, **self.learner_kwargs
         )
+        return learner, protocol
+
+    def __call__(self, dataset, rng, n):
+        rng = check_rng(rng)
+        n = check_positive_int("n", n)
+        T = self.instance.horizon
+        feats, means, noise = self.instance.full_data(dataset)
+        env = _RoundTracker(feats, means, noise, n_runs=n)
+        learner, protocol = self._learner(env)
         res = learner.run(env, rng, record_arms=True)
         sync = np.zeros((n, T), dtype=bool)
         # Every run of the fixed-batch learner synchronizes at the same calls.
         sync[:, np.asarray(protocol.sync_rounds, dtype=int) - 1] = True
-        return {"sync": sync, "actions": res.arms[:, :, self.instance.observer]}
+        return {"sync": sync, "actions": res.extras["arms"][:, :, self.instance.observer]}
 
 
 class SyncAt:

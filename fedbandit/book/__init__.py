@@ -1,4 +1,4 @@
-"""fedbandit.book."""
+"""What the book needs beyond the science: the scale knob, the figure style, the Sphinx extension."""
 
 import importlib
 

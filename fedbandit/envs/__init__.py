@@ -1,4 +1,12 @@
-"""fedbandit.envs.linear."""
+"""Bandit environments, communication graphs and the shipped datasets.
+
+``linear`` (the synthetic and real-data linear instances of Zhou & Chowdhury), ``mslr``
+(the learning-to-rank sample and its rebuild), ``multi_armed`` (Bernoulli and Gaussian
+K-armed bandits), ``graphs`` (communication graphs and consensus matrices), ``users``
+(given users; a federated instance served one user at a time), ``digits`` (the federated
+digits data) and ``factory`` (:func:`make_environment`, one configuration → one
+environment).
+"""
 
 import importlib
 

@@ -1,4 +1,11 @@
-"""fedbandit.experiments.grid."""
+"""Running the chapters' experiments: the grid runner, the one configuration runner, statistics.
+
+``grid`` (:func:`run_grid`: configurations × seeds with an on-disk cache, serial, joblib or
+Dask), ``runner`` (:func:`run_config`: any learner from one configuration dict),
+``synthesis`` (every privacy model side by side), ``statistics`` (intervals and fitted
+exponents) and ``trials`` (the mechanisms' own trials: PSCO, mean estimation, bandit
+trials on one shared environment).
+"""
 
 import importlib
 
@@ -15,23 +22,17 @@ _EXPORTS = {
     "mean_and_se": "statistics",
     "fit_power_law": "statistics",
     "regret_interval": "statistics",
-    "PROTOCOLS": "synthesis",
-    "LEARNERS": "synthesis",
-    "APPLICABLE": "synthesis",
-    "PROTOCOL_INFO": "synthesis",
-    "PAIR_INFO": "synthesis",
-    "pair_info": "synthesis",
-    "LEARNER_INFO": "synthesis",
-    "DDG_AVAILABLE": "synthesis",
-    "check_applicable": "synthesis",
-    "applicable_pairs": "synthesis",
+    "ExponentFit": "statistics",
+    "fit_exponent": "statistics",
+    "Model": "synthesis",
+    "MODELS": "synthesis",
+    "model": "synthesis",
+    "model_of": "synthesis",
+    "applicability": "synthesis",
     "applicability_table": "synthesis",
-    "pair_label": "synthesis",
-    "make_fixed_batch_protocol": "synthesis",
-    "build_learner": "synthesis",
+    "model_config": "synthesis",
     "side_by_side_configs": "synthesis",
     "sweep_configs": "synthesis",
-    "run_side_by_side": "synthesis",
     "random_play_regret": "synthesis",
     "audit_side_by_side": "synthesis",
     "table_rows": "synthesis",
@@ -40,6 +41,7 @@ _EXPORTS = {
     "TABLE_COLUMNS": "synthesis",
     "dme_trial": "trials",
     "psco_trial": "trials",
+    "bandit_trial": "trials",
 }
 
 __all__ = list(_EXPORTS)

@@ -13,13 +13,15 @@ environment is a function of the configuration (common random numbers across lea
 from __future__ import annotations
 
 import time
+import warnings
 
 from fedbandit._validation import check_int_in_range, check_rng
+from fedbandit.accounting.amplification import AmplificationValidityWarning
 
 __all__ = ["run_config", "RUNNER_KEYS"]
 
-#: Keys the runner itself reads.
-RUNNER_KEYS = ("learner", "protocol", "n_checkpoints", "T", "B", "epsilon", "delta")
+#: Keys the runner itself reads (``tag`` is a free label for grouping configurations: never read).
+RUNNER_KEYS = ("learner", "protocol", "n_checkpoints", "T", "B", "epsilon", "delta", "tag")
 
 
 def _max_rss_mb() -> float:
@@ -67,7 +69,10 @@ def run_config(config: dict, rng):
     n_cp = check_int_in_range("n_checkpoints", config.get("n_checkpoints", 100), 1, None)
     start, cpu_start = time.perf_counter(), time.process_time()
     env = make_environment(config)
-    learner = cls.from_config(config, env)
+    with warnings.catch_warnings():
+        # A forced amplification setting (force=True) is reported through the accounting ("unproven").
+        warnings.simplefilter("ignore", AmplificationValidityWarning)
+        learner = cls.from_config(config, env)
     result = learner.run(env, rng).at_checkpoints(n_cp)
     result.seconds = time.perf_counter() - start
     result.cpu_seconds = time.process_time() - cpu_start

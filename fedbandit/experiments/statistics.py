@@ -1,8 +1,17 @@
-"""experiments.statistics."""
+"""Statistics the chapters use to read their experiments, one implementation each.
+
+* :func:`mean_and_se` -- mean and standard error over runs;
+* :func:`regret_interval` -- Student-t confidence interval for a mean over few runs;
+* :func:`fit_power_law` -- least-squares exponent of a power law with its standard error;
+* :func:`fit_exponent` -- the exponent of a cost in a size parameter (M, T, n) fitted on
+  the mean over runs, with a percentile-bootstrap confidence interval over the runs (the
+  one interval method the book uses for fitted exponents).
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,6 +24,8 @@ __all__ = [
     "mean_and_se",
     "fit_power_law",
     "regret_interval",
+    "ExponentFit",
+    "fit_exponent",
 ]
 
 
@@ -68,3 +79,70 @@ def regret_interval(values, confidence: float = 0.95) -> tuple[float, float, flo
         return m, math.nan, math.nan
     half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return m, m - half, m + half
+
+
+@dataclass(frozen=True)
+class ExponentFit:
+    """A fitted exponent: the slope, its bootstrap standard error and confidence interval."""
+
+    slope: float
+    se: float
+    low: float
+    high: float
+    confidence: float
+    n_boot: int
+
+    def __iter__(self):  # slope, (low, high): the common unpacking
+        return iter((self.slope, (self.low, self.high)))
+
+
+def fit_exponent(x, values, *, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> ExponentFit:
+    """Exponent p of ``values ≈ c·x^p``: slope of log(mean over runs) on log x, with a bootstrap over runs.
+
+    Parameters
+    ----------
+    x : array (n_x,)
+        The size parameter (M, T, n), positive.
+    values : array (n_x, runs)
+        The measured cost at each x, one column per run (runs paired across x, as with
+        common random numbers).
+    n_boot : int
+        Bootstrap resamples of the runs (the same resample at every x).  A resample whose
+        mean cost is not positive at every x has no log and is skipped.
+    confidence : float
+        Of the percentile interval.
+    seed : int
+        Of the bootstrap's generator (the fit is deterministic).
+
+    Returns
+    -------
+    ExponentFit
+        ``slope`` (NaN if a mean is not positive), ``se`` (standard deviation of the
+        bootstrap slopes), ``low``/``high`` (percentile interval).
+    """
+    from fedbandit._validation import check_positive_int
+
+    x = check_array("x", x, ndim=1)
+    values = check_array("values", values, ndim=2)
+    n_boot = check_positive_int("n_boot", n_boot)
+    confidence = check_probability("confidence", confidence)
+    if values.shape[0] != x.size or np.any(x <= 0):
+        raise ValueError(f"values must have shape (len(x), runs) with x > 0, got {values.shape} for {x.size} x values")
+    lx = np.log(x)
+    mean = values.mean(axis=1)
+    if np.any(mean <= 0):
+        return ExponentFit(math.nan, math.nan, math.nan, math.nan, confidence, n_boot)
+    slope = float(np.polyfit(lx, np.log(mean), 1)[0])
+    rng = np.random.default_rng(seed)
+    n = values.shape[1]
+    boots = []
+    for _ in range(n_boot):
+        m = values[:, rng.integers(0, n, n)].mean(axis=1)
+        if np.all(m > 0):
+            boots.append(np.polyfit(lx, np.log(m), 1)[0])
+    if not boots:
+        return ExponentFit(slope, math.nan, math.nan, math.nan, confidence, n_boot)
+    tail = 50.0 * (1.0 - confidence)
+    low, high = np.percentile(boots, [tail, 100.0 - tail])
+    return ExponentFit(slope, float(np.std(boots)), float(low), float(high), confidence, n_boot)
+

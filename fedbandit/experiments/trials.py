@@ -10,16 +10,17 @@ from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
+    check_nonnegative_float,
     check_positive_int,
     check_rng,
 )
-from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_params
-from fedbandit.mechanisms.ddg import DDGMechanism
+from fedbandit.accounting.ddg import DEFAULT_BETA
 from fedbandit.mechanisms.psco import run_psco, sample_bernoulli_input, sample_hard_input, sup_error
 
 __all__ = [
     "dme_trial",
     "psco_trial",
+    "bandit_trial",
 ]
 
 
@@ -30,8 +31,10 @@ def dme_trial(config: dict, rng) -> dict:
     r"""One distributed-mean-estimation configuration, ``reps`` repetitions vectorized ([KLS21]_ Sec. 6.1).
 
     Each of ``n`` clients holds a vector drawn from :math:`\mathcal N(0, I_d)` and normalized
-    to norm ``c`` (the authors' setting); the server estimates the mean.  The metric is the
-    mean squared error per coordinate of the mean.
+    to norm ``c`` (the authors' setting); the server estimates the mean from one sum released
+    by a sum protocol (:mod:`fedbandit.protocols.sums`, one round): ``"sum-ddg-secagg"`` and,
+    as the continuous baseline, ``"sum-central-gaussian"`` (analytic calibration).  The
+    metric is the mean squared error per coordinate of the mean.
 
     Parameters
     ----------
@@ -49,42 +52,39 @@ def dme_trial(config: dict, rng) -> dict:
         from DDG's privacy noise alone, :math:`\sigma^2/n`), ``wrap`` (fraction of wrapped
         coordinates), ``gamma``, ``sigma``, ``sigma_int``.
     """
-    from fedbandit.accounting.gaussian import analytic_gaussian_sigma
-    from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
+    from fedbandit.protocols.registry import create
 
     rng = check_rng(rng)
     n, d, c = int(config["n"]), int(config["d"]), float(config["c"])
     reps = int(config.get("reps", 1))
-    p = ddg_params(
-        int(config["bits"]),
-        float(config["k"]),
-        n,
-        d,
-        c,
-        float(config["epsilon"]),
-        float(config["delta"]),
-        float(config.get("beta", DEFAULT_BETA)),
-        norm_growth=config.get("norm_growth", "conservative"),
+    epsilon, delta = float(config["epsilon"]), float(config["delta"])
+    setting = dict(n_parties=n, dim=d, n_rounds=1, clip=c)
+    ddg = create(
+        "sum-ddg-secagg", epsilon=epsilon, delta=delta, bits=int(config["bits"]), k=float(config["k"]),
+        rounding_beta=float(config.get("beta", DEFAULT_BETA)), norm_growth=config.get("norm_growth", "conservative"),
         method=config.get("method", "rdp"),
-    )
+    ).configure(**setting)
+    gauss = create("sum-central-gaussian", epsilon=epsilon, delta=delta).configure(**setting)
+    gauss_zcdp = create("sum-central-gaussian", epsilon=epsilon, delta=delta, calibration="zcdp").configure(**setting)
+    p = ddg.params
     x = rng.normal(size=(reps, n, d))
     x *= c / np.linalg.norm(x, axis=-1, keepdims=True)
     true_mean = x.mean(axis=-2)
-    mech = DDGMechanism(p, rng)
-    residues, st = mech.encode(x, rng, stages=True)
-    est = mech.decode(mech.aggregate(residues)) / n
-    int_sum = st["noised"].sum(axis=-2)
-    half = p.modulus // 2
-    wrap = float(np.mean((int_sum < -half) | (int_sum >= half)))
-    sg = analytic_gaussian_sigma(p.epsilon, p.delta, c)
-    gauss = true_mean + rng.normal(0.0, sg, size=true_mean.shape) / n
+    ddg.reset(n_runs=reps, rng=rng)  # draws the shared rotation
+    est = ddg.aggregate(x) / n
+    # The central Gaussian's error is its noise / n (the vectors have norm c, so clipping
+    # leaves them): its estimate is formed as the true mean plus that noise.
+    gauss.reset(n_runs=reps, rng=rng)
+    _, noise = gauss.aggregate(x, return_noise=True)
+    gauss_est = true_mean + noise / n
+    sg = gauss.noise_std()
     return {
         "mse_ddg": np.mean((est - true_mean) ** 2, axis=-1),
-        "mse_gauss_sim": np.mean((gauss - true_mean) ** 2, axis=-1),
+        "mse_gauss_sim": np.mean((gauss_est - true_mean) ** 2, axis=-1),
         "mse_gauss_analytic": sg**2 / n**2,
-        "mse_gauss_zcdp": calibrate_gaussian_sigma(p.epsilon, p.delta, c) ** 2 / n**2,
+        "mse_gauss_zcdp": gauss_zcdp.noise_std() ** 2 / n**2,
         "mse_ddg_noise": p.sigma**2 / n,
-        "wrap": wrap,
+        "wrap": ddg.wrap_fraction(),
         "gamma": p.gamma,
         "sigma": p.sigma,
         "sigma_int": p.sigma_int,
@@ -136,4 +136,81 @@ def psco_trial(config: dict, rng) -> dict:
         release = run_psco(name, x, epsilon, delta, rng, k=k, **kwargs)
         out[label] = sup_error(release, x)
         out["batch_sizes"][label] = release.info.get("batch_sizes")
+    return out
+
+
+def bandit_trial(config: dict, rng) -> dict:
+    """One seed of the concurrent-shuffle regret experiment, in the form ``run_grid`` runs.
+
+    Every protocol serves the same users (common random numbers: one environment seed)
+    through :class:`fedbandit.learners.ConcurrentShuffleLinUCB`, on a synthetic single-agent
+    instance with independent contexts per run and mean rewards linear in the observed
+    features.
+
+    Parameters
+    ----------
+    config : dict
+        ``n`` (users), ``epsilon``, ``delta``, ``runs``, ``dim``, ``n_arms``, ``noise_std``
+        (reward noise, also the R of β), optional ``beta_scale`` (default 1), and
+        ``protocols``: a list of dicts ``{"label": ..., "protocol": name, **params}``
+        (``fedbandit.protocols.create(name, epsilon=, delta=, **params)``; the label
+        defaults to the name), for example ``{"label": "concurrent-2", "protocol":
+        "concurrent-shuffle", "k": 2}``, ``{"label": "tree", "protocol": "concurrent-shuffle",
+        "k": "log"}``, ``{"label": "central", "protocol": "central", "relation": "replace"}``.
+    rng : numpy.random.Generator
+        Split into the environment's seed (shared by all protocols) and one stream per
+        protocol, in list order.
+
+    Returns
+    -------
+    dict
+        label → cumulative regret at n of every run (array (runs,)); ``"curves"``: label →
+        mean cumulative regret at ``"checkpoints"``; ``"lam"``: label → λ; ``"batch_sizes"``:
+        label → the schedule (None for fixed-batch protocols); ``"accounting"``: label →
+        the accounting dict; ``"uniform"``: the regret of playing uniformly at random (per run).
+    """
+    from fedbandit.envs.linear import SyntheticLinearEnv
+    from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+    from fedbandit.protocols.registry import create, describe
+
+    n = check_positive_int("n", config["n"])
+    epsilon = check_epsilon(config["epsilon"])
+    delta = check_delta(config["delta"])
+    runs = check_positive_int("runs", config.get("runs", 1))
+    dim = check_positive_int("dim", config.get("dim", 3))
+    noise_std = check_nonnegative_float("noise_std", config.get("noise_std", 0.1))
+    specs = config["protocols"]
+    if not isinstance(specs, (list, tuple)) or not all(isinstance(sp, dict) and "protocol" in sp for sp in specs):
+        raise ValueError(f"protocols must be a list of dicts with a 'protocol' name, got {specs!r}")
+    rng = check_rng(rng)
+    env_seed, learner_rng = rng.spawn(2)
+    checkpoints = np.unique(np.linspace(1, n, 40).astype(int))
+    out: dict[str, Any] = {"curves": {}, "checkpoints": checkpoints, "lam": {}, "batch_sizes": {}, "accounting": {}}
+
+    def make_env():
+        return SyntheticLinearEnv(
+            1, n_arms=int(config.get("n_arms", 20)), dim=dim, n_runs=runs, noise_std=noise_std,
+            shared_contexts=False, means_from_raw=False, seed=env_seed,
+        )
+
+    # regret of playing uniformly at random, for scale
+    out["uniform"] = sum(
+        (b.best[:, :, 0] - np.mean(b.means[:, :, 0], axis=-1)).sum(axis=0) for b in make_env().iter_blocks(n)
+    )
+    for spec, proto_rng in zip(specs, learner_rng.spawn(len(specs))):
+        params = {k: v for k, v in spec.items() if k not in ("label", "protocol")}
+        name = spec["protocol"]
+        label = spec.get("label", name)
+        accepted = describe(name).parameters
+        params.update({k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if k in accepted})
+        learner = ConcurrentShuffleLinUCB(
+            create(name, **params), n_users=n, dim=dim, noise_bound=noise_std,
+            beta_scale=float(config.get("beta_scale", 1.0)),
+        )
+        res = learner.run(make_env(), proto_rng)
+        out[label] = res.regret[:, -1]
+        out["curves"][label] = res.regret[:, checkpoints - 1].mean(axis=0)
+        out["lam"][label] = learner.lam
+        out["batch_sizes"][label] = res.calibration.get("batch_sizes")
+        out["accounting"][label] = res.accounting
     return out

@@ -6,7 +6,7 @@
   federated linear learner.
 * :mod:`fedbandit.learners.fixed_batch` -- Algorithm 1 of Zhou & Chowdhury (2023):
   fixed-batch federated LinUCB with a pluggable privacy protocol
-  (:mod:`fedbandit.protocols._legacy_tree`), and its baselines (central-DP super agent, independent
+  (:mod:`fedbandit.protocols`), and its baselines (central-DP super agent, independent
   agents).
 * :mod:`fedbandit.learners.dp20` -- DP20's FedUCB (Dubey & Pentland 2020).
 * :mod:`fedbandit.learners.consensus` -- federated private UCB with consensus
@@ -19,36 +19,25 @@ import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
-    "n_coordinates": "concurrent_linucb",
-    "record_half_range": "concurrent_linucb",
-    "ShuffleSumStream": "concurrent_linucb",
-    "CentralTreeStream": "concurrent_linucb",
-    "concurrent_schedule": "concurrent_linucb",
-    "make_stream": "concurrent_linucb",
+    "ConcurrentShuffleLinUCB": "concurrent_linucb",
     "linucb_parameters": "concurrent_linucb",
-    "run_private_linucb": "concurrent_linucb",
-    "bandit_trial": "concurrent_linucb",
-    "LEARNERS": "concurrent_linucb",
-    "BanditResult": "consensus",
+    "MasterWorkerUCB": "consensus",
+    "DecentralizedUCB": "consensus",
+    "IndependentUCB": "consensus",
+    "CentralizedUCB": "consensus",
     "PRIVACY_WIDTHS": "consensus",
-    "dp_master_worker_ucb": "consensus",
-    "dp_decentralized_ucb": "consensus",
-    "ucb": "consensus",
-    "private_ucb": "consensus",
-    "centralized_ucb": "consensus",
-    "run_config": "consensus",
-    "RUN_CONFIG_VERSION": "consensus",
     "default_checkpoints": "consensus",
     "privacy_width_numerator": "consensus",
-    "sd_bound_by_level": "consensus",
-    "NOISE_MODES": "dp20",
-    "SCHEDULES": "dp20",
+    "expand_grid": "consensus",
+    "grid_view": "consensus",
     "wang_threshold": "dp20",
-    "noise_bound": "dp20",
-    "RunwiseTree": "dp20",
+    "noise_norm_bound": "dp20",
     "FedUCB": "dp20",
-    "DP20Result": "dp20",
-    "simulate": "dp20",
+    "ADAPTIVE_SCHEDULE_LEAK": "dp20",
+    "FederatedLearner": "federated",
+    "FederatedResult": "federated",
+    "run_fl": "federated",
+    "FL_DATA_KEYS": "federated",
     "FixedBatchFedLinUCB": "fixed_batch",
     "IndependentLinUCB": "fixed_batch",
     "SuperAgent": "fixed_batch",

@@ -1,24 +1,27 @@
 """Federated private UCB of Li, Song & Fragouli: master-worker and decentralized (consensus).
 
 Implements, vectorized over ``(runs, agents)``, the two algorithms of
-{cite}`li2022federated` and the baselines the book compares them with:
+{cite}`li2022federated` and the baselines the book compares them with, each a learner
+class taking a counter protocol (``fedbandit.protocols.create("counter-hybrid", epsilon=...)``,
+:mod:`fedbandit.protocols.counting`):
 
-* :func:`dp_master_worker_ucb` -- DP-Master-worker UCB (their Algorithm 1);
-* :func:`dp_decentralized_ucb` -- DP-Decentralized UCB (their Algorithm 2), running
-  consensus with ``P = I - (kappa/d_max) L`` on a communication graph; with
-  ``epsilon=None`` it is the non-private cooperative UCB (coop-UCB of Landgren, Srivastava
-  & Leonard 2016) on the same graph;
-* :func:`ucb` / :func:`private_ucb` -- ``M`` independent single agents (UCB1-style, and
-  the same with hybrid-mechanism private sums);
-* :func:`centralized_ucb` -- one learner seeing all ``M T`` samples (all agents share raw
-  data every slot and play the pooled UCB arm).
+* :class:`MasterWorkerUCB` (``"master-worker"``) -- DP-Master-worker UCB (their Algorithm 1);
+* :class:`DecentralizedUCB` (``"decentralized"``) -- DP-Decentralized UCB (their
+  Algorithm 2), running consensus with ``P = I - (kappa/d_max) L`` on a communication
+  graph; with the exact counter (``"counter-exact"``) it is the non-private cooperative
+  UCB (coop-UCB of Landgren, Srivastava & Leonard 2016) on the same graph;
+* :class:`IndependentUCB` (``"independent-ucb"``) -- ``M`` independent single agents
+  (UCB1-style with the exact counter, private UCB with a private one);
+* :class:`CentralizedUCB` (``"centralized-ucb"``) -- one learner seeing all ``M T``
+  samples (all agents share raw data every slot and play the pooled UCB arm); no protocol.
 
 Every reward is the private datum (the paper's privacy unit): each (agent, arm) reward
-stream goes through its own hybrid mechanism
-(:class:`fedbandit.mechanisms.continual_counting.HybridMechanism`), and everything an agent
-sends or acts on is computed from the mechanism's outputs (and the pull counts, which the
-paper does not protect), so each agent's reward sequence is epsilon-DP by post-processing
-(their Theorems 1 and 3).
+stream goes through its own continual counter (the protocol's randomizer; the paper's is
+the hybrid mechanism, :class:`fedbandit.mechanisms.continual_counting.HybridMechanism`),
+and everything an agent sends or acts on is computed from the counter's outputs (and the
+pull counts, which the paper does not protect), so each agent's reward sequence is
+epsilon-DP by post-processing (their Theorems 1 and 3): the run's accounting is the
+protocol's (:meth:`fedbandit.protocols.CounterProtocol.accounting`).
 
 Reconstructions (the paper's algorithm boxes and index formulas are not available; each is
 marked [derived] and shown against its alternatives in the chapter):
@@ -26,10 +29,12 @@ marked [derived] and shown against its alternatives in the chapter):
 * Index of agent ``i`` for arm ``j`` (master-worker, own data):
   ``X̂ + sigma sqrt(2 rho ln t / n) + nu``, with ``X̂ = s̃/n`` the private mean and ``nu``
   the *privacy width* (``privacy_width=``): ``"fact1"`` = Fact 1's error bound
-  ``(1/eps) (log2 t)^{1.5} ln(1/delta_t)`` at ``delta_t = t^{-rho}`` divided by ``n``;
-  ``"std"`` = ``sqrt(2 rho ln t)`` times an upper bound on the hybrid noise's standard
-  deviation at the agent's own count ``n`` (:func:`sd_bound_by_level`), divided by ``n``;
-  ``"none"`` = 0.
+  ``(1/eps) (log2 t)^{1.5} ln(1/delta_t)`` at ``delta_t = t^{-rho}`` divided by ``n``
+  (hybrid mechanism only); ``"std"`` = ``sqrt(2 rho ln t)`` times an upper bound on the
+  counter noise's standard deviation at the agent's own count ``n``
+  (:meth:`~fedbandit.protocols.CounterProtocol.sd_factor`; for the hybrid mechanism
+  :func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_bound_by_level`), divided by
+  ``n``; ``"none"`` = 0.
 * Master-worker schedule: communication at slots ``t = 2^p`` (after the ``K`` initial
   round-robin slots): every agent uploads its ``K`` indices, the master averages them and
   every agent replaces its index vector by the average ("same best arm for all agents").
@@ -44,50 +49,56 @@ marked [derived] and shown against its alternatives in the chapter):
   master-worker index (for ``"std"``, the noise-std bound at the estimated per-agent count
   ``n̂``) divided by ``sqrt(c_0)`` (the consensus averages ``M`` independent noises).
 * Private consensus (their eq. (7)): ``ŝ_j(t+1) = P (ŝ_j(t) + Δs̃_j(t))`` where ``Δs̃`` is
-  the change of the agent's hybrid-mechanism output (non-zero only for the pulled arm);
-  counts use eq. (5) ``n̂_j(t+1) = P (n̂_j(t) + ξ_j(t))`` unchanged.
+  the change of the agent's private sum (non-zero only for the pulled arm); counts use
+  eq. (5) ``n̂_j(t+1) = P (n̂_j(t) + ξ_j(t))`` unchanged.
+
+Sweeps: ``epsilon`` (the protocol's) and ``rho`` may be one value per run, so a grid of
+(epsilon, rho) pairs is one vectorized simulation; :meth:`from_config` builds it from lists
+(``config["epsilon"]``, ``config["rho"]``; ``config["runs"]`` runs per pair, epsilon
+outermost) and records the grid in ``RunResult.extras["grid"]`` (:func:`grid_view`
+reshapes a result to it).
 
 Randomness: ``rng`` first yields the key of a :class:`fedbandit.envs.multi_armed.RewardStream`
 (common random numbers: every algorithm sees the same rewards for a seed), then the
-mechanisms' Laplace noise, one standard variate per (run, agent) and slot in (run, agent)
-order.  The loop references in ``tests/reference_consensus_ucb.py`` follow the same
-protocol and make the same decisions.
+protocol's Laplace noise (:meth:`~fedbandit.protocols.CounterProtocol.reset` draws from
+``rng`` itself), one standard variate per (run, agent) and slot in (run, agent) order.
+The loop references in ``tests/reference_consensus_ucb.py`` follow the same protocol and
+make the same decisions.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from fedbandit._validation import (
+    check_bool,
     check_choice,
-    check_epsilon,
     check_float_in_range,
     check_int_in_range,
     check_positive_float,
     check_positive_int,
     check_rng,
 )
-from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit, RewardStream, make_env
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
-from fedbandit.mechanisms.continual_counting import HybridMechanism, floor_log2
+from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit, RewardStream
+from fedbandit.learners.registry import register_learner, split_params
+from fedbandit.learners.result import RunResult
+from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
 
 __all__ = [
-    "BanditResult",
+    "MasterWorkerUCB",
+    "DecentralizedUCB",
+    "IndependentUCB",
+    "CentralizedUCB",
     "PRIVACY_WIDTHS",
-    "dp_master_worker_ucb",
-    "dp_decentralized_ucb",
-    "ucb",
-    "private_ucb",
-    "centralized_ucb",
-    "run_config",
-    "RUN_CONFIG_VERSION",
     "default_checkpoints",
     "privacy_width_numerator",
-    "sd_bound_by_level",
+    "expand_grid",
+    "grid_view",
 ]
+
 
 def _single_thread_blas():
     """Context limiting BLAS to one thread (threadpoolctl if installed, else a no-op)."""
@@ -99,62 +110,7 @@ def _single_thread_blas():
 
 
 #: Accepted values of ``privacy_width=``.
-PRIVACY_WIDTHS = ("fact1", "std", "none")
-
-#: Version tag for run_grid caches of :func:`run_config`; bump when results change.
-RUN_CONFIG_VERSION = "consensus-ucb-2"
-
-
-@dataclass
-class BanditResult:
-    """Outcome of a vectorized bandit simulation.
-
-    Attributes
-    ----------
-    algorithm : str
-    times : ndarray (n_checkpoints,)
-        Slots ``t`` at which the cumulative quantities are recorded.
-    regret : ndarray (R, n_checkpoints)
-        Cumulative pseudo-regret summed over the ``M`` agents, ``sum_s sum_i Delta_{a_i(s)}``.
-    pulls : ndarray (R, M, K)
-        Pull counts at the horizon.
-    communications : ndarray (n_checkpoints,)
-        Number of communication rounds up to each checkpoint (master-worker: rounds where
-        the master averages the indices; decentralized: every slot is a consensus round).
-    messages : ndarray (n_checkpoints,)
-        Number of point-to-point messages (each carries ``K`` numbers for master-worker
-        uploads/broadcasts, ``2K`` for consensus) up to each checkpoint.
-    actions : ndarray (T, R, M) or None
-        Every arm played (only with ``record_actions=True``).
-    info : dict
-        Settings and derived constants (network terms, ...).
-    """
-
-    algorithm: str
-    times: np.ndarray
-    regret: np.ndarray
-    pulls: np.ndarray
-    communications: np.ndarray
-    messages: np.ndarray
-    actions: np.ndarray | None = None
-    info: dict = field(default_factory=dict)
-
-    @property
-    def final_regret(self) -> np.ndarray:
-        """Regret at the horizon, one value per run."""
-        return self.regret[:, -1]
-
-    def to_dict(self) -> dict:
-        """Plain-data form (for caches and the experiment runner)."""
-        return {
-            "algorithm": self.algorithm,
-            "times": self.times,
-            "regret": self.regret,
-            "pulls": self.pulls,
-            "communications": self.communications,
-            "messages": self.messages,
-            "info": self.info,
-        }
+PRIVACY_WIDTHS = PRIVACY_WIDTH_KINDS
 
 
 def default_checkpoints(horizon: int, n: int = 60) -> np.ndarray:
@@ -174,9 +130,11 @@ def _check_checkpoints(checkpoints, horizon):
     return c
 
 
-def _check_env(env):
+def _check_env(env, n_arms=None):
     if not isinstance(env, (BernoulliBandit, GaussianBandit)):
         raise TypeError(f"env must be a BernoulliBandit or GaussianBandit, got {type(env).__name__}")
+    if n_arms is not None and env.n_arms != n_arms:
+        raise ValueError(f"environment has n_arms={env.n_arms} but the learner was built for n_arms={n_arms}")
     return env
 
 
@@ -190,53 +148,31 @@ def _check_clip(clip):
     return lo, hi
 
 
-def sd_bound_by_level(max_level: int = 64) -> np.ndarray:
-    """``g(k)`` with ``(2s/eps) g(k)`` an upper bound on the hybrid noise's standard deviation.
+def privacy_width_numerator(kind: str, t: int, scale, rho):
+    """Count-free factor of the privacy width at slot ``t`` (per run).
 
-    For counts ``n`` with ``floor(log2 n) = k``:
-    ``g(k) = sqrt(2 (k + 1) + 2 k^3)``, the exact variance
-    (:func:`~fedbandit.mechanisms.continual_counting.hybrid_noise_variance`: ``k + 1``
-    releases of ``Lap(2s/eps)``, ``popcount(tau) <= k`` nodes of ``Lap(2ks/eps)``) divided by
-    ``(2s/eps)^2``, with ``popcount(tau)`` replaced by its maximum ``k``.
+    ``scale`` is the protocol's :meth:`~fedbandit.protocols.CounterProtocol.width_scale`
+    (scalar or per run).  ``"fact1"``: Fact 1's error bound
+    ``(s/eps) (log2 t)^{1.5} ln(1/delta_t)`` at ``delta_t = t^{-rho}`` (``scale = s/eps``;
+    the width is this divided by the count); ``"std"``: ``sqrt(2 rho ln t)`` times the
+    noise-std scale (the width is this times the protocol's ``sd_factor(n)/n``).
     """
-    k = np.arange(max_level + 1, dtype=float)
-    return np.sqrt(2.0 * (k + 1) + 2.0 * k**3)
-
-
-_G = sd_bound_by_level()
-_G_SHIFTED = np.r_[_G[0], _G]  # indexed by frexp's exponent (floor(log2 n) + 1); n < 1 -> level 0
-
-
-def privacy_width_numerator(kind: str, t: int, epsilon, rho, sensitivity: float = 1.0):
-    """Count-free factor of the privacy width at slot ``t`` (scalar or per run).
-
-    ``"fact1"``: Fact 1's error bound ``(s/eps) (log2 t)^{1.5} ln(1/delta_t)`` at
-    ``delta_t = t^{-rho}`` (the width is this divided by the count); ``"std"``:
-    ``sqrt(2 rho ln t) (2s/eps)`` (the width is this times ``g(floor(log2 n))/n``, see
-    :func:`sd_bound_by_level`); ``"none"``: 0.
-    """
-    if kind == "none" or epsilon is None:
-        return 0.0
     lt = np.log(max(t, 2))
     if kind == "fact1":
-        return sensitivity / epsilon * np.log2(max(t, 2)) ** 1.5 * rho * lt
-    return np.sqrt(2.0 * rho * lt) * (2.0 * sensitivity / epsilon)
+        return scale * np.log2(max(t, 2)) ** 1.5 * rho * lt
+    return np.sqrt(2.0 * rho * lt) * scale
 
 
 def _per_run(name, value, R, check):
     """Scalar or (R,) array -> (R,) float array, each entry validated by ``check``."""
     arr = np.asarray(value, dtype=float)
     if arr.ndim == 0:
-        return np.full(R, check(name, float(arr)) if check else float(arr))
+        return np.full(R, check(name, float(arr)))
     if arr.shape != (R,):
         raise ValueError(f"{name} must be a scalar or an array of shape (n_runs,) = ({R},), got shape {arr.shape}")
     for v in arr:
         check(name, float(v))
     return arr.copy()
-
-
-def _check_eps_value(name, v):
-    return check_epsilon(v, name)
 
 
 def _check_rho_value(name, v):
@@ -259,65 +195,202 @@ class _Recorder:
             self.next += 1
 
 
-def _setup(env, n_runs, n_agents, rng):
-    rng = check_rng(rng)
-    stream = RewardStream(env, n_runs, n_agents, rng)
-    return stream, rng
-
-
 # --------------------------------------------------------------------------------------
-# Shared argument handling
+# Sweeps over (epsilon, rho) in one simulation
 # --------------------------------------------------------------------------------------
 
 
-class _Common:
+def _as_list(value):
+    if isinstance(value, np.ndarray):
+        return list(value.reshape(-1))
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def expand_grid(epsilon, rho, runs: int):
+    """Per-run epsilon and rho for a grid of (epsilon, rho) pairs with ``runs`` runs each.
+
+    ``epsilon`` and ``rho`` are a number or a list (``epsilon`` may be None: no privacy);
+    runs are ordered epsilon-major, then rho, then run: run ``(e * n_rho + p) * runs + k``
+    has ``epsilon[e]`` and ``rho[p]``.
+
+    Returns
+    -------
+    eps_runs : ndarray (R,) or None
+    rho_runs : ndarray (R,)
+    grid : dict
+        ``shape`` = (n_epsilon, n_rho, runs), ``epsilon`` and ``rho`` (the lists), ``runs``.
+    """
+    runs = check_positive_int("runs", runs)
+    eps_list, rho_list = _as_list(epsilon), _as_list(rho)
+    if not eps_list or not rho_list:
+        raise ValueError(f"epsilon and rho must be non-empty (got epsilon={epsilon!r}, rho={rho!r})")
+    if eps_list != [None] and any(e is None for e in eps_list):
+        raise ValueError(f"epsilon must be all numbers or None alone, got {epsilon!r}")
+    nE, nP = len(eps_list), len(rho_list)
+    eps_runs = None if eps_list == [None] else np.repeat(np.asarray(eps_list, dtype=float), nP * runs)
+    rho_runs = np.tile(np.repeat(np.asarray(rho_list, dtype=float), runs), nE)
+    grid = {"shape": (nE, nP, runs), "epsilon": [None if e is None else float(e) for e in eps_list],
+            "rho": [float(r) for r in rho_list], "runs": runs}
+    return eps_runs, rho_runs, grid
+
+
+def grid_view(result: RunResult, values=None) -> np.ndarray:
+    """``values`` (default ``result.regret``) with its run axis reshaped to the (epsilon, rho, run) grid.
+
+    ``result.regret`` (R, n_cp) becomes (n_epsilon, n_rho, runs, n_cp); ``extras["pulls"]``
+    (R, M, K) becomes (n_epsilon, n_rho, runs, M, K).
+    """
+    if not isinstance(result, RunResult):
+        raise TypeError(f"result must be a fedbandit.learners.RunResult, got {type(result).__name__}")
+    shape = tuple(result.extras.get("grid", {}).get("shape", (result.n_runs,)))
+    values = result.regret if values is None else np.asarray(values)
+    return values.reshape(shape + values.shape[1:])
+
+
+def _grid_config(config: dict, cls, *, private_allowed=True):
+    """(protocol, learner kwargs, grid) from a configuration with epsilon / rho lists."""
+    for key in ("n_runs", "checkpoints"):
+        if key in config:
+            raise ValueError(f"config key {key!r} is set by the grid: give 'runs' (runs per (epsilon, rho) pair) "
+                             "and 'n_checkpoints'")
+    eps_runs, rho_runs, grid = expand_grid(config.get("epsilon"), config.get("rho", 2.0), config.get("runs", 1))
+    name = config.get("protocol")
+    if not private_allowed or name is None:
+        protocol = None
+        if eps_runs is not None or config.get("delta") is not None:
+            raise ValueError(f"config has epsilon={config.get('epsilon')!r}, delta={config.get('delta')!r}, but learner "
+                             f"{cls.name!r} has no privacy protocol")
+        _, kw = split_params(config, cls, protocol=False)
+    else:
+        from fedbandit.protocols.registry import describe
+
+        info = describe(name)
+        if (eps_runs is not None or config.get("delta") is not None) and "epsilon" not in info.parameters:
+            raise ValueError(f"config has epsilon={config.get('epsilon')!r}, delta={config.get('delta')!r}, but "
+                             f"protocol {name!r} is not private")
+        eps_arg = None if eps_runs is None else (float(eps_runs[0]) if grid["shape"][0] == 1 else eps_runs)
+        protocol, kw = split_params(dict(config, epsilon=eps_arg), cls)
+    kw["rho"] = rho_runs
+    T = config["T"]
+    kw["checkpoints"] = default_checkpoints(T, config.get("n_checkpoints", 60))
+    kw["n_runs"] = rho_runs.size
+    return protocol, kw, grid
+
+
+# --------------------------------------------------------------------------------------
+# Shared settings
+# --------------------------------------------------------------------------------------
+
+
+class _CounterLearner:
     """Validated settings shared by the learners (all checks before any work)."""
 
-    def __init__(self, env, n_agents, horizon, n_runs, epsilon, rho, privacy_width, sigma, clip, checkpoints):
-        self.env = _check_env(env)
-        self.M = check_positive_int("n_agents", n_agents)
-        self.K = self.env.n_arms
-        self.T = check_int_in_range("horizon", horizon, self.K, None)
-        self.R = check_positive_int("n_runs", n_runs)
-        self.private = epsilon is not None
-        self.eps = _per_run("epsilon", epsilon, self.R, _check_eps_value) if self.private else None
-        self.rho = _per_run("rho", rho, self.R, _check_rho_value)
+    name = "counter-learner"
+
+    def _setup(self, protocol, *, n_agents, n_arms, horizon, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
+               clip=(0.0, 1.0), checkpoints=None):
+        # (not __init__: the registry reads each learner's own constructor keywords)
+        if protocol is not None and not isinstance(protocol, CounterProtocol):
+            raise TypeError(
+                "protocol must be a fedbandit.protocols.CounterProtocol (fedbandit.protocols.create('counter-hybrid', "
+                f"epsilon=...)), got {type(protocol).__name__}"
+            )
+        self.n_agents = check_positive_int("n_agents", n_agents)
+        self.n_arms = check_int_in_range("n_arms", n_arms, 2, None)
+        self.horizon = check_int_in_range("horizon", horizon, self.n_arms, None)
+        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.rho = _per_run("rho", rho, self.n_runs, _check_rho_value)
         self.privacy_width = check_choice("privacy_width", privacy_width, PRIVACY_WIDTHS)
-        self.sigma = self.env.sigma if sigma is None else check_positive_float("sigma", sigma)
+        self.sigma = None if sigma is None else check_positive_float("sigma", sigma)
         self.lo, self.hi = _check_clip(clip)
-        self.sens = self.hi - self.lo
-        self.cps = _check_checkpoints(checkpoints, self.T)
+        self.checkpoints = _check_checkpoints(checkpoints, self.horizon)
+        self.protocol = protocol
+        self.private = False
+        self._width_scale = None
+        if protocol is not None:
+            protocol.configure(n_agents=self.n_agents, n_arms=self.n_arms, horizon=self.horizon,
+                               sensitivity=self.hi - self.lo, n_runs=self.n_runs)
+            self.private = protocol.private
+            self._width_scale = protocol.width_scale(self.privacy_width)
+        self.grid = {"shape": (self.n_runs,), "epsilon": None, "rho": None, "runs": self.n_runs}
+
+    def _start(self, env, rng, record_actions):
+        env = _check_env(env, self.n_arms)
+        rng = check_rng(rng)
+        check_bool("record_actions", record_actions)
+        sigma = env.sigma if self.sigma is None else self.sigma
+        stream = RewardStream(env, self.n_runs, self.n_agents, rng)
+        if self.protocol is not None:
+            self.protocol.reset(n_runs=self.n_runs, rng=rng)
+        return env, sigma, stream
 
     def clip_shift(self, r):
-        """Rewards clipped to [low, high] and shifted to [0, high - low] (flat), for the mechanism."""
+        """Rewards clipped to [low, high] and shifted to [0, high - low] (flat), for a private counter;
+        the rewards themselves for the exact one."""
+        if not self.private:
+            return r.reshape(-1)
         # two ufuncs: np.clip's Python wrapper costs more than the work at this size
         return np.minimum(np.maximum(r.reshape(-1), self.lo), self.hi) - self.lo
 
-    def mechanism(self, batch_shape, eps_shape):
-        return HybridMechanism(self.eps.reshape(eps_shape), batch_shape, sensitivity=self.sens, track_true=False)
-
     def width_numerator(self, t):
         """Per-run privacy-width factor (R,), or None when there is no privacy width."""
-        if not self.private or self.privacy_width == "none":
+        if self._width_scale is None:
             return None
-        return privacy_width_numerator(self.privacy_width, t, self.eps, self.rho, self.sens)
+        return privacy_width_numerator(self.privacy_width, t, self._width_scale, self.rho)
 
-    def info(self, **extra):
-        d = {"n_agents": self.M, "horizon": self.T, "n_runs": self.R,
-             "epsilon": None if self.eps is None else self.eps.tolist(), "rho": self.rho.tolist(),
-             "privacy_width": self.privacy_width, "sigma": self.sigma, "means": self.env.means.tolist()}
-        d.update(extra)
-        return d
+    # ---------------------------------------------------------------- reports
+    def accounting(self):
+        """The guarantee per reward of the whole run (the protocol's: everything is post-processing)."""
+        if self.protocol is None:  # pragma: no cover - CentralizedUCB overrides
+            raise NotImplementedError
+        return self.protocol.accounting()
+
+    def _calibration(self, sigma, **extra) -> dict:
+        out = dict(self.protocol.calibration()) if self.protocol is not None else {"protocol": "none"}
+        out.update({"rho": self.rho.tolist(), "sigma": sigma, "privacy_width": self.privacy_width,
+                    "clip": [self.lo, self.hi], "n_agents": self.n_agents, "horizon": self.horizon,
+                    "n_runs": self.n_runs})
+        out.update(extra)
+        return out
+
+    def _result(self, env, sigma, rec, pulls, actions, extras=None, calibration=None) -> RunResult:
+        ex = {"pulls": pulls, "communications": rec.comm, "messages": rec.msgs, "grid": dict(self.grid),
+              "means": env.means.tolist()}
+        if self.protocol is not None and self.private:
+            ex["accounting_by_epsilon"] = {e: a.as_dict() for e, a in self.protocol.accounting_by_epsilon().items()}
+        if actions is not None:
+            ex["actions"] = actions
+        ex.update(extras or {})
+        comm = self.protocol.communication if self.protocol is not None else None
+        return RunResult(
+            t=self.checkpoints.copy(),
+            regret=rec.regret,
+            communication=({**comm.as_dict(), "bits": comm.bits} if comm is not None else
+                           {"rounds": 0, "messages": 0, "payload": 0.0, "unit": "floats", "bits": 0.0}),
+            accounting=self.accounting().as_dict(),
+            calibration=calibration if calibration is not None else self._calibration(sigma),
+            noise_variance=self.protocol.max_noise_variance() if self.protocol is not None else 0.0,
+            extras=ex,
+            learner=self.name,
+            protocol=self.protocol.name if self.protocol is not None else "none",
+        )
+
+    @classmethod
+    def _from_grid(cls, config, env, **structural):
+        protocol, kw, grid = _grid_config(config, cls)
+        learner = cls(protocol, n_agents=config["M"], n_arms=env.n_arms, horizon=config["T"], **structural, **kw)
+        learner.grid = grid
+        return learner
 
 
-def _own_index(c, sums_over_n, n, t, rho_e, num_e):
+def _own_index(learner, sigma, sums_over_n, n, t, rho_e, num_e):
     """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays)."""
-    idx = sums_over_n + c.sigma * np.sqrt(2.0 * rho_e * np.log(t) / n)
+    idx = sums_over_n + sigma * np.sqrt(2.0 * rho_e * np.log(t) / n)
     if num_e is not None:
-        if c.privacy_width == "fact1":
+        if learner.privacy_width == "fact1":
             idx = idx + num_e / n
         else:
-            idx = idx + num_e * _G[floor_log2(n.astype(np.int64))] / n
+            idx = idx + num_e * learner.protocol.sd_factor(n) / n
     return idx
 
 
@@ -326,39 +399,22 @@ def _own_index(c, sums_over_n, n, t, rho_e, num_e):
 # --------------------------------------------------------------------------------------
 
 
-def dp_master_worker_ucb(
-    env,
-    n_agents: int,
-    horizon: int,
-    epsilon,
-    *,
-    rng,
-    n_runs: int = 1,
-    rho=2.0,
-    privacy_width: str = "std",
-    sigma: float | None = None,
-    doubling: bool = True,
-    communicate: bool = True,
-    clip=(0.0, 1.0),
-    checkpoints=None,
-    record_actions: bool = False,
-) -> BanditResult:
+@register_learner("master-worker")
+class MasterWorkerUCB(_CounterLearner):
     """DP-Master-worker UCB (Li, Song & Fragouli, Algorithm 1; reconstruction in the module doc).
 
     Parameters
     ----------
-    env : BernoulliBandit or GaussianBandit
-        Shared arm means.
+    protocol : CounterProtocol
+        The agents' counters (``create("counter-hybrid", epsilon=...)``, the paper's;
+        ``"counter-exact"`` runs the same schedule on exact sums), configured by this
+        constructor.  Its epsilon may be one value per run.
     n_agents : int
         Number of agents ``M``.
+    n_arms : int
+        Number of arms ``K`` (checked against the environment).
     horizon : int
         Number of slots ``T`` (``T >= K``).
-    epsilon : float, array of shape (n_runs,), or None
-        Privacy of each agent's reward stream (one hybrid mechanism per arm, pure
-        epsilon-DP); an array gives every run its own epsilon (sweeps in one simulation);
-        ``None`` runs the same schedule on exact sums (non-private).
-    rng : numpy.random.Generator
-        Source of randomness (reward table key, then mechanism noise).
     n_runs : int
         Independent runs simulated side by side.
     rho : float > 1 or array of shape (n_runs,)
@@ -373,88 +429,108 @@ def dp_master_worker_ucb(
         Average the indices at ``t = 2^p`` (else the agents never communicate: ``M``
         independent private learners with the doubling rule).
     clip : (low, high)
-        Rewards are clipped to this interval before the mechanism (sensitivity
+        Rewards are clipped to this interval before a private counter (sensitivity
         ``high - low``).
     checkpoints : array of int, optional
         Slots at which to record regret (default :func:`default_checkpoints`).
-    record_actions : bool
-        Keep every action (memory ``T R M``; for tests).
     """
-    c = _Common(env, n_agents, horizon, n_runs, epsilon, rho, privacy_width, sigma, clip, checkpoints)
-    R, M, K, T = c.R, c.M, c.K, c.T
-    stream, rng = _setup(c.env, R, M, rng)
-    gaps = c.env.gaps
-    counts = np.zeros((R, M, K))
-    exact = np.zeros((R, M, K))  # exact sums, used only when epsilon is None
-    mech = c.mechanism((R, M, K), (R, 1, 1)) if c.private else None
-    run_of = np.repeat(np.arange(R), M * K)  # run of every flat (r, m, j) entry
-    base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K  # flat (r, m, 0)
-    I = np.zeros((R, M, K))
-    arm = np.zeros((R, M), dtype=np.int64)
-    streak = np.zeros((R, M), dtype=np.int64)
-    remaining = np.zeros((R, M), dtype=np.int64)
-    rec = _Recorder(c.cps, R)
-    cum = np.zeros(R)
-    n_comm = 0
-    actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
-    all_flat = np.arange(R * M * K)
-    counts_f = counts.reshape(-1)
-    I_f = I.reshape(-1)
 
-    def own(flat, t):
-        n = counts_f[flat]
-        if c.private:
-            # Private sums are of the shifted items (x - low): the mean gets low back.
-            m = mech.value_at(flat) / n + c.lo
-        else:
-            m = exact.reshape(-1)[flat] / n
-        num = c.width_numerator(t)
-        ro = run_of[flat]
-        return _own_index(c, m, n, t, c.rho[ro], None if num is None else num[ro])
+    name = "master-worker"
 
-    for t in range(1, T + 1):
-        if t <= K:
-            arm[:] = t - 1
-        else:
-            comm = communicate and (t & (t - 1)) == 0
-            if comm:
-                # Every agent uploads its K private indices; the master averages them and
-                # every agent restarts from the common index.
-                I[:] = own(all_flat, t).reshape(R, M, K).mean(axis=1, keepdims=True)
-                d = np.arange(R * M)
-                n_comm += 1
+    def __init__(self, protocol, *, n_agents, n_arms, horizon, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
+                 doubling=True, communicate=True, clip=(0.0, 1.0), checkpoints=None):
+        if protocol is None:
+            raise TypeError("protocol must be a fedbandit.protocols.CounterProtocol, got None")
+        self._setup(protocol, n_agents=n_agents, n_arms=n_arms, horizon=horizon, n_runs=n_runs, rho=rho,
+                         privacy_width=privacy_width, sigma=sigma, clip=clip, checkpoints=checkpoints)
+        self.doubling = check_bool("doubling", doubling)
+        self.communicate = check_bool("communicate", communicate)
+
+    def run(self, env, rng, *, record_actions: bool = False) -> RunResult:
+        """Play ``horizon`` slots on ``env`` for all runs at once.
+
+        ``record_actions=True`` keeps every arm played, ``extras["actions"]`` (T, R, M).
+        Extras: ``pulls`` (R, M, K), ``communications`` and ``messages`` (cumulative, at
+        the checkpoints), ``grid``, ``accounting_by_epsilon``.
+        """
+        env, sigma, stream = self._start(env, rng, record_actions)
+        proto = self.protocol
+        R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
+        gaps = env.gaps
+        counts = np.zeros((R, M, K))
+        run_of = np.repeat(np.arange(R), M * K)  # run of every flat (r, m, j) entry
+        base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K  # flat (r, m, 0)
+        I = np.zeros((R, M, K))
+        arm = np.zeros((R, M), dtype=np.int64)
+        streak = np.zeros((R, M), dtype=np.int64)
+        remaining = np.zeros((R, M), dtype=np.int64)
+        rec = _Recorder(self.checkpoints, R)
+        cum = np.zeros(R)
+        actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
+        all_flat = np.arange(R * M * K)
+        counts_f = counts.reshape(-1)
+        I_f = I.reshape(-1)
+        doubling, lo = self.doubling, self.lo
+
+        def own(flat, t):
+            n = counts_f[flat]
+            if self.private:
+                # Private sums are of the shifted items (x - low): the mean gets low back.
+                m = proto.value_at(flat) / n + lo
             else:
-                if t == K + 1:
-                    I_f[:] = own(all_flat, t)
-                d = np.flatnonzero(remaining == 0)
+                m = proto.value_at(flat) / n
+            num = self.width_numerator(t)
+            ro = run_of[flat]
+            return _own_index(self, sigma, m, n, t, self.rho[ro], None if num is None else num[ro])
+
+        for t in range(1, T + 1):
+            if t <= K:
+                arm[:] = t - 1
+            else:
+                comm = self.communicate and (t & (t - 1)) == 0
+                if comm:
+                    # Every agent uploads its K private indices; the master averages them and
+                    # every agent restarts from the common index (M uploads, M broadcasts).
+                    up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
+                    I[:] = up.mean(axis=1, keepdims=True)
+                    d = np.arange(R * M)
+                else:
+                    if t == K + 1:
+                        I_f[:] = own(all_flat, t)
+                    d = np.flatnonzero(remaining == 0)
+                    if d.size:
+                        # End of a block: update the played arm's index from own private data.
+                        f = base.reshape(-1)[d] + arm.reshape(-1)[d]
+                        I_f[f] = own(f, t)
                 if d.size:
-                    # End of a block: update the played arm's index from own private data.
-                    f = base.reshape(-1)[d] + arm.reshape(-1)[d]
-                    I_f[f] = own(f, t)
-            if d.size:
-                new = I.reshape(R * M, K)[d].argmax(axis=1)
-                st = np.where(new == arm.reshape(-1)[d], streak.reshape(-1)[d] + 1, 1)
-                streak.reshape(-1)[d] = st
-                arm.reshape(-1)[d] = new
-                remaining.reshape(-1)[d] = (np.int64(1) << (st - 1)) if doubling else 1
-        flat = (base + arm).reshape(-1)
-        r = stream.rewards(t, arm)
-        if actions is not None:
-            actions[t - 1] = arm
-        counts_f[flat] += 1
-        if c.private:
-            mech.step_flat(flat, c.clip_shift(r), rng)
-        else:
-            exact.reshape(-1)[flat] += r.reshape(-1)
-        if t > K:
-            remaining -= 1
-        cum += gaps[arm].sum(axis=1)
-        rec.record(t, cum, n_comm, n_comm * 2 * M)
-    return BanditResult(
-        "dp_master_worker_ucb" if c.private else "master_worker_ucb",
-        c.cps, rec.regret, counts.astype(np.int64), rec.comm, rec.msgs, actions,
-        c.info(doubling=bool(doubling), communicate=bool(communicate)),
-    )
+                    new = I.reshape(R * M, K)[d].argmax(axis=1)
+                    st = np.where(new == arm.reshape(-1)[d], streak.reshape(-1)[d] + 1, 1)
+                    streak.reshape(-1)[d] = st
+                    arm.reshape(-1)[d] = new
+                    remaining.reshape(-1)[d] = (np.int64(1) << (st - 1)) if doubling else 1
+            flat = (base + arm).reshape(-1)
+            r = stream.rewards(t, arm)
+            if actions is not None:
+                actions[t - 1] = arm
+            counts_f[flat] += 1
+            proto.release(flat, self.clip_shift(r))
+            if t > K:
+                remaining -= 1
+            cum += gaps[arm].sum(axis=1)
+            rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
+        return self._result(env, sigma, rec, counts.astype(np.int64), actions,
+                            calibration=self._calibration(sigma, doubling=self.doubling,
+                                                          communicate=self.communicate))
+
+    @classmethod
+    def from_config(cls, config: dict, env):
+        """Build from a configuration (see :func:`fedbandit.experiments.run_config`).
+
+        ``protocol`` (a counter protocol), ``M``, ``T``, ``runs`` (per (epsilon, rho)
+        pair), ``epsilon`` and ``rho`` (numbers or lists: the grid, simulated in one call),
+        ``n_checkpoints`` (default 60, log-spaced) and the constructor's keywords by name.
+        """
+        return cls._from_grid(config, env)
 
 
 # --------------------------------------------------------------------------------------
@@ -462,161 +538,161 @@ def dp_master_worker_ucb(
 # --------------------------------------------------------------------------------------
 
 
-def dp_decentralized_ucb(
-    env,
-    graph: Graph,
-    horizon: int,
-    epsilon,
-    *,
-    rng,
-    n_runs: int = 1,
-    kappa: float | None = None,
-    rho=2.0,
-    privacy_width: str = "std",
-    sigma: float | None = None,
-    clip=(0.0, 1.0),
-    checkpoints=None,
-    record_actions: bool = False,
-) -> BanditResult:
+@register_learner("decentralized")
+class DecentralizedUCB(_CounterLearner):
     """DP-Decentralized UCB (Li, Song & Fragouli, Algorithm 2; reconstruction in the module doc).
+
+    With ``protocol=create("counter-exact")`` it is the non-private coop-UCB on the same
+    graph (consensus on the exact reward totals).
 
     Parameters
     ----------
-    env : BernoulliBandit or GaussianBandit
-        Shared arm means (the paper assumes Gaussian rewards with known ``sigma``).
+    protocol : CounterProtocol
+        The agents' counters (their private sums' changes enter the consensus).
     graph : Graph
         Connected communication graph of the ``M`` agents.
-    horizon : int
-        Number of slots ``T >= K``.
-    epsilon : float, array of shape (n_runs,), or None
-        Privacy of each agent's reward stream; ``None`` gives the non-private cooperative
-        UCB (coop-UCB) on the same graph, consensus on the exact reward totals.
-    rng : numpy.random.Generator
-        Source of randomness.
-    n_runs : int
-        Independent runs simulated side by side.
+    n_arms, horizon, n_runs, rho, privacy_width, sigma, clip, checkpoints
+        As in :class:`MasterWorkerUCB` (the paper assumes Gaussian rewards with known
+        ``sigma``; private counters need the rewards clipped to ``clip``).
     kappa : float in (0, 1], optional
         Consensus step size (default ``d_max / (d_max + 1)``).
-    rho : float > 1 or array of shape (n_runs,)
-        Exploration parameter.
-    privacy_width : {"std", "fact1", "none"}
-        Privacy term of the index.
-    sigma : float, optional
-        Reward scale in the index (default ``env.sigma``).
-    clip : (low, high)
-        Clipping interval of the rewards fed to the mechanism.
-    checkpoints, record_actions
-        As in :func:`dp_master_worker_ucb`.
 
     Raises
     ------
     fedbandit.envs.graphs.DisconnectedGraphError
         If the graph is disconnected (consensus needs connectivity).
     ValueError
-        If ``kappa`` is outside (0, 1] (``kappa = 0`` means no consensus at all), ``rho <= 1``
-        or ``epsilon <= 0``.
+        If ``kappa`` is outside (0, 1] (``kappa = 0`` means no consensus at all) or
+        ``rho <= 1``.
     """
-    if not isinstance(graph, Graph):
-        raise TypeError(f"graph must be a fedbandit.envs.graphs.Graph, got {type(graph).__name__}")
-    c = _Common(env, graph.n_agents, horizon, n_runs, epsilon, rho, privacy_width, sigma, clip, checkpoints)
-    if kappa is not None:
-        kappa = check_float_in_range("kappa", kappa, 0.0, 1.0)
-        if kappa == 0.0:
-            raise ValueError("kappa must lie in (0, 1] for DP-Decentralized UCB: kappa = 0 gives P = I (no consensus)")
-    P = consensus_matrix(graph, kappa)  # raises on a disconnected graph
-    terms = network_terms(P)
-    R, M, K, T = c.R, c.M, c.K, c.T
-    stream, rng = _setup(c.env, R, M, rng)
-    gaps = c.env.gaps
-    mech = c.mechanism((R, M, K), (R, 1, 1)) if c.private else None
-    rr = np.arange(R)[:, None]
-    mm = np.arange(M)[None, :]
-    mech_base = (rr * M + mm) * K  # (R, M): flat index of (r, m, arm 0) in the mechanism
-    rec = _Recorder(c.cps, R)
-    cum = np.zeros(R)
-    actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
-    pulls = np.zeros((R * M * K,), dtype=np.int64)
-    n_msgs_per_slot = 2 * graph.n_edges
-    # Exact averaging (P = J, e.g. the complete graph with the default kappa): every agent
-    # holds the network averages, c_i = 0, so all agents compute the same index; the state
-    # is then kept once per run, (R, K), instead of once per agent.
-    exact_avg = bool(np.allclose(P, 1.0 / M, rtol=0.0, atol=1e-12))
-    A = 1 if exact_avg else M
-    c_i = (np.zeros((1, 1, 1)) if exact_avg else terms.c_i.reshape(M, 1, 1))
-    c_0 = terms.c_0
-    # Consensus state, agents first so that one GEMM mixes everything: NS[m, 0] = n̂,
-    # NS[m, 1] = ŝ (private totals, or exact totals for coop-UCB), each (R, K).
-    NS = np.zeros((A, 2, R, K))
-    rho_b = c.rho.reshape(1, R, 1)
-    ns0_base = ((mm * 2) * R + rr) * K  # (R, M): flat index of NS[m, 0, r, 0]
-    ns1_base = ((mm * 2 + 1) * R + rr) * K
-    arms = np.zeros((R, M), dtype=np.int64)
-    Q = np.empty((A, R, K))
-    inv = np.empty((A, R, K))
-    v = np.empty((A, R, K))
-    tmp = np.empty((A, R, K))
-    NSf = NS.reshape(-1)
-    rows = np.arange(R)
 
-    # One slot is a (M x M) @ (M x 2RK) product: BLAS threads only add overhead here.
-    with _single_thread_blas():
-        for t in range(1, T + 1):
-            if t <= K:
-                arms[:] = t - 1
-            else:
-                n_hat = NS[:, 0]
-                s_hat = NS[:, 1]
-                # v = (n̂ + c_i) / n̂^2;  Q = ŝ/n̂ + sigma sqrt(2 rho ln t v / c_0) + nu
-                # (one reciprocal, then products: divisions are the slow passes here)
-                np.divide(1.0, n_hat, out=inv)
-                np.add(n_hat, c_i, out=v)
-                v *= inv
-                v *= inv
-                np.multiply(s_hat, inv, out=Q)
-                if c.private and c.lo != 0.0:
-                    Q += c.lo
-                np.multiply(v, rho_b * (2.0 * c.sigma**2 * np.log(t) / c_0), out=tmp)
-                np.sqrt(tmp, out=tmp)
-                Q += tmp
-                num = c.width_numerator(t)
-                if num is not None:
-                    # The consensus averages M independent noises: width / sqrt(c_0).
-                    np.multiply(v, (num / np.sqrt(c_0)).reshape(1, R, 1), out=tmp)
-                    if c.privacy_width == "std":
-                        # n̂ >= 1 after the round-robin slots, so frexp's exponent is
-                        # floor(log2 n̂) + 1: index the shifted table directly.
-                        tmp *= _G_SHIFTED[np.frexp(n_hat)[1]]
-                    Q += tmp
-                if exact_avg:
-                    arms = np.broadcast_to(Q[0].argmax(axis=1)[:, None], (R, M))
+    name = "decentralized"
+    config_keys = ("topology", "er_p", "graph_seed")
+
+    def __init__(self, protocol, *, graph, n_arms, horizon, n_runs=1, kappa=None, rho=2.0, privacy_width="std",
+                 sigma=None, clip=(0.0, 1.0), checkpoints=None):
+        if protocol is None:
+            raise TypeError("protocol must be a fedbandit.protocols.CounterProtocol, got None")
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph must be a fedbandit.envs.graphs.Graph, got {type(graph).__name__}")
+        if kappa is not None:
+            kappa = check_float_in_range("kappa", kappa, 0.0, 1.0)
+            if kappa == 0.0:
+                raise ValueError("kappa must lie in (0, 1] for DP-Decentralized UCB: kappa = 0 gives P = I (no consensus)")
+        self.graph = graph
+        self.kappa = kappa
+        self.P = consensus_matrix(graph, kappa)  # raises on a disconnected graph
+        self.terms = network_terms(self.P)
+        self._setup(protocol, n_agents=graph.n_agents, n_arms=n_arms, horizon=horizon, n_runs=n_runs, rho=rho,
+                         privacy_width=privacy_width, sigma=sigma, clip=clip, checkpoints=checkpoints)
+
+    def run(self, env, rng, *, record_actions: bool = False) -> RunResult:
+        """Play ``horizon`` slots on ``env`` for all runs at once (extras as :meth:`MasterWorkerUCB.run`,
+        plus ``network``: the graph's consensus terms)."""
+        env, sigma, stream = self._start(env, rng, record_actions)
+        proto, P, terms, graph = self.protocol, self.P, self.terms, self.graph
+        R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
+        gaps = env.gaps
+        rr = np.arange(R)[:, None]
+        mm = np.arange(M)[None, :]
+        mech_base = (rr * M + mm) * K  # (R, M): flat index of (r, m, arm 0) in the protocol
+        rec = _Recorder(self.checkpoints, R)
+        cum = np.zeros(R)
+        actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
+        pulls = np.zeros((R * M * K,), dtype=np.int64)
+        n_msgs_per_slot = 2 * graph.n_edges
+        payload_per_slot = n_msgs_per_slot * 2 * K  # each message: n̂ and ŝ of the K arms
+        # Exact averaging (P = J, e.g. the complete graph with the default kappa): every agent
+        # holds the network averages, c_i = 0, so all agents compute the same index; the state
+        # is then kept once per run, (R, K), instead of once per agent.
+        exact_avg = bool(np.allclose(P, 1.0 / M, rtol=0.0, atol=1e-12))
+        A = 1 if exact_avg else M
+        c_i = (np.zeros((1, 1, 1)) if exact_avg else terms.c_i.reshape(M, 1, 1))
+        c_0 = terms.c_0
+        # Consensus state, agents first so that one GEMM mixes everything: NS[m, 0] = n̂,
+        # NS[m, 1] = ŝ (private totals, or exact totals for coop-UCB), each (R, K).
+        NS = np.zeros((A, 2, R, K))
+        rho_b = self.rho.reshape(1, R, 1)
+        ns0_base = ((mm * 2) * R + rr) * K  # (R, M): flat index of NS[m, 0, r, 0]
+        ns1_base = ((mm * 2 + 1) * R + rr) * K
+        arms = np.zeros((R, M), dtype=np.int64)
+        Q = np.empty((A, R, K))
+        inv = np.empty((A, R, K))
+        v = np.empty((A, R, K))
+        tmp = np.empty((A, R, K))
+        NSf = NS.reshape(-1)
+        rows = np.arange(R)
+        shift_lo = self.private and self.lo != 0.0
+        std_width = self.privacy_width == "std"
+
+        # One slot is a (M x M) @ (M x 2RK) product: BLAS threads only add overhead here.
+        with _single_thread_blas():
+            for t in range(1, T + 1):
+                if t <= K:
+                    arms[:] = t - 1
                 else:
-                    arms = Q.argmax(axis=2).T  # (R, M)
-            r = stream.rewards(t, arms)
-            if actions is not None:
-                actions[t - 1] = arms
-            f = (mech_base + arms).reshape(-1)
-            pulls[f] += 1
-            if c.private:
-                inc = mech.step_flat_increment(f, c.clip_shift(r), rng)
-            else:
-                inc = r.reshape(-1)
-            if exact_avg:
-                a = arms[:, 0]
-                NS[0, 0, rows, a] += 1.0
-                NS[0, 1, rows, a] += inc.reshape(R, M).sum(axis=1) / M
-            else:
-                NSf[(ns0_base + arms).reshape(-1)] += 1.0
-                NSf[(ns1_base + arms).reshape(-1)] += inc
-                NS = (P @ NS.reshape(M, -1)).reshape(M, 2, R, K)
-                NSf = NS.reshape(-1)
-            cum += gaps[arms].sum(axis=1)
-            rec.record(t, cum, t, t * n_msgs_per_slot)
-    return BanditResult(
-        "dp_decentralized_ucb" if c.private else "coop_ucb",
-        c.cps, rec.regret, pulls.reshape(R, M, K), rec.comm, rec.msgs, actions,
-        c.info(graph=graph.name, kappa=kappa, lambda_2=terms.lambda_2, epsilon_n=terms.epsilon_n,
-               c_i=terms.c_i.tolist(), c_0=terms.c_0, n_edges=graph.n_edges, exact_averaging=exact_avg),
-    )
+                    n_hat = NS[:, 0]
+                    s_hat = NS[:, 1]
+                    # v = (n̂ + c_i) / n̂^2;  Q = ŝ/n̂ + sigma sqrt(2 rho ln t v / c_0) + nu
+                    # (one reciprocal, then products: divisions are the slow passes here)
+                    np.divide(1.0, n_hat, out=inv)
+                    np.add(n_hat, c_i, out=v)
+                    v *= inv
+                    v *= inv
+                    np.multiply(s_hat, inv, out=Q)
+                    if shift_lo:
+                        Q += self.lo
+                    np.multiply(v, rho_b * (2.0 * sigma**2 * np.log(t) / c_0), out=tmp)
+                    np.sqrt(tmp, out=tmp)
+                    Q += tmp
+                    num = self.width_numerator(t)
+                    if num is not None:
+                        # The consensus averages M independent noises: width / sqrt(c_0).
+                        np.multiply(v, (num / np.sqrt(c_0)).reshape(1, R, 1), out=tmp)
+                        if std_width:
+                            tmp *= proto.sd_factor_float(n_hat)
+                        Q += tmp
+                    if exact_avg:
+                        arms = np.broadcast_to(Q[0].argmax(axis=1)[:, None], (R, M))
+                    else:
+                        arms = Q.argmax(axis=2).T  # (R, M)
+                r = stream.rewards(t, arms)
+                if actions is not None:
+                    actions[t - 1] = arms
+                f = (mech_base + arms).reshape(-1)
+                pulls[f] += 1
+                inc = proto.release_increment(f, self.clip_shift(r))
+                if exact_avg:
+                    a = arms[:, 0]
+                    NS[0, 0, rows, a] += 1.0
+                    NS[0, 1, rows, a] += inc.reshape(R, M).sum(axis=1) / M
+                    proto.communicate(None, n_messages=n_msgs_per_slot, payload=payload_per_slot)
+                else:
+                    NSf[(ns0_base + arms).reshape(-1)] += 1.0
+                    NSf[(ns1_base + arms).reshape(-1)] += inc
+                    # every agent sends its state (n̂ + ξ, ŝ + Δs̃) to its neighbours, who mix
+                    sent = proto.communicate(NS, n_messages=n_msgs_per_slot, payload=payload_per_slot)
+                    NS = (P @ sent.reshape(M, -1)).reshape(M, 2, R, K)
+                    NSf = NS.reshape(-1)
+                cum += gaps[arms].sum(axis=1)
+                rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
+        network = {"graph": graph.name, "kappa": self.kappa, "lambda_2": terms.lambda_2, "epsilon_n": terms.epsilon_n,
+                   "c_i": terms.c_i.tolist(), "c_0": terms.c_0, "n_edges": graph.n_edges,
+                   "exact_averaging": exact_avg}
+        return self._result(env, sigma, rec, pulls.reshape(R, M, K), actions, extras={"network": network},
+                            calibration=self._calibration(sigma, **network))
+
+    @classmethod
+    def from_config(cls, config: dict, env):
+        """Build from a configuration: as :meth:`MasterWorkerUCB.from_config`, with the graph
+        ``topology`` (default "complete"; ``er_p`` (0.3) and ``graph_seed`` (0) for
+        Erdős–Rényi) of ``M`` agents."""
+        g = make_graph(config.get("topology", "complete"), config["M"], p=config.get("er_p", 0.3),
+                       rng=np.random.default_rng(config.get("graph_seed", 0)))
+        protocol, kw, grid = _grid_config(config, cls)
+        learner = cls(protocol, graph=g, n_arms=env.n_arms, horizon=config["T"], **kw)
+        learner.grid = grid
+        return learner
 
 
 # --------------------------------------------------------------------------------------
@@ -624,185 +700,137 @@ def dp_decentralized_ucb(
 # --------------------------------------------------------------------------------------
 
 
-def _independent_ucb(env, n_agents, horizon, epsilon, *, rng, n_runs, rho, privacy_width, sigma, clip, checkpoints,
-                     record_actions, name):
-    c = _Common(env, n_agents, horizon, n_runs, epsilon, rho, privacy_width, sigma, clip, checkpoints)
-    R, M, K, T = c.R, c.M, c.K, c.T
-    stream, rng = _setup(c.env, R, M, rng)
-    gaps = c.env.gaps
-    counts = np.zeros((R, M, K))
-    sums = np.zeros((R, M, K))  # private outputs (kept in sync) or exact sums
-    mech = c.mechanism((R, M, K), (R, 1, 1)) if c.private else None
-    rho_b = c.rho.reshape(R, 1, 1)
-    base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K
-    g_own = np.full((R, M, K), _G[0])  # g(floor(log2 n)) of the counts, updated incrementally
-    rec = _Recorder(c.cps, R)
-    cum = np.zeros(R)
-    actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
-    arms = np.zeros((R, M), dtype=np.int64)
-    for t in range(1, T + 1):
-        if t <= K:
-            arms[:] = t - 1
-        else:
-            Q = sums / counts
-            if c.private and c.lo != 0.0:
-                Q += c.lo
-            Q += c.sigma * np.sqrt(2.0 * rho_b * np.log(t) / counts)
-            num = c.width_numerator(t)
-            if num is not None:
-                if c.privacy_width == "fact1":
-                    Q += num.reshape(R, 1, 1) / counts
-                else:
-                    Q += num.reshape(R, 1, 1) * g_own / counts
-            arms = Q.argmax(axis=2)
-        r = stream.rewards(t, arms)
-        if actions is not None:
-            actions[t - 1] = arms
-        f = (base + arms).reshape(-1)
-        counts.reshape(-1)[f] += 1
-        if c.private:
-            sums.reshape(-1)[f] = mech.step_flat(f, c.clip_shift(r), rng)
-            g_own.reshape(-1)[f] = _G[floor_log2(mech._count[f])]
-        else:
-            sums.reshape(-1)[f] += r.reshape(-1)
-        cum += gaps[arms].sum(axis=1)
-        rec.record(t, cum, 0, 0)
-    return BanditResult(name, c.cps, rec.regret, counts.astype(np.int64), rec.comm, rec.msgs, actions, c.info())
+@register_learner("independent-ucb")
+class IndependentUCB(_CounterLearner):
+    """``M`` independent single-agent UCB learners on their own counters (no communication).
 
-
-def ucb(env, n_agents: int, horizon: int, *, rng, n_runs: int = 1, rho: float = 2.0, sigma: float | None = None,
-        checkpoints=None, record_actions: bool = False) -> BanditResult:
-    """``M`` independent single-agent UCB learners: index ``ȳ + sigma sqrt(2 rho ln t / n)``.
-
-    With ``sigma = 1/2`` and ``rho = 4`` this is UCB1 (Auer et al. 2002).  Regret summed
-    over the agents.
+    With ``"counter-exact"`` the index is ``ȳ + sigma sqrt(2 rho ln t / n)`` (UCB1 for
+    ``sigma = 1/2``, ``rho = 4``; Auer et al. 2002); with a private counter it is the index
+    of :class:`MasterWorkerUCB` recomputed every slot, without communication or doubling
+    (the DP-UCB of Tossou & Dimitrakakis 2016 / Mishra & Thakurta 2015 family).  Regret
+    summed over the agents.  Parameters as in :class:`MasterWorkerUCB`.
     """
-    return _independent_ucb(env, n_agents, horizon, None, rng=rng, n_runs=n_runs, rho=rho, privacy_width="none",
-                            sigma=sigma, clip=(0.0, 1.0), checkpoints=checkpoints, record_actions=record_actions,
-                            name="ucb")
+
+    name = "independent-ucb"
+
+    def __init__(self, protocol, *, n_agents, n_arms, horizon, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
+                 clip=(0.0, 1.0), checkpoints=None):
+        if protocol is None:
+            raise TypeError("protocol must be a fedbandit.protocols.CounterProtocol ('counter-exact' for UCB), got None")
+        self._setup(protocol, n_agents=n_agents, n_arms=n_arms, horizon=horizon, n_runs=n_runs, rho=rho,
+                         privacy_width=privacy_width, sigma=sigma, clip=clip, checkpoints=checkpoints)
+
+    def run(self, env, rng, *, record_actions: bool = False) -> RunResult:
+        """Play ``horizon`` slots on ``env`` for all runs at once (extras as :meth:`MasterWorkerUCB.run`)."""
+        env, sigma, stream = self._start(env, rng, record_actions)
+        proto = self.protocol
+        R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
+        gaps = env.gaps
+        counts = np.zeros((R, M, K))
+        sums = np.zeros((R, M, K))  # the counters' outputs (kept in sync)
+        rho_b = self.rho.reshape(R, 1, 1)
+        base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K
+        g_own = np.ones((R, M, K))  # sd_factor of the counts, updated incrementally
+        rec = _Recorder(self.checkpoints, R)
+        cum = np.zeros(R)
+        actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
+        arms = np.zeros((R, M), dtype=np.int64)
+        counts_f, sums_f, g_f = counts.reshape(-1), sums.reshape(-1), g_own.reshape(-1)
+        shift_lo = self.private and self.lo != 0.0
+        std_width = self._width_scale is not None and self.privacy_width == "std"
+        for t in range(1, T + 1):
+            if t <= K:
+                arms[:] = t - 1
+            else:
+                Q = sums / counts
+                if shift_lo:
+                    Q += self.lo
+                Q += sigma * np.sqrt(2.0 * rho_b * np.log(t) / counts)
+                num = self.width_numerator(t)
+                if num is not None:
+                    if self.privacy_width == "fact1":
+                        Q += num.reshape(R, 1, 1) / counts
+                    else:
+                        Q += num.reshape(R, 1, 1) * g_own / counts
+                arms = Q.argmax(axis=2)
+            r = stream.rewards(t, arms)
+            if actions is not None:
+                actions[t - 1] = arms
+            f = (base + arms).reshape(-1)
+            counts_f[f] += 1
+            sums_f[f] = proto.release(f, self.clip_shift(r))
+            if std_width:
+                g_f[f] = proto.sd_factor(counts_f[f])
+            cum += gaps[arms].sum(axis=1)
+            rec.record(t, cum, 0, 0)
+        return self._result(env, sigma, rec, counts.astype(np.int64), actions)
+
+    @classmethod
+    def from_config(cls, config: dict, env):
+        """Build from a configuration (as :meth:`MasterWorkerUCB.from_config`)."""
+        return cls._from_grid(config, env)
 
 
-def private_ucb(env, n_agents: int, horizon: int, epsilon: float, *, rng, n_runs: int = 1, rho: float = 2.0,
-                privacy_width: str = "std", sigma: float | None = None, clip=(0.0, 1.0), checkpoints=None,
-                record_actions: bool = False) -> BanditResult:
-    """``M`` independent single-agent private UCB learners (hybrid-mechanism sums).
-
-    The index of :func:`dp_master_worker_ucb` recomputed every slot, without communication
-    or doubling (the DP-UCB of Tossou & Dimitrakakis 2016 / Mishra & Thakurta 2015 family).
-    """
-    if epsilon is None:
-        raise ValueError("epsilon must be a positive float for private_ucb (use ucb for the non-private one)")
-    return _independent_ucb(env, n_agents, horizon, epsilon, rng=rng, n_runs=n_runs, rho=rho,
-                            privacy_width=privacy_width, sigma=sigma, clip=clip, checkpoints=checkpoints,
-                            record_actions=record_actions, name="private_ucb")
-
-
-def centralized_ucb(env, n_agents: int, horizon: int, *, rng, n_runs: int = 1, rho: float = 2.0,
-                    sigma: float | None = None, checkpoints=None, record_actions: bool = False) -> BanditResult:
+@register_learner("centralized-ucb")
+class CentralizedUCB(_CounterLearner):
     """A central learner that sees all ``M T`` samples (no privacy, no communication cost).
 
     Every slot all ``M`` agents play the arm of largest pooled index
     ``Ȳ_j + sigma sqrt(2 rho ln(M t) / N_j)`` (``N_j`` pooled pulls; ``M t`` samples seen),
-    and the ``M`` rewards are pooled.
+    and the ``M`` rewards are pooled.  No protocol: every raw reward reaches the learner.
     """
-    env = _check_env(env)
-    M = check_positive_int("n_agents", n_agents)
-    K = env.n_arms
-    T = check_int_in_range("horizon", horizon, K, None)
-    R = check_positive_int("n_runs", n_runs)
-    rho = _per_run("rho", rho, R, _check_rho_value)
-    sigma = env.sigma if sigma is None else check_positive_float("sigma", sigma)
-    cps = _check_checkpoints(checkpoints, T)
-    stream, rng = _setup(env, R, M, rng)
-    gaps = env.gaps
-    N = np.zeros((R, K))
-    S = np.zeros((R, K))
-    rec = _Recorder(cps, R)
-    cum = np.zeros(R)
-    actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
-    rows = np.arange(R)
-    for t in range(1, T + 1):
-        if t <= K:
-            a = np.full(R, t - 1)
-        else:
-            a = (S / N + sigma * np.sqrt(2.0 * rho[:, None] * np.log(M * t) / N)).argmax(axis=1)
-        arms = np.broadcast_to(a[:, None], (R, M))
-        r = stream.rewards(t, arms)
-        if actions is not None:
-            actions[t - 1] = arms
-        N[rows, a] += M
-        S[rows, a] += r.sum(axis=1)
-        cum += M * gaps[a]
-        rec.record(t, cum, 0, 0)
-    pulls = np.zeros((R, M, K), dtype=np.int64)
-    pulls[:] = (N / M).astype(np.int64)[:, None, :]
-    return BanditResult("centralized_ucb", cps, rec.regret, pulls, rec.comm, rec.msgs, actions,
-                        {"n_agents": M, "horizon": T, "n_runs": R, "rho": rho.tolist(), "sigma": sigma,
-                         "means": env.means.tolist()})
 
+    name = "centralized-ucb"
 
-# --------------------------------------------------------------------------------------
-# Experiment-runner entry point
-# --------------------------------------------------------------------------------------
+    def __init__(self, *, n_agents, n_arms, horizon, n_runs=1, rho=2.0, sigma=None, checkpoints=None):
+        self._setup(None, n_agents=n_agents, n_arms=n_arms, horizon=horizon, n_runs=n_runs, rho=rho,
+                         privacy_width="none", sigma=sigma, checkpoints=checkpoints)
 
-ALGORITHMS = ("master_worker", "decentralized", "coop_ucb", "ucb", "private_ucb", "centralized_ucb")
+    def accounting(self):
+        """No privacy: a central learner sees every raw reward."""
+        from fedbandit.accounting.accountant import account
+        from fedbandit.accounting.events import NonPrivateEvent
 
+        return account(NonPrivateEvent("a central learner sees every agent's raw rewards"), model="none",
+                       relation="replace")
 
-def run_config(config: dict, rng) -> dict:
-    """Run one configuration (the ``func`` of :func:`fedbandit.experiments.grid.run_grid`).
+    def run(self, env, rng, *, record_actions: bool = False) -> RunResult:
+        """Play ``horizon`` slots on ``env`` for all runs at once (extras: ``pulls``, ...)."""
+        env, sigma, stream = self._start(env, rng, record_actions)
+        R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
+        rho = self.rho
+        gaps = env.gaps
+        N = np.zeros((R, K))
+        S = np.zeros((R, K))
+        rec = _Recorder(self.checkpoints, R)
+        cum = np.zeros(R)
+        actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
+        rows = np.arange(R)
+        for t in range(1, T + 1):
+            if t <= K:
+                a = np.full(R, t - 1)
+            else:
+                a = (S / N + sigma * np.sqrt(2.0 * rho[:, None] * np.log(M * t) / N)).argmax(axis=1)
+            arms = np.broadcast_to(a[:, None], (R, M))
+            r = stream.rewards(t, arms)
+            if actions is not None:
+                actions[t - 1] = arms
+            N[rows, a] += M
+            S[rows, a] += r.sum(axis=1)
+            cum += M * gaps[a]
+            rec.record(t, cum, 0, 0)
+        pulls = np.zeros((R, M, K), dtype=np.int64)
+        pulls[:] = (N / M).astype(np.int64)[:, None, :]
+        return self._result(env, sigma, rec, pulls, actions,
+                            calibration={"protocol": "none", "rho": rho.tolist(), "sigma": sigma,
+                                         "n_agents": M, "horizon": T, "n_runs": R})
 
-    Keys: ``algorithm`` (one of :data:`ALGORITHMS`), ``means``, ``env`` (``"bernoulli"``
-    or ``"gaussian"``), ``env_sigma``, ``n_agents``, ``horizon``, ``n_runs``, ``epsilons``
-    (list; or ``epsilon``, a number or None), ``rhos`` (list; or ``rho``),
-    ``privacy_width``, ``topology`` (with ``er_p`` and ``graph_seed`` for Erdős–Rényi),
-    ``kappa``, ``doubling``, ``communicate``, ``n_checkpoints``.  Missing keys take the
-    functions' defaults.
-
-    Every (epsilon, rho) pair gets ``n_runs`` runs, all simulated in one vectorized call
-    (per-run epsilon and rho), which amortizes the per-slot overhead of a sweep.
-
-    Returns
-    -------
-    dict
-        :meth:`BanditResult.to_dict` with ``regret`` reshaped to
-        ``(n_epsilons, n_rhos, n_runs, n_checkpoints)`` and ``pulls`` to
-        ``(n_epsilons, n_rhos, n_runs, M, K)``, plus ``epsilons`` and ``rhos``.
-    """
-    if not isinstance(config, dict):
-        raise TypeError(f"config must be a dict, got {type(config).__name__}")
-    alg = check_choice("algorithm", config.get("algorithm"), ALGORITHMS)
-    env = make_env(config.get("env", "bernoulli"), config["means"], sigma=config.get("env_sigma", 0.1))
-    M = config["n_agents"]
-    T = config["horizon"]
-    n_runs = config.get("n_runs", 1)
-    eps_list = list(config["epsilons"]) if "epsilons" in config else [config.get("epsilon")]
-    rho_list = list(config["rhos"]) if "rhos" in config else [config.get("rho", 2.0)]
-    private = alg in ("master_worker", "decentralized", "private_ucb") and eps_list != [None]
-    if private and any(e is None for e in eps_list):
-        raise ValueError("epsilons must all be numbers for a private algorithm (None only alone)")
-    nE, nP = len(eps_list), len(rho_list)
-    R = nE * nP * n_runs
-    eps_runs = np.repeat(np.asarray(eps_list, dtype=float), nP * n_runs) if private else None
-    rho_runs = np.tile(np.repeat(np.asarray(rho_list, dtype=float), n_runs), nE)
-    common = dict(rng=rng, n_runs=R, rho=rho_runs, checkpoints=default_checkpoints(T, config.get("n_checkpoints", 60)))
-    pw = config.get("privacy_width", "std")
-    if alg == "master_worker":
-        res = dp_master_worker_ucb(env, M, T, eps_runs, privacy_width=pw, doubling=config.get("doubling", True),
-                                   communicate=config.get("communicate", True), **common)
-    elif alg in ("decentralized", "coop_ucb"):
-        g = make_graph(config.get("topology", "complete"), M, p=config.get("er_p", 0.3),
-                       rng=np.random.default_rng(config.get("graph_seed", 0)))
-        res = dp_decentralized_ucb(env, g, T, eps_runs if alg == "decentralized" else None,
-                                   kappa=config.get("kappa"), privacy_width=pw, **common)
-    elif alg == "ucb":
-        res = ucb(env, M, T, **common)
-    elif alg == "private_ucb":
-        res = private_ucb(env, M, T, eps_runs, privacy_width=pw, **common)
-    else:
-        res = centralized_ucb(env, M, T, **common)
-    out = res.to_dict()
-    out["regret"] = out["regret"].reshape(nE, nP, n_runs, -1)
-    out["pulls"] = out["pulls"].reshape(nE, nP, n_runs, M, env.n_arms)
-    out["epsilons"] = eps_list
-    out["rhos"] = rho_list
-    return out
+    @classmethod
+    def from_config(cls, config: dict, env):
+        """Build from a configuration (no ``protocol``, no ``epsilon``; else as :meth:`MasterWorkerUCB.from_config`)."""
+        if config.get("protocol") is not None:
+            raise ValueError(f"learner 'centralized-ucb' takes no protocol, got {config['protocol']!r}")
+        _, kw, grid = _grid_config(config, cls, private_allowed=False)
+        learner = cls(n_agents=config["M"], n_arms=env.n_arms, horizon=config["T"], **kw)
+        learner.grid = grid
+        return learner

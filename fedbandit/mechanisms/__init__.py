@@ -1,4 +1,14 @@
+"""The noise-adding primitives: trees, Gaussians, discrete Gaussians, counters, randomized response.
 
+A mechanism takes its noise level as a parameter (computed by :mod:`fedbandit.accounting`)
+and says nothing about privacy itself.  Modules: ``tree`` (the binary tree, distributed or
+central, with per-run steps), ``gaussian``, ``discrete_gaussian`` (the exact sampler of
+Canonne, Kamath & Steinke), ``ddg`` (the distributed discrete Gaussian's client and
+server steps), ``flattening`` (random rotations), ``continual_counting`` (binary,
+logarithmic, hybrid and per-item counters), ``randomized_response``, ``vector_sum`` (the
+shuffle vector sum of Cheu et al.) and ``psco`` (private summation under continual
+observation).
+"""
 
 import importlib
 
@@ -7,8 +17,11 @@ _EXPORTS = {
     "BinaryMechanism": "continual_counting",
     "LogarithmicMechanism": "continual_counting",
     "HybridMechanism": "continual_counting",
+    "PerItemLaplaceMechanism": "continual_counting",
     "hybrid_noise_variance": "continual_counting",
     "binary_noise_variance": "continual_counting",
+    "per_item_noise_variance": "continual_counting",
+    "hybrid_sd_bound_by_level": "continual_counting",
     "lowest_set_bit_index": "continual_counting",
     "floor_log2": "continual_counting",
     "draw_standard_laplace": "continual_counting",
@@ -54,6 +67,7 @@ _EXPORTS = {
     "RRShuffleSummation": "randomized_response",
     "randomized_round": "randomized_response",
     "unary_round": "randomized_response",
+    "unary_resolution": "randomized_response",
     "rr_randomize": "randomized_response",
     "rr_debias": "randomized_response",
     "sample_rr_counts": "randomized_response",
@@ -65,7 +79,6 @@ _EXPORTS = {
     "TreeRandomizer": "tree",
     "TreeAnalyzer": "tree",
     "TreeMechanism": "tree",
-    "DistributedTreeMechanism": "tree",
     "VectorSumShuffle": "vector_sum",
 }
 

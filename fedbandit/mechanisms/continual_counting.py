@@ -12,6 +12,11 @@ running sum ``s(n) = x(1) + ... + x(n)``:
 * the **logarithmic mechanism** (unbounded) releases at every power of two ``n = 2^k`` the
   previous release plus the items since then plus ``Lap(sensitivity / epsilon)``; each item
   enters one release, so it is ``epsilon``-DP; it outputs only at powers of two;
+* the **per-item Laplace mechanism** (unbounded; Chan et al.'s simple counting mechanism
+  II [recalled]) releases every item with its own ``Lap(sensitivity / epsilon)`` and
+  outputs the running sum of the noisy items; each item enters one release, so it is
+  ``epsilon``-DP, but the error after ``n`` items is a sum of ``n`` Laplace variables,
+  ``O(sqrt(n) / epsilon)``: the baseline the tree-based mechanisms improve on;
 * the **hybrid mechanism** (unbounded) runs a logarithmic mechanism with ``epsilon/2`` and,
   inside every interval ``(2^k, 2^{k+1})``, a fresh binary mechanism with ``epsilon/2`` and
   horizon ``2^k - 1`` over the items of that interval; its output at ``n = 2^k + tau`` is
@@ -34,6 +39,9 @@ over the set bits of ``tau`` (checked against a line-by-line version in the test
 Random draws: every step draws exactly one standard Laplace variate per advancing stream,
 in the order of the flat indices, with :func:`draw_standard_laplace` (one call per step),
 which the loop references in ``tests/`` reuse to make the same decisions.
+
+Noise scales: every Laplace scale comes from the rules of
+:mod:`fedbandit.accounting.counting` (the mechanisms never compute one from ε themselves).
 """
 
 from __future__ import annotations
@@ -48,13 +56,21 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
+from fedbandit.accounting.counting import (
+    binary_counter_scale,
+    hybrid_counter_scales,
+    per_item_counter_scale,
+)
 
 __all__ = [
     "BinaryMechanism",
     "LogarithmicMechanism",
     "HybridMechanism",
+    "PerItemLaplaceMechanism",
     "hybrid_noise_variance",
     "binary_noise_variance",
+    "per_item_noise_variance",
+    "hybrid_sd_bound_by_level",
     "lowest_set_bit_index",
     "floor_log2",
     "draw_standard_laplace",
@@ -112,8 +128,15 @@ def _popcount(n) -> np.ndarray:
 def binary_noise_variance(n, n_steps: int, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
     """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``."""
     n = np.asarray(n, dtype=np.int64)
-    b = int(n_steps).bit_length() * sensitivity / epsilon
+    b = binary_counter_scale(epsilon, n_steps, sensitivity)
     return _popcount(n) * 2.0 * b * b
+
+
+def per_item_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
+    """Variance of the per-item Laplace mechanism's error at count ``n``: ``n`` releases of ``Lap(s/eps)``, ``2 n b^2``."""
+    n = np.asarray(n, dtype=np.int64)
+    b = per_item_counter_scale(epsilon, sensitivity)
+    return n * 2.0 * b * b
 
 
 def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
@@ -127,10 +150,23 @@ def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.nda
     pos = np.maximum(n, 1)
     k = floor_log2(pos)
     tau = pos - (np.int64(1) << k)
-    b_log = 2.0 * sensitivity / epsilon
-    b_bin = 2.0 * k * sensitivity / epsilon
+    b_log, b_level = hybrid_counter_scales(epsilon, sensitivity)
+    b_bin = b_level * k
     var = (k + 1) * 2.0 * b_log**2 + _popcount(tau) * 2.0 * b_bin**2
     return np.where(n > 0, var, 0.0)
+
+
+def hybrid_sd_bound_by_level(max_level: int = 64) -> np.ndarray:
+    """``g(k)`` with ``b g(k)``, ``b = 2s/eps``, an upper bound on the hybrid noise's standard deviation.
+
+    For counts ``n`` with ``floor(log2 n) = k``: ``g(k) = sqrt(2 (k + 1) + 2 k^3)``, the
+    exact variance (:func:`hybrid_noise_variance`: ``k + 1`` releases of ``Lap(2s/eps)``,
+    ``popcount(tau) <= k`` nodes of ``Lap(2ks/eps)``) divided by ``(2s/eps)^2``, with
+    ``popcount(tau)`` replaced by its maximum ``k``.  [derived]
+    """
+    max_level = check_nonnegative_int("max_level", max_level)
+    k = np.arange(max_level + 1, dtype=float)
+    return np.sqrt(2.0 * (k + 1) + 2.0 * k**3)
 
 
 class _BatchedStreams:
@@ -257,7 +293,7 @@ class BinaryMechanism(_BatchedStreams):
         self.n_steps = check_positive_int("n_steps", n_steps)
         self.n_levels = self.n_steps.bit_length()
         eps = self.epsilon if self._eps_flat is None else self._eps_flat
-        self.node_scale = self.n_levels * self.sensitivity / eps
+        self.node_scale = binary_counter_scale(eps, self.n_steps, self.sensitivity)
         self._H = np.zeros((self.size, self.n_levels))
         self._noise = np.zeros(self.size)
 
@@ -287,6 +323,11 @@ class BinaryMechanism(_BatchedStreams):
         self._noise[idx] = noise
         return self._true[idx] + noise
 
+    def step_flat_increment(self, idx, x, rng):
+        """As :meth:`step_flat` but return the *change* of each advancing stream's output."""
+        before = self.value_at(idx)
+        return self.step_flat(idx, x, rng) - before
+
 
 class LogarithmicMechanism(_BatchedStreams):
     """Logarithmic mechanism of Chan, Shi & Song (unbounded horizon).
@@ -300,6 +341,8 @@ class LogarithmicMechanism(_BatchedStreams):
         super().__init__(epsilon, batch_shape, sensitivity)
         self._released = np.zeros(self.size)
         self._since = np.zeros(self.size)
+        self._scale = per_item_counter_scale(self.epsilon if self._eps_flat is None else self._eps_flat,
+                                             self.sensitivity)
 
     def _value_flat(self):
         return self._released.copy()
@@ -314,8 +357,7 @@ class LogarithmicMechanism(_BatchedStreams):
         self._true[idx] += x
         since = self._since[idx] + x
         pow2 = (n & (n - 1)) == 0
-        eps = self.epsilon if self._eps_flat is None else self._eps_flat[idx]
-        z = draw_standard_laplace(rng, idx.size) * (self.sensitivity / eps)
+        z = draw_standard_laplace(rng, idx.size) * (self._scale if self._eps_flat is None else self._scale[idx])
         self._released[idx] = np.where(pow2, self._released[idx] + since + z, self._released[idx])
         self._since[idx] = np.where(pow2, 0.0, since)
         return self._released[idx]
@@ -354,7 +396,8 @@ class HybridMechanism(_BatchedStreams):
         self._since = np.zeros(self.size)  # exact sum of the items after 2^k
         self._bin = np.zeros(self.size)  # noise of B_k(tau)
         # 2s/eps per stream (or one number): the log releases' scale; nodes use k times it.
-        self._c = 2.0 * self.sensitivity / (self.epsilon if self._eps_flat is None else self._eps_flat)
+        self._c, self._c_level = hybrid_counter_scales(
+            self.epsilon if self._eps_flat is None else self._eps_flat, self.sensitivity)
         self._steps = 0  # number of step calls: an upper bound on every count
         self._W = 8  # binary-tree levels stored so far (grows on demand: unbounded horizon)
         # Column W of H stays 0: the lowest-set-bit table of this instance maps 0 to W, so
@@ -407,11 +450,15 @@ class HybridMechanism(_BatchedStreams):
         pow2 = tau == 0
         if self._steps > (1 << self._W) and k.max() > self._W:
             self._grow(int(k.max()))
-        c = self._c if self._eps_flat is None else self._c[idx]
+        if self._eps_flat is None:
+            c, c_level = self._c, self._c_level
+        else:
+            c = self._c[idx]
+            c_level = c if self._c_level is self._c else self._c_level[idx]
         # One draw per step: the log release's Lap(2s/eps) at powers of two, otherwise the
         # node noise Lap(2ks/eps) of the binary node that tau closes.
         z = draw_standard_laplace(rng, idx.size)
-        z *= np.where(pow2, c, c * k)
+        z *= np.where(pow2, c, c_level * k)
         since = self._since[idx] + x
         # Logarithmic mechanism: release at n = 2^k; the binary tree then restarts.
         log = self._log[idx] + pow2 * (since + z)
@@ -437,3 +484,50 @@ class HybridMechanism(_BatchedStreams):
         # Output change: x + z + base - old binary noise (at 2^k, base = 0 too).
         inc = x + z + base - old_bin
         return log, since, noise, inc
+
+
+class PerItemLaplaceMechanism(_BatchedStreams):
+    """Per-item Laplace counter: every item released with its own ``Lap(s/eps)`` (unbounded horizon).
+
+    The output after ``n`` items is the running sum of the noisy items,
+    ``x(1) + Z_1 + ... + x(n) + Z_n`` (Chan, Shi & Song's simple counting mechanism II
+    [recalled]).  Each item enters exactly one release, so every stream is pure
+    ``epsilon``-DP; the error variance grows linearly, ``2 n (s/eps)^2``
+    (:func:`per_item_noise_variance`): the baseline the binary and hybrid mechanisms improve
+    on (polylogarithmic error).  One standard Laplace variate per advancing stream per step.
+
+    Parameters
+    ----------
+    epsilon : float or array broadcastable to ``batch_shape``
+    batch_shape : tuple of int
+    sensitivity : float, default 1
+    """
+
+    def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):
+        super().__init__(epsilon, batch_shape, sensitivity)
+        self._out = np.zeros(self.size)
+        self.scale = per_item_counter_scale(self.epsilon if self._eps_flat is None else self._eps_flat,
+                                            self.sensitivity)
+
+    def _value_flat(self):
+        return self._out
+
+    def value_at(self, idx):
+        return self._out[idx]
+
+    def step_flat(self, idx, x, rng):
+        return self._advance(idx, x, rng)[0]
+
+    def step_flat_increment(self, idx, x, rng):
+        """As :meth:`step_flat` but return the change of each advancing stream's output (the noisy item)."""
+        return self._advance(idx, x, rng)[1]
+
+    def _advance(self, idx, x, rng):
+        idx = np.asarray(idx, dtype=np.int64)
+        self._count[idx] += 1
+        self._true[idx] += x
+        scale = self.scale if self._eps_flat is None else self.scale[idx]
+        noisy = x + draw_standard_laplace(rng, idx.size) * scale
+        out = self._out[idx] + noisy
+        self._out[idx] = out
+        return out, noisy

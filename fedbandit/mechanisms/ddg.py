@@ -20,7 +20,7 @@ Server side: secure aggregation returns :math:`\sum_i y_i \bmod m`; the server m
 :math:`[-m/2, m/2)` (**modular clipping**), **unflattens** with :math:`U^\top`, and
 **rescales** by :math:`\gamma`, obtaining a noisy estimate of :math:`\sum_i x_i`.
 
-Parameter selection (:func:`ddg_params`) follows the authors' method: given the bit
+Parameter selection (:func:`fedbandit.accounting.ddg.ddg_params`) follows the authors' method: given the bit
 width :math:`B`, the per-client noise :math:`\sigma(\gamma)` is the smallest that meets
 the target :math:`(\varepsilon, \delta)` for granularity :math:`\gamma`
 (:func:`fedbandit.accounting.ddg.ddg_sigma_for_epsilon`), and :math:`\gamma` is chosen so
@@ -35,6 +35,11 @@ with :math:`n_f = n^2` (conservative bound :math:`\|\sum_i x_i\| \le nc`) or :ma
 :math:`\gamma` this is the closed form
 :math:`1/\gamma = \sqrt{2^{2B} - nk^2}/(2k\sqrt{\rho c^2 n_f/d' + n\sigma^2})`, which has no
 solution when :math:`2^{2B} \le nk^2`.
+
+As privacy protocols (:mod:`fedbandit.protocols`): one private sum per round, composed over
+the rounds, is ``create("sum-ddg-secagg")`` (:mod:`fedbandit.protocols.sums`, used by the
+federated trainer and the mean-estimation trial); the mechanism inside every node of the
+bandit learners' tree is ``create("ddg-secagg")`` (:mod:`fedbandit.protocols.statistics`).
 
 References
 ----------
@@ -52,9 +57,9 @@ from fedbandit._validation import (
     check_positive_float,
     check_rng,
 )
+from fedbandit.accounting.ddg import DDGParams
 from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 from fedbandit.mechanisms.flattening import make_flattener
-from fedbandit.accounting.ddg import DDGParams
 
 __all__ = [
     "DDGMechanism",
@@ -128,7 +133,7 @@ class DDGMechanism:
     Parameters
     ----------
     params : DDGParams
-        From :func:`ddg_params`.
+        From :func:`fedbandit.accounting.ddg.ddg_params`.
     flatten_seed : int or numpy.random.Generator
         Shared public randomness of the flattening rotation (same for all clients and the
         server).

@@ -1,40 +1,41 @@
-r"""The analytic Gaussian mechanism of Balle & Wang (2018): the central baseline of [KLS21].
+r"""The central Gaussian mechanism: the continuous baseline of [KLS21]_.
 
-Adding :math:`\mathcal N(0, \sigma^2 I)` to a query of :math:`\ell_2` sensitivity
-:math:`\Delta` is :math:`(\varepsilon, \delta)`-DP if and only if ([BW18]_ Theorem 8)
-
-.. math::
-   \Phi\Big(\frac{\Delta}{2\sigma} - \frac{\varepsilon\sigma}{\Delta}\Big)
-   - e^{\varepsilon}\,\Phi\Big(-\frac{\Delta}{2\sigma} - \frac{\varepsilon\sigma}{\Delta}\Big)
-   \le \delta .
-
-The left side decreases in :math:`\sigma`, so the smallest admissible :math:`\sigma` (the
-"analytic" calibration) is found by one-dimensional root finding; this is the exact
-privacy curve of the Gaussian mechanism, tighter than any zCDP/RDP conversion.  The
-authors of [KLS21] use it (Algorithm 1 of [BW18]_) as the continuous central baseline of
-their experiments.
+A trusted server adds :math:`\mathcal N(0, \sigma^2 I)` to a query of :math:`\ell_2`
+sensitivity :math:`\Delta`.  The noise scale is not computed here: the exact ("analytic")
+calibration of Balle & Wang ([BW18]_ Theorem 8) is
+:func:`fedbandit.accounting.gaussian.analytic_gaussian_sigma`, and the calibration for a
+release composed over several rounds is
+:func:`fedbandit.accounting.composed_gaussian.composed_gaussian_sigma`; the protocol
+``"sum-central-gaussian"`` (:mod:`fedbandit.protocols.sums`) puts the two together.
 
 References
 ----------
+.. [KLS21] P. Kairouz, Z. Liu and T. Steinke, "The distributed discrete Gaussian
+   mechanism for federated learning with secure aggregation", ICML 2021.
 .. [BW18] B. Balle and Y.-X. Wang, "Improving the Gaussian mechanism for differential
    privacy: analytical calibration and optimal denoising", ICML 2018 (Theorem 8).
 """
 
 from __future__ import annotations
 
-
 import numpy as np
 
-from fedbandit._validation import check_positive_float, check_rng
+from fedbandit._validation import check_bool, check_positive_float, check_rng
 
 __all__ = [
     "gaussian_mechanism",
 ]
 
 
-def gaussian_mechanism(value, sigma: float, rng) -> np.ndarray:
-    """Return ``value + N(0, sigma^2)`` elementwise (the central Gaussian mechanism)."""
+def gaussian_mechanism(value, sigma: float, rng, *, return_noise: bool = False):
+    """Return ``value + N(0, sigma^2)`` elementwise (the central Gaussian mechanism).
+
+    With ``return_noise=True`` also the noise that was added (for measuring the error of a
+    simulation; a real server would not keep it).
+    """
     sigma = check_positive_float("sigma", sigma)
     rng = check_rng(rng)
+    return_noise = check_bool("return_noise", return_noise)
     value = np.asarray(value, dtype=np.float64)
-    return value + rng.normal(0.0, sigma, size=value.shape)
+    noise = rng.normal(0.0, sigma, size=value.shape)
+    return (value + noise, noise) if return_noise else value + noise

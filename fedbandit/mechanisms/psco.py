@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 from fedbandit._validation import (
+    check_batch_sizes,
     check_choice,
     check_delta,
     check_epsilon,
@@ -62,13 +62,18 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
     check_rng,
+    check_unit_interval,
 )
+from fedbandit.accounting.composition import group_budget, level_budget
+from fedbandit.accounting.shuffle import (
+    local_rr_flip_probability,
+    rr_estimator_variance,
+    rr_flip_probability,
+    rr_message_probabilities,
+)
+from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
+from fedbandit.mechanisms.randomized_response import rr_debias, sample_rr_counts, unary_resolution, unary_round
 from fedbandit.mechanisms.tree import draw_noise, tree_depth
-from fedbandit.mechanisms.randomized_response import rr_debias, sample_rr_counts
-from fedbandit.accounting.shuffle import rr_estimator_variance, rr_message_probabilities
-from fedbandit._validation import check_batch_sizes, check_unit_interval
-from fedbandit.accounting.shuffle import local_rr_flip_probability, rr_flip_probability
-from fedbandit.accounting.composition import level_budget, group_budget
 from fedbandit.theory.psco import big_nk, c_epsilon, rep_nk
 
 __all__ = [
@@ -223,7 +228,7 @@ def _batch_noise_variance(m: int, eps0: float, delta0: float, real: bool) -> flo
     """
     if not real:
         return rr_estimator_variance(m, rr_flip_probability(m, eps0, delta0))
-    g = max(1, math.ceil(math.sqrt(m)))
+    g = unary_resolution(m)
     eps_b, delta_b = group_budget(eps0, delta0, g)
     return rr_estimator_variance(m * g, rr_flip_probability(m * g, eps_b, delta_b)) / g**2 + m / (4.0 * g**2)
 
@@ -266,17 +271,31 @@ def _schedule_objective(n, a, r, k, eps0, delta0, objective, real=False):
 
 @functools.lru_cache(maxsize=1024)
 def _optimal_batch_sizes(
-    n: int, k: int, epsilon: float, delta: float, objective: str, streams: int = 1, real: bool = False
+    n: int, k: int, epsilon: float, delta: float, objective: str, streams: int = 1, real: bool = False,
+    finest: int | None = None,
 ) -> tuple[int, ...]:
     eps0, delta0 = level_budget(epsilon, delta, k * streams)
     a_grid = np.unique(np.round(np.geomspace(1, n, 600)).astype(np.int64)).astype(float)
+    if finest is not None and finest not in a_grid:
+        a_grid = np.unique(np.r_[a_grid, float(finest)])
     if k == 1:
+        if finest is not None:
+            return (finest,)
         f = _schedule_objective(n, a_grid, np.ones_like(a_grid), 1, eps0, delta0, objective, real)
         return (int(a_grid[int(np.argmin(f))]),)
     r_max = max(2.0, n ** (1.0 / (k - 1)))
     r_grid = np.unique(np.round(np.geomspace(2, r_max, 300)).astype(np.int64)).astype(float)
     aa, rr = np.meshgrid(a_grid, r_grid, indexing="ij")
     feasible = aa * rr ** (k - 1) <= n
+    if finest is not None:
+        # the whole grid is evaluated and the other rows masked, so that the optimum with
+        # b_k = finest is the unconstrained one whenever that has b_k = finest
+        feasible &= aa == finest
+        if not feasible.any():
+            raise ValueError(
+                f"no nested schedule of k={k} levels with finest batch {finest} fits n={n} users "
+                f"(needs {finest}·2^(k-1) <= n)"
+            )
     if not feasible.any():
         raise ValueError(f"no nested schedule of k={k} levels fits n={n} users; k must be <= {tree_depth(n)}")
     f = np.where(feasible, _schedule_objective(n, aa, rr, k, eps0, delta0, objective, real), np.inf)
@@ -286,7 +305,8 @@ def _optimal_batch_sizes(
 
 
 def optimal_batch_sizes(
-    n: int, k: int, epsilon: float, delta: float, *, objective: str = "worst_case", streams: int = 1, values: str = "bits"
+    n: int, k: int, epsilon: float, delta: float, *, objective: str = "worst_case", streams: int = 1, values: str = "bits",
+    finest: int | None = None,
 ) -> tuple[int, ...]:
     """Nested batch sizes (b_1, ..., b_k) = (a r^{k−1}, ..., a r, a) minimising an error proxy.
 
@@ -311,6 +331,10 @@ def optimal_batch_sizes(
         per-level budget is split over k · streams mechanisms).
     values : {"bits", "real"}
         Bits (one message per user) or values in [0, 1] (⌈sqrt(b)⌉ messages per user).
+    finest : int, optional
+        Fix b_k = ``finest`` and optimise the ratio r only (a learner that synchronizes
+        every ``finest`` users); the result is the unconstrained optimum when that already
+        has b_k = ``finest``.
     """
     n = check_positive_int("n", n)
     k = check_int_in_range("k", k, 1, tree_depth(n))
@@ -319,7 +343,9 @@ def optimal_batch_sizes(
     check_choice("objective", objective, ("worst_case", "smooth"))
     streams = check_positive_int("streams", streams)
     check_choice("values", values, ("bits", "real"))
-    return _optimal_batch_sizes(n, k, epsilon, delta, objective, streams, values == "real")
+    if finest is not None:
+        finest = check_int_in_range("finest", finest, 1, n)
+    return _optimal_batch_sizes(n, k, epsilon, delta, objective, streams, values == "real", finest)
 
 
 def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None) -> float:
@@ -455,7 +481,7 @@ def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
     if resolution == "auto":
         # Bits need one message; values in [0, 1] get g ≈ sqrt(m) messages, which makes
         # the rounding variance m/(4g²) ≤ 1/4 (see RRShuffleSummation).
-        return 1 if binary else max(1, math.ceil(math.sqrt(batch_size)))
+        return 1 if binary else unary_resolution(batch_size)
     return check_positive_int("resolution", resolution)
 
 
@@ -486,9 +512,7 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
                 ones = arr.astype(np.int64) * g
             else:
                 # Independent unbiased rounding per level (part of that level's randomizer).
-                scaled = arr * g
-                low = np.floor(scaled)
-                ones = (low + (rng.random((runs, n)) < scaled - low)).astype(np.int64)
+                ones = unary_round(arr, g, rng)
             if sampling == "per_user":
                 # One uniform per message: user t's g messages to shuffler i use
                 # w[:, t, :], the layout of ConcurrentShuffleModel for g = 1.

@@ -1,68 +1,53 @@
-"""Shufflers, the concurrent shuffle model, and randomized-response shuffle summation.
+"""Randomized-response summation for the shuffle model: randomizer, analyzer, exact aggregate counts.
 
-This module holds the privacy-model pieces of the concurrent-shuffle chapter
-(Tenenbaum, Kaplan, Mansour & Stemmer 2023, "Concurrent shuffle differential privacy
-under continual observation"):
+The mechanism pieces of the concurrent-shuffle chapter (Tenenbaum, Kaplan, Mansour &
+Stemmer 2023, "Concurrent shuffle differential privacy under continual observation"):
 
-* :class:`Shuffler` -- one trusted shuffler.  It is *active* while it collects the
-  encoded messages of the users of its current batch and, once the batch is full,
-  releases them to the server in a uniformly random order and becomes *inactive*.
-* :class:`ConcurrentShuffleModel` -- k shufflers run concurrently (the paper's
-  Algorithm 1, whose box is not in the available text; this is the reading of its
-  prose): at every time t the server may re-use each inactive shuffler for a new
-  batch, as a *deterministic* function of the outputs released so far, and user t
-  sends one encoded message to every active shuffler.  The server's estimates are
-  post-processing of the released outputs.  :class:`MixedRadixServer` is the server of
-  the book's reconstructed PSCO algorithm (see :mod:`fedbandit.mechanisms.psco`).
 * :class:`RRShuffleSummation` -- binary randomized-response summation in the shuffle
   model (Cheu, Smith, Ullman, Zeber & Zhilyaev 2019): each user sends its bit with
   probability 1 − p and a uniformly random bit with probability p; the analyzer
-  debiases the number of ones.  Values in [0, 1] are first reduced to bits by
-  unbiased randomized rounding (:func:`randomized_round`).
-* Accounting: :func:`rr_shuffle_delta` is a numerically exact *upper bound* on the
-  privacy profile δ(ε) of the shuffled count (the "privacy blanket" decomposition of
-  Balle, Bell, Gascón & Nissim 2019, evaluated in closed form, see its Notes), and
-  :func:`rr_flip_probability` the smallest p meeting a target (ε, δ).
-  :func:`level_budget` splits an overall (ε, δ) over the k shuffle mechanisms every
-  user joins, by composition (:func:`fedbandit.accounting.composition.split_budget_advanced`).
+  debiases the number of ones.  Values in [0, 1] are first reduced to bits by unbiased
+  randomized rounding (:func:`randomized_round`), or to g unary bits
+  (:func:`unary_round`, ``resolution=g``).
+* :func:`rr_randomize` / :func:`rr_debias` -- the randomizer and analyzer on arrays;
+  :func:`sample_rr_counts` draws the shuffled count of ones of whole batches from its
+  exact distribution (two binomials per batch) instead of simulating every message;
+  ``tests/test_shuffle.py`` checks that this agrees in distribution with the per-user
+  simulation.
 
-The batch sums the fast algorithms of :mod:`fedbandit.mechanisms.psco` need are drawn with
-:func:`sample_rr_counts` from their exact distribution (two binomials per batch)
-instead of simulating every message; ``tests/test_shuffle.py`` checks that this agrees
-in distribution with the per-user simulation.
+The shufflers themselves and the message-level concurrent shuffle model are
+intermediaries (:mod:`fedbandit.protocols.intermediaries`); the accounting of the
+shuffled count (the privacy-blanket bound, the flip probability meeting a target) is in
+:mod:`fedbandit.accounting.shuffle`; the protocol that runs randomized response on every
+coordinate of the linear-bandit users' records is :mod:`fedbandit.protocols.concurrent`.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from scipy import stats
 
-from fedbandit._validation import (
-    check_delta,
-    check_epsilon,
-    check_positive_int,
-    check_rng,
-)
+from fedbandit._validation import _is_binary, check_delta, check_epsilon, check_positive_int, check_rng, check_unit_interval
 from fedbandit.accounting.composition import group_budget
-from fedbandit.accounting.shuffle import rr_flip_probability, rr_shuffle_delta
-from fedbandit._validation import _is_binary, check_unit_interval
-from fedbandit.accounting.shuffle import rr_estimator_variance, rr_message_probabilities
+from fedbandit.accounting.shuffle import (
+    rr_estimator_variance,
+    rr_flip_probability,
+    rr_message_probabilities,
+    rr_shuffle_delta,
+)
 
 __all__ = [
     "RRShuffleSummation",
     "randomized_round",
     "unary_round",
+    "unary_resolution",
     "rr_randomize",
     "rr_debias",
     "sample_rr_counts",
 ]
-
-
-# ---------------------------------------------------------------------------------------
-# Input checks shared with fedbandit.mechanisms.psco
-# ---------------------------------------------------------------------------------------
 
 
 # ---------------------------------------------------------------------------------------
@@ -173,26 +158,48 @@ def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) ->
     return z
 
 
-# ---------------------------------------------------------------------------------------
-# Accounting of the shuffled randomized-response count
-# ---------------------------------------------------------------------------------------
-
-
-def unary_round(x, resolution: int, rng) -> np.ndarray:
+def unary_round(x, resolution, rng) -> np.ndarray:
     """Unbiased rounding of x in [0, 1] to u ∈ {0, ..., g} ones out of g bits: E[u] = g x.
 
     u = ⌊g x⌋ + Bernoulli(g x − ⌊g x⌋); the user's g messages are u ones and g − u zeros
     (the order is irrelevant after shuffling).  The rounding error u/g − x has variance
     at most 1/(4 g²).  Bits with g = 1 pass through without consuming randomness.
+
+    ``resolution`` is one g, or a sequence (g_1, ..., g_k): then every value is rounded
+    independently at every g_i and the result has a leading axis of length k (the k
+    levels of the concurrent-shuffle protocol, each level's randomizer rounding on its
+    own), from one draw of uniforms of shape (k,) + x.shape.
     """
     arr = check_unit_interval("x", x)
-    g = check_positive_int("resolution", resolution)
+    if np.ndim(resolution) == 0:
+        g = check_positive_int("resolution", resolution)
+    else:
+        levels = [check_positive_int(f"resolution[{i}]", r) for i, r in enumerate(resolution)]
+        if not levels:
+            raise ValueError("resolution must be a positive int or a non-empty sequence of positive ints")
+        g = np.array(levels, dtype=float).reshape((-1,) + (1,) * arr.ndim)
     rng = check_rng(rng)
     if arr.dtype == np.uint8:
-        return arr.astype(np.int64) * g
+        return (arr.astype(np.int64) * g).astype(np.int64)
+    return _unary_round(arr, g, rng)
+
+
+def _unary_round(arr: np.ndarray, g, rng) -> np.ndarray:
+    """:func:`unary_round` of float values without argument checks (hot loops); ``g`` broadcast against ``arr``."""
     scaled = arr * g
     low = np.floor(scaled)
-    return (low + (rng.random(arr.shape) < scaled - low)).astype(np.int64)
+    return (low + (rng.random(scaled.shape) < scaled - low)).astype(np.int64)
+
+
+def unary_resolution(n_users: int) -> int:
+    """g = max(1, ⌈sqrt(m)⌉): unary messages per user for a batch of m users with values in [0, 1].
+
+    The rounding variance of the batch sum, at most m/(4g²), is then at most 1/4, while
+    the privacy noise grows only through the group-privacy budget of the g messages
+    (:class:`RRShuffleSummation` with ``resolution=g``).  [derived]
+    """
+    m = check_positive_int("n_users", n_users)
+    return max(1, math.ceil(math.sqrt(m)))
 
 
 class RRShuffleSummation:
@@ -272,10 +279,4 @@ class RRShuffleSummation:
         """
         z = sample_rr_counts(ones, self.n_messages, self.p, rng)
         return rr_debias(z, self.n_messages, self.p) / self.resolution
-
-
-# ---------------------------------------------------------------------------------------
-# The concurrent shuffle model, simulated message by message
-# ---------------------------------------------------------------------------------------
-
 

@@ -5,9 +5,10 @@ Two forms share one implementation:
 * **distributed**, exactly as Algorithm 2 of Zhou & Chowdhury (2023): every agent's
   randomizer :class:`TreeRandomizer` keeps noise-free partial sums ("p-sums") of its
   own stream and, at step k, releases the p-sum that closes at level j = ν(k) (the
-  index of the lowest set bit of k) with fresh noise; the analyzer
-  :class:`TreeAnalyzer` sums the agents' noisy p-sums and rebuilds the prefix sum
-  s̃_k from the p-sums at the set bits of k;
+  index of the lowest set bit of k) with fresh noise; the server sums the agents' noisy
+  p-sums and the analyzer :class:`TreeAnalyzer` rebuilds the prefix sum s̃_k from the
+  p-sums at the set bits of k (composed into a protocol by
+  :class:`fedbandit.protocols.statistics.GaussianTree` and ``TreePrefix``);
 * **central** (Dwork, Naor, Pitassi & Rothblum 2010; Chan, Shi & Song 2011):
   :class:`TreeMechanism`, one randomizer and one analyzer at a trusted curator.
 
@@ -42,7 +43,6 @@ __all__ = [
     "TreeRandomizer",
     "TreeAnalyzer",
     "TreeMechanism",
-    "DistributedTreeMechanism",
 ]
 
 NOISES = ("gaussian", "laplace", "discrete_gaussian")
@@ -113,7 +113,7 @@ def draw_noise(
     ``"discrete_gaussian"`` draws the exact discrete Gaussian of Canonne, Kamath & Steinke
     (:func:`fedbandit.mechanisms.discrete_gaussian.sample_discrete_gaussian`), as integers
     stored in float64 (exact below 2^53): the node noise of the distributed discrete
-    Gaussian tree (:class:`fedbandit.protocols._legacy_tree.DDGSecAggProtocol`).
+    Gaussian tree (:class:`the ``ddg-secagg`` protocol (fedbandit.protocols.DiscreteGaussianTree)`).
 
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise
@@ -209,7 +209,10 @@ class TreeRandomizer:
 
         With ``runs`` (increasing indices into the run axis), ``gamma`` holds the elements
         of those runs only, each run advances its own step, and ``j`` is an array of the
-        runs' levels.  ``return_noise=True`` also returns the noise Z that was added.
+        runs' levels.  Without ``runs`` every run advances one step: in lockstep ``j`` is
+        an int, and once runs are at different steps (after calls with ``runs``) it is
+        the same as ``runs`` = all runs.  ``return_noise=True`` also returns the noise Z
+        that was added.
 
         Raises
         ------
@@ -218,13 +221,13 @@ class TreeRandomizer:
         """
         rng = check_rng(rng)
         gamma = np.asarray(gamma, dtype=float)
+        if runs is None and self.batch_shape and np.any(self.steps != self.k):
+            runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             if gamma.shape != self.shape:
                 raise ValueError(f"gamma must have shape {self.shape}, got {gamma.shape}")
-            if self.k >= self.n_steps or (self.batch_shape and np.any(self.steps != self.k)):
-                if self.k >= self.n_steps:
-                    raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
-                raise ValueError("runs are at different steps: pass runs= to advance some of them")
+            if self.k >= self.n_steps:
+                raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
             self.k += 1
             self.steps += 1
             j = (self.k & -self.k).bit_length() - 1
@@ -274,7 +277,8 @@ class TreeAnalyzer:
 
     Keeps the latest synchronized noisy p-sum α̃_l at every level and returns the
     prefix estimate s̃_k = Σ_{l : bit l of k set} α̃_l.  ``runs=`` serves runs at
-    different steps, as :meth:`TreeRandomizer.release` does.
+    different steps, as :meth:`TreeRandomizer.release` does (and, as there, a call without
+    ``runs`` once the runs are at different steps advances every run by its own step).
     """
 
     def __init__(self, n_steps, item_shape, *, batch_shape=()):
@@ -289,6 +293,8 @@ class TreeAnalyzer:
     def update(self, j, alpha_tilde, *, runs=None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
+        if runs is None and self.batch_shape and np.any(self.steps != self.k):
+            runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             shape = self.batch_shape + self.item_shape
             if alpha_tilde.shape != shape:
@@ -346,44 +352,3 @@ class TreeMechanism:
         j, alpha_hat = self.randomizer.release(x, rng)
         return self.analyzer.update(j, alpha_hat)
 
-
-class DistributedTreeMechanism:
-    """Algorithm 2 of Zhou & Chowdhury with S = identity: M agents, one analyzer.
-
-    Every agent runs a :class:`TreeRandomizer` on its own stream; the analyzer sums the
-    agents' noisy p-sums (α̃_j = Σ_i α̂_{j,i}) and rebuilds the prefix sums.  The server's
-    prefix error at step k is the sum of M·popcount(k) independent node noises, so its
-    per-entry variance is M·popcount(k)·σ₀² (the "Mσ², not σ²" of the DP20 analysis).
-
-    Parameters
-    ----------
-    n_steps, item_shape, sigma0, symmetric, noise
-        As for :class:`TreeRandomizer`.
-    n_agents : int
-        M, the number of agents (the axis just before ``item_shape``).
-    batch_shape : tuple of int, optional
-        Leading axes before the agents axis, e.g. (runs,).
-    """
-
-    def __init__(self, n_steps, item_shape, sigma0, n_agents, *, batch_shape=(), symmetric=False, noise="gaussian"):
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
-        self.randomizer = TreeRandomizer(
-            n_steps,
-            item_shape,
-            sigma0,
-            batch_shape=batch_shape + (self.n_agents,),
-            symmetric=symmetric,
-            noise=noise,
-        )
-        self.analyzer = TreeAnalyzer(n_steps, item_shape, batch_shape=batch_shape)
-        self._agent_axis = len(batch_shape)
-
-    @property
-    def k(self) -> int:
-        return self.randomizer.k
-
-    def step(self, gammas, rng) -> np.ndarray:
-        """Take every agent's γ_{k,i} (shape batch_shape + (M,) + item_shape); return s̃_k."""
-        j, alpha_hat = self.randomizer.release(gammas, rng)
-        return self.analyzer.update(j, alpha_hat.sum(axis=self._agent_axis))

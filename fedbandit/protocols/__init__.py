@@ -1,4 +1,17 @@
-"""fedbandit.protocols._legacy_tree."""
+"""Privacy protocols P = (R, S, A): the only way a learner's data reaches the server.
+
+Every protocol is composed of a randomizer R, an intermediary S and an analyzer A (objects
+of :mod:`~fedbandit.protocols.base`), built by name from one registry::
+
+    from fedbandit.protocols import available, create
+    protocol = create("silo-ldp", epsilon=1.0, delta=1e-5)
+
+Kinds: ``statistics`` (continual release of the linear-bandit statistics;
+:mod:`~fedbandit.protocols.statistics`, :mod:`~fedbandit.protocols.statistics_catalog`,
+:mod:`~fedbandit.protocols.concurrent`), ``counter`` (continual counting of many streams;
+:mod:`~fedbandit.protocols.counting`) and ``sum`` (one private vector sum per round;
+:mod:`~fedbandit.protocols.sums`).  Intermediaries: :mod:`~fedbandit.protocols.intermediaries`.
+"""
 
 import importlib
 
@@ -11,6 +24,20 @@ _EXPORTS = {
     "Communication": "base",
     "ProtocolStateError": "base",
     "KINDS": "base",
+    "record_half_range": "concurrent",
+    "concurrent_schedule": "concurrent",
+    "sequential_batch_sizes": "concurrent",
+    "RandomizedResponseRecords": "concurrent",
+    "MixedRadixAnalyzer": "concurrent",
+    "ConcurrentShuffleProtocol": "concurrent",
+    "CounterRandomizer": "counting",
+    "HybridCounter": "counting",
+    "BinaryCounter": "counting",
+    "PerItemLaplaceCounter": "counting",
+    "ExactCounter": "counting",
+    "RunningSums": "counting",
+    "CounterProtocol": "counting",
+    "PRIVACY_WIDTH_KINDS": "counting",
     "Identity": "intermediaries",
     "Shuffler": "intermediaries",
     "SecureAggregation": "intermediaries",
@@ -40,6 +67,14 @@ _EXPORTS = {
     "StatisticsProtocol": "statistics",
     "AUTO_BITS_ROUNDING_SHARE": "statistics",
     "SCHEDULES": "statistics",
+    "ExactVectors": "sums",
+    "ClippedVectors": "sums",
+    "DDGVectors": "sums",
+    "PlainSum": "sums",
+    "GaussianSum": "sums",
+    "DDGDecoder": "sums",
+    "SumProtocol": "sums",
+    "AUTO_BITS_ROUNDING_SHARE_SUM": "sums",
 }
 
 __all__ = list(_EXPORTS)

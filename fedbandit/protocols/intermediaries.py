@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
@@ -211,25 +212,59 @@ class ConcurrentShufflers(Intermediary):
 
     Shuffler i collects consecutive batches of b_i users (b_1 > ... > b_k, each dividing
     the previous), releasing each full batch's messages in a random order; every user
-    sends one message (or one group of messages) to each of the k active shufflers.  With
-    one level of batch size 1 it is the identity (the local model).
+    sends its messages (g_i one-bit messages per coordinate) to each of the k active
+    shufflers.  With one level of batch size 1 every "batch" is one user, whose messages
+    reach the server as they are: the local model.
+
+    The vectorized protocol (:mod:`fedbandit.protocols.concurrent`) never materializes the
+    messages: a shuffle of one-bit messages reveals exactly their number of ones, so the
+    randomizer emits, per released batch and coordinate, that count (drawn from its exact
+    distribution) and :meth:`deliver` passes it on.  :class:`ConcurrentShuffleModel`
+    simulates the same shufflers message by message (:class:`Shuffler`).
 
     Parameters
     ----------
-    batch_sizes : sequence of int
-        (b_1, ..., b_k).
+    batch_sizes : sequence of int, optional
+        (b_1, ..., b_k).  None when the schedule depends on the number of users, which
+        the protocol learns when it is configured (:meth:`set_batch_sizes`).
     """
 
     name: ClassVar[str] = "concurrent-shufflers"
     view: ClassVar[str] = "multiset"
     trusted: ClassVar[str] = "each of the k shufflers (not to collude with the server)"
 
-    def __init__(self, batch_sizes):
-        sizes = tuple(int(b) for b in batch_sizes)
-        self.batch_sizes = check_batch_sizes(sizes, sizes[0] if sizes else 1)
+    def __init__(self, batch_sizes=None):
+        self.batch_sizes: tuple[int, ...] | None = None
+        self.k = None
+        if batch_sizes is not None:
+            # nested and positive here; checked against the number of users by set_batch_sizes
+            self.batch_sizes = check_batch_sizes(batch_sizes, sys.maxsize)
+            self.k = len(self.batch_sizes)
+
+    def set_batch_sizes(self, batch_sizes, n: int) -> None:
+        """Fix the schedule (b_1, ..., b_k), checked against n users (:func:`fedbandit._validation.check_batch_sizes`)."""
+        self.batch_sizes = check_batch_sizes(batch_sizes, check_positive_int("n", n))
         self.k = len(self.batch_sizes)
 
+    def check(self, randomizer: Randomizer) -> None:
+        super().check(randomizer)
+        if randomizer.message != "count":
+            raise ValueError(
+                f"randomizer {randomizer.name!r} with intermediary 'concurrent-shufflers': the k shufflers carry "
+                f"one-bit messages (delivered as their counts of ones), but this randomizer sends {randomizer.message} "
+                "messages; use the randomized-response randomizer"
+            )
+
+    @property
+    def local(self) -> bool:
+        """True for one level of batches of one user (the local model)."""
+        return self.batch_sizes == (1,)
+
     def describe(self) -> str:
+        if self.batch_sizes is None:
+            return "concurrent shufflers on nested batches of users (schedule fixed when configured)"
+        if self.local:
+            return "batches of one user: every user's messages reach the server as they are (the local model)"
         return f"k = {self.k} concurrent shufflers on batches of {list(self.batch_sizes)} users"
 
     def deliver(self, messages, rng=None, *, modulus=None):

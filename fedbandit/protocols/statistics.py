@@ -35,7 +35,6 @@ from fedbandit._validation import (
     check_choice,
     check_float_in_range,
     check_int_in_range,
-    check_nonnegative_float,
     check_positive_float,
     check_positive_int,
 )
@@ -342,7 +341,12 @@ class DiscreteGaussianTree(_TreeRandomizerBase):
         p = protocol
         if not p.private:
             raise ValueError("randomizer 'discrete-gaussian-tree' needs a target (epsilon, delta)")
-        db, dg = p.record_sensitivities(p.relation)
+        if p.relation != "add-remove":
+            raise ValueError(
+                "randomizer 'discrete-gaussian-tree' is calibrated for relation='add-remove' ([KLS21] Thm. 1); "
+                "its accounting under 'replace' is reported by accounting(relation='replace')"
+            )
+        db, dg = p.record_sensitivities("add-remove")
         self.coord_dim = n_coordinates(p.dim)
         self.clip = math.hypot(db, dg)
         self.max_node_users = p.batch_size * p.n_agents * 2 ** (p.kappa - 1)
@@ -399,17 +403,13 @@ class DiscreteGaussianTree(_TreeRandomizerBase):
         return protocol.n_agents * self.sigma0**2
 
     def event(self, protocol, relation):
-        p = protocol
-        if relation != p.relation:
-            db, dg = p.record_sensitivities(relation)
-            clip = math.hypot(db, dg)
-        else:
-            clip = self.clip
+        # Records are clipped to c whatever the relation; replacing one rounded record by
+        # another moves a node sum by up to twice the bound Δ₂ of one rounded record.
         e = DiscreteGaussianSumEvent(
-            clip=clip, gamma=self.params.gamma, beta=self.beta, dim=self.params.d_pad, sigma=self.sigma0,
-            n_parties=self.parties,
+            clip=self.clip, gamma=self.params.gamma, beta=self.beta, dim=self.params.d_pad, sigma=self.sigma0,
+            n_parties=self.parties, sensitivity_factor=1.0 if relation == "add-remove" else 2.0,
         )
-        return SelfComposedEvent(e, p.kappa)
+        return SelfComposedEvent(e, protocol.kappa)
 
     def calibration(self):
         q = self.params
@@ -878,6 +878,14 @@ class StatisticsProtocol(Protocol):
         return f"for users with ‖x‖ ≤ {self.feature_bound:g} and |y| ≤ {self.reward_bound:g} (the learner clips y)"
 
     # ------------------------------------------------------------ reports
+    @property
+    def sigma0(self) -> float:
+        """σ₀: the noise standard deviation one party (or, central, the server) adds per node entry."""
+        self._require()
+        if isinstance(self.analyzer, CentralTree):
+            return self.analyzer.sigma
+        return float(getattr(self.randomizer, "sigma0", 0.0))
+
     def node_noise_std(self) -> float:
         """Per-entry standard deviation of the noise in one node the server sums (all parties)."""
         self._require()
@@ -924,6 +932,7 @@ class StatisticsProtocol(Protocol):
         out = {
             "protocol": self.name,
             "model": self.model,
+            "trusted": self.trusted,
             "kappa": self.kappa,
             "sigma0": 0.0,
             "sigma": sigma,

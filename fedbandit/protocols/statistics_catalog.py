@@ -80,6 +80,8 @@ def sdp_amplification(epsilon, delta, *, variant="authors", force=False, relatio
 @register("sdp-vector-sum", kind="statistics", summary="shuffle DP: vector-sum protocol in every tree node",
           reference=f"{_ZC}, Thm. 6.5; Cheu et al. 2021")
 def sdp_vector_sum(epsilon, delta, *, split="advanced", constant=CJMP21_CONSTANT, relation="add-remove"):
+    if isinstance(delta, (int, float)) and not isinstance(delta, bool) and 0.5 <= delta < 1:
+        raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
     return StatisticsProtocol(
         VectorSum(split=split, constant=constant), Shuffler(), TreePrefix(), name="sdp-vector-sum", epsilon=epsilon,
         delta=delta, relation=relation,
@@ -93,7 +95,8 @@ def ddg_secagg(epsilon, delta, *, bits="auto", k=3.0, rounding_beta=math.exp(-0.
     return StatisticsProtocol(
         DiscreteGaussianTree(bits=bits, k=k, beta=rounding_beta, flatten=flatten, norm_growth=norm_growth,
                              flatten_seed=flatten_seed),
-        SecureAggregation(secure_aggregation), TreePrefix(), name="ddg-secagg", epsilon=epsilon, delta=delta,
+        SecureAggregation(check_choice("secure_aggregation", secure_aggregation, ("ideal", "real"))), TreePrefix(),
+        name="ddg-secagg", epsilon=epsilon, delta=delta,
         relation=relation,
     )
 

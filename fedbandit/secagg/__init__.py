@@ -1,4 +1,4 @@
-"""fedbandit.secagg.protocol."""
+"""Secure aggregation (Bonawitz et al. 2017), implemented with real cryptography (``protocol``)."""
 
 import importlib
 

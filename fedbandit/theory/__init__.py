@@ -1,4 +1,4 @@
-"""fedbandit.theory."""
+"""The bounds each chapter plots next to its measurements (``linear``, ``consensus``, ``psco``)."""
 
 import importlib
 

@@ -1,0 +1,271 @@
+"""Federated softmax regression with a pluggable sum protocol (Kairouz, Liu & Steinke 2021, Sec. 6.2).
+
+Federated averaging with server momentum [recalled: the method of [KLS21]'s federated
+experiments; model, learning rates and sizes are the book's choices]: at every round
+t = 1..T each of the n clients starts from the server's model W, takes ``local_steps``
+full-batch gradient steps of the softmax (cross-entropy) loss on its own examples, and
+sends its update Δ_i = W_i − W through the sum protocol P (:mod:`fedbandit.protocols.sums`:
+exact, a trusted server's Gaussian, or the distributed discrete Gaussian with secure
+aggregation); the server receives the noisy Σ_i Δ_i and updates
+
+    m ← μ m + (Σ_i Δ_i)/n,   W ← W + m.
+
+All clients take part in every round (no subsampling, hence no amplification).  The
+privacy guarantee is the protocol's over the T rounds (it is configured with
+``n_rounds = T``), for one client's whole data added or removed; the model after every
+round is a function of the protocol's releases only, so it inherits the guarantee.
+
+Vectorization: the R runs and the n clients advance together (one array axis of R·n
+clients); the runs share the data split and differ in the protocol's noise.
+
+:func:`run_fl` is the configuration runner (:func:`fedbandit.experiments.run_config`
+serves bandit learners, whose result is a regret curve on a bandit environment; this
+learner trains a classifier on a dataset, so it has its own runner and result type,
+:class:`FederatedResult`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedbandit._validation import (
+    check_float_in_range,
+    check_int_in_range,
+    check_positive_float,
+    check_positive_int,
+    check_rng,
+)
+from fedbandit.learners.registry import keyword_parameters, split_params
+from fedbandit.protocols.sums import SumProtocol
+
+__all__ = ["FederatedLearner", "FederatedResult", "run_fl", "FL_DATA_KEYS"]
+
+#: Configuration keys :func:`run_fl` reads itself (the data split and the runs).
+FL_DATA_KEYS = ("protocol", "n_clients", "split_seed", "test_fraction", "runs", "epsilon", "delta")
+
+
+@dataclass
+class FederatedResult:
+    """Outcome of R runs of :class:`FederatedLearner` side by side.
+
+    Attributes
+    ----------
+    accuracy : ndarray (R,)
+        Test accuracy of the final model of each run.
+    t : ndarray (T,)
+        Rounds 1..T.
+    communication : dict
+        The protocol's counters (``rounds``, ``messages``, ``payload`` with ``unit``, ``bits``)
+        and ``bits_per_coordinate``.
+    accounting : dict
+        The guarantee of the whole run (:meth:`fedbandit.accounting.Accounting.as_dict`).
+    calibration : dict
+        The protocol's noise parameters and the learner's own (rounds, learning rate, ...).
+    extras : dict
+        ``accuracy_curve`` (R, T): test accuracy after every round.
+    learner, protocol : str
+    seconds, cpu_seconds, peak_rss_mb : float
+        Filled by :func:`run_fl`.
+    """
+
+    accuracy: np.ndarray
+    t: np.ndarray
+    communication: dict = field(default_factory=dict)
+    accounting: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)
+    learner: str = ""
+    protocol: str = ""
+    seconds: float = float("nan")
+    cpu_seconds: float = float("nan")
+    peak_rss_mb: float = float("nan")
+
+    @property
+    def n_runs(self) -> int:
+        return self.accuracy.shape[0]
+
+
+def _repeat_runs(a: np.ndarray, n_runs: int) -> np.ndarray:
+    """Stack ``n_runs`` copies of ``a`` along its first (client) axis: (R·n, ...)."""
+    return a if n_runs == 1 else np.concatenate([a] * n_runs, axis=0)
+
+
+class FederatedLearner:
+    """Federated averaging of a softmax-regression model through a sum protocol.
+
+    Parameters
+    ----------
+    protocol : SumProtocol
+        ``fedbandit.protocols.create("sum-...", ...)``; configured by this constructor for n
+        parties, the model's dimension, ``rounds`` releases and clipping norm ``clip``.
+    n_clients : int
+        n, the clients (all take part in every round).
+    n_features : int
+        Input features per example (a bias feature is appended).
+    n_classes : int, default 10
+    rounds : int
+        T, communication rounds.
+    local_steps : int, default 5
+        Full-batch gradient steps per client and round.
+    lr : float, default 0.5
+        Local learning rate.
+    momentum : float, default 0.9
+        Server momentum μ in [0, 1).
+    clip : float, default 0.3
+        ℓ2 clipping norm c of a client's update (used by the private protocols).
+    """
+
+    name = "federated-softmax"
+
+    def __init__(self, protocol, *, n_clients, n_features, n_classes=10, rounds, local_steps=5, lr=0.5, momentum=0.9,
+                 clip=0.3):
+        if not isinstance(protocol, SumProtocol):
+            raise TypeError(
+                f"protocol must be a fedbandit.protocols.SumProtocol (fedbandit.protocols.create('sum-...', ...)), "
+                f"got {type(protocol).__name__}"
+            )
+        self.n_clients = check_positive_int("n_clients", n_clients)
+        self.n_features = check_positive_int("n_features", n_features)
+        self.n_classes = check_int_in_range("n_classes", n_classes, 2, None)
+        self.rounds = check_positive_int("rounds", rounds)
+        self.local_steps = check_positive_int("local_steps", local_steps)
+        self.lr = check_positive_float("lr", lr)
+        self.momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
+        self.clip = check_positive_float("clip", clip)
+        self.dim = (self.n_features + 1) * self.n_classes
+        self.protocol = protocol.configure(n_parties=self.n_clients, dim=self.dim, n_rounds=self.rounds, clip=self.clip)
+
+    def _check_data(self, data) -> None:
+        if not isinstance(data, dict) or any(k not in data for k in ("X", "y", "mask", "X_test", "y_test")):
+            raise TypeError("data must be a dict with X, y, mask, X_test, y_test (fedbandit.envs.load_digits_federated)")
+        n, _, f = np.shape(data["X"])
+        if (n, f) != (self.n_clients, self.n_features):
+            raise ValueError(
+                f"data has {n} clients with {f} features, but the learner was built for n_clients={self.n_clients}, "
+                f"n_features={self.n_features}"
+            )
+
+    def run(self, data, rng, *, n_runs: int = 1) -> FederatedResult:
+        """Train ``n_runs`` models side by side on ``data`` (:func:`fedbandit.envs.load_digits_federated`).
+
+        ``rng`` drives only the protocol (noise, rounding, the DDG rotation); the data and
+        the initial model (zero) are fixed.
+        """
+        self._check_data(data)
+        rng = check_rng(rng)
+        R = check_positive_int("n_runs", n_runs)
+        C, T = self.n_classes, self.rounds
+        protocol = self.protocol
+        protocol.reset(n_runs=R, rng=rng)
+        mask = data["mask"]
+        X = np.concatenate([data["X"], np.ones(data["X"].shape[:-1] + (1,))], axis=-1)
+        Y = np.eye(C)[data["y"]] * mask[..., None]
+        count = mask.sum(axis=1)[:, None, None]
+        n, _, f = X.shape
+        d = f * C
+        Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))  # clients of all runs: (R·n, ...)
+        Xt = np.concatenate([data["X_test"], np.ones((len(data["y_test"]), 1))], axis=-1)
+        W, mom = np.zeros((R, d)), np.zeros((R, d))
+        curve = np.zeros((R, T))
+        for t in range(T):
+            Wc = np.broadcast_to(W.reshape(R, 1, f, C), (R, n, f, C)).reshape(R * n, f, C).copy()
+            for _ in range(self.local_steps):  # local full-batch gradient steps, all clients of all runs at once
+                z = np.einsum("nlf,nfk->nlk", Xr, Wc)
+                z -= z.max(-1, keepdims=True)
+                prob = np.exp(z)
+                prob /= prob.sum(-1, keepdims=True)
+                Wc -= self.lr * np.einsum("nlf,nlk->nfk", Xr, (prob - Yr) * maskr[..., None]) / countr
+            update = Wc.reshape(R, n, d) - W[:, None, :]
+            avg = protocol.aggregate(update) / n
+            mom = self.momentum * mom + avg
+            W = W + mom
+            curve[:, t] = self._accuracy(Xt, data["y_test"], W)
+        return FederatedResult(
+            accuracy=curve[:, -1].copy(),
+            t=np.arange(1, T + 1),
+            communication=self.communication(),
+            accounting=self.accounting().as_dict(),
+            calibration=self.calibration(),
+            extras={"accuracy_curve": curve},
+            learner=self.name,
+            protocol=protocol.name,
+        )
+
+    def _accuracy(self, Xt, y_test, W) -> np.ndarray:
+        R = W.shape[0]
+        logits = np.matmul(Xt, W.reshape(R, -1, self.n_classes))  # (R, n_test, C)
+        return np.mean(np.argmax(logits, axis=-1) == y_test, axis=-1)
+
+    def communication(self) -> dict:
+        """What the clients sent over the run (uplink, all clients)."""
+        c = self.protocol.communication
+        return {**c.as_dict(), "bits": c.bits, "bits_per_coordinate": self.protocol.bits_per_coordinate}
+
+    def accounting(self):
+        """The guarantee of the whole run: the protocol's over the T rounds (the model is a function of its releases)."""
+        return self.protocol.accounting()
+
+    def calibration(self) -> dict:
+        out = dict(self.protocol.calibration())
+        out.update({"rounds": self.rounds, "local_steps": self.local_steps, "lr": self.lr, "momentum": self.momentum,
+                    "clip": self.clip})
+        return out
+
+    @classmethod
+    def from_config(cls, config: dict, data):
+        """Build from a configuration (see :func:`run_fl`) and the data it describes."""
+        protocol, kw = split_params(config, cls)
+        kw.pop("n_features", None)
+        kw.pop("n_classes", None)
+        return cls(protocol, n_features=np.shape(data["X"])[-1], n_classes=int(data.get("n_classes", 10)), **kw)
+
+
+def run_fl(config: dict, rng) -> FederatedResult:
+    """The configuration runner of :class:`FederatedLearner`: ``config["runs"]`` models on the digits.
+
+    A configuration is a flat dict: ``protocol`` (a name of
+    ``fedbandit.protocols.available("sum")``) with its parameters by name (``epsilon``,
+    ``delta``, ``bits``, ``k``, ``calibration``, ...); the data split (``n_clients``,
+    ``split_seed`` (default 0), ``test_fraction``: :func:`fedbandit.envs.load_digits_federated`);
+    ``runs`` (default 1); and the learner's parameters by name (``rounds``, ``local_steps``,
+    ``lr``, ``momentum``, ``clip``).  Every key must be used (a misspelt key is an error).
+
+    Returns
+    -------
+    FederatedResult
+        With the wall time, CPU time and peak memory of the call.
+    """
+    from fedbandit.envs.digits import load_digits_federated
+    from fedbandit.experiments.runner import _max_rss_mb
+    from fedbandit.protocols.registry import describe
+
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if config.get("protocol") is None:
+        raise ValueError("config lacks 'protocol' (a name of fedbandit.protocols.available('sum'))")
+    info = describe(config["protocol"])
+    if info.kind != "sum":
+        raise ValueError(f"protocol {config['protocol']!r} is a {info.kind} protocol; the federated learner needs a sum protocol")
+    # n_features and n_classes come from the data, not from the configuration.
+    known = (set(FL_DATA_KEYS) | set(keyword_parameters(FederatedLearner)) | set(info.parameters)) - {"n_features",
+                                                                                                      "n_classes"}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"config keys {unknown} are used by neither the data, the federated learner nor the protocol "
+                         f"{config['protocol']!r}")
+    rng = check_rng(rng)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    data = load_digits_federated(
+        check_positive_int("n_clients", config.get("n_clients", 100)),
+        test_fraction=config.get("test_fraction", 0.2),
+        rng=config.get("split_seed", 0),
+    )
+    learner = FederatedLearner.from_config({**config, "n_clients": data["X"].shape[0]}, data)
+    result = learner.run(data, rng, n_runs=config.get("runs", 1))
+    result.seconds = time.perf_counter() - start
+    result.cpu_seconds = time.process_time() - cpu_start
+    result.peak_rss_mb = _max_rss_mb()
+    return result

@@ -1,0 +1,88 @@
+"""The federated softmax-regression learner (fedbandit.learners.federated) and its runner run_fl."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reference_federated import reference_fl_run
+
+from fedbandit.envs.digits import load_digits_federated
+from fedbandit.learners.federated import FederatedLearner, FederatedResult, run_fl
+from fedbandit.protocols.registry import create
+
+BASE = dict(n_clients=20, split_seed=0, rounds=3, local_steps=2, lr=0.5, momentum=0.9)
+KINDS = {
+    "none": dict(protocol="sum-non-private"),
+    "gauss": dict(protocol="sum-central-gaussian", epsilon=4.0, delta=1e-5),
+    "ddg": dict(protocol="sum-ddg-secagg", epsilon=4.0, delta=1e-5, bits=16, k=3),
+}
+
+
+def _old_config(kind):
+    new = KINDS[kind]
+    return dict(BASE, c=0.3, delta=1e-5, kind=kind, epsilon=new.get("epsilon", 0.0), bits=new.get("bits", 0), k=3)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_same_draws_same_model_as_the_inline_reference(kind):
+    """One run: the learner with the matching sum protocol reproduces the old inline trainer exactly."""
+    ref = reference_fl_run(_old_config(kind), np.random.default_rng(12))
+    out = run_fl(dict(BASE, clip=0.3, **KINDS[kind]), np.random.default_rng(12))
+    assert isinstance(out, FederatedResult)
+    assert out.accuracy.tolist() == [ref["accuracy"]]
+    assert out.extras["accuracy_curve"][0].tolist() == ref["curve"]
+    assert out.t.tolist() == [1, 2, 3]
+
+
+def test_runs_are_vectorized():
+    """Without noise every run is the same model; with noise the runs differ."""
+    exact = run_fl(dict(BASE, clip=0.3, runs=3, **KINDS["none"]), np.random.default_rng(0))
+    one = run_fl(dict(BASE, clip=0.3, **KINDS["none"]), np.random.default_rng(0))
+    np.testing.assert_allclose(exact.extras["accuracy_curve"], np.repeat(one.extras["accuracy_curve"], 3, axis=0))
+    noisy = run_fl(dict(BASE, clip=0.3, runs=3, **dict(KINDS["gauss"], epsilon=0.5)), np.random.default_rng(0))
+    assert noisy.accuracy.shape == (3,)
+    assert np.unique(noisy.extras["accuracy_curve"], axis=0).shape[0] > 1
+
+
+def test_result_reports_the_protocol():
+    out = run_fl(dict(BASE, clip=0.3, **KINDS["ddg"]), np.random.default_rng(1))
+    assert out.accounting["status"] == "verified"
+    assert out.accounting["epsilon"] == pytest.approx(4.0, rel=1e-6)
+    assert out.calibration["bits"] == 16 and out.calibration["n_rounds"] == 3 and out.calibration["clip"] == 0.3
+    assert out.communication["rounds"] == 3 and out.communication["bits_per_coordinate"] == 16
+    assert out.communication["bits"] == 3 * 20 * 1024 * 16  # d = 65 * 10 padded to 1024
+    assert out.protocol == "sum-ddg-secagg" and out.learner == "federated-softmax"
+    g = run_fl(dict(BASE, clip=0.3, **KINDS["gauss"]), np.random.default_rng(1))
+    assert g.accounting["status"] == "verified" and g.accounting["model"] == "central"
+    assert run_fl(dict(BASE, clip=0.3, **KINDS["none"]), np.random.default_rng(1)).accounting["status"] == "none"
+
+
+def test_non_private_training_learns():
+    out = run_fl(dict(BASE, rounds=8, local_steps=5, **KINDS["none"]), np.random.default_rng(0))
+    assert out.accuracy[0] > 0.85  # deterministic: no noise, fixed split
+    assert out.extras["accuracy_curve"][0, -1] > out.extras["accuracy_curve"][0, 0]
+
+
+def test_run_fl_refuses_bad_configurations():
+    with pytest.raises(ValueError, match="clipp"):
+        run_fl(dict(BASE, clipp=0.3, **KINDS["none"]), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="used by neither"):
+        run_fl(dict(BASE, n_features=5, **KINDS["none"]), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="sum protocol"):
+        run_fl(dict(BASE, protocol="silo-ldp", epsilon=1.0, delta=0.1), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="protocol"):
+        run_fl(dict(BASE), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="bits"):
+        run_fl(dict(BASE, bits=16, **KINDS["gauss"]), np.random.default_rng(0))
+
+
+def test_learner_checks_its_arguments():
+    with pytest.raises(TypeError, match="SumProtocol"):
+        FederatedLearner(create("silo-ldp", epsilon=1.0, delta=0.1), n_clients=5, n_features=4, rounds=2)
+    with pytest.raises(ValueError, match="momentum"):
+        FederatedLearner(create("sum-non-private"), n_clients=5, n_features=4, rounds=2, momentum=1.0)
+    with pytest.raises(ValueError, match="rounds"):
+        FederatedLearner(create("sum-non-private"), n_clients=5, n_features=4, rounds=0)
+    learner = FederatedLearner(create("sum-non-private"), n_clients=5, n_features=64, rounds=2)
+    with pytest.raises(ValueError, match="n_clients=5"):
+        learner.run(load_digits_federated(6), np.random.default_rng(0))

@@ -1,0 +1,307 @@
+"""The sum protocols (fedbandit.protocols.sums): composition, lifecycle, draws, noise and accounting."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedbandit.accounting.accountant import account
+from fedbandit.accounting.ddg import ddg_epsilon, ddg_params
+from fedbandit.accounting.gaussian import (
+    analytic_gaussian_epsilon,
+    analytic_gaussian_sigma,
+)
+from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
+from fedbandit.experiments.trials import dme_trial
+from fedbandit.mechanisms.ddg import DDGMechanism, clip_l2
+from fedbandit.protocols.base import ProtocolStateError
+from fedbandit.protocols.intermediaries import Identity, SecureAggregation, Shuffler
+from fedbandit.protocols.registry import available, create, describe
+from fedbandit.protocols.sums import (
+    ClippedVectors,
+    DDGDecoder,
+    DDGVectors,
+    ExactVectors,
+    GaussianSum,
+    PlainSum,
+    SumProtocol,
+)
+
+BETA = math.exp(-0.5)
+SUMS = ("sum-non-private", "sum-central-gaussian", "sum-ddg-secagg")
+
+
+def _vectors(rng, shape, c=1.0):
+    x = rng.normal(size=shape)
+    return x * (c / np.linalg.norm(x, axis=-1, keepdims=True)) * rng.uniform(0.2, 1.0, size=shape[:-1] + (1,))
+
+
+def _make(name, n=20, d=30, T=3, c=1.0, **kw):
+    params = {} if name == "sum-non-private" else dict(epsilon=2.0, delta=1e-5)
+    params.update(kw)
+    return create(name, **params).configure(n_parties=n, dim=d, n_rounds=T, clip=c)
+
+
+def test_registry_lists_the_sum_protocols():
+    assert available(kind="sum") == SUMS
+    for name in SUMS:
+        assert describe(name).kind == "sum"
+        assert create(name, **({} if name == "sum-non-private" else dict(epsilon=1.0, delta=1e-5))).kind == "sum"
+
+
+@pytest.mark.parametrize(
+    "parts, match",
+    [
+        ((DDGVectors(), Identity(), DDGDecoder()), "ddg-vectors.*identity"),
+        ((DDGVectors(), Shuffler(), DDGDecoder()), "ddg-vectors.*shuffler"),
+        ((ClippedVectors(), SecureAggregation("real"), GaussianSum()), "clipped-vectors.*secure-aggregation"),
+        ((ExactVectors(), Identity(), GaussianSum()), "gaussian-sum.*exact-vectors"),
+        ((DDGVectors(), SecureAggregation(), PlainSum()), "ddg-vectors.*plain-sum"),
+        ((ClippedVectors(), Identity(), DDGDecoder()), "clipped-vectors.*ddg-decoder"),
+    ],
+)
+def test_invalid_compositions_are_refused_naming_both_parts(parts, match):
+    with pytest.raises(ValueError, match=match):
+        SumProtocol(*parts, name="x", epsilon=1.0, delta=1e-5)
+
+
+def test_private_flags_must_match_the_parts():
+    with pytest.raises(ValueError, match="not private"):
+        SumProtocol(ExactVectors(), Identity(), PlainSum(), name="x", epsilon=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="needs a target"):
+        SumProtocol(ClippedVectors(), Identity(), GaussianSum(), name="x")
+
+
+@pytest.mark.parametrize(
+    "name, kw, match",
+    [
+        ("sum-ddg-secagg", dict(bits=1), "bits"),
+        ("sum-ddg-secagg", dict(bits="auto", method="zcdp"), "method"),
+        ("sum-ddg-secagg", dict(k=0.0), "k"),
+        ("sum-ddg-secagg", dict(rounding_beta=1.0), "beta"),
+        ("sum-ddg-secagg", dict(secure_aggregation="fake"), "mode"),
+        ("sum-central-gaussian", dict(calibration="paper"), "calibration"),
+        ("sum-central-gaussian", dict(relation="swap"), "relation"),
+        ("sum-central-gaussian", dict(epsilon=-1.0), "epsilon"),
+    ],
+)
+def test_bad_parameters_name_the_parameter(name, kw, match):
+    params = dict(epsilon=1.0, delta=1e-5)
+    params.update(kw)
+    with pytest.raises((ValueError, TypeError), match=match):
+        create(name, **params)
+
+
+def test_configure_checks_the_setting():
+    p = create("sum-central-gaussian", epsilon=1.0, delta=1e-5)
+    with pytest.raises(ValueError, match="clip"):
+        p.configure(n_parties=10, dim=5, n_rounds=2)
+    with pytest.raises(ValueError, match="n_parties"):
+        p.configure(n_parties=0, dim=5, n_rounds=2, clip=1.0)
+    with pytest.raises(ValueError, match="clip"):
+        p.configure(n_parties=10, dim=5, n_rounds=2, clip=-1.0)
+    with pytest.raises(ValueError, match="clip"):
+        create("sum-ddg-secagg", epsilon=1.0, delta=1e-5).configure(n_parties=10, dim=5, n_rounds=2)
+    with pytest.raises(ValueError, match="n_parties >= 2"):
+        create("sum-ddg-secagg", epsilon=1.0, delta=1e-5, secure_aggregation="real").configure(
+            n_parties=1, dim=5, clip=1.0)
+    with pytest.raises(ValueError, match="no valid gamma"):
+        create("sum-ddg-secagg", epsilon=1.0, delta=1e-5, bits=4).configure(n_parties=1000, dim=5, clip=1.0)
+
+
+@pytest.mark.parametrize("name", SUMS)
+def test_lifecycle_and_shapes(name):
+    p = _make(name, n=5, d=4, T=2)
+    with pytest.raises(ProtocolStateError):
+        p.aggregate(np.zeros((5, 4)))
+    p.reset(n_runs=1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="shape"):
+        p.aggregate(np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="finite"):
+        p.aggregate(np.full((5, 4), np.nan))
+    assert p.aggregate(np.zeros((5, 4))).shape == (4,)
+    assert p.aggregate(np.zeros((1, 5, 4))).shape == (1, 4)
+    with pytest.raises(ValueError, match="n_rounds=2"):
+        p.aggregate(np.zeros((5, 4)))
+    p.reset(n_runs=3, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n_runs=1"):
+        p.aggregate(np.zeros((5, 4)))
+    assert p.aggregate(np.zeros((3, 5, 4))).shape == (3, 4)
+
+
+def test_non_private_sum_is_exact_and_unclipped():
+    rng = np.random.default_rng(1)
+    x = 5.0 * rng.normal(size=(2, 6, 3))
+    p = _make("sum-non-private", n=6, d=3, T=1).reset(n_runs=2, rng=rng)
+    total, noise = p.aggregate(x, return_noise=True)
+    np.testing.assert_array_equal(total, x.sum(axis=1))
+    np.testing.assert_array_equal(noise, 0.0)
+    assert p.accounting().status == "none"
+    assert p.model == "none" and p.noise_std() == 0.0
+
+
+def test_central_gaussian_draws_are_the_mechanism_s():
+    """The protocol's release is clip(x).sum + N(0, σ²) drawn from the generator itself, σ analytic at c√T."""
+    x = _vectors(np.random.default_rng(2), (3, 20, 30), c=2.0) * 2.0  # some norms above c = 1
+    p = _make("sum-central-gaussian", n=20, d=30, T=4, c=1.0).reset(n_runs=3, rng=np.random.default_rng(7))
+    out = p.aggregate(x)
+    rng = np.random.default_rng(7)
+    sigma = analytic_gaussian_sigma(2.0, 1e-5, 1.0 * math.sqrt(4))
+    np.testing.assert_array_equal(out, clip_l2(x, 1.0).sum(axis=1) + rng.normal(0.0, sigma, size=(3, 30)))
+    assert p.noise_std() == sigma
+    assert p.calibration()["sigma"] == sigma and p.trusted == "the server"
+
+
+def test_ddg_draws_are_the_mechanism_s():
+    """The protocol's release is DDGMechanism(ddg_params(..., steps=T), rng).noisy_sum(x, rng), bit for bit."""
+    x = _vectors(np.random.default_rng(3), (2, 20, 30))
+    p = _make("sum-ddg-secagg", n=20, d=30, T=3, bits=14, k=3).reset(n_runs=2, rng=np.random.default_rng(9))
+    out = [p.aggregate(x), p.aggregate(x)]
+    rng = np.random.default_rng(9)
+    params = ddg_params(14, 3, 20, 30, 1.0, 2.0, 1e-5, BETA, steps=3)
+    assert p.params == params
+    mech = DDGMechanism(params, rng)
+    ref = [mech.noisy_sum(x, rng), mech.noisy_sum(x, rng)]
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_ddg_fixed_flatten_seed_reuses_the_rotation():
+    x = _vectors(np.random.default_rng(4), (20, 30))
+    p = _make("sum-ddg-secagg", n=20, d=30, T=1, flatten_seed=5)
+    a = p.reset(n_runs=1, rng=np.random.default_rng(1)).aggregate(x)
+    b = p.reset(n_runs=1, rng=np.random.default_rng(1)).aggregate(x)
+    np.testing.assert_array_equal(a, b)
+    mech = DDGMechanism(p.params, 5)
+    np.testing.assert_array_equal(a, mech.noisy_sum(x, np.random.default_rng(1)))
+
+
+def test_real_secure_aggregation_gives_the_ideal_sum():
+    x = _vectors(np.random.default_rng(5), (2, 6, 10))
+    ideal = _make("sum-ddg-secagg", n=6, d=10, T=1).reset(n_runs=2, rng=np.random.default_rng(3)).aggregate(x)
+    real = _make("sum-ddg-secagg", n=6, d=10, T=1, secure_aggregation="real")
+    np.testing.assert_array_equal(real.reset(n_runs=2, rng=np.random.default_rng(3)).aggregate(x), ideal)
+
+
+def test_ddg_refuses_return_noise():
+    p = _make("sum-ddg-secagg", n=5, d=4, T=1).reset(n_runs=1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="return_noise"):
+        p.aggregate(np.zeros((5, 4)), return_noise=True)
+
+
+def test_central_gaussian_noise_has_the_calibrated_variance():
+    """Chi-square test of the released noise: 50 x 200 coordinates, two-sided, false-alarm rate 1e-3."""
+    p = _make("sum-central-gaussian", n=10, d=200, T=1).reset(n_runs=50, rng=np.random.default_rng(11))
+    _, noise = p.aggregate(np.zeros((50, 10, 200)), return_noise=True)
+    df = noise.size
+    stat = np.sum(noise**2) / p.noise_std() ** 2
+    assert stats.chi2.ppf(0.0005, df) < stat < stats.chi2.ppf(0.9995, df)
+
+
+def test_ddg_error_matches_privacy_noise_plus_rounding():
+    """Per-coordinate squared error of the decoded sum in [0.9 nσ², 1.1 (nσ² + nγ²/4)], and unbiased.
+
+    16 bits, k = 4 (wrap-around ~1e-4 per coordinate).  The true mean square lies between
+    the two bounds (privacy noise, plus rounding of variance at most γ²/4 per party); over
+    30 runs × 256 coordinates its estimate has a relative standard error of about
+    sqrt(2/7680) ≈ 1.6%, so the 10% margins are more than 6 standard errors (false alarm
+    < 1e-9); the mean error is tested at 5 standard errors (false alarm < 1e-6).
+    """
+    n, d = 40, 256
+    x = _vectors(np.random.default_rng(6), (30, n, d))
+    p = _make("sum-ddg-secagg", n=n, d=d, T=1, bits=16, k=4).reset(n_runs=30, rng=np.random.default_rng(8))
+    err = p.aggregate(x) - x.sum(axis=1)
+    q = p.params
+    mse = np.mean(err**2)
+    assert 0.9 * n * q.sigma**2 < mse < 1.1 * (n * q.sigma**2 + n * q.gamma**2 / 4)
+    assert abs(np.mean(err)) < 5 * math.sqrt(mse / err.size)
+    assert p.wrap_fraction() < 1e-3
+    assert p.noise_std() == pytest.approx(math.sqrt(n) * q.sigma)
+
+
+def test_wrap_fraction_is_measured():
+    n, d = 100, 64
+    x = np.tile(np.full(d, 1.0 / math.sqrt(d)), (n, 1))  # all agree: the sum has norm n c
+    few = _make("sum-ddg-secagg", n=n, d=d, T=1, bits=12, k=1, norm_growth="optimistic")
+    few.reset(n_runs=1, rng=np.random.default_rng(0)).aggregate(x)
+    assert few.wrap_fraction() > 0.1
+    safe = _make("sum-ddg-secagg", n=n, d=d, T=1, bits=12, k=5)
+    safe.reset(n_runs=1, rng=np.random.default_rng(0)).aggregate(x)
+    assert safe.wrap_fraction() == 0.0
+    with pytest.raises(TypeError):
+        _make("sum-central-gaussian").reset(n_runs=1, rng=np.random.default_rng(0)).wrap_fraction()
+
+
+@pytest.mark.parametrize("T", [1, 7])
+def test_central_gaussian_accounting_is_exact(T):
+    p = _make("sum-central-gaussian", T=T, c=0.3)
+    a = p.accounting()
+    assert a.status == "verified" and a.model == "central" and a.relation == "add-remove"
+    assert a.epsilon == pytest.approx(2.0, rel=1e-7)
+    assert a.epsilon == pytest.approx(analytic_gaussian_epsilon(p.noise_std(), 1e-5, 0.3 * math.sqrt(T)), rel=1e-9)
+    # the event accounts to the same result; the accountant's generic zCDP route for the Gaussian
+    # composition itself overstates ε: that is why the event carries the exact profile
+    same = account(p.event(), target_epsilon=2.0, target_delta=1e-5)
+    assert (same.status, same.epsilon) == (a.status, a.epsilon)
+    assert account(p.gaussian_event(), target_epsilon=2.0, target_delta=1e-5).epsilon > 2.0 * 1.01
+    # replacing a party's vector doubles the sensitivity: not private at the target
+    r = p.accounting("replace")
+    assert r.status == "invalid" and r.epsilon > 2.0 * 1.5
+
+
+def test_central_gaussian_zcdp_calibration():
+    p = _make("sum-central-gaussian", T=5, c=0.3, calibration="zcdp")
+    assert p.noise_std() == calibrate_gaussian_sigma(2.0, 1e-5, 0.3, n_compositions=5)
+    a = p.accounting()
+    assert a.status == "verified" and a.epsilon < 2.0  # the exact ε of the looser calibration
+    assert p.noise_std() > _make("sum-central-gaussian", T=5, c=0.3).noise_std()
+
+
+@pytest.mark.parametrize("T", [1, 6])
+def test_ddg_accounting_composes_over_the_rounds(T):
+    p = _make("sum-ddg-secagg", n=50, d=30, T=T, bits=16, k=3)
+    q = p.params
+    a = p.accounting()
+    assert a.status == "verified" and a.model == "distributed"
+    assert a.epsilon == pytest.approx(2.0, rel=1e-6)
+    assert a.epsilon == ddg_epsilon(q.sigma, c=1.0, gamma=q.gamma, beta=q.beta, n=50, d=q.d_pad, delta=1e-5, steps=T)
+    assert q.epsilon_for(50) == pytest.approx(a.epsilon, rel=1e-12)
+    r = p.accounting("replace")
+    assert r.status == "invalid" and r.epsilon > 2.0 * 1.5
+
+
+def test_communication_counts_bits():
+    p = _make("sum-ddg-secagg", n=20, d=30, T=2, bits=14).reset(n_runs=1, rng=np.random.default_rng(0))
+    p.aggregate(np.zeros((20, 30)))
+    p.aggregate(np.zeros((20, 30)))
+    c = p.communication
+    assert (c.rounds, c.messages, c.payload_unit) == (2, 40, "bits")
+    assert c.payload == 2 * 20 * 32 * 14 and p.bits_per_coordinate == 14
+    g = _make("sum-central-gaussian", n=20, d=30, T=1).reset(n_runs=1, rng=np.random.default_rng(0))
+    g.aggregate(np.zeros((20, 30)))
+    assert g.communication.payload == 20 * 30 and g.communication.bits == 20 * 30 * 64 and g.bits_per_coordinate == 64
+
+
+def test_auto_bits_meets_the_rounding_share():
+    from fedbandit.protocols.sums import AUTO_BITS_ROUNDING_SHARE_SUM
+
+    p = _make("sum-ddg-secagg", n=100, d=250, T=1, c=10.0, bits="auto", k=3)
+    q = p.params
+    assert q.bits % 2 == 0
+    assert 100 * q.gamma**2 / 4 <= AUTO_BITS_ROUNDING_SHARE_SUM * 100 * q.sigma**2
+    smaller = ddg_params(q.bits - 2, 3, 100, 250, 10.0, 2.0, 1e-5, BETA)
+    assert 100 * smaller.gamma**2 / 4 > AUTO_BITS_ROUNDING_SHARE_SUM * 100 * smaller.sigma**2
+
+
+def test_dme_trial_uses_the_protocols():
+    cfg = dict(n=50, d=30, c=1.0, bits=14, k=3, epsilon=2.0, delta=1e-5, beta=BETA, reps=20)
+    out = dme_trial(cfg, np.random.default_rng(0))
+    g = create("sum-central-gaussian", epsilon=2.0, delta=1e-5).configure(n_parties=50, dim=30, clip=1.0)
+    assert out["mse_gauss_analytic"] == g.noise_std() ** 2 / 50**2
+    assert out["mse_gauss_sim"].shape == out["mse_ddg"].shape == (20,)
+    # means of 20 x 30 squared Gaussian errors: within 25% of their expectation (false alarm < 1e-4)
+    assert abs(out["mse_gauss_sim"].mean() / out["mse_gauss_analytic"] - 1) < 0.25
+    assert out["mse_gauss_zcdp"] > out["mse_gauss_analytic"]
+    assert abs(out["mse_ddg"].mean() / out["mse_ddg_noise"] - 1) < 0.25  # rounding adds ~(γ/σ)²/4 ≈ 3e-5
