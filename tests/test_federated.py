@@ -1,4 +1,4 @@
-"""The federated softmax-regression learner (fedbandit.learners.federated) and its runner run_fl."""
+"""The federated softmax-regression learner (fedbandit.learners.federated), run by run_config."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ import pytest
 from reference_federated import reference_fl_run
 
 from fedbandit.envs.digits import load_digits_federated
-from fedbandit.learners.federated import FederatedLearner, FederatedResult, run_fl
+from fedbandit.experiments import run_config
+from fedbandit.learners.federated import FederatedLearner, FederatedResult
 from fedbandit.protocols.registry import create
+
+
+def run_fl(config, rng):
+    return run_config(dict(config, learner="federated-learning", instance="digits"), rng)
 
 BASE = dict(n_clients=20, split_seed=0, rounds=3, local_steps=2, lr=0.5, momentum=0.9)
 KINDS = {
@@ -51,7 +56,7 @@ def test_result_reports_the_protocol():
     assert out.calibration["bits"] == 16 and out.calibration["n_rounds"] == 3 and out.calibration["clip"] == 0.3
     assert out.communication["rounds"] == 3 and out.communication["bits_per_coordinate"] == 16
     assert out.communication["bits"] == 3 * 20 * 1024 * 16  # d = 65 * 10 padded to 1024
-    assert out.protocol == "sum-ddg-secagg" and out.learner == "federated-softmax"
+    assert out.protocol == "sum-ddg-secagg" and out.learner == "federated-learning"
     g = run_fl(dict(BASE, clip=0.3, **KINDS["gauss"]), np.random.default_rng(1))
     assert g.accounting["status"] == "verified" and g.accounting["model"] == "central"
     assert run_fl(dict(BASE, clip=0.3, **KINDS["none"]), np.random.default_rng(1)).accounting["status"] == "none"
@@ -68,7 +73,7 @@ def test_run_fl_refuses_bad_configurations():
         run_fl(dict(BASE, clipp=0.3, **KINDS["none"]), np.random.default_rng(0))
     with pytest.raises(ValueError, match="used by neither"):
         run_fl(dict(BASE, n_features=5, **KINDS["none"]), np.random.default_rng(0))
-    with pytest.raises(ValueError, match="sum protocol"):
+    with pytest.raises(TypeError, match="SumProtocol"):
         run_fl(dict(BASE, protocol="silo-ldp", epsilon=1.0, delta=0.1), np.random.default_rng(0))
     with pytest.raises(ValueError, match="protocol"):
         run_fl(dict(BASE), np.random.default_rng(0))

@@ -124,30 +124,29 @@ def _worse(*statuses: str) -> str:
     return max(statuses, key=_RANK.__getitem__)
 
 
-def _gaussian_rho(event: DpEvent) -> float | None:
-    """ρ of an event made only of Gaussian releases (None otherwise)."""
-    if isinstance(event, GaussianEvent):
-        return event.rho
+def _additive(event: DpEvent, leaf) -> float | None:
+    """Σ of ``leaf(e)`` over the leaves of a composition, when every leaf has a value (else None).
+
+    zCDP's ρ and pure DP's ε both add up under (adaptive) composition ([BS16] Lemma 2.3;
+    the basic composition theorem).
+    """
     if isinstance(event, SelfComposedEvent):
-        inner = _gaussian_rho(event.event)
+        inner = _additive(event.event, leaf)
         return None if inner is None else event.count * inner
     if isinstance(event, ComposedEvent):
-        parts = [_gaussian_rho(e) for e in event.events]
+        parts = [_additive(e, leaf) for e in event.events]
         return None if any(p is None for p in parts) else float(sum(parts))
-    return None
+    return leaf(event)
+
+
+def _gaussian_rho(event: DpEvent) -> float | None:
+    """ρ of an event made only of Gaussian releases (None otherwise)."""
+    return _additive(event, lambda e: e.rho if isinstance(e, GaussianEvent) else None)
 
 
 def _pure_epsilon(event: DpEvent) -> float | None:
     """ε of an event made only of pure-DP (Laplace) releases (None otherwise)."""
-    if isinstance(event, LaplaceEvent):
-        return event.sensitivity / event.scale
-    if isinstance(event, SelfComposedEvent):
-        inner = _pure_epsilon(event.event)
-        return None if inner is None else event.count * inner
-    if isinstance(event, ComposedEvent):
-        parts = [_pure_epsilon(e) for e in event.events]
-        return None if any(p is None for p in parts) else float(sum(parts))
-    return None
+    return _additive(event, lambda e: e.sensitivity / e.scale if isinstance(e, LaplaceEvent) else None)
 
 
 def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:

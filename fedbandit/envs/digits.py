@@ -16,7 +16,7 @@ def load_digits_federated(n_clients: int = 100, *, test_fraction: float = 0.2, r
     Sec. 6.2 trains on EMNIST, which needs a download): 1797 8x8 grey-scale images of the
     digits 0-9, pixel values scaled to [0, 1], a random ``test_fraction`` held out, the rest
     dealt at random into ``n_clients`` clients of (almost) equal size.  The data of
-    :class:`fedbandit.learners.federated.FederatedLearner` (:func:`fedbandit.learners.federated.run_fl`
+    :class:`fedbandit.learners.federated.FederatedLearner` (:func:`fedbandit.experiments.run_config` with ``instance="digits"``
     builds it from a configuration's ``n_clients``, ``split_seed`` and ``test_fraction``).
 
     Parameters

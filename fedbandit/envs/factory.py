@@ -8,11 +8,11 @@ __all__ = ["make_environment", "ENVIRONMENT_KEYS", "INSTANCES"]
 
 #: ``config["instance"]`` values: the linear instances of Zhou & Chowdhury (synthetic, and
 #: the MSLR real-data one), and K-armed bandits with given means (Bernoulli or Gaussian).
-INSTANCES = ("synthetic", "real", "bernoulli", "gaussian")
+INSTANCES = ("synthetic", "real", "bernoulli", "gaussian", "digits")
 
 #: Configuration keys that describe the environment (the runner checks every key is used).
 ENVIRONMENT_KEYS = ("instance", "M", "K", "d", "env_seed", "noise_std", "shared_contexts", "max_arms", "means",
-                    "env_sigma", "runs")
+                    "env_sigma", "runs", "n_clients", "split_seed", "test_fraction")
 
 
 def make_environment(config: dict):
@@ -25,7 +25,9 @@ def make_environment(config: dict):
     ``"gaussian"`` (:class:`~fedbandit.envs.BernoulliBandit` / ``GaussianBandit`` with
     ``means`` and, for Gaussian rewards, ``env_sigma``).  ``env_seed`` (default 0) fixes
     the linear instances' contexts and reward noise: keep it equal across the learners and
-    protocols of a comparison (common random numbers).
+    protocols of a comparison (common random numbers).  ``"digits"``: the federated split
+    of scikit-learn's digits (:func:`~fedbandit.envs.load_digits_federated`: ``n_clients``
+    = 100, ``split_seed`` = 0, ``test_fraction`` = 0.2), the federated learner's data.
     """
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
@@ -48,6 +50,13 @@ def make_environment(config: dict):
             load_mslr_instance(), config["M"], n_runs=runs, noise_std=config.get("noise_std", 0.0),
             shared_contexts=check_bool("shared_contexts", config.get("shared_contexts", False)),
             max_arms=config.get("max_arms"), seed=seed,
+        )
+    if instance == "digits":
+        from fedbandit.envs.digits import load_digits_federated
+
+        return load_digits_federated(
+            check_positive_int("n_clients", config.get("n_clients", 100)),
+            test_fraction=config.get("test_fraction", 0.2), rng=config.get("split_seed", 0),
         )
     from fedbandit.envs.multi_armed import make_env
 

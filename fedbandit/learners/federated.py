@@ -18,16 +18,15 @@ round is a function of the protocol's releases only, so it inherits the guarante
 Vectorization: the R runs and the n clients advance together (one array axis of R·n
 clients); the runs share the data split and differ in the protocol's noise.
 
-:func:`run_fl` is the configuration runner (:func:`fedbandit.experiments.run_config`
-serves bandit learners, whose result is a regret curve on a bandit environment; this
-learner trains a classifier on a dataset, so it has its own runner and result type,
-:class:`FederatedResult`).
+The learner is registered as ``"federated-learning"``: :func:`fedbandit.experiments.run_config`
+runs it on ``instance="digits"`` (:func:`fedbandit.envs.make_environment`) and returns a
+:class:`FederatedResult` (a :class:`~fedbandit.learners.Result` with test accuracy in place
+of regret).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,17 +37,15 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
-from fedbandit.learners.registry import keyword_parameters, split_params
+from fedbandit.learners.registry import register_learner, split_params
+from fedbandit.learners.result import Result
 from fedbandit.protocols.sums import SumProtocol
 
-__all__ = ["FederatedLearner", "FederatedResult", "run_fl", "FL_DATA_KEYS"]
-
-#: Configuration keys :func:`run_fl` reads itself (the data split and the runs).
-FL_DATA_KEYS = ("protocol", "n_clients", "split_seed", "test_fraction", "runs", "epsilon", "delta")
+__all__ = ["FederatedLearner", "FederatedResult"]
 
 
-@dataclass
-class FederatedResult:
+@dataclass(kw_only=True)
+class FederatedResult(Result):
     """Outcome of R runs of :class:`FederatedLearner` side by side.
 
     Attributes
@@ -66,22 +63,12 @@ class FederatedResult:
         The protocol's noise parameters and the learner's own (rounds, learning rate, ...).
     extras : dict
         ``accuracy_curve`` (R, T): test accuracy after every round.
-    learner, protocol : str
-    seconds, cpu_seconds, peak_rss_mb : float
-        Filled by :func:`run_fl`.
+
+    The other fields are :class:`~fedbandit.learners.Result`'s.
     """
 
     accuracy: np.ndarray
     t: np.ndarray
-    communication: dict = field(default_factory=dict)
-    accounting: dict = field(default_factory=dict)
-    calibration: dict = field(default_factory=dict)
-    extras: dict = field(default_factory=dict)
-    learner: str = ""
-    protocol: str = ""
-    seconds: float = float("nan")
-    cpu_seconds: float = float("nan")
-    peak_rss_mb: float = float("nan")
 
     @property
     def n_runs(self) -> int:
@@ -93,6 +80,7 @@ def _repeat_runs(a: np.ndarray, n_runs: int) -> np.ndarray:
     return a if n_runs == 1 else np.concatenate([a] * n_runs, axis=0)
 
 
+@register_learner("federated-learning")
 class FederatedLearner:
     """Federated averaging of a softmax-regression model through a sum protocol.
 
@@ -118,7 +106,7 @@ class FederatedLearner:
         ℓ2 clipping norm c of a client's update (used by the private protocols).
     """
 
-    name = "federated-softmax"
+    name = "federated-learning"
 
     def __init__(self, protocol, *, n_clients, n_features, n_classes=10, rounds, local_steps=5, lr=0.5, momentum=0.9,
                  clip=0.3):
@@ -136,6 +124,7 @@ class FederatedLearner:
         self.momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
         self.clip = check_positive_float("clip", clip)
         self.dim = (self.n_features + 1) * self.n_classes
+        self.n_runs = 1
         self.protocol = protocol.configure(n_parties=self.n_clients, dim=self.dim, n_rounds=self.rounds, clip=self.clip)
 
     def _check_data(self, data) -> None:
@@ -148,7 +137,7 @@ class FederatedLearner:
                 f"n_features={self.n_features}"
             )
 
-    def run(self, data, rng, *, n_runs: int = 1) -> FederatedResult:
+    def run(self, data, rng, *, n_runs: int | None = None) -> FederatedResult:
         """Train ``n_runs`` models side by side on ``data`` (:func:`fedbandit.envs.load_digits_federated`).
 
         ``rng`` drives only the protocol (noise, rounding, the DDG rotation); the data and
@@ -156,7 +145,7 @@ class FederatedLearner:
         """
         self._check_data(data)
         rng = check_rng(rng)
-        R = check_positive_int("n_runs", n_runs)
+        R = check_positive_int("n_runs", self.n_runs if n_runs is None else n_runs)
         C, T = self.n_classes, self.rounds
         protocol = self.protocol
         protocol.reset(n_runs=R, rng=rng)
@@ -214,58 +203,15 @@ class FederatedLearner:
                     "clip": self.clip})
         return out
 
+    #: Configuration keys the learner reads itself (besides its constructor's).
+    config_keys = ("runs",)
+
     @classmethod
     def from_config(cls, config: dict, data):
-        """Build from a configuration (see :func:`run_fl`) and the data it describes."""
+        """Build from a configuration (see :func:`fedbandit.experiments.run_config`) and its data."""
         protocol, kw = split_params(config, cls)
-        kw.pop("n_features", None)
-        kw.pop("n_classes", None)
-        return cls(protocol, n_features=np.shape(data["X"])[-1], n_classes=int(data.get("n_classes", 10)), **kw)
-
-
-def run_fl(config: dict, rng) -> FederatedResult:
-    """The configuration runner of :class:`FederatedLearner`: ``config["runs"]`` models on the digits.
-
-    A configuration is a flat dict: ``protocol`` (a name of
-    ``fedbandit.protocols.available("sum")``) with its parameters by name (``epsilon``,
-    ``delta``, ``bits``, ``k``, ``calibration``, ...); the data split (``n_clients``,
-    ``split_seed`` (default 0), ``test_fraction``: :func:`fedbandit.envs.load_digits_federated`);
-    ``runs`` (default 1); and the learner's parameters by name (``rounds``, ``local_steps``,
-    ``lr``, ``momentum``, ``clip``).  Every key must be used (a misspelt key is an error).
-
-    Returns
-    -------
-    FederatedResult
-        With the wall time, CPU time and peak memory of the call.
-    """
-    from fedbandit.envs.digits import load_digits_federated
-    from fedbandit.experiments.runner import _max_rss_mb
-    from fedbandit.protocols.registry import describe
-
-    if not isinstance(config, dict):
-        raise TypeError(f"config must be a dict, got {type(config).__name__}")
-    if config.get("protocol") is None:
-        raise ValueError("config lacks 'protocol' (a name of fedbandit.protocols.available('sum'))")
-    info = describe(config["protocol"])
-    if info.kind != "sum":
-        raise ValueError(f"protocol {config['protocol']!r} is a {info.kind} protocol; the federated learner needs a sum protocol")
-    # n_features and n_classes come from the data, not from the configuration.
-    known = (set(FL_DATA_KEYS) | set(keyword_parameters(FederatedLearner)) | set(info.parameters)) - {"n_features",
-                                                                                                      "n_classes"}
-    unknown = sorted(set(config) - known)
-    if unknown:
-        raise ValueError(f"config keys {unknown} are used by neither the data, the federated learner nor the protocol "
-                         f"{config['protocol']!r}")
-    rng = check_rng(rng)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    data = load_digits_federated(
-        check_positive_int("n_clients", config.get("n_clients", 100)),
-        test_fraction=config.get("test_fraction", 0.2),
-        rng=config.get("split_seed", 0),
-    )
-    learner = FederatedLearner.from_config({**config, "n_clients": data["X"].shape[0]}, data)
-    result = learner.run(data, rng, n_runs=config.get("runs", 1))
-    result.seconds = time.perf_counter() - start
-    result.cpu_seconds = time.process_time() - cpu_start
-    result.peak_rss_mb = _max_rss_mb()
-    return result
+        kw.pop("n_clients", None)
+        learner = cls(protocol, n_clients=np.shape(data["X"])[0], n_features=np.shape(data["X"])[-1],
+                      n_classes=int(data.get("n_classes", 10)), **kw)
+        learner.n_runs = check_positive_int("runs", config.get("runs", 1))
+        return learner

@@ -9,12 +9,11 @@ to the protocol factory and the learner's constructor by their signatures.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 
-__all__ = ["register_learner", "learner_class", "available_learners", "split_params"]
+from fedbandit._registry import Registry
 
-_LEARNERS: dict[str, type] = {}
+__all__ = ["register_learner", "learner_class", "available_learners", "split_params"]
 
 #: Modules that register learners (imported on first use).
 _FAMILIES = (
@@ -24,48 +23,31 @@ _FAMILIES = (
     "fedbandit.learners.consensus",
     "fedbandit.learners.federated",
 )
-_loaded = False
+_LEARNERS = Registry("learner", _FAMILIES)
 
 #: Constructor arguments that come from the configuration's shape keys, not by name.
-_STRUCTURAL = {"self", "protocol", "horizon", "batch_size", "n_agents", "dim", "env", "graph", "n_arms", "kwargs"}
+_STRUCTURAL = {"self", "protocol", "horizon", "batch_size", "n_agents", "dim", "env", "graph", "n_arms", "kwargs",
+               "n_features", "n_classes"}
 
 
 def register_learner(name: str):
     """Class decorator: register a learner class under ``name``."""
 
     def deco(cls):
-        if name in _LEARNERS and _LEARNERS[name] is not cls:
-            raise ValueError(f"learner name {name!r} is registered twice")
-        _LEARNERS[name] = cls
+        _LEARNERS.add(name, cls)
         return cls
 
     return deco
 
 
-def _load():
-    global _loaded
-    if not _loaded:
-        for mod in _FAMILIES:
-            try:
-                importlib.import_module(mod)
-            except ModuleNotFoundError as exc:  # a family not written yet
-                if exc.name != mod:
-                    raise
-        _loaded = True
-
-
 def available_learners() -> tuple[str, ...]:
     """Every registered learner name."""
-    _load()
-    return tuple(_LEARNERS)
+    return _LEARNERS.names()
 
 
 def learner_class(name) -> type:
     """The class registered as ``name``."""
-    _load()
-    if name not in _LEARNERS:
-        raise ValueError(f"unknown learner {name!r}; available: {', '.join(_LEARNERS)}")
-    return _LEARNERS[name]
+    return _LEARNERS.get(name)
 
 
 def keyword_parameters(func) -> tuple[str, ...]:

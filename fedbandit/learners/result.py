@@ -1,10 +1,11 @@
-"""The one result type of every learner: :class:`RunResult`.
+"""The result types of the learners: :class:`Result` and its bandit form :class:`RunResult`.
 
-Every learner's ``run(env, rng)`` returns a :class:`RunResult` for its R runs side by
-side, and :func:`fedbandit.experiments.run_config` returns the same object, so a chapter
-reads every learner's results in the same way: cumulative group regret at checkpoints,
-what was communicated, the privacy accounting, the calibration, and learner-specific
-``extras`` (DP20's synchronization times, the consensus learners' pull counts, ...).
+Every learner's ``run(env, rng)`` returns a :class:`Result` for its R runs side by side,
+and :func:`fedbandit.experiments.run_config` returns the same object, so a chapter reads
+every learner's results in the same way: what was communicated, the privacy accounting,
+the calibration, learner-specific ``extras`` and the timing.  Every bandit learner returns
+a :class:`RunResult` (cumulative group regret at checkpoints); the federated trainer a
+:class:`~fedbandit.learners.federated.FederatedResult` (test accuracy over rounds).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["RunResult", "checkpoint_indices", "time_average_regret"]
+__all__ = ["Result", "RunResult", "checkpoint_indices", "time_average_regret"]
 
 
 def checkpoint_indices(horizon: int, n_checkpoints: int | None) -> np.ndarray:
@@ -34,16 +35,12 @@ def time_average_regret(regret) -> np.ndarray:
     return np.cumsum(regret, axis=-1) / t
 
 
-@dataclass
-class RunResult:
-    """Outcome of one vectorized run of a learner (R runs side by side).
+@dataclass(kw_only=True)
+class Result:
+    """What every learner's run reports, whatever it learns (R runs side by side).
 
     Attributes
     ----------
-    t : ndarray (n_checkpoints,)
-        Rounds (1-based) at which the curve is recorded; the last is the horizon.
-    regret : ndarray (R, n_checkpoints)
-        Cumulative pseudo-regret summed over the agents, at the rounds ``t``.
     communication : dict
         ``rounds`` (synchronizations or consensus rounds), ``messages``, ``payload`` and its
         ``unit``, ``bits`` (uplink, all parties, whole run).
@@ -53,8 +50,6 @@ class RunResult:
         adaptivity can make it "invalid").
     calibration : dict
         Noise parameters and the learner's own (λ, β, ...).
-    noise_variance : float
-        Per-entry variance of the noise in the server's released statistics (max over time).
     extras : dict
         Learner-specific outputs (documented by each learner).
     learner, protocol : str
@@ -64,18 +59,38 @@ class RunResult:
         :func:`fedbandit.experiments.run_config`).
     """
 
-    t: np.ndarray
-    regret: np.ndarray
     communication: dict = field(default_factory=dict)
     accounting: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)
-    noise_variance: float = 0.0
     extras: dict = field(default_factory=dict)
     learner: str = ""
     protocol: str = ""
     seconds: float = float("nan")
     cpu_seconds: float = float("nan")
     peak_rss_mb: float = float("nan")
+
+    def at_checkpoints(self, n_checkpoints: int | None) -> Result:
+        """The result with its curves thinned to ``n_checkpoints`` rounds (a no-op here)."""
+        return self
+
+
+@dataclass(kw_only=True)
+class RunResult(Result):
+    """Outcome of one vectorized run of a bandit learner (R runs side by side).
+
+    Attributes
+    ----------
+    t : ndarray (n_checkpoints,)
+        Rounds (1-based) at which the curve is recorded; the last is the horizon.
+    regret : ndarray (R, n_checkpoints)
+        Cumulative pseudo-regret summed over the agents, at the rounds ``t``.
+    noise_variance : float
+        Per-entry variance of the noise in the server's released statistics (max over time).
+    """
+
+    t: np.ndarray
+    regret: np.ndarray
+    noise_variance: float = 0.0
 
     @property
     def cum_regret(self) -> np.ndarray:

@@ -11,11 +11,11 @@ defines it; the registry imports those modules on first use, so importing
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from fedbandit._registry import Registry
 from fedbandit.protocols.base import KINDS, Protocol
 
 __all__ = ["register", "available", "create", "describe", "ProtocolInfo"]
@@ -45,8 +45,7 @@ class ProtocolInfo:
         return tuple(inspect.signature(self.factory).parameters)
 
 
-_REGISTRY: dict[str, ProtocolInfo] = {}
-_loaded = False
+_REGISTRY = Registry("protocol", _FAMILIES)
 
 
 def register(name: str, *, kind: str, summary: str, reference: str = ""):
@@ -55,29 +54,14 @@ def register(name: str, *, kind: str, summary: str, reference: str = ""):
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
     def deco(factory):
-        if name in _REGISTRY and _REGISTRY[name].factory is not factory:
-            raise ValueError(f"protocol name {name!r} is registered twice")
-        _REGISTRY[name] = ProtocolInfo(name, kind, summary, reference, factory)
+        _REGISTRY.add(name, ProtocolInfo(name, kind, summary, reference, factory), same=lambda a, b: a.factory is b.factory)
         return factory
 
     return deco
 
 
-def _load():
-    global _loaded
-    if not _loaded:
-        for mod in _FAMILIES:
-            try:
-                importlib.import_module(mod)
-            except ModuleNotFoundError as exc:  # a family not written yet
-                if exc.name != mod:
-                    raise
-        _loaded = True
-
-
 def available(kind: str | None = None) -> tuple[str, ...]:
     """Every registered protocol name, in registration order (of ``kind`` only, if given)."""
-    _load()
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS} or None, got {kind!r}")
     return tuple(n for n, info in _REGISTRY.items() if kind is None or info.kind == kind)
@@ -85,10 +69,7 @@ def available(kind: str | None = None) -> tuple[str, ...]:
 
 def describe(name: str) -> ProtocolInfo:
     """The :class:`ProtocolInfo` of ``name``."""
-    _load()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown protocol {name!r}; available: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    return _REGISTRY.get(name)
 
 
 def create(name: str, **params) -> Protocol:
