@@ -71,6 +71,7 @@ from fedbandit.accounting.shuffle import (
     rr_flip_probability,
     rr_message_probabilities,
 )
+from fedbandit.accounting.calibration import laplace_counter_scale
 from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 from fedbandit.mechanisms.randomized_response import rr_debias, sample_rr_counts, unary_resolution, unary_round
 from fedbandit.mechanisms.tree import draw_noise, tree_depth
@@ -691,7 +692,7 @@ def central_tree_psco(
         scale = calibrate_gaussian_sigma(epsilon, delta, 1.0, levels)
         privacy = (epsilon, delta)
     else:
-        scale = levels / epsilon
+        scale = laplace_counter_scale(epsilon, 1.0, releases=levels)  # each user in `levels` nodes
         privacy = (epsilon, 0.0)
     step_noise = draw_noise(rng, (n, runs), scale, noise).T
     vals = arr.astype(float) if arr.dtype == np.uint8 else arr

@@ -30,6 +30,7 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
 )
+from fedbandit.accounting.counting import hybrid_counter_scales, per_item_counter_scale
 
 __all__ = [
     "fact1_error_bound",
@@ -85,8 +86,8 @@ def hybrid_error_bound(t, epsilon: float, delta: float, *, sensitivity: float = 
     while np.any(x):
         pc += x & 1
         x >>= 1
-    b_log = 2.0 * sensitivity / epsilon
-    b_bin = 2.0 * k * sensitivity / epsilon
+    b_log, b_level = hybrid_counter_scales(epsilon, sensitivity)
+    b_bin = k * b_level
     sum_b2 = (k + 1) * b_log**2 + pc * b_bin**2
     b_max = np.where(pc > 0, np.maximum(b_bin, b_log), b_log)
     L = math.log(2.0 / delta)
@@ -117,8 +118,8 @@ def _privacy_width(n, T, epsilon, rho, kind, sensitivity):
         return np.zeros_like(np.asarray(n, dtype=float))
     lt = math.log(max(T, 2))
     if kind == "fact1":
-        return sensitivity / epsilon * math.log2(max(T, 2)) ** 1.5 * rho * lt / n
-    return math.sqrt(2.0 * rho * lt) * (2.0 * sensitivity / epsilon) * _g(n) / n
+        return per_item_counter_scale(epsilon, sensitivity) * math.log2(max(T, 2)) ** 1.5 * rho * lt / n
+    return math.sqrt(2.0 * rho * lt) * hybrid_counter_scales(epsilon, sensitivity)[0] * _g(n) / n
 
 
 def _private_ucb_width(T, sigma, rho, epsilon, privacy_width, sensitivity):

@@ -1,0 +1,104 @@
+"""The package's layout rules, checked on the source tree.
+
+* at most six modules at the top level of ``fedbandit/``;
+* no module outside ``fedbandit/accounting/`` calibrates noise: none divides by a privacy
+  parameter (``epsilon``, ``eps``, ...) -- the theory modules' bounds excepted, which compute
+  regret and error rates, not noise;
+* every subpackage re-exports exactly the public names of its modules (``__all__``);
+* chapters import from the subpackages (``from fedbandit.protocols import create``), never
+  from a module inside one;
+* every protocol the registry lists is built from Randomizer, Intermediary and Analyzer objects.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "fedbandit"
+PRIVACY_NAMES = {"epsilon", "eps", "eps0", "epsilon0", "eps_node", "target_epsilon", "eps_b", "epsilon_message"}
+
+
+def _modules(folder):
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_at_most_six_top_level_modules():
+    top = [p.name for p in PKG.glob("*.py")]
+    assert len(top) <= 6, top
+
+
+def _divides_by_privacy(tree):
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
+            right = node.right
+            names = {n.id for n in ast.walk(right) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(right) if isinstance(n, ast.Attribute)}
+            if names & PRIVACY_NAMES:
+                hits.append(node.lineno)
+    return hits
+
+
+def test_no_noise_calibration_outside_accounting():
+    offenders = {}
+    for path in _modules(PKG):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] in ("accounting", "theory"):
+            continue
+        hits = _divides_by_privacy(ast.parse(path.read_text()))
+        if hits:
+            offenders[str(rel)] = hits
+    assert not offenders, f"noise scales computed outside fedbandit/accounting: {offenders}"
+
+
+def test_the_calibration_check_can_fail():
+    assert _divides_by_privacy(ast.parse("scale = levels / epsilon")) == [1]
+    assert _divides_by_privacy(ast.parse("b = 2 * s / self.epsilon")) == [1]
+    assert _divides_by_privacy(ast.parse("x = a / b")) == []
+
+
+@pytest.mark.parametrize("pkg", sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists()))
+def test_subpackages_reexport_their_public_names(pkg):
+    mod = importlib.import_module(f"fedbandit.{pkg}")
+    expected = []
+    for path in sorted((PKG / pkg).glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                expected += [e.value for e in node.value.elts]
+    assert sorted(mod.__all__) == sorted(expected), "run .dev/gen_inits.py (the re-exports are generated)"
+    for name in expected:
+        assert getattr(mod, name) is not None
+
+
+def test_chapters_import_from_subpackages():
+    bad = []
+    for nb in sorted((ROOT / "chapters").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                s = line.strip()
+                if s.startswith("from fedbandit.") and s.split()[1].count(".") > 1:
+                    bad.append((nb.name, s))
+    assert not bad, bad
+
+
+def test_every_registered_protocol_is_composed_of_parts():
+    from fedbandit.protocols import Analyzer, Intermediary, Protocol, Randomizer, available, create, describe
+
+    for name in available():
+        params = describe(name).parameters
+        kw = {k: v for k, v in dict(epsilon=1.0, delta=1e-5, force=True).items() if k in params}
+        p = create(name, **kw)
+        assert isinstance(p, Protocol) and p.name == name
+        assert isinstance(p.randomizer, Randomizer) and isinstance(p.intermediary, Intermediary)
+        assert isinstance(p.analyzer, Analyzer)
