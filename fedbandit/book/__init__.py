@@ -6,7 +6,11 @@ import importlib
 _EXPORTS = {
     "use_book_style": "plotting",
     "band": "plotting",
+    "glue_number": "prose",
+    "glue_text": "prose",
+    "typed_results": "prose",
     "SCALES": "scale",
+    "CHAPTER_BUDGETS": "scale",
     "get_scale": "scale",
     "by_scale": "scale",
     "setup": "sphinx_ext",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TypeVar
 
-__all__ = ["SCALES", "get_scale", "by_scale"]
+__all__ = ["SCALES", "CHAPTER_BUDGETS", "get_scale", "by_scale"]
 
 SCALES = ("quick", "paper")
 DEFAULT_SCALE = "paper"
@@ -50,3 +50,18 @@ def get_scale() -> str:
 def by_scale(*, quick: T, paper: T) -> T:
     """Pick the setting for the current scale: ``by_scale(quick=200, paper=10_000)``."""
     return quick if get_scale() == "quick" else paper
+
+
+# Wall-time budget of each chapter at paper scale, cold (empty experiment cache), on 2 idle
+# cores, in seconds: the one place the chapters' experiments are designed to.  The whole
+# book must stay under 30 minutes with Sphinx's own time on top; the execution-status page
+# reports each chapter's measured time against its budget.
+CHAPTER_BUDGETS = {
+    "chapters/intro": 15,
+    "chapters/01_dp20_gaps": 90,
+    "chapters/02_fixed_batch": 330,
+    "chapters/03_consensus_ucb": 300,
+    "chapters/04_concurrent_shuffle": 300,
+    "chapters/05_distributed_discrete_gaussian": 300,
+    "chapters/06_side_by_side": 300,
+}
