@@ -4,6 +4,11 @@ import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
+    "Control": "explorer",
+    "make_explorer": "explorer",
+    "explorer_mode": "explorer",
+    "decode_explorer": "explorer",
+    "DecodedExplorer": "explorer",
     "use_book_style": "plotting",
     "band": "plotting",
     "glue_number": "prose",
