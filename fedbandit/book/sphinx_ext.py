@@ -4,7 +4,8 @@ It does three things for the book:
 
 * ``{reconstruction-list}``: a directive replaced by the list of every
   "Reconstruction" admonition in the book (MyST ``{admonition}`` with
-  ``:class: reconstruction``), each with a link to it and its reason.  The list is
+  ``:class: reconstruction``), each with a link to it and its full reason, as rendered
+  in the chapter (math, citations and cross-references included).  The list is
   collected from the parsed notebooks at build time, never maintained by hand.
 * ``{execution-status}``: a directive replaced by a table of every executed
   notebook: its run time, how it was executed (from myst-nb), and the scale it
@@ -27,7 +28,8 @@ It does three things for the book:
 * Numbered figures from cell metadata ``{"mystnb": {"figure": {"caption", "name"}}}``:
   myst-nb captions *every* display output of such a cell, so a cell that plots and then
   shows a table or an explorer widget gets two figures with one name (fatal under
-  ``-W``); :func:`_figures_wrap_images_only` captions only the cell's first image.
+  ``-W``); :func:`_figures_wrap_images_only` captions only the cell's first image or
+  widget view (an explorer is a numbered figure).
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from sphinx.util.docutils import SphinxDirective
 __all__ = ["setup"]
 
 SCALE_PATTERN = re.compile(r"running at scale: (quick|paper)")
-REASON_CHARS = 400
 
 
 class reconstruction_list(nodes.General, nodes.Element):
@@ -96,13 +97,14 @@ def _collect(app, doctree):
             node["ids"].append(ident)
             doctree.ids[ident] = node
             taken.add(ident)
-        reason = " ".join(p.astext() for p in node.findall(nodes.paragraph) if p is not title_node)
-        reason = re.sub(r"\s+", " ", reason).strip()
-        if len(reason) > REASON_CHARS:
-            reason = reason[:REASON_CHARS].rsplit(" ", 1)[0] + " …"
-        found.append({"id": node["ids"][0], "title": title, "reason": reason})
+        # the whole body (math, citations, lists, links), copied without its ids
+        body = [_detached(child) for child in node.children if child is not title_node]
+        found.append({"id": node["ids"][0], "title": title, "body": body})
     recon = env.__dict__.setdefault("fedbandit_reconstructions", {})
     recon[docname] = found
+    if any(doctree.findall(reconstruction_list)):
+        # the reasons copied into this page at write time carry math: load MathJax here
+        env.get_domain("math").data["has_equations"][docname] = True
     scale = None
     for block in doctree.findall(nodes.literal_block):
         match = SCALE_PATTERN.search(block.astext())
@@ -110,6 +112,15 @@ def _collect(app, doctree):
             scale = match.group(1)
             break
     env.__dict__.setdefault("fedbandit_scales", {})[docname] = scale
+
+
+def _detached(node: nodes.Node) -> nodes.Node:
+    """A deep copy of ``node`` with no ids or names (they stay unique to the original)."""
+    copy = node.deepcopy()
+    for element in copy.findall(nodes.Element):
+        element["ids"] = []
+        element["names"] = []
+    return copy
 
 
 def _purge(app, env, docname):
@@ -199,11 +210,16 @@ class _AggregatesTransform(SphinxPostTransform):
             out.append(section_title)
             bullets = nodes.bullet_list()
             for item in items:
-                para = nodes.paragraph()
-                para += _doc_link(env.docname, docname, item["id"], item["title"])
-                if item["reason"]:
-                    para += nodes.Text(": " + item["reason"])
-                bullets += nodes.list_item("", para)
+                head = nodes.paragraph()
+                head += nodes.strong("", "", _doc_link(env.docname, docname, item["id"], item["title"]))
+                entry = nodes.list_item("", head)
+                for child in item["body"]:
+                    child = child.deepcopy()
+                    # references in the reason resolve as if written on this page
+                    for xref in child.findall(pending_xref):
+                        xref["refdoc"] = env.docname
+                    entry += child
+                bullets += entry
                 total += 1
             out.append(bullets)
         summary = nodes.paragraph(text=f"{total} reconstructions in the book, collected from the chapters at build time.")
@@ -340,15 +356,21 @@ def _theme_mode(app, config):
     config.html_context = context
 
 
+def _is_figure_mime(mime_type: str) -> bool:
+    # an image, or a widget view (an explorer: a figure whose image the reader switches)
+    return mime_type.startswith("image/") or mime_type == "application/vnd.jupyter.widget-view+json"
+
+
 def _figures_wrap_images_only() -> None:
-    """Make ``mystnb.figure`` cell metadata caption only the cell's first image output.
+    """Make ``mystnb.figure`` cell metadata caption only the cell's first image (or widget) output.
 
     myst-nb (1.x) wraps every display output of a cell that has ``mystnb.figure``
     metadata in a figure with that caption and name, so a cell that draws a plot and
     then displays a table or returns a widget gets two figures with one name
-    ("Duplicate explicit target name", fatal under ``-W``) and a captioned table or
-    widget.  Here the first image output of the cell gets the numbered figure and every
-    other output is rendered as usual.  With another myst-nb (no
+    ("Duplicate explicit target name", fatal under ``-W``) and a captioned table.  Here the
+    first image output of the cell, or its first widget view (an explorer, see
+    :mod:`fedbandit.book.explorer`), gets the numbered figure and every other output is
+    rendered as usual.  With another myst-nb (no
     ``myst_nb.sphinx_.create_figure_context``) nothing is changed.
     """
     try:
@@ -371,7 +393,7 @@ def _figures_wrap_images_only() -> None:
         with renderer.current_node_context(holder):
             yield
         is_image = any(
-            str(node.get("mime_type", "")).startswith("image/") for node in holder.findall(nodes.container)
+            _is_figure_mime(str(node.get("mime_type", ""))) for node in holder.findall(nodes.container)
         )
         # all outputs of one cell are rendered with the cell's line number
         captioned = renderer.__dict__.setdefault("fedbandit_captioned_cells", set())
@@ -386,8 +408,21 @@ def _figures_wrap_images_only() -> None:
     nb_sphinx.create_figure_context = figure_context
 
 
+def _static_build_environment(app, config):
+    """Tell the notebooks this build executes that no kernel will run behind the pages.
+
+    Set before any notebook is executed, so every kernel the build starts inherits them:
+    ``FEDBANDIT_EXPLORER=static`` makes :func:`fedbandit.book.explorer.make_explorer`
+    precompute its outputs, and ``TQDM_DISABLE=1`` keeps progress bars (widgets in a
+    notebook, frozen mid-way in a page) out of the pages.  A value already set wins.
+    """
+    os.environ.setdefault("FEDBANDIT_EXPLORER", "static")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+
 def setup(app):
     _figures_wrap_images_only()
+    app.connect("config-inited", _static_build_environment)
     app.connect("config-inited", _theme_mode)
     app.add_js_file(None, body=MATHJAX2_HUB_SHIM, priority=510)
     app.connect("config-inited", _local_web_assets)
@@ -401,4 +436,4 @@ def setup(app):
     app.connect("env-merge-info", _merge)
     app.connect("env-get-updated", _outdated)
     app.connect("html-page-context", _dedupe_scripts, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}

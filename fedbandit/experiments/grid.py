@@ -737,7 +737,10 @@ def run_grid(
             "desc": getattr(target, "__qualname__", "run_grid"),
             "unit": "run",
         }
-        if not progress:
+        # tqdm.auto's notebook bar passes disable=False to tqdm itself, which overrides the
+        # TQDM_DISABLE default: honour the variable here, or a cold book build saves the bars
+        # (widgets) into the pages
+        if not progress or os.environ.get("TQDM_DISABLE", "").strip().lower() in {"1", "true", "yes", "on"}:
             bar_kwargs["disable"] = True
         with contextlib.ExitStack() as stack:
             bar = stack.enter_context(tqdm(**bar_kwargs))
