@@ -43,7 +43,7 @@ def _shuffled_rr_delta(epsilon, epsilon0, n):
 
 
 def test_closed_form_validity_region():
-    # n = 100, δ = 1e-4: ln(100 / (16 ln 4e4)) < 0, invalid for every ε₀ (paper-facts).
+    # n = 100, δ = 1e-4: ln(100 / (16 ln 4e4)) < 0, invalid for every ε₀ (Feldman, McMillan & Talwar 2022, validity condition).
     assert not fmt22_closed_form_validity(0.0, 100, 1e-4)[0].holds
     with pytest.raises(AmplificationValidityError, match="ε₀ <"):
         fmt22_closed_form_epsilon(0.1, 100, 1e-4)

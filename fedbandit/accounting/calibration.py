@@ -93,7 +93,7 @@ def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
     """DP20's per-silo, per-node noise standard deviation σ [recalled].
 
     σ² = 16 m L² log²(1/δ) / ε² with m = :func:`dp20_m` (T) (Shariff–Sheffet style tree
-    over at most T synchronizations; paper-facts section 1).  DP20's regret analysis
+    over at most T synchronizations; recalled from Dubey & Pentland 2020).  DP20's regret analysis
     treats σ² as the *total* noise variance at the server; every silo adding it makes the
     total Mσ² (Zhou & Chowdhury 2023, Section 4).
     """

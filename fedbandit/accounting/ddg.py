@@ -33,7 +33,7 @@ Conversions to :math:`(\varepsilon, \delta)` use :mod:`fedbandit.accounting.zcdp
 ([CKS20] conversion for zCDP and for RDP).  The continuous central baseline, the
 analytic Gaussian mechanism, lives in :mod:`fedbandit.mechanisms.gaussian`.
 
-The Theorem 1 and Proposition 14 formulas are [recalled] in the book's paper facts
+The Theorem 1 and Proposition 14 formulas of Kairouz, Liu & Steinke (2021) are [recalled]
 (the paper text available to us lacks the displays); they agree with the paper's
 worked example (:math:`\sigma = \Delta = 1`, :math:`n = 10^4` gives
 :math:`\varepsilon < 0.02`) and with the authors' public accounting code.

@@ -27,7 +27,8 @@ Zhou & Chowdhury (2023, Section 4) identify three gaps, which the book's chapter
 3. the O(M log T) communication argument is the non-private one.
 
 What is reconstructed (the algorithm box of DP20 is not in the book's sources) is marked
-[recalled] / [derived] in the docstrings, following ``paper-facts`` section 1:
+[recalled] / [derived] in the docstrings (DP20's outline as Zhou & Chowdhury 2023, Section 4,
+describe it, with the details recalled from Dubey & Pentland 2020):
 
 * [recalled] V_{t,i} = λ₀ I + S̃_sync + W_i, θ̂ = V⁻¹(ũ_sync + U_i), LinUCB choice; the
   regularizer shift λ₀ = λ + 2b keeps the noisy V positive definite w.h.p., with b the
@@ -105,7 +106,7 @@ ADAPTIVE_SCHEDULE_LEAK = (
 
 
 def wang_threshold(horizon, dim, n_agents) -> float:
-    """D = T log T / (d M), the threshold of DisLinUCB (Wang et al. 2020) [paper-facts]."""
+    """D = T log T / (d M), the threshold of DisLinUCB (Wang et al. 2020) [recalled]."""
     T = check_positive_int("horizon", horizon)
     d = check_positive_int("dim", dim)
     M = check_positive_int("n_agents", n_agents)

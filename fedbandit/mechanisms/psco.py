@@ -314,8 +314,8 @@ def optimal_batch_sizes(
     [derived] The search is over integers a ≥ 1 (the level-k batch) and r ≥ 2 (the ratio
     between levels) with b_1 ≤ n, minimising :func:`_schedule_objective`, with the
     per-batch noise of the randomized-response summation at the per-level budget.  The
-    optimum has b_i ∝ n^{(2k+1−2i)/(2k+1)} (the exponents of the paper facts'
-    allocation) for ``objective="worst_case"``; ``"smooth"`` is the schedule of
+    optimum has b_i ∝ n^{(2k+1−2i)/(2k+1)} (the exponents of the allocation of
+    Tenenbaum et al. 2023, [recalled]) for ``objective="worst_case"``; ``"smooth"`` is the schedule of
     :func:`extrapolating_psco` (b_i ∝ n^{(k+1−i)/(k+1)}).
 
     Parameters

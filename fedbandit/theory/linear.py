@@ -1,7 +1,7 @@
 """Theory of fixed-batch private federated LinUCB (Zhou & Chowdhury 2023).
 
 Noise levels, the regularizer λ and radius β, regret bounds and communication counts, as
-functions, each naming what it implements.  Labels follow ``paper-facts``: [paper] for
+functions, each naming what it implements.  Labels say how sure a formula is: [paper] for
 what the paper's text states, [recalled] for statements remembered but not checked
 against the PDF (their constants are unknown; bounds are returned with constant 1 and
 are meant for *shapes*: scaling in M, T, ε, not absolute values), [authors' code] for
