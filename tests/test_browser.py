@@ -10,7 +10,14 @@ pointed at MathJax and the ipywidgets manager installed from the npm registry at
 (``FEDBANDIT_NPM_MODULES``, see ``fedbandit.book.sphinx_ext``), because this machine cannot
 reach the CDNs the published book uses; every external request is blocked, so a page
 that still needs the internet fails here.  Pages with saved widget state must show every
-widget rendered (a slider or other control with its saved value, and its output).
+widget rendered (a slider or other control with its saved value, and its output), and every
+widget must respond to its controls without a kernel: the check moves each control of each
+explorer and asserts that the output shown becomes the one the page's saved state holds
+for the new control values (``fedbandit.book.decode_explorer``); a widget that is not a
+static explorer must at least change its output when a control moves, which an
+``ipywidgets.interactive`` (it needs a kernel) never does.  The visible text of every page
+must hold no raw TeX (``$``, ``\\command``, ``_{``/``^{``) and no raw citation key of
+``references.bib``, and no page may save a progress bar's widgets.
 Without Chromium the check is skipped with the reason printed, unless
 ``FEDBANDIT_REQUIRE_BROWSER=1`` (set by ``.ci/run``), in which case it fails.
 """
@@ -19,7 +26,9 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
+import re
 import shutil
 import threading
 from html.parser import HTMLParser
@@ -98,6 +107,66 @@ def _broken_internal_links(page: Path) -> list[str]:
         if fragment and target.suffix == ".html" and fragment not in _parse(target).ids:
             broken.append(f"{href} (no anchor #{fragment})")
     return broken
+
+
+WIDGET_STATE = re.compile(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', re.S)
+WIDGET_VIEW = re.compile(r'<script type="application/vnd.jupyter.widget-view\+json">(.*?)</script>', re.S)
+
+
+def saved_widget_state(html: str) -> dict:
+    """The widget state a built page saves (``{}`` without widgets)."""
+    match = WIDGET_STATE.search(html)
+    return json.loads(match.group(1)) if match else {}
+
+
+def saved_widget_views(html: str) -> list[str]:
+    """Model ids of the widget views a page displays, in page order."""
+    return [json.loads(m)["model_id"] for m in WIDGET_VIEW.findall(html)]
+
+
+@functools.lru_cache(maxsize=None)
+def citation_keys() -> frozenset[str]:
+    text = (ROOT / "references.bib").read_text(encoding="utf-8")
+    return frozenset(re.findall(r"@\w+\s*\{\s*([^,\s]+)\s*,", text))
+
+
+# Raw TeX in visible text: a dollar sign, a TeX command, or a braced sub/superscript.
+RAW_TEX = re.compile(r"\$|\\[A-Za-z]{2,}|[_^]\{")
+
+
+def raw_text_problems(chunks: list[str]) -> list[str]:
+    """Visible text that shows raw TeX or a raw citation key (what readers should never see)."""
+    problems = []
+    keys = citation_keys()
+    key_re = re.compile(r"\b(" + "|".join(map(re.escape, sorted(keys))) + r")\b") if keys else None
+    for chunk in chunks:
+        m = RAW_TEX.search(chunk)
+        if m:
+            problems.append(f"raw TeX {m.group(0)!r} in {chunk.strip()[:160]!r}")
+        k = key_re.search(chunk) if key_re else None
+        if k:
+            problems.append(f"raw citation key {k.group(1)!r} in {chunk.strip()[:160]!r}")
+    return problems
+
+
+# The visible text of a page outside code, math and widgets' own markup, one chunk per block.
+VISIBLE_TEXT_JS = """() => {
+    const skip = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'PRE', 'CODE', 'KBD', 'SAMP', 'TEXTAREA',
+                          'MJX-CONTAINER', 'MJX-ASSISTIVE-MML', 'SVG', 'MATH']);
+    const chunks = new Map();
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (!node.textContent.trim()) continue;
+        let el = node.parentElement, hidden = false;
+        for (let e = el; e; e = e.parentElement) {
+            if (skip.has(e.tagName.toUpperCase()) || e.classList.contains('highlight')) { hidden = true; break; }
+        }
+        if (hidden || !el.checkVisibility({visibilityProperty: true})) continue;
+        const block = el.closest('p, li, td, th, dt, dd, h1, h2, h3, h4, h5, h6, figcaption, caption, .widget-html-content, div') || el;
+        chunks.set(block, (chunks.get(block) || '') + node.textContent);
+    }
+    return [...chunks.values()];
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +256,7 @@ def test_page(browser_env, page):
         for i, widget in enumerate(controls):
             assert widget["controls"] > 0, f"{rel}: widget view {i} rendered no control: {widget}"
             assert widget["outputs"] > 0, f"{rel}: widget view {i} shows no saved output: {widget}"
+    raw = raw_text_problems(tab.evaluate(VISIBLE_TEXT_JS))
     broken_images = tab.evaluate(
         """async () => {
             const imgs = [...document.images];
@@ -198,9 +268,200 @@ def test_page(browser_env, page):
     tab.screenshot(path=str(browser_env["shots"] / (rel.replace("/", "__") + ".png")), full_page=True)
     context.close()
 
+    assert not raw, f"{rel}: the page shows raw TeX or citation keys: {raw}"
+    progress = sorted({m["model_name"] for m in saved_widget_state(page.read_text(encoding="utf-8")).get("state", {}).values()
+                       if m.get("model_name", "").endswith("ProgressModel")})
+    assert not progress, f"{rel}: the page saves progress-bar widgets {progress} (a frozen tqdm bar)"
     assert not broken_images, f"{rel}: broken images {broken_images}"
     assert not js_errors, f"{rel}: JavaScript errors or failed requests {js_errors}"
     assert not _broken_internal_links(page), f"{rel}: broken internal links {_broken_internal_links(page)}"
+
+
+# ------------------------------------------------------------ explorers respond without a kernel
+
+
+def _widget_pages() -> list[Path]:
+    return [p for p in _pages() if saved_widget_views(p.read_text(encoding="utf-8", errors="replace"))]
+
+
+# Inside the DOM element of an explorer: its controls (the first child box's children) and the
+# output its stacks display (the one rendered leaf: an image's data or a note's text).
+EXPLORER_JS = """(root) => {
+    const controls = [...root.children[0].children].map(c => ({
+        readout: c.querySelector('.widget-readout') ? c.querySelector('.widget-readout').textContent : null,
+    }));
+    const leaf = root.children[1];
+    const img = leaf.querySelector('img');
+    const html = leaf.querySelector('.widget-html-content');
+    return {controls, shown: img ? 'img:' + img.getAttribute('src') : 'text:' + (html ? html.textContent.trim() : '')};
+}"""
+
+# The output a widget view shows: every visible image's data and every output text.
+OUTPUT_SIGNATURE_JS = """(root) => [...root.querySelectorAll('img, .widget-output pre, .widget-html-content')]
+    .filter(e => e.checkVisibility()).map(e => e.tagName === 'IMG' ? e.getAttribute('src') : e.textContent).join('|')"""
+
+
+def _expected_shown(html: str) -> str:
+    m = re.search(r'<img[^>]*\ssrc="([^"]*)"', html)
+    if m:
+        return "img:" + m.group(1)
+    return "text:" + re.sub(r"<[^>]+>", "", html).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").strip()
+
+
+def _move_control(tab, element, kind: str, current: int, target: int) -> None:
+    """Move one control like a reader: arrow keys on a slider, a click on a toggle, a choice in a menu."""
+    if kind == "SelectionSliderModel":
+        handle = element.query_selector(".noUi-handle")
+        handle.focus()
+        key = "ArrowRight" if target > current else "ArrowLeft"
+        for _ in range(abs(target - current)):
+            tab.keyboard.press(key)
+    elif kind == "ToggleButtonsModel":
+        element.query_selector_all(".widget-toggle-button")[target].click()
+    elif kind == "DropdownModel":
+        element.query_selector("select").select_option(index=target)
+    else:
+        raise AssertionError(f"no way to move a {kind}")
+
+
+def _explorer_moves(n_labels: list[int], default: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(control, index) moves that visit every value of every control and come back."""
+    moves = []
+    for c, n in enumerate(n_labels):
+        order = [i for i in range(n) if i != default[c]] + [default[c]]
+        moves += [(c, i) for i in order]
+    return moves
+
+
+def check_explorer(tab, rel: str, decoded) -> list[str]:
+    """Move every control of one static explorer; the page must show the precomputed output each time."""
+    from fedbandit.book.explorer import EXPLORER_CLASS
+
+    problems = []
+    root = tab.query_selector(f".{EXPLORER_CLASS}-{decoded.name}")
+    if root is None:
+        return [f"{rel}: explorer {decoded.name!r} is in the saved state but not rendered"]
+    current = list(decoded.default)
+    state = root.evaluate(EXPLORER_JS)
+    if state["shown"] != _expected_shown(decoded.html(current)):
+        problems.append(f"{rel}: explorer {decoded.name!r} does not show its saved default output")
+    elements = root.query_selector_all(":scope > :first-child > *")
+    if len(elements) != len(decoded.controls):
+        return problems + [f"{rel}: explorer {decoded.name!r} renders {len(elements)} controls, its state has {len(decoded.controls)}"]
+    for c, target in _explorer_moves([len(k["labels"]) for k in decoded.controls], decoded.default):
+        control = decoded.controls[c]
+        before = root.evaluate(EXPLORER_JS)["shown"]
+        _move_control(tab, elements[c], control["model_name"], current[c], target)
+        current[c] = target
+        want = _expected_shown(decoded.html(current))
+        try:
+            tab.wait_for_function(
+                "([sel, want]) => { const r = document.querySelector(sel); if (!r) return false;"
+                " const leaf = r.children[1]; const img = leaf.querySelector('img');"
+                " const h = leaf.querySelector('.widget-html-content');"
+                " const shown = img ? 'img:' + img.getAttribute('src') : 'text:' + (h ? h.textContent.trim() : '');"
+                " return shown === want; }",
+                arg=[f".{EXPLORER_CLASS}-{decoded.name}", want], timeout=5_000,
+            )
+        except Exception:
+            after = root.evaluate(EXPLORER_JS)
+            what = "did not change" if after["shown"] == before else "changed, but not to the precomputed output"
+            problems.append(
+                f"{rel}: explorer {decoded.name!r}: moving {control['description']!r} to "
+                f"{control['labels'][target]!r} (indices {tuple(current)}): the output {what}"
+            )
+            break
+        readout = root.evaluate(EXPLORER_JS)["controls"][c]
+        if control["model_name"] == "SelectionSliderModel" and (readout["readout"] or "").strip() != control["labels"][target]:
+            problems.append(f"{rel}: explorer {decoded.name!r}: {control['description']!r} reads "
+                            f"{readout['readout']!r}, expected {control['labels'][target]!r}")
+    return problems
+
+
+def check_generic_widget(tab, rel: str, index: int) -> list[str]:
+    """A widget view that is not a static explorer: each control must at least change the output."""
+    views = tab.query_selector_all(".widget-subarea")
+    if index >= len(views):
+        return [f"{rel}: widget view {index} is not rendered"]
+    view = views[index]
+    problems = []
+    for kind, selector in (("SelectionSliderModel", ".widget-slider"), ("DropdownModel", ".widget-dropdown"),
+                           ("ToggleButtonsModel", ".widget-toggle-buttons")):
+        for element in view.query_selector_all(selector):
+            label = (element.query_selector(".widget-label") or element).text_content().strip()
+            before = view.evaluate(OUTPUT_SIGNATURE_JS)
+            if kind == "SelectionSliderModel":
+                handle = element.query_selector(".noUi-handle")
+                handle.focus()
+                at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+                tab.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+            elif kind == "DropdownModel":
+                select = element.query_selector("select")
+                n = select.evaluate("s => s.options.length")
+                if n < 2:
+                    continue
+                select.select_option(index=(select.evaluate("s => s.selectedIndex") + 1) % n)
+            else:
+                buttons = element.query_selector_all(".widget-toggle-button")
+                if len(buttons) < 2:
+                    continue
+                active = element.evaluate(
+                    "e => [...e.querySelectorAll('.widget-toggle-button')].findIndex(b => b.classList.contains('mod-active'))")
+                buttons[(max(active, 0) + 1) % len(buttons)].click()
+            tab.wait_for_timeout(1_000)
+            if view.evaluate(OUTPUT_SIGNATURE_JS) == before:
+                problems.append(
+                    f"{rel}: widget view {index}: moving the control {label!r} did not change the output "
+                    "(the widget needs a kernel; build it with fedbandit.book.make_explorer)"
+                )
+    return problems
+
+
+@pytest.mark.parametrize("page", _widget_pages() or [None], ids=lambda p: str(p.relative_to(HTML)) if p else "no-widgets")
+def test_explorers_respond(browser_env, page):
+    """Every widget of the page responds to its controls in the browser, from saved state alone."""
+    from fedbandit.book.explorer import EXPLORER_CLASS, decode_explorer
+
+    if page is None:
+        pytest.skip("no page with widgets")
+    rel = page.relative_to(HTML).as_posix()
+    html = page.read_text(encoding="utf-8")
+    state = saved_widget_state(html)
+    models = state.get("state", {})
+    views = saved_widget_views(html)
+    context = browser_env["browser"].new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    js_errors: list[str] = []
+    tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    tab.on("console", lambda msg: js_errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    tab.on("requestfailed", lambda req: js_errors.append(f"request failed: {req.url}"))
+    tab.route("**/*", _route(browser_env["base"]))
+    tab.goto(browser_env["base"] + rel, wait_until="load")
+    tab.wait_for_function(
+        "document.querySelectorAll('.widget-subarea').length >= " + str(len(views)), timeout=30_000
+    )
+    problems = []
+    n_explorers = 0
+    for i, model_id in enumerate(views):
+        classes = models.get(model_id, {}).get("state", {}).get("_dom_classes") or []
+        names = [c[len(EXPLORER_CLASS) + 1:] for c in classes if c.startswith(EXPLORER_CLASS + "-")]
+        if EXPLORER_CLASS in classes and names and "live" not in names:
+            name = next(n for n in names if n != "live")
+            try:
+                decoded = decode_explorer(state, name)
+            except ValueError as exc:
+                problems.append(f"{rel}: explorer {name!r}: {exc}")
+                continue
+            problems += check_explorer(tab, rel, decoded)
+            n_explorers += 1
+        else:
+            problems += check_generic_widget(tab, rel, i)
+    tab.screenshot(path=str(browser_env["shots"] / (rel.replace("/", "__") + ".explorers.png")), full_page=True)
+    context.close()
+    print(f"{rel}: {len(views)} widget view(s), {n_explorers} static explorer(s), saved widget state "
+          f"{len(WIDGET_STATE.search(html).group(1)) if WIDGET_STATE.search(html) else 0:,} bytes")
+    assert not problems, "\n".join(problems)
+    assert not js_errors, f"{rel}: JavaScript errors or failed requests while moving the controls: {js_errors}"
 
 
 def test_search_finds_a_chapter_term(browser_env):

@@ -8,9 +8,11 @@ It does three things for the book:
   in the chapter (math, citations and cross-references included).  The list is
   collected from the parsed notebooks at build time, never maintained by hand.
 * ``{execution-status}``: a directive replaced by a table of every executed
-  notebook: its run time, how it was executed (from myst-nb), and the scale it
-  ran at (read from the line ``running at scale: quick|paper`` that every chapter
-  prints from :func:`fedbandit.book.scale.get_scale`).
+  notebook: its run time, its time budget at paper scale
+  (:data:`fedbandit.book.scale.CHAPTER_BUDGETS`; a paper-scale run over it says so),
+  how it was executed (from myst-nb), and the scale it ran at (read from the line
+  ``running at scale: quick|paper`` that every chapter prints from
+  :func:`fedbandit.book.scale.get_scale`).
 * ``FEDBANDIT_NPM_MODULES``: when this environment variable names a ``node_modules``
   folder holding ``mathjax`` (v3), ``requirejs`` and ``@jupyter-widgets/html-manager``
   (``make test`` installs them from the npm registry), the pages load MathJax and the
@@ -230,7 +232,9 @@ class _AggregatesTransform(SphinxPostTransform):
 
         metadata = NbMetadataCollector.get_doc_data(env)
         scales = getattr(env, "fedbandit_scales", {})
-        headers = ["Chapter", "Scale", "Run time (s)", "Executed", "Method", "Status"]
+        from fedbandit.book.scale import CHAPTER_BUDGETS
+
+        headers = ["Chapter", "Scale", "Run time (s)", "Budget at paper scale (s)", "Executed", "Method", "Status"]
         table = nodes.table(classes=["colwidths-auto"])
         tgroup = nodes.tgroup(cols=len(headers))
         table += tgroup
@@ -250,13 +254,18 @@ class _AggregatesTransform(SphinxPostTransform):
                 continue
             runtime = data.get("runtime")
             mtime = data.get("mtime")
+            budget = CHAPTER_BUDGETS.get(docname)
+            verdict = "succeeded" if data.get("succeeded") else "FAILED"
+            if verdict == "succeeded" and scales.get(docname) == "paper" and budget and runtime and runtime > budget:
+                verdict = "succeeded, over budget"
             cells = [
                 _doc_link(env.docname, docname, None, _title(env, docname)),
                 nodes.Text(scales.get(docname) or "not reported"),
                 nodes.Text("-" if runtime is None else f"{runtime:.1f}"),
+                nodes.Text("-" if budget is None else f"{budget}"),
                 nodes.Text(datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M") if mtime else "-"),
                 nodes.Text(str(data.get("method", "-"))),
-                nodes.Text("succeeded" if data.get("succeeded") else "FAILED"),
+                nodes.Text(verdict),
             ]
             row = nodes.row()
             for cell in cells:
