@@ -188,6 +188,14 @@ def _classify(path: Path, cell) -> tuple[bool, bool]:
     draws = any(_is_plt_show(c) or _called_name(c) in draws_f for c in calls)
     other = any(_called_name(c) == "display" or (isinstance(c.func, ast.Attribute) and c.func.attr == "display")
                 for c in calls)
+    # an explorer (fedbandit.book.make_explorer) shown as the cell's result is its figure
+    explorers = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                 and _called_name(n.value) == "make_explorer" for t in n.targets if isinstance(t, ast.Name)}
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        value = tree.body[-1].value
+        if (isinstance(value, ast.Call) and _called_name(value) == "make_explorer") or (
+                isinstance(value, ast.Name) and value.id in explorers):
+            return True, other
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         value = tree.body[-1].value
         silent = isinstance(value, ast.Constant) and value.value is None

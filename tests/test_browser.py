@@ -617,3 +617,80 @@ def test_result_tables_render():
     raw = re.compile(r"<p>\|[^<]*\|\s*(?:---|—|–)")
     bad = [p.relative_to(HTML).as_posix() for p in _pages() if raw.search(p.read_text(encoding="utf-8", errors="replace"))]
     assert not bad, f"pages showing a Markdown table as raw text: {bad}"
+
+
+class _TextOf(HTMLParser):
+    """The text of every element matching ``want(tag, attrs)``, nested elements included."""
+
+    VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "col", "source"}
+
+    def __init__(self, want):
+        super().__init__(convert_charrefs=True)
+        self.want = want
+        self.stack: list[list] = []  # [tag, depth, attrs, text parts] of the elements being read
+        self.depth = 0
+        self.found: list[tuple[dict, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        self.depth += 1
+        attrs = dict(attrs)
+        if self.want(tag, attrs):
+            self.stack.append([tag, self.depth, attrs, []])
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if self.stack and self.stack[-1][1] == self.depth:
+            _, _, attrs, parts = self.stack.pop()
+            text = " ".join("".join(parts).split())
+            self.found.append((attrs, text))
+            if self.stack:
+                self.stack[-1][3].append(" " + text + " ")
+        self.depth -= 1
+
+    def handle_data(self, data):
+        if self.stack:
+            self.stack[-1][3].append(data)
+
+
+def _texts(html: str, want) -> list[tuple[dict, str]]:
+    parser = _TextOf(want)
+    parser.feed(html)
+    return parser.found
+
+
+def reconstruction_problems(html_root: Path) -> list[str]:
+    """Each entry of the Reconstructions page must hold its admonition's whole reason, as the chapter shows it."""
+    page = html_root / "chapters" / "reconstructions.html"
+    if not page.exists():
+        return [f"no page {page}"]
+    listing = page.read_text(encoding="utf-8")
+    items = _texts(listing, lambda tag, a: tag == "li")
+    problems = []
+    entries = re.findall(r'<li><p>(?:<strong>)?<a class="reference internal" href="([^"#]+)#([^"]+)">(.*?)</a>', listing)
+    if not entries:
+        return ["the Reconstructions page lists no reconstruction (or its entries changed form)"]
+    texts = {text for _, text in items}
+    for href, anchor, title in entries:
+        chapter = (page.parent / href).read_text(encoding="utf-8")
+        boxes = _texts(chapter, lambda tag, a: a.get("id") == anchor)
+        if not boxes:
+            problems.append(f"{href}#{anchor}: no such admonition")
+            continue
+        box = boxes[0][1]
+        title_text = " ".join(re.sub(r"<[^>]+>", "", title).split())
+        body = box[len(title_text):].strip() if box.startswith(title_text) else box
+        entry = next((t for t in texts if t.startswith(title_text) and body in t), None)
+        if entry is None:
+            problems.append(f"{href}#{anchor}: the Reconstructions page does not show the whole reason ({len(body)} characters)")
+    return problems
+
+
+def test_reconstructions_page_shows_every_reason_in_full():
+    """Read from the built HTML: each entry holds the chapter's admonition text, complete."""
+    if not _pages():
+        _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
+    problems = reconstruction_problems(HTML)
+    assert not problems, "\n".join(problems)
