@@ -42,6 +42,7 @@ $(VENV)/.test-installed: pyproject.toml | $(PY)
 venv: $(VENV)/.test-installed
 
 book: $(VENV)/.book-installed
+	$(PY) -m fedbandit.book.execution_cache _build/.jupyter_cache
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=paper $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
@@ -71,6 +72,7 @@ web-assets:
 	else echo "npm not found: the quick build will load MathJax and widgets from CDNs (browser check skips)"; fi
 
 book-quick: $(VENV)/.test-installed web-assets
+	$(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache
 	if [ -d $(NPM_DIR)/node_modules/mathjax ]; then export FEDBANDIT_NPM_MODULES=$(CURDIR)/$(NPM_DIR)/node_modules; fi; \
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
 
