@@ -268,7 +268,7 @@ def test_protocol_order_and_bad_arguments():
         run_secagg(np.zeros((3, 2), dtype=np.int64), bits=8, threshold=4)
     with pytest.raises(ValueError, match="bits"):
         run_secagg(np.zeros((3, 2), dtype=np.int64), bits=1, threshold=2)
-    with pytest.raises(ValueError, match="dropout id"):
+    with pytest.raises(ValueError, match="dropouts: client id 7"):
         run_secagg(np.zeros((3, 2), dtype=np.int64), bits=8, threshold=2, dropouts={1: [7]})
     keys, directory = generate_identities([1, 2, 3])
     with pytest.raises(SecAggError, match="client id"):

@@ -289,3 +289,32 @@ def test_shamir_rejects_malformed_input():
         shamir_reconstruct({1: PRIME, 2: 3}, 2)
     with pytest.raises(SecAggAbort, match="need 3 shares"):
         shamir_reconstruct({1: 1, 2: 3}, 3)
+
+
+# ---------------------------------------------------------------- bad arguments name the parameter
+@pytest.mark.parametrize(
+    "call, exc, pattern",
+    [
+        (lambda: proto.prg_mask(b"short", 4, 8), TypeError, "seed must be 32 bytes"),
+        (lambda: proto.prg_mask(bytes(32), 0, 8), ValueError, "length"),
+        (lambda: proto.prg_mask(bytes(32), 4, 65), ValueError, "bits"),
+        (lambda: generate_identities([1, 1]), ValueError, "ids must be distinct"),
+        (lambda: generate_identities([0]), ValueError, "ids must be a positive integer"),
+        (lambda: generate_identities(5), TypeError, "ids must be an iterable"),
+        (lambda: shamir_share(5, 2, [0, 1]), ValueError, r"ids \(share points\) must be integers in \[1, p\)"),
+        (lambda: shamir_share(5, 2, None), TypeError, "ids must be an iterable"),
+        (lambda: shamir_share(5, 3, [1, 2]), ValueError, r"threshold must lie in \[1, 2\]"),
+        (lambda: shamir_reconstruct([1, 2], 2), TypeError, "shares must be a mapping"),
+        (lambda: run_secagg(np.zeros((3, 2)), bits=8, threshold=2), TypeError, "inputs must be integers"),
+        (lambda: run_secagg(np.full((3, 2), 256), bits=8, threshold=2), ValueError, r"inputs must lie in \[0, 2\^8\)"),
+        (lambda: run_secagg(np.zeros((1, 2), dtype=int), bits=8, threshold=2), ValueError, "n >= 2 clients"),
+        (lambda: run_secagg(np.zeros((3, 2), dtype=int), bits=8, threshold=2, dropouts=[1]), TypeError, "dropouts must be a mapping"),
+        (lambda: run_secagg(np.zeros((3, 2), dtype=int), bits=8, threshold=2, dropouts={5: [1]}), ValueError, "dropouts: round"),
+        (lambda: run_secagg(np.zeros((3, 2), dtype=int), bits=8, threshold=2, session="abc"), TypeError, "session must be bytes"),
+        (lambda: run_attack("nope"), ValueError, "attack must be one of"),
+        (lambda: run_attack("tampered-share", n_clients=3), ValueError, "n_clients"),
+    ],
+)
+def test_bad_arguments_name_the_parameter(call, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call()

@@ -176,6 +176,10 @@ def _dtype_for(bits: int):
 
 def prg_mask(seed: bytes, length: int, bits: int) -> np.ndarray:
     """``length`` uniform residues mod 2^bits from the AES-256-CTR keystream of ``seed`` (32 bytes)."""
+    if not isinstance(seed, (bytes, bytearray)) or len(seed) != 32:
+        raise TypeError(f"seed must be 32 bytes (an AES-256 key), got {seed!r:.60}")
+    length = check_positive_int("length", length)
+    bits = check_int_in_range("bits", bits, 2, 64)
     dt = _dtype_for(bits)
     ks = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(bytes(length * dt.itemsize))
     return np.frombuffer(ks, dtype=dt)  # read-only view of the keystream
@@ -265,7 +269,13 @@ def check_threshold(threshold, n_clients, *, allow_small_threshold: bool = False
 
 def generate_identities(ids: Iterable[int]) -> tuple[dict[int, Ed25519PrivateKey], dict[int, bytes]]:
     """Fresh Ed25519 identity keys for the clients ``ids`` and the directory ``{id: public key bytes}``."""
-    keys = {_check_id("client id", i): Ed25519PrivateKey.generate() for i in ids}
+    try:
+        ids = list(ids)
+    except TypeError:
+        raise TypeError(f"ids must be an iterable of positive integer client ids, got {ids!r:.60}") from None
+    keys = {_check_id("ids", i): Ed25519PrivateKey.generate() for i in ids}
+    if len(keys) != len(ids):
+        raise ValueError(f"ids must be distinct, got {sorted(ids)}")
     return keys, {i: k.public_key().public_bytes_raw() for i, k in keys.items()}
 
 
@@ -918,18 +928,24 @@ def run_secagg(
     """
     bits = check_int_in_range("bits", bits, 2, 64)
     x = np.asarray(inputs)
-    if x.ndim != 2:
-        raise ValueError(f"inputs must have shape (n, length), got {x.shape}")
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+        raise ValueError(f"inputs must have shape (n, length) with n >= 2 clients and length >= 1, got {x.shape}")
+    if not np.issubdtype(x.dtype, np.integer):
+        raise TypeError(f"inputs must be integers mod 2^bits, got dtype {x.dtype}")
+    if int(x.min()) < 0 or int(x.max()) >= 1 << bits:
+        raise ValueError(f"inputs must lie in [0, 2^{bits}), got values in [{int(x.min())}, {int(x.max())}]")
     n, length = x.shape
     threshold = check_threshold(threshold, n, allow_small_threshold=allow_small_threshold)
     session = os.urandom(16) if session is None else _check_session(session)
+    if dropouts is not None and not isinstance(dropouts, Mapping):
+        raise TypeError(f"dropouts must be a mapping {{round: client ids}} or None, got {type(dropouts).__name__}")
     drop = {r: set() for r in range(len(ROUND_NAMES))}
     for r, ids in (dropouts or {}).items():
-        r = check_int_in_range("dropout round", r, 0, len(ROUND_NAMES) - 1)
+        r = check_int_in_range("dropouts: round", r, 0, len(ROUND_NAMES) - 1)
         for i in ids:
-            i = _check_id("dropout id", i)
+            i = _check_id("dropouts: client id", i)
             if i > n:
-                raise ValueError(f"dropout id {i} is not a client (ids are 1..{n})")
+                raise ValueError(f"dropouts: client id {i} is not a client (ids are 1..{n})")
             drop[r].add(i)
     gone: set[int] = set()
 

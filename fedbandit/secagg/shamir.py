@@ -44,6 +44,8 @@ import secrets
 from functools import lru_cache
 from typing import Iterable, Mapping
 
+import numpy as np
+
 from fedbandit.secagg.errors import SecAggAbort, SecAggError, SecAggIntegrityError
 
 __all__ = ["PRIME", "shamir_share", "shamir_reconstruct", "shamir_consistent"]
@@ -52,14 +54,17 @@ __all__ = ["PRIME", "shamir_share", "shamir_reconstruct", "shamir_consistent"]
 PRIME = (1 << 521) - 1
 
 
-def _check_points(ids) -> tuple[int, ...]:
-    xs = []
-    for x in ids:
-        if isinstance(x, bool) or not isinstance(x, int) or x <= 0 or x >= PRIME:
-            raise SecAggError(f"share points must be integers in [1, p), got {x!r}")
-        xs.append(x)
+def _check_points(ids, name="ids") -> tuple[int, ...]:
+    try:
+        xs = list(ids)
+    except TypeError:
+        raise TypeError(f"{name} must be an iterable of distinct integers in [1, p) (share points), got {ids!r:.60}") from None
+    for x in xs:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 < int(x) < PRIME:
+            raise SecAggError(f"{name} (share points) must be integers in [1, p), got {x!r:.60}")
+    xs = [int(x) for x in xs]
     if len(set(xs)) != len(xs):
-        raise SecAggError(f"share points must be distinct, got {sorted(xs)}")
+        raise SecAggError(f"{name} (share points) must be distinct, got {sorted(xs)}")
     return tuple(xs)
 
 
@@ -70,7 +75,7 @@ def shamir_share(secret: int, threshold: int, ids: Iterable[int]) -> dict[int, i
     """
     xs = _check_points(ids)
     if isinstance(secret, bool) or not isinstance(secret, int) or not 0 <= secret < PRIME:
-        raise SecAggError("secret must be an integer in the field range [0, p)")
+        raise SecAggError(f"secret must be an integer in the field range [0, p), p = 2^521 - 1, got {secret!r:.60}")
     if isinstance(threshold, bool) or not isinstance(threshold, int) or not 1 <= threshold <= len(xs):
         raise SecAggError(f"threshold must lie in [1, {len(xs)}] (the number of share points), got {threshold!r}")
     coeffs = [secret] + [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
@@ -118,12 +123,15 @@ def _check_vector(xs: tuple[int, ...], n_checks: int) -> tuple[int, ...]:
 def _check_shares(shares: Mapping[int, int], threshold: int) -> tuple[tuple[int, ...], list[int]]:
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
         raise SecAggError(f"threshold must be a positive integer, got {threshold!r}")
-    xs = _check_points(sorted(shares))
+    if not isinstance(shares, Mapping):
+        raise TypeError(f"shares must be a mapping {{share point: share}}, got {type(shares).__name__}")
+    xs = _check_points(sorted(shares, key=int), "shares")
+    shares = {int(x): y for x, y in shares.items()}
     ys = []
     for x in xs:
         y = shares[x]
         if isinstance(y, bool) or not isinstance(y, int) or not 0 <= y < PRIME:
-            raise SecAggError(f"share at point {x} is not a field element in [0, p)")
+            raise SecAggError(f"shares: the share at point {x} is not a field element in [0, p)")
         ys.append(y)
     if len(xs) < threshold:
         raise SecAggAbort(f"need {threshold} shares to reconstruct, got {len(xs)}")
