@@ -14,8 +14,10 @@ Setting
 Every client :math:`u` has a long-term Ed25519 identity key :math:`d_u`; the *directory*
 ``{u: public key}`` (a PKI) is known to every party before the session and is trusted.
 Every message a client sends is signed with :math:`d_u` over the session id, the round
-name, its id and the message's content, so altered, impersonated or replayed (other round
-or session) messages are rejected, whoever relays them.
+name, its id and the message's content (for ShareKeys: the commitments; its ciphertexts
+are authenticated end to end by AES-GCM), so altered, impersonated or replayed (other
+round or session) messages are rejected, whoever relays them.  Cost: each client verifies
+about :math:`2n` Ed25519 signatures (the roster and the consistency round).
 
 Rounds ([BIK+17]_ Fig. 4 with the signatures and ConsistencyCheck of its
 active-adversary version)
