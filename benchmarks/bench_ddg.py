@@ -1,7 +1,7 @@
 """Distributed discrete Gaussian (Kairouz, Liu & Steinke): exact sampler throughput at sigma
 10 and 1000, Walsh-Hadamard flattening of a 2^20 vector, one SecAgg run with 100 clients at
 d = 2^16 and 10% dropouts, the ``sum-ddg-secagg`` protocol's sums per second with the *ideal*
-modular sum (no cryptography) and with the real four-round secure aggregation, the federated
+modular sum (no cryptography) and with the real five-round secure aggregation, the federated
 trainer's rounds per second under each sum protocol, and the DME sweep at the paper's settings.
 """
 
@@ -117,7 +117,7 @@ def _sum_protocol_rows() -> list[dict]:
                 proto.aggregate(x)
 
         seconds, peak = timed(run, repeat=repeat)
-        what = "ideal modular sum, no cryptography" if mode == "ideal" else "the real four-round SecAgg per sum"
+        what = "ideal modular sum, no cryptography" if mode == "ideal" else "the real five-round SecAgg per sum"
         rows.append(
             {
                 "name": f"sum-ddg-secagg ({what}), {n} clients, d=2^12, B=16",

@@ -21,7 +21,7 @@ name                       randomizer R                        intermediary S   
 * ``sum-ddg-secagg``: the distributed discrete Gaussian of [KLS21]_ Alg. 1
   (:class:`fedbandit.mechanisms.ddg.DDGMechanism`): every party adds its share of discrete
   Gaussian noise to its rounded vector and secure aggregation ([BIK+17]_, ideal or the real
-  four rounds of :mod:`fedbandit.secagg`) reveals only the sum mod 2^B; γ and σ from
+  five rounds of :mod:`fedbandit.secagg`) reveals only the sum mod 2^B; γ and σ from
   :func:`fedbandit.accounting.ddg.ddg_params` with ``steps`` = T (Prop. 14 composed over
   the rounds).
 
