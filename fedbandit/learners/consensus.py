@@ -35,6 +35,12 @@ marked [derived] and shown against its alternatives in the chapter):
   (:meth:`~fedbandit.protocols.CounterProtocol.sd_factor`; for the hybrid mechanism
   :func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_bound_by_level`), divided by
   ``n``; ``"none"`` = 0.
+* Master-worker aggregation (``aggregate=``): ``"indices"`` (the paper's: the master averages
+  the agents' indices) or ``"sums"`` ([derived], not the paper's: the master pools the
+  private sums and counts, so the confidence width shrinks with the network count), and
+  ``period=`` (communicate every ``period`` slots instead of at ``t = 2^p``): the chapter
+  uses them to show that index averaging, not the schedule, is why master-worker
+  cooperation does not beat independent agents.
 * Master-worker schedule: communication at slots ``t = 2^p`` (after the ``K`` initial
   round-robin slots): every agent uploads its ``K`` indices, the master averages them and
   every agent replaces its index vector by the average ("same best arm for all agents").
@@ -57,6 +63,11 @@ Sweeps: ``epsilon`` (the protocol's) and ``rho`` may be one value per run, so a 
 (``config["epsilon"]``, ``config["rho"]``; ``config["runs"]`` runs per pair, epsilon
 outermost) and records the grid in ``RunResult.extras["grid"]`` (:func:`grid_view`
 reshapes a result to it).
+
+Common rewards across configurations: with ``config["reward_seed"]`` (:meth:`from_config`)
+the rewards come from that seed and each run's replicate number within its (epsilon, rho)
+cell (``RewardStream(run_keys=...)``), so two configurations of any sizes give equal rewards
+to their runs of equal replicate number, and comparisons between them are paired.
 
 Randomness: ``rng`` first yields the key of a :class:`fedbandit.envs.multi_armed.RewardStream`
 (common random numbers: every algorithm sees the same rewards for a seed), then the
