@@ -61,7 +61,7 @@ ALLOWED_TYPED = {
     "intro.ipynb": 1,
     "01_dp20_gaps.ipynb": 3,
     "02_fixed_batch.ipynb": 12,
-    "03_consensus_ucb.ipynb": 47,
+    "03_consensus_ucb.ipynb": 0,
     "04_concurrent_shuffle.ipynb": 10,
     "05_distributed_discrete_gaussian.ipynb": 17,
     "06_side_by_side.ipynb": 7,
