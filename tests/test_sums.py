@@ -31,7 +31,7 @@ from fedbandit.protocols.sums import (
 )
 
 BETA = math.exp(-0.5)
-SUMS = ("sum-non-private", "sum-central-gaussian", "sum-ddg-secagg")
+SUMS = ("sum-non-private", "sum-central-gaussian", "sum-binomial-secagg", "sum-ddg-secagg")
 
 
 def _vectors(rng, shape, c=1.0):
