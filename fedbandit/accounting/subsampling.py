@@ -243,7 +243,10 @@ def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     table, ls = _log_comb_table(tuple(alpha.tolist()))
     lq = math.log(q)
     # log min{4(e^{ε(2)} − 1), 2 e^{ε(2)}}
-    log_second = min(math.log(4.0 * math.expm1(eps[2])) if eps[2] > 0 else -math.inf, math.log(2.0) + eps[2])
+    e2 = eps[2]
+    log_4expm1 = -math.inf if e2 <= 0 else (math.log(4.0) + e2 + math.log(-math.expm1(-e2)) if e2 > 30
+                                            else math.log(4.0 * math.expm1(e2)))
+    log_second = min(log_4expm1, math.log(2.0) + e2)
     terms = math.log(2.0) + ls * lq + table + (ls - 1.0) * eps[None, :]
     terms[:, :3] = -np.inf
     terms[:, 0] = 0.0

@@ -121,12 +121,16 @@ class FederatedLearner:
         How the round's clients are drawn (module docstring).
     server_lr : float, default 1
         Server learning rate η_s.
+    sampling_seed : int or None, default None
+        Seed of the client samples, for common random numbers across protocols (the same
+        clients in round t of run r whatever the protocol); None draws them from a stream
+        spawned from the run's generator.
     """
 
     name = "federated-learning"
 
     def __init__(self, protocol, *, n_clients, n_features, n_classes=10, rounds, local_steps=5, lr=0.5, momentum=0.9,
-                 clip=0.3, clients_per_round=None, sampling="fixed", server_lr=1.0):
+                 clip=0.3, clients_per_round=None, sampling="fixed", server_lr=1.0, sampling_seed=None):
         if not isinstance(protocol, SumProtocol):
             raise TypeError(
                 f"protocol must be a fedbandit.protocols.SumProtocol (fedbandit.protocols.create('sum-...', ...)), "
@@ -145,6 +149,7 @@ class FederatedLearner:
                                   else check_int_in_range("clients_per_round", clients_per_round, 1, self.n_clients))
         self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))
         self.sampling_rate = self.clients_per_round / self.n_clients
+        self.sampling_seed = None if sampling_seed is None else check_int_in_range("sampling_seed", sampling_seed, 0, None)
         self.dim = (self.n_features + 1) * self.n_classes
         self.n_runs = 1
         poisson = self.sampling == "poisson" and self.sampling_rate < 1.0
@@ -176,7 +181,9 @@ class FederatedLearner:
         C, T = self.n_classes, self.rounds
         protocol = self.protocol
         sampled = self.sampling_rate < 1.0
-        if sampled:  # the samples from their own stream; without sampling the protocol owns rng (old draws)
+        if sampled and self.sampling_seed is not None:  # common random numbers across protocols
+            sample_rng = np.random.default_rng(self.sampling_seed)
+        elif sampled:  # the samples from their own stream; without sampling the protocol owns rng (old draws)
             sample_rng, rng = rng.spawn(2)
         protocol.reset(n_runs=R, rng=rng)
         mask = data["mask"]
