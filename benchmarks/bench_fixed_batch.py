@@ -1,17 +1,19 @@
 """Speed and memory of fixed-batch federated LinUCB (fedbandit.learners.fixed_batch).
 
-* ``paper_six_configs_wall`` and ``paper_six_configs_cpu``: the six synthetic paper-scale configurations of Zhou &
+* with ``long=True`` (``benchmarks/run.py --long``) ``paper_six_configs_wall`` and ``paper_six_configs_cpu``: the six synthetic paper-scale configurations of Zhou &
   Chowdhury's Fig. 2a/2b (M = 100, T = 10⁴, K = 100, d = 10, B = 25, 25 runs each;
   :func:`~fedbandit.learners.fixed_batch.paper_synthetic_configs`), run through
   :func:`fedbandit.experiments.grid.run_grid` on 2 worker processes (no cache): total wall time
   (target ≤ 600 s on 2 cores) and, as peak memory, the sum of the workers' peak resident
   sets (target < 4 GB); the CPU row is the sum of the configurations' CPU times, which does
   not depend on other load on the machine.  One row per configuration gives its own time.
-* ``vectorized_agent_rounds_per_s`` vs ``reference_agent_rounds_per_s``: agent-rounds per
-  second of the vectorized learner (25 runs side by side, 400 rounds) and of the plain
-  reference loop (``tests/reference_fixed_batch.py``, 1 run, 50 rounds) on the same
-  configuration (M = 100, K = 100, d = 10, B = 25, silo-level LDP ε = 0.2, δ = 0.1), and
-  their ratio (aim: ≥ 50).
+* ``vectorized_agent_rounds_per_s``: agent-rounds per second of the vectorized learner (25
+  runs side by side, 400 rounds; M = 100, K = 100, d = 10, B = 25, silo-level LDP ε = 0.2,
+  δ = 0.1), against its compute floor (every arm's UCB width);
+* ``vectorized_over_reference_same_workload``: the plain reference loop
+  (``tests/reference_fixed_batch.py``) over the vectorized learner on the same 2 runs x 50
+  rounds, checked to pull the same arms (the row used to divide a 25-run throughput by a
+  1-run one).
 * ``ddg_ideal_sum_agent_rounds_per_s``: the same vectorized run under the ``ddg-secagg``
   protocol with *ideal* secure aggregation (per-user rounding, discrete Gaussian tree, the
   modular sum computed directly, no cryptography: the real protocol's cost is
@@ -43,7 +45,7 @@ def SiloLDPProtocol(epsilon, delta):
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from reference_fixed_batch import reference_run  # noqa: E402
 
-from _measure import max_rss_mb  # noqa: E402
+from _measure import floor, max_rss_mb, measure  # noqa: E402
 
 
 def _label(c: dict) -> str:
@@ -57,67 +59,69 @@ def _speed_rows() -> list[dict]:
     env = SyntheticLinearEnv(M, K, d, n_runs=R_vec, seed=0)
     learner = FixedBatchFedLinUCB(SiloLDPProtocol(0.2, 0.1), horizon=T_vec, batch_size=B, n_agents=M, dim=d)
     learner.run(SyntheticLinearEnv(M, K, d, n_runs=R_vec, seed=1), np.random.default_rng(1))  # warm-up
-    start = time.perf_counter()
-    learner.run(env, np.random.default_rng(0))
-    vec = R_vec * M * T_vec / (time.perf_counter() - start)
+    t_vec = measure(lambda: learner.run(env, np.random.default_rng(0)), repeat=1, trace_memory=False)
+    agent_rounds = R_vec * M * T_vec
+    vec = agent_rounds / t_vec.wall
     rows.append(
         {
+            "id": "fixed_batch_vectorized",
             "name": "vectorized_agent_rounds_per_s",
             "value": vec,
             "unit": "agent-rounds/s",
+            **t_vec.as_dict(),
             "peak_mem_mb": max_rss_mb(),
             "notes": f"M={M}, K={K}, d={d}, B={B}, LDP eps=0.2, {R_vec} runs x {T_vec} rounds, shared contexts",
+            # the UCB of K arms per agent-round: x^T V^-1 x for every arm, an (R x d^2) by (d^2 x K) product
+            "floor": floor(f"{agent_rounds:.3g} agent-rounds x 2 K d^2 = {2 * K * d * d} flops (every arm's "
+                           "x^T V^-1 x)", {"flops_per_s": agent_rounds * 2 * K * d * d}, t_vec.cpu),
         }
     )
     ddg_learner = FixedBatchFedLinUCB(create("ddg-secagg", epsilon=0.2, delta=0.1), horizon=T_vec, batch_size=B,
                                       n_agents=M, dim=d)
-    start = time.perf_counter()
-    ddg_learner.run(SyntheticLinearEnv(M, K, d, n_runs=R_vec, seed=0), np.random.default_rng(0))
-    ddg = R_vec * M * T_vec / (time.perf_counter() - start)
+    t_ddg = measure(lambda: ddg_learner.run(SyntheticLinearEnv(M, K, d, n_runs=R_vec, seed=0), np.random.default_rng(0)),
+                    repeat=1, trace_memory=False)
+    ddg = agent_rounds / t_ddg.wall
     rows.append(
         {
+            "id": "fixed_batch_ddg_ideal_sum",
             "name": "ddg_ideal_sum_agent_rounds_per_s",
             "value": ddg,
             "unit": "agent-rounds/s",
+            **t_ddg.as_dict(),
             "peak_mem_mb": max_rss_mb(),
             "notes": (
-                f"same run under ddg-secagg (bits={ddg_learner.protocol.randomizer.bits}, ideal modular sum, no "
-                f"cryptography); "
-                f"{vec / ddg:.2f}x the time of silo-LDP"
+                f"same run under ddg-secagg (bits={ddg_learner.protocol.randomizer.bits}) with its IDEAL modular sum "
+                f"(no cryptography; the real SecAgg's cost is the SecAgg rows'); {vec / ddg:.2f}x the time of silo-LDP"
             ),
         }
     )
-    T_ref = 50
-    env1 = SyntheticLinearEnv(M, K, d, n_runs=1, seed=0)
+    # The same workload through the vectorized learner and the plain loop, checked to take the same arms.
+    T_ref, R_ref = 50, 2
     ref_learner = FixedBatchFedLinUCB(SiloLDPProtocol(0.2, 0.1), horizon=T_ref, batch_size=B, n_agents=M, dim=d)
-    start = time.perf_counter()
-    reference_run(
-        env1,
-        np.random.default_rng(0),
-        horizon=T_ref,
-        batch_size=B,
-        lam=ref_learner.lam,
-        beta=ref_learner.beta,
-        kind="gaussian_tree",
-        sigma0=ref_learner.protocol.sigma0,
-    )
-    ref = M * T_ref / (time.perf_counter() - start)
+    env_ref = SyntheticLinearEnv(M, K, d, n_runs=R_ref, seed=0)
+
+    def reference():
+        return reference_run(env_ref, np.random.default_rng(0), horizon=T_ref, batch_size=B, lam=ref_learner.lam,
+                             beta=ref_learner.beta, kind="gaussian_tree", sigma0=ref_learner.protocol.sigma0)
+
+    t_same = measure(lambda: ref_learner.run(env_ref, np.random.default_rng(0)), repeat=3, trace_memory=False)
+    t_ref = measure(reference, repeat=1, trace_memory=False)
+    arms = ref_learner.run(env_ref, np.random.default_rng(0), record_arms=True).extras["arms"]
+    if not np.array_equal(arms, reference()[1]):
+        raise AssertionError("the vectorized learner and the reference pulled different arms")
+    work = R_ref * M * T_ref
     rows.append(
         {
-            "name": "reference_agent_rounds_per_s",
-            "value": ref,
-            "unit": "agent-rounds/s",
-            "peak_mem_mb": max_rss_mb(),
-            "notes": f"plain loop (tests/reference_fixed_batch.py), 1 run x {T_ref} rounds, same configuration",
-        }
-    )
-    rows.append(
-        {
-            "name": "vectorized_over_reference_ratio",
-            "value": vec / ref,
+            "id": "fixed_batch_same_workload_speedup",
+            "name": "vectorized_over_reference_same_workload",
+            "value": t_ref.wall / t_same.wall,
+            "ratio_cpu": t_ref.cpu / t_same.cpu,
             "unit": "x",
+            **t_same.as_dict(),
             "peak_mem_mb": max_rss_mb(),
-            "notes": "aim >= 50",
+            "notes": f"{R_ref} runs x {T_ref} rounds for both (tests/reference_fixed_batch.py), same arms; reference "
+                     f"{work / t_ref.wall:.3g} agent-rounds/s, vectorized {work / t_same.wall:.3g}; CPU-time ratio "
+                     f"{t_ref.cpu / t_same.cpu:.3g}",
         }
     )
     return rows
@@ -171,8 +175,9 @@ def _paper_rows() -> list[dict]:
     return rows
 
 
-def benchmarks() -> list[dict]:
-    return _speed_rows() + _paper_rows()
+def benchmarks(long: bool = False) -> list[dict]:
+    """The speed rows; with ``long`` also the six paper-scale configurations (minutes)."""
+    return _speed_rows() + (_paper_rows() if long else [])
 
 
 if __name__ == "__main__":

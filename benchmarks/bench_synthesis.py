@@ -43,6 +43,7 @@ REAL = dict(M=10, T=1_000, B=20, runs=4, max_arms=50)
 REAL_BASE = dict(instance="real", env_seed=0, epsilon=EPS_MAIN, delta=DELTA, param_bound=1.0, beta_scale=0.1,
                  noise_bound=1.0, reward_bound=1.0, n_checkpoints=10, **REAL)
 AUDIT_TRIALS, AUDIT_CONFIDENCE = 2000, 0.995
+LONG_ONLY = True  # minutes of paper-scale runs: only with `benchmarks/run.py --long`
 GRID = dict(seeds=1, cache_dir=False, backend="joblib", n_jobs=2, progress=False)
 
 

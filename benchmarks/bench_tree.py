@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import timed  # noqa: E402
+from _measure import floor, measure  # noqa: E402
 
 from fedbandit.protocols.registry import create  # noqa: E402
 
@@ -30,16 +30,22 @@ def benchmarks() -> list[dict]:
     rows = []
     for d in (10, 57):
         steps = STEPS if d == 10 else 4
-        seconds, peak = timed(lambda: _run(d, steps), repeat=2)
+        t = measure(lambda: _run(d, steps), repeat=2)
         releases = steps * RUNS  # one synchronized prefix release per run and step
+        packed = d + d * (d + 1) // 2  # bias + Gram upper triangle
+        values = steps * RUNS * AGENTS * packed  # one fresh noisy node per agent, run and step
         rows.append(
             {
+                "id": f"tree_silo_ldp_d{d}",
                 "name": f"distributed tree, d={d}, {AGENTS} agents x {RUNS} runs",
-                "value": releases / seconds,
+                "value": releases / t.wall,
                 "unit": "prefix releases/s",
-                "peak_mem_mb": peak,
+                **t.as_dict(),
                 "notes": f"{steps} steps; each release sums {AGENTS} agents' noisy packed p-sums (bias + Gram triangle) "
-                f"({AGENTS * releases / seconds:.3g} agent p-sums/s)",
+                f"({AGENTS * releases / t.wall:.3g} agent p-sums/s)",
+                "floor": floor(f"{values:.3g} noise draws (one new node of {packed} packed values per agent, run and "
+                               f"step), each value read and written once ({16 * values / 1e6:.3g} MB)",
+                               {"normals_per_s": values, "copy_bytes_per_s": 16 * values}, t.cpu),
             }
         )
     return rows

@@ -519,3 +519,100 @@ def test_make_rng_bad_input():
         make_rng({"a": 1}, -1)
     with pytest.raises(ValueError, match="base_seed must be an integer"):
         make_rng({"a": 1}, 0, base_seed=-1)
+
+
+# ---------------------------------------------------------------------------------------
+# The package's source is part of every key
+# ---------------------------------------------------------------------------------------
+
+_PKG_CHILD = """
+import json, sys
+sys.path.insert(0, {copy_root!r})
+import fedbandit
+assert fedbandit.__file__.startswith({copy_root!r}), fedbandit.__file__
+from fedbandit.experiments.grid import run_grid, package_source_hash
+
+def experiment(config, rng):
+    # Calls into the package: the calibration rule is code the experiment depends on.
+    from fedbandit.accounting.calibration import ldp_sigma0
+    with open({log!r}, "a") as fh:
+        fh.write("x")
+    return ldp_sigma0(config["epsilon"], 1e-5, 8) + 0.0 * rng.random()
+
+out = run_grid(experiment, [{{"epsilon": 1.0}}], 1, cache_dir={cache!r}, progress=False, version="fixed")
+print(json.dumps({{"value": out[0][0], "hash": package_source_hash()}}))
+"""
+
+
+def test_editing_a_called_package_function_invalidates_the_cache(tmp_path):
+    """The experiment's own source (and explicit version) stays the same; only a function it
+    calls inside fedbandit changes: the cached entry must not be served again."""
+    import json
+    import shutil
+
+    import fedbandit
+
+    copy_root = tmp_path / "copy"
+    shutil.copytree(Path(fedbandit.__file__).parent, copy_root / "fedbandit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    log, cache = tmp_path / "calls.log", tmp_path / "cache"
+    code = _PKG_CHILD.format(copy_root=str(copy_root), log=str(log), cache=str(cache))
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env=dict(os.environ, PYTHONPATH=""))
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def n_calls():
+        return len(log.read_text()) if log.exists() else 0
+
+    first = run()
+    assert run() == first and n_calls() == 1, "an unchanged package must reuse the entry"
+    calibration = copy_root / "fedbandit" / "accounting" / "calibration.py"
+    text = calibration.read_text()
+    marker = "def ldp_sigma0("
+    assert marker in text
+    # Edit the called function: its result doubles.
+    text = text.replace(marker, "def _ldp_sigma0_original(", 1)
+    text += "\n\ndef ldp_sigma0(*args, **kwargs):\n    return 2.0 * _ldp_sigma0_original(*args, **kwargs)\n"
+    calibration.write_text(text)
+    second = run()
+    assert n_calls() == 2, "editing a called function must invalidate the cached entry"
+    assert second["hash"] != first["hash"]
+    assert second["value"] == pytest.approx(2.0 * first["value"])
+    # A data-free, comment-only edit elsewhere in the package invalidates too (any change).
+    (copy_root / "fedbandit" / "theory" / "linear.py").write_text(
+        (copy_root / "fedbandit" / "theory" / "linear.py").read_text() + "\n# edited\n")
+    run()
+    assert n_calls() == 3
+
+
+def test_prune_cache_removes_only_other_package_versions(tmp_path):
+    from fedbandit.experiments.grid import package_source_hash, prune_cache
+
+    run_grid(hx.logged_draw, CONFIGS[:1], 1, cache_dir=tmp_path, progress=False)
+    stale = tmp_path / "pkg-0123456789abcdef" / "x"
+    stale.mkdir(parents=True)
+    (stale / "entry.pkl").write_bytes(b"old")
+    current = tmp_path / f"pkg-{package_source_hash()[:16]}"
+    assert current.is_dir()
+    removed = prune_cache(tmp_path)
+    assert removed == [tmp_path / "pkg-0123456789abcdef"]
+    assert current.is_dir() and not (tmp_path / "pkg-0123456789abcdef").exists()
+
+
+def test_execution_cache_is_reset_when_the_package_changes(tmp_path, monkeypatch):
+    from fedbandit.book import execution_cache
+
+    cache = tmp_path / "_build" / ".jupyter_cache"
+    cache.mkdir(parents=True)
+    (cache / "entry").write_text("executed by an older package")
+    assert execution_cache.sync_execution_cache(cache) is True  # no stamp yet: reset
+    assert not cache.exists()
+    cache.mkdir()
+    (cache / "entry").write_text("executed by this package")
+    assert execution_cache.sync_execution_cache(cache) is False  # same source: kept
+    assert (cache / "entry").exists()
+    monkeypatch.setattr(execution_cache, "package_source_hash", lambda: "f" * 64)
+    assert execution_cache.sync_execution_cache(cache) is True  # edited source: reset
+    assert not cache.exists()

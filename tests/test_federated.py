@@ -91,3 +91,65 @@ def test_learner_checks_its_arguments():
     learner = FederatedLearner(create("sum-non-private"), n_clients=5, n_features=64, rounds=2)
     with pytest.raises(ValueError, match="n_clients=5"):
         learner.run(load_digits_federated(6), np.random.default_rng(0))
+
+
+# --- client sampling ------------------------------------------------------------------
+
+SAMPLED = dict(BASE, n_clients=60, clients_per_round=10, rounds=4, local_steps=2, clip=0.3, sampling_seed=3)
+
+
+def test_fixed_size_sampling_uses_n_clients_per_round_and_amplification():
+    out = run_fl(dict(SAMPLED, runs=2, **KINDS["ddg"]), np.random.default_rng(0))
+    assert out.communication["messages"] == 4 * 10
+    assert out.calibration["sampling_rate"] == pytest.approx(10 / 60) and out.calibration["n_parties"] == 10
+    assert out.accounting["status"] == "unproven"  # the paper's Poisson bound on fixed-size samples
+    rep = run_fl(dict(SAMPLED, runs=2, relation="replace", **KINDS["ddg"]), np.random.default_rng(0))
+    assert rep.accounting["status"] == "verified"
+
+
+def test_sampling_matches_a_loop_reference():
+    """Non-private, fixed samples: the vectorized trainer equals FedAvg written out over the sampled clients."""
+    cfg = dict(SAMPLED, runs=2, **KINDS["none"])
+    out = run_fl(cfg, np.random.default_rng(0))
+    data = load_digits_federated(60, rng=0)
+    X = np.concatenate([data["X"], np.ones(data["X"].shape[:-1] + (1,))], axis=-1)
+    Y = np.eye(10)[data["y"]] * data["mask"][..., None]
+    cnt = data["mask"].sum(1)
+    Xt = np.concatenate([data["X_test"], np.ones((len(data["y_test"]), 1))], axis=-1)
+    srng = np.random.default_rng(3)
+    W, mom = np.zeros((2, 65, 10)), np.zeros((2, 65, 10))
+    for t in range(4):
+        order = np.argsort(srng.random((2, 60)), axis=1)[:, :10]
+        for r in range(2):
+            total = np.zeros((65, 10))
+            for i in order[r]:
+                w = W[r].copy()
+                for _ in range(2):
+                    z = X[i] @ w
+                    z -= z.max(-1, keepdims=True)
+                    pr = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+                    w -= 0.5 * X[i].T @ ((pr - Y[i]) * data["mask"][i][:, None]) / cnt[i]
+                total += w - W[r]
+            mom[r] = 0.9 * mom[r] + total / 10
+            W[r] = W[r] + mom[r]
+        acc = [np.mean(np.argmax(Xt @ W[r], 1) == data["y_test"]) for r in range(2)]
+        np.testing.assert_allclose(out.extras["accuracy_curve"][:, t], acc)
+
+
+def test_common_random_numbers_across_protocols():
+    """With sampling_seed the clients of each round are the same whatever the protocol: same samples, same model."""
+    a = run_fl(dict(SAMPLED, **KINDS["none"]), np.random.default_rng(0))
+    b = run_fl(dict(SAMPLED, **KINDS["none"]), np.random.default_rng(99))
+    np.testing.assert_array_equal(a.extras["accuracy_curve"], b.extras["accuracy_curve"])
+    c = run_fl(dict(SAMPLED, sampling_seed=4, **KINDS["none"]), np.random.default_rng(0))
+    assert not np.array_equal(a.extras["accuracy_curve"], c.extras["accuracy_curve"])
+
+
+def test_poisson_sampling_for_the_central_gaussian():
+    out = run_fl(dict(SAMPLED, sampling="poisson", runs=3, **KINDS["gauss"]), np.random.default_rng(0))
+    assert out.accounting["status"] == "verified" and out.calibration["n_parties"] == 60
+    assert 0 < out.communication["messages"] < 4 * 60
+    with pytest.raises(ValueError, match="Poisson sample"):
+        run_fl(dict(SAMPLED, sampling="poisson", **KINDS["ddg"]), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="clients_per_round"):
+        run_fl(dict(SAMPLED, clients_per_round=61, **KINDS["none"]), np.random.default_rng(0))

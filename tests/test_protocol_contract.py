@@ -250,6 +250,8 @@ def test_non_private_limit(name):
         over = dict(epsilon=1e6, delta=0.4)
     if name in ("sdp-vector-sum", "concurrent-shuffle"):
         pytest.skip(f"{name}: its noise does not vanish within its parameter range (ε ≤ 15 per node)")
+    if name == "sum-binomial-secagg":
+        pytest.skip(f"{name}: cpSGD's Thm. 1 needs Np(1-p) >= 23 log(10d/δ), a floor on the noise whatever ε")
     e = _exercise(name, **over)
     scale = np.abs(e.exact).max()
     np.testing.assert_allclose(e.released, e.exact, atol=2e-3 * max(scale, 1.0))

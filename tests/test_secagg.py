@@ -19,19 +19,18 @@ from scipy import stats
 
 from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.accounting.ddg import ddg_params
+from fedbandit.secagg.errors import SecAggAbort, SecAggError
 from fedbandit.secagg.protocol import (
-    PRIME,
+    ROUND_NAMES,
     AdvertiseKeys,
     MaskedInput,
-    SecAggAbort,
     SecAggClient,
-    SecAggError,
     SecAggServer,
+    generate_identities,
     prg_mask,
     run_secagg,
-    shamir_reconstruct,
-    shamir_share,
 )
+from fedbandit.secagg.shamir import PRIME, shamir_reconstruct, shamir_share
 
 
 def _expected(x, survivors, bits):
@@ -47,35 +46,36 @@ def test_no_dropouts():
 
 
 def test_every_dropout_pattern_small_n():
-    """Exhaustive: n = 5, t = 3, every set of up to n - t = 2 dropouts, each at every round."""
+    """Exhaustive: n = 5, t = 3, every set of up to n - t = 2 dropouts, each at every one of the five rounds."""
     rng = np.random.default_rng(1)
     n, t, bits = 5, 3, 12
     x = rng.integers(0, 2**bits, size=(n, 7))
     runs = 0
     for k in range(0, n - t + 1):
         for ids in itertools.combinations(range(1, n + 1), k):
-            for rounds in itertools.product(range(4), repeat=k):
+            for rounds in itertools.product(range(5), repeat=k):
                 drops: dict[int, list[int]] = {}
                 for i, r in zip(ids, rounds):
                     drops.setdefault(r, []).append(i)
                 res = run_secagg(x, bits=bits, threshold=t, dropouts=drops)
-                # inputs of clients dropping in the Unmasking round are still in the sum
+                # inputs of clients dropping in the ConsistencyCheck or Unmasking round are still in the sum
                 expected_surv = [i for i in range(1, n + 1) if not any(i == j and r < 3 for j, r in zip(ids, rounds))]
                 assert res.survivors == expected_surv
                 np.testing.assert_array_equal(res.total, _expected(x, res.survivors, bits))
                 runs += 1
-    assert runs == 1 + 5 * 4 + 10 * 16
+    assert runs == 1 + 5 * 5 + 10 * 25
+    assert len(ROUND_NAMES) == 5
 
 
 @settings(max_examples=12, deadline=None)
 @given(data=st.data())
 def test_random_dropouts_hypothesis(data):
     n = data.draw(st.integers(3, 9))
-    t = data.draw(st.integers(2, n))
+    t = data.draw(st.integers(n // 2 + 1, n))
     bits = data.draw(st.sampled_from([2, 8, 16, 17, 33, 64]))
     k = data.draw(st.integers(0, n - t))
     ids = data.draw(st.lists(st.integers(1, n), min_size=k, max_size=k, unique=True))
-    rounds = data.draw(st.lists(st.integers(0, 3), min_size=k, max_size=k))
+    rounds = data.draw(st.lists(st.integers(0, 4), min_size=k, max_size=k))
     drops: dict[int, list[int]] = {}
     for i, r in zip(ids, rounds):
         drops.setdefault(r, []).append(i)
@@ -89,7 +89,7 @@ def test_random_dropouts_hypothesis(data):
     np.testing.assert_array_equal(res.total, exp)
 
 
-@pytest.mark.parametrize("round_", [0, 1, 2, 3])
+@pytest.mark.parametrize("round_", [0, 1, 2, 3, 4])
 def test_fewer_than_t_survivors_is_an_error(round_):
     x = np.ones((5, 4), dtype=np.int64)
     with pytest.raises(SecAggAbort, match="fewer than"):
@@ -127,7 +127,9 @@ def test_late_input_of_dropped_client_stays_hidden():
     assert 3 not in server.received_seed_shares
     # the late input: compute it as client 3 would have, deliver it late
     y3 = _late_masked_input(clients[3], x[2], res.server.u2)
-    server.late_masked_input(MaskedInput(3, bits, y3))
+    from fedbandit.secagg.protocol import _masked_payload
+
+    server.late_masked_input(MaskedInput(3, bits, y3, clients[3]._sign("MaskedInputCollection", _masked_payload(bits, y3))))
     # the server's best effort with everything it has: remove the pairwise masks with the
     # reconstructed key of client 3; the self-mask PRG(b_3) remains, so the result looks uniform
     from fedbandit.secagg.protocol import X25519PrivateKey, X25519PublicKey, _hkdf
@@ -144,9 +146,11 @@ def test_late_input_of_dropped_client_stays_hidden():
     guess %= 2**bits
     assert np.mean(guess == 7) < 0.02
     assert stats.chisquare(np.bincount(guess, minlength=256)).pvalue > 1e-3
-    # and no client answers a second unmasking request (e.g. one that names 3 a survivor)
+    # and no client signs a second survivor list (e.g. one that names 3 a survivor) or answers twice
     with pytest.raises(SecAggError, match="twice"):
-        clients[1].unmask(res.survivors + [3])
+        clients[1].consistency_check(res.survivors + [3])
+    with pytest.raises(SecAggError, match="twice"):
+        clients[1].unmask({})
 
 
 def _late_masked_input(client, x, u2):
@@ -170,8 +174,10 @@ def _late_masked_input(client, x, u2):
 # ---------------------------------------------------------------- malformed messages
 def _setup(n=4, t=3, bits=8, L=6):
     session = b"s" * 16
-    clients = {i: SecAggClient(i, threshold=t, bits=bits, length=L, session=session) for i in range(1, n + 1)}
-    server = SecAggServer(threshold=t, bits=bits, length=L, session=session)
+    keys, directory = generate_identities(range(1, n + 1))
+    common = dict(threshold=t, bits=bits, length=L, session=session, directory=directory)
+    clients = {i: SecAggClient(i, identity_key=keys[i], **common) for i in range(1, n + 1)}
+    server = SecAggServer(**common)
     return clients, server
 
 
@@ -199,7 +205,7 @@ def test_bad_keys_rejected():
     with pytest.raises(SecAggError, match="32 bytes"):
         server.advertise(msgs[:-1] + [AdvertiseKeys(4, b"short", msgs[-1].s_pk)])
     roster = {m.client_id: m for m in msgs}
-    roster[4] = AdvertiseKeys(4, msgs[0].c_pk, msgs[3].s_pk)  # copies client 1's key
+    roster[4] = AdvertiseKeys(4, msgs[0].c_pk, msgs[3].s_pk, msgs[3].signature)  # copies client 1's key
     with pytest.raises(SecAggError, match="duplicate public key"):
         clients[2].share_keys(roster)
 
@@ -222,9 +228,9 @@ def test_wrong_length_and_modulus_rejected():
 def test_tampered_ciphertext_rejected():
     clients, server, inboxes = _to_round2()
     box = dict(inboxes[2])
-    ct = bytearray(box[1])
+    ct = bytearray(box[1].ciphertext)
     ct[-1] ^= 1
-    box[1] = bytes(ct)
+    box[1] = replace(box[1], ciphertext=bytes(ct))
     with pytest.raises(SecAggError, match="authentication"):
         clients[2].masked_input(np.zeros(6, dtype=np.int64), box)
     box = dict(inboxes[2])
@@ -240,11 +246,14 @@ def test_unmasking_response_with_both_shares_rejected():
     msgs = [clients[i].masked_input(x[i - 1], inboxes[i]) for i in (1, 2, 3)]  # 4 drops
     survivors = server.masked_inputs(msgs)
     with pytest.raises(SecAggError, match="omits"):
-        clients[1].unmask([2, 3])
+        clients[1].consistency_check([2, 3])
     with pytest.raises(SecAggError, match="before MaskedInputCollection"):
-        clients[4].unmask(survivors)
-    responses = [clients[i].unmask(survivors) for i in survivors]
-    bad = replace(responses[0], seed_shares={**responses[0].seed_shares, 4: 123})
+        clients[4].consistency_check(survivors)
+    with pytest.raises(SecAggError, match="before ConsistencyCheck"):
+        clients[1].unmask({})
+    sigs = server.consistency_check([clients[i].consistency_check(survivors) for i in survivors])
+    responses = [clients[i].unmask(sigs) for i in survivors]
+    bad = replace(responses[0], seed_shares={**responses[0].seed_shares, 4: responses[0].seed_shares[1]})
     with pytest.raises(SecAggError, match="exactly"):
         server.unmask([bad] + responses[1:])
     total = server.unmask(responses)
@@ -259,10 +268,15 @@ def test_protocol_order_and_bad_arguments():
         run_secagg(np.zeros((3, 2), dtype=np.int64), bits=8, threshold=4)
     with pytest.raises(ValueError, match="bits"):
         run_secagg(np.zeros((3, 2), dtype=np.int64), bits=1, threshold=2)
-    with pytest.raises(ValueError, match="dropout id"):
+    with pytest.raises(ValueError, match="dropouts: client id 7"):
         run_secagg(np.zeros((3, 2), dtype=np.int64), bits=8, threshold=2, dropouts={1: [7]})
+    keys, directory = generate_identities([1, 2, 3])
     with pytest.raises(SecAggError, match="client id"):
-        SecAggClient(0, threshold=2, bits=8, length=3, session=b"")
+        SecAggClient(0, threshold=2, bits=8, length=3, session=b"", identity_key=keys[1], directory=directory)
+    with pytest.raises(SecAggError, match="identity key"):
+        SecAggClient(2, threshold=2, bits=8, length=3, session=b"", identity_key=keys[1], directory=directory)
+    with pytest.raises(SecAggError, match="not in the directory"):
+        SecAggClient(4, threshold=2, bits=8, length=3, session=b"", identity_key=keys[1], directory=directory)
 
 
 def test_shamir_any_t_subset_reconstructs():

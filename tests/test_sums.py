@@ -31,7 +31,7 @@ from fedbandit.protocols.sums import (
 )
 
 BETA = math.exp(-0.5)
-SUMS = ("sum-non-private", "sum-central-gaussian", "sum-ddg-secagg")
+SUMS = ("sum-non-private", "sum-central-gaussian", "sum-binomial-secagg", "sum-ddg-secagg")
 
 
 def _vectors(rng, shape, c=1.0):
@@ -305,3 +305,59 @@ def test_dme_trial_uses_the_protocols():
     assert abs(out["mse_gauss_sim"].mean() / out["mse_gauss_analytic"] - 1) < 0.25
     assert out["mse_gauss_zcdp"] > out["mse_gauss_analytic"]
     assert abs(out["mse_ddg"].mean() / out["mse_ddg_noise"] - 1) < 0.25  # rounding adds ~(γ/σ)²/4 ≈ 3e-5
+
+
+# --- client sampling ------------------------------------------------------------------
+
+@pytest.mark.parametrize("sampling, relation, status", [
+    ("fixed", "replace", "verified"), ("fixed", "add-remove", "unproven"), ("poisson", "add-remove", "verified"),
+])
+def test_sampled_gaussian_accounting_states_what_is_proven(sampling, relation, status):
+    from fedbandit.accounting.subsampling import sampled_gaussian_epsilon
+
+    p = create("sum-central-gaussian", epsilon=3.0, delta=1e-5, relation=relation).configure(
+        n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1, sampling=sampling)
+    a = p.accounting()
+    assert a.status == status and a.epsilon == pytest.approx(3.0, rel=1e-6)
+    sens = 1.0 if relation == "add-remove" else 2.0
+    amp = "poisson" if relation == "add-remove" else "without-replacement"
+    assert sampled_gaussian_epsilon(p.noise_std() / sens, 0.1, 50, 1e-5, amp) == pytest.approx(3.0, rel=1e-6)
+    assert p.calibration()["rule"] == "subsampled-rdp" and p.calibration()["sampling_rate"] == 0.1
+    # amplification needs less noise than everyone in every round
+    full = create("sum-central-gaussian", epsilon=3.0, delta=1e-5, relation=relation).configure(
+        n_parties=20, dim=30, n_rounds=50, clip=1.0)
+    assert p.noise_std() < full.noise_std()
+
+
+def test_sampled_ddg_is_calibrated_with_amplification_and_refuses_poisson():
+    p = _make("sum-ddg-secagg", n=20, d=30, T=50)
+    a = create("sum-ddg-secagg", epsilon=2.0, delta=1e-5).configure(
+        n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1)
+    assert a.params.sigma < p.params.sigma and a.accounting().status == "unproven"
+    s = create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, relation="replace").configure(
+        n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1)
+    assert s.accounting().status == "verified" and s.accounting().epsilon == pytest.approx(2.0, rel=1e-6)
+    assert s.params.sigma > a.params.sigma  # replace-one: twice the sensitivity
+    with pytest.raises(ValueError, match="Poisson sample"):
+        create("sum-ddg-secagg", epsilon=2.0, delta=1e-5).configure(
+            n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    with pytest.raises(ValueError, match="auto"):
+        create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits="auto").configure(
+            n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1)
+    with pytest.raises(ValueError, match="sampling"):
+        create("sum-central-gaussian", epsilon=2.0, delta=1e-5).configure(
+            n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1, sampling="bernoulli")
+
+
+def test_mask_drops_the_absent_parties():
+    p = _make("sum-non-private").reset(n_runs=2, rng=np.random.default_rng(0))
+    x = np.random.default_rng(1).normal(size=(2, 20, 30))
+    mask = np.zeros((2, 20), dtype=bool)
+    mask[0, :5] = mask[1, 3:] = True
+    np.testing.assert_allclose(p.aggregate(x, mask=mask), (x * mask[..., None]).sum(1))
+    assert p.communication.messages == pytest.approx((5 + 17) / 2)
+    with pytest.raises(TypeError, match="boolean"):
+        p.aggregate(x, mask=mask.astype(int))
+    d = _make("sum-ddg-secagg").reset(n_runs=2, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="noise share"):
+        d.aggregate(x, mask=mask)

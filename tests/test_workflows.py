@@ -45,3 +45,18 @@ def test_workflows_call_the_make_targets():
     assert "make test" in (ROOT / ".github/workflows/test.yml").read_text()
     assert "make book" in (ROOT / ".github/workflows/book.yml").read_text()
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_book_cache_is_restored_only_for_the_same_package_source():
+    """A restored cache must come from a build of the same fedbandit/ and data/: the key's
+    first part hashes them and restore-keys may only relax the chapters' part."""
+    import yaml
+
+    book = yaml.safe_load((ROOT / ".github/workflows/book.yml").read_text())
+    steps = [s for s in book["jobs"]["build"]["steps"] if "actions/cache" in s.get("uses", "")]
+    assert len(steps) == 1
+    cache = steps[0]["with"]
+    package_part = "${{ hashFiles('fedbandit/**', 'data/**', 'pyproject.toml') }}"
+    assert cache["key"].startswith(f"book-cache-{package_part}-")
+    assert cache["restore-keys"].strip() == f"book-cache-{package_part}-"
+    assert "fedbandit.book.execution_cache" in (ROOT / "Makefile").read_text()

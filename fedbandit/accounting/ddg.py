@@ -170,6 +170,8 @@ def ddg_epsilon(
     delta: float,
     steps: int = 1,
     method: str = "rdp",
+    sampling_rate: float = 1.0,
+    amplification: str = "poisson",
 ) -> float:
     r"""(ε, δ) of ``steps`` compositions of the distributed discrete Gaussian ([KLS21]_).
 
@@ -192,12 +194,30 @@ def ddg_epsilon(
         RDP conversion on :data:`RDP_ORDERS` (what the authors' code does);
         ``"zcdp"``: Theorem 1's :math:`\rho = \tfrac12\varepsilon^2` per step, composed and
         converted with the [CKS20] zCDP conversion.
+    sampling_rate : float, default 1
+        q: every release sums a random sample of the clients, drawn with probability q
+        each (``amplification="poisson"``, add/remove one client: [ZW19] Thm. 5 on
+        Prop. 14, as [KLS21] Sec. 6.2.3) or as a fixed-size subset of a population
+        (``"without-replacement"``, replace one client's data: [WBK19] Thm. 9 on Prop. 14 at
+        sensitivity 2Δ₂); :func:`fedbandit.accounting.subsampling.subsampled_epsilon`.
+        Needs ``method="rdp"``.
+    amplification : {"poisson", "without-replacement"}
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
     delta = check_delta(delta)
     steps = check_positive_int("steps", steps)
+    sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
+    check_choice("amplification", amplification, ("poisson", "without-replacement"))
     delta2 = ddg_delta2(c, gamma, d, beta)
+    if sampling_rate < 1.0:
+        from fedbandit.accounting.subsampling import subsampled_epsilon
+
+        if method != "rdp":
+            raise ValueError(f"sampling_rate={sampling_rate} < 1 is accounted in Rényi DP: use method='rdp', got {method!r}")
+        factor = 1.0 if amplification == "poisson" else 2.0  # replace-one: two rounded vectors, each ≤ Δ₂
+        return subsampled_epsilon(lambda a: ddg_rdp(a, factor * delta2, sigma, gamma, n, d), sampling_rate, steps,
+                                  delta, amplification)
     if method == "zcdp":
         eps1 = ddg_zcdp_epsilon(delta2, sigma, gamma, n, d)
         return zcdp_to_approx_dp(steps * 0.5 * eps1**2, delta)
@@ -216,6 +236,8 @@ def ddg_sigma_for_epsilon(
     delta: float,
     steps: int = 1,
     method: str = "rdp",
+    sampling_rate: float = 1.0,
+    amplification: str = "poisson",
 ) -> float:
     r"""Smallest per-client :math:`\sigma` with :func:`ddg_epsilon` :math:`\le` ``epsilon`` (1-D root finding).
 
@@ -227,13 +249,15 @@ def ddg_sigma_for_epsilon(
     def gap(log_sigma: float) -> float:
         return (
             ddg_epsilon(
-                math.exp(log_sigma), c=c, gamma=gamma, beta=beta, n=n, d=d, delta=delta, steps=steps, method=method
+                math.exp(log_sigma), c=c, gamma=gamma, beta=beta, n=n, d=d, delta=delta, steps=steps, method=method,
+                sampling_rate=sampling_rate, amplification=amplification,
             )
             - epsilon
         )
 
     # Start from the Gaussian-like guess sigma ~ c sqrt(steps log(1/delta)) / (sqrt(n) eps).
-    guess = math.log(c * math.sqrt(2.0 * steps * math.log(1.0 / delta)) / (math.sqrt(n) * epsilon) + gamma)
+    guess = math.log(c * math.sqrt(2.0 * steps * math.log(1.0 / delta)) * min(1.0, 2.0 * sampling_rate)
+                     / (math.sqrt(n) * epsilon) + gamma)
     lo, hi = guess - 3.0, guess + 3.0
     while gap(lo) < 0:
         lo -= 3.0
@@ -322,6 +346,8 @@ class DDGParams:
     method: str = "rdp"
     steps: int = 1
     rho: float = 1.0
+    sampling_rate: float = 1.0
+    amplification: str = "poisson"
 
     @property
     def modulus(self) -> int:
@@ -349,6 +375,8 @@ class DDGParams:
             delta=self.delta if delta is None else delta,
             steps=self.steps,
             method=self.method,
+            sampling_rate=self.sampling_rate,
+            amplification=self.amplification,
         )
 
     def noise_mse(self) -> float:
@@ -397,6 +425,8 @@ def ddg_params(
     steps: int = 1,
     rho: float = 1.0,
     n_signal: int | None = None,
+    sampling_rate: float = 1.0,
+    amplification: str = "poisson",
 ) -> DDGParams:
     r"""Choose :math:`\gamma` and :math:`\sigma` from (bits, k, n, d, c, ε, δ) as in [KLS21]_'s code.
 
@@ -411,6 +441,10 @@ def ddg_params(
     condition is then :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + n_s\gamma^2/4 + n\sigma^2}`
     with :math:`n_f = n_s^2` (conservative) or :math:`n_s` (optimistic) [derived: the same
     variance bound with the rounding and noise terms counted separately].
+
+    ``sampling_rate`` and ``amplification``: the releases sum a random sample of ``n`` of
+    the clients (:func:`ddg_epsilon`); σ is calibrated with the subsampled accounting, as
+    the authors' code does for federated learning.
 
     Raises
     ------
@@ -433,7 +467,8 @@ def ddg_params(
 
     def sigma_of(gamma: float) -> float:
         return ddg_sigma_for_epsilon(
-            epsilon, c=c, gamma=gamma, beta=beta, n=n, d=d_pad, delta=delta, steps=steps, method=method
+            epsilon, c=c, gamma=gamma, beta=beta, n=n, d=d_pad, delta=delta, steps=steps, method=method,
+            sampling_rate=sampling_rate, amplification=amplification,
         )
 
     def f(log_gamma: float) -> float:
@@ -481,6 +516,8 @@ def ddg_params(
         method=method,
         steps=steps,
         rho=rho,
+        sampling_rate=sampling_rate,
+        amplification=amplification,
     )
 
 

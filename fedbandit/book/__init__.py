@@ -4,6 +4,7 @@ import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
+    "sync_execution_cache": "execution_cache",
     "Control": "explorer",
     "make_explorer": "explorer",
     "explorer_mode": "explorer",

@@ -12,7 +12,8 @@ so that "12,345" would render as a tuple).
 number with a decimal point, a percentage, or an integer of four or more digits,
 standing in prose (outside math, code, roles, links, headings and citation years),
 is a result typed by hand unless it names a place in a paper ("Theorem 6.1") or
-states a threshold that an assert checks ("within 0.1").  Parameters of the
+states a threshold that an assert checks ("within 0.1"); in a table row every number
+counts, integers included (tables quote measurements: generate them in code).  Parameters of the
 experiment are written as math (``$\\varepsilon = 0.5$``) or glued too.
 """
 
@@ -124,6 +125,11 @@ _CODE = re.compile(r"`[^`\n]*`")
 _LINK = re.compile(r"\]\([^)]*\)|\{[a-z:\-]+\}`[^`]*`|<[^>]+>|\[[^\]]*\]\{[^}]*\}")
 _FENCE = re.compile(r"^(```|:::).*?^(```|:::)\s*$", re.S | re.M)
 _NUM = re.compile(r"(?<![\w.])(\d+\.\d+%?|\d+%|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{4,})(?![\w.])")
+# An integer after "≈", "about", "roughly", "around", or in a list "36 / 23 / 5", is a
+# measurement too.
+_APPROX_INT = re.compile(r"(?:≈|~|\babout |\broughly |\baround )\s*(\d+)(?![\w.,])|(?<![\w.])(\d+)(?= / \d)|(?<=\d / )(\d+)(?![\w.])")
+# In a table row every number is a result (integers too): tables quote measurements.
+_TABLE_NUM = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*%?)(?![\w.])")
 _YEAR = re.compile(r"^(19|20)\d\d$")
 # A number that names a place in a paper, or a version.
 _REF = re.compile(
@@ -159,8 +165,16 @@ def typed_results(markdown: str) -> Iterator[tuple[str, str]]:
     for line in text.splitlines():
         if line.lstrip().startswith(("#", "(", "```")):
             continue
-        for m in _NUM.finditer(line):
+        in_table = line.lstrip().startswith("|")
+        for m in (_TABLE_NUM if in_table else _NUM).finditer(line):
             before = line[: m.start()].rstrip()
             if _YEAR.match(m.group(1)) or _REF.search(before) or _BOUND.search(before):
                 continue
             yield m.group(1), line.strip()[:120]
+        if not in_table:
+            seen = {m.start() for m in _NUM.finditer(line)}
+            for m in _APPROX_INT.finditer(line):
+                number = next(g for g in m.groups() if g)
+                start = m.start(m.lastindex)
+                if start not in seen and not _REF.search(line[:start].rstrip()):
+                    yield number, line.strip()[:120]

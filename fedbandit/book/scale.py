@@ -64,4 +64,5 @@ CHAPTER_BUDGETS = {
     "chapters/04_concurrent_shuffle": 300,
     "chapters/05_distributed_discrete_gaussian": 300,
     "chapters/06_side_by_side": 300,
+    "chapters/performance": 15,
 }

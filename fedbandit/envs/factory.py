@@ -7,8 +7,9 @@ from fedbandit._validation import check_bool, check_choice, check_positive_int
 __all__ = ["make_environment", "ENVIRONMENT_KEYS", "INSTANCES"]
 
 #: ``config["instance"]`` values: the linear instances of Zhou & Chowdhury (synthetic, and
-#: the MSLR real-data one), and K-armed bandits with given means (Bernoulli or Gaussian).
-INSTANCES = ("synthetic", "real", "bernoulli", "gaussian", "digits")
+#: the MSLR real-data one), K-armed bandits with given means (Bernoulli or Gaussian), and the
+#: K-armed recommendation instance of real relevance judgements (MSLR rankers as arms).
+INSTANCES = ("synthetic", "real", "bernoulli", "gaussian", "digits", "rankers")
 
 #: Configuration keys that describe the environment (the runner checks every key is used).
 ENVIRONMENT_KEYS = ("instance", "M", "K", "d", "env_seed", "noise_std", "shared_contexts", "max_arms", "means",
@@ -28,6 +29,8 @@ def make_environment(config: dict):
     protocols of a comparison (common random numbers).  ``"digits"``: the federated split
     of scikit-learn's digits (:func:`~fedbandit.envs.load_digits_federated`: ``n_clients``
     = 100, ``split_seed`` = 0, ``test_fraction`` = 0.2), the federated learner's data.
+    ``"rankers"``: the ``K`` (default 10) best MSLR rankers as arms with their real reward
+    distributions (:func:`~fedbandit.envs.recommendation.ranker_bandit`).
     """
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
@@ -58,6 +61,10 @@ def make_environment(config: dict):
             check_positive_int("n_clients", config.get("n_clients", 100)),
             test_fraction=config.get("test_fraction", 0.2), rng=config.get("split_seed", 0),
         )
+    if instance == "rankers":
+        from fedbandit.envs.recommendation import ranker_bandit
+
+        return ranker_bandit(config.get("K", 10))
     from fedbandit.envs.multi_armed import make_env
 
     if "means" not in config:

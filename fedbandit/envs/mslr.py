@@ -20,6 +20,8 @@ __all__ = [
     "RANKEVAL_SHA256",
     "DEFAULT_MSLR_PATH",
     "mslr_path",
+    "shipped_data_path",
+    "read_rankeval_sample",
     "build_mslr_instance",
     "save_mslr_instance",
     "load_mslr_instance",
@@ -44,14 +46,31 @@ MSLR_FILE = "mslr_rankeval_sample.npz"
 DEFAULT_MSLR_PATH = Path(__file__).resolve().parents[2] / "data" / MSLR_FILE
 
 
+def shipped_data_path(name: str, default: Path) -> Path:
+    """Where a file of the repository's ``data/`` folder is: ``default`` (the repository's
+    copy) if it exists, else the copy that ``pyproject.toml``'s data-files install under
+    ``<prefix>/share/fedbandit/data`` for a non-editable install (``pip install git+...``,
+    as on Colab; the prefix is the interpreter's, the one the package was installed under, or
+    the user base), else ``default`` (so that the caller's error names the repository path)."""
+    if default.exists():
+        return default
+    import site
+
+    here = Path(__file__).resolve()
+    # <prefix>/lib/pythonX.Y/site-packages/fedbandit/envs/<module>.py -> <prefix>
+    prefixes = [Path(sys.prefix), here.parents[5] if len(here.parents) > 5 else None, Path(site.USER_BASE or "")]
+    for prefix in prefixes:
+        if prefix is None:
+            continue
+        candidate = prefix / "share" / "fedbandit" / "data" / name
+        if candidate.exists():
+            return candidate
+    return default
+
+
 def mslr_path() -> Path:
-    """Where the stored real-data instance is: the repository's ``data/`` folder, or, for a
-    non-editable install (``pip install git+...``, as on Colab), the copy that
-    ``pyproject.toml`` installs under ``<prefix>/share/fedbandit/data``."""
-    if DEFAULT_MSLR_PATH.exists():
-        return DEFAULT_MSLR_PATH
-    installed = Path(sys.prefix) / "share" / "fedbandit" / "data" / MSLR_FILE
-    return installed if installed.exists() else DEFAULT_MSLR_PATH
+    """Where the stored real-data instance is (:func:`shipped_data_path` of :data:`MSLR_FILE`)."""
+    return shipped_data_path(MSLR_FILE, DEFAULT_MSLR_PATH)
 
 
 def _parse_svmlight_rank(lines, n_features: int = 136):
@@ -74,40 +93,29 @@ def _parse_svmlight_rank(lines, n_features: int = 136):
     return np.asarray(labels), np.asarray(qids), np.asarray(rows)
 
 
-def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR_URL_COLUMNS, check_hash=True) -> dict:
-    """Build the real-data instance from the MSLR-WEB10K sample shipped by ``rankeval``.
-
-    The source distribution ``rankeval-0.8.2.tar.gz`` (PyPI; MPL-2.0) contains
-    ``msn1.fold1.train.5k.txt`` and ``msn1.fold1.test.5k.txt``: the first 5 000 rows of
-    the training and test files of MSLR-WEB10K Fold 1 (86 queries, 10 000
-    query–document pairs, 136 features, labels 0–4).  Following the authors' code
-    [authors' code]: prepend the intercept column 0.01, keep the 57 "anchor + URL"
-    columns :data:`MSLR_ANCHOR_URL_COLUMNS`, fit θ by
-    ``sklearn.linear_model.Lasso(alpha=1, fit_intercept=False)`` on all documents'
-    relevance labels (``selection="cyclic"`` so the fit is deterministic; the authors
-    used ``"random"`` with no seed).  Queries are numbered in file order (train file
-    first, then test file).
+def read_rankeval_sample(source, *, check_hash: bool = True):
+    """Read the MSLR-WEB10K sample of ``rankeval-0.8.2.tar.gz`` (or a directory with its two files).
 
     Parameters
     ----------
     source : path
-        The ``rankeval-0.8.2.tar.gz`` file, or a directory holding the two text files.
-    lasso_alpha : float, default 1.0
-        Lasso penalty (scikit-learn's default, as in the authors' code).
-    columns : sequence of int
-        Columns kept (0 = intercept, k = MSLR feature k).
+        The ``rankeval-0.8.2.tar.gz`` file, or a directory holding
+        ``msn1.fold1.train.5k.txt`` and ``msn1.fold1.test.5k.txt``.
     check_hash : bool, default True
         Refuse a tarball whose SHA-256 differs from :data:`RANKEVAL_SHA256`.
 
     Returns
     -------
-    dict
-        ``features`` (n_docs, d) raw features, ``labels``, ``query`` (query number
-        0..n_queries−1 of every document), ``theta`` (d,), ``columns``, ``source_sha256``.
+    labels : ndarray (n_docs,) of int
+        Relevance labels 0-4.
+    query : ndarray (n_docs,) of int
+        Query number of every document, 0.. in order of first appearance (train file first,
+        then the test file).
+    features : ndarray (n_docs, 137)
+        Column 0 the authors' loader's intercept (0.01), column ``k`` MSLR feature ``k``.
+    sha256 : str
+        The tarball's SHA-256 ("" for a directory).
     """
-    from sklearn.linear_model import Lasso
-
-    lasso_alpha = check_positive_float("lasso_alpha", lasso_alpha)
     source = Path(source)
     texts = []
     digest = ""
@@ -145,9 +153,45 @@ def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR
         offset += len(first)
         labels.append(lab)
         feats.append(rows)
-    labels = np.concatenate(labels)
-    query = np.concatenate(queries)
-    X = np.concatenate(feats)[:, list(columns)]
+    return np.concatenate(labels), np.concatenate(queries), np.concatenate(feats), digest
+
+
+def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR_URL_COLUMNS, check_hash=True) -> dict:
+    """Build the real-data instance from the MSLR-WEB10K sample shipped by ``rankeval``.
+
+    The source distribution ``rankeval-0.8.2.tar.gz`` (PyPI; MPL-2.0) contains
+    ``msn1.fold1.train.5k.txt`` and ``msn1.fold1.test.5k.txt``: the first 5 000 rows of
+    the training and test files of MSLR-WEB10K Fold 1 (86 queries, 10 000
+    query–document pairs, 136 features, labels 0–4).  Following the authors' code
+    [authors' code]: prepend the intercept column 0.01, keep the 57 "anchor + URL"
+    columns :data:`MSLR_ANCHOR_URL_COLUMNS`, fit θ by
+    ``sklearn.linear_model.Lasso(alpha=1, fit_intercept=False)`` on all documents'
+    relevance labels (``selection="cyclic"`` so the fit is deterministic; the authors
+    used ``"random"`` with no seed).  Queries are numbered in file order (train file
+    first, then test file).
+
+    Parameters
+    ----------
+    source : path
+        The ``rankeval-0.8.2.tar.gz`` file, or a directory holding the two text files.
+    lasso_alpha : float, default 1.0
+        Lasso penalty (scikit-learn's default, as in the authors' code).
+    columns : sequence of int
+        Columns kept (0 = intercept, k = MSLR feature k).
+    check_hash : bool, default True
+        Refuse a tarball whose SHA-256 differs from :data:`RANKEVAL_SHA256`.
+
+    Returns
+    -------
+    dict
+        ``features`` (n_docs, d) raw features, ``labels``, ``query`` (query number
+        0..n_queries−1 of every document), ``theta`` (d,), ``columns``, ``source_sha256``.
+    """
+    from sklearn.linear_model import Lasso
+
+    lasso_alpha = check_positive_float("lasso_alpha", lasso_alpha)
+    labels, query, X_all, digest = read_rankeval_sample(source, check_hash=check_hash)
+    X = X_all[:, list(columns)]
     lasso = Lasso(
         alpha=lasso_alpha, fit_intercept=False, max_iter=10000, tol=1e-4, selection="cyclic", precompute=False
     )

@@ -34,7 +34,7 @@ from fedbandit._validation import (
     check_rng,
 )
 
-__all__ = ["BernoulliBandit", "GaussianBandit", "RewardStream", "make_env"]
+__all__ = ["BernoulliBandit", "GaussianBandit", "CategoricalBandit", "KArmedBandit", "RewardStream", "make_env"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,68 @@ class GaussianBandit(_KArmedBandit):
     _variate = "normal"
 
 
+@dataclass(frozen=True)
+class CategoricalBandit(_KArmedBandit):
+    """K arms whose rewards take finitely many values: arm ``j`` pays ``values[v]`` with
+    probability ``probs[j, v]`` (a real instance's empirical reward distributions, e.g.
+    :func:`fedbandit.envs.recommendation.ranker_bandit`).
+
+    Build it with :meth:`from_distributions`; ``means`` is ``probs @ values``.  The reward
+    of variate ``U`` (uniform) is the inverse CDF of the pulled arm's distribution at ``U``.
+    Rewards lie in ``[min(values), max(values)]``; ``sigma`` is half that width (the
+    sub-Gaussian scale of a bounded reward, as for Bernoulli rewards).
+    """
+
+    values: np.ndarray = None
+    probs: np.ndarray = None
+    kind = "categorical"
+    _variate = "uniform"
+
+    def __post_init__(self):
+        super().__post_init__()
+        values = check_array("values", self.values, ndim=1)
+        probs = check_array("probs", self.probs, ndim=2)
+        if probs.shape != (self.means.size, values.size):
+            raise ValueError(f"probs must have shape (n_arms, n_values) = ({self.means.size}, {values.size}), "
+                             f"got {probs.shape}")
+        if np.any(probs < 0) or not np.allclose(probs.sum(axis=1), 1.0, atol=1e-9):
+            raise ValueError("every row of probs must be a probability vector (non-negative, summing to 1)")
+        if not np.allclose(probs @ values, self.means, atol=1e-12):
+            raise ValueError("means must equal probs @ values (use CategoricalBandit.from_distributions)")
+        cum = np.cumsum(probs, axis=1)
+        cum[:, -1] = np.inf  # U < 1 always lands on a value
+        for name, arr in (("values", values.copy()), ("probs", probs.copy()), ("_cum", cum)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    @classmethod
+    def from_distributions(cls, values, probs) -> "CategoricalBandit":
+        """Arms with reward values ``values`` (V,) and probabilities ``probs`` (K, V)."""
+        values = check_array("values", values, ndim=1)
+        probs = check_array("probs", probs, ndim=2)
+        return cls(probs @ values, values=values, probs=probs)
+
+    @property
+    def sigma(self) -> float:
+        """Sub-Gaussian scale of the bounded rewards: half the width of their range."""
+        return 0.5 * float(self.values.max() - self.values.min())
+
+    @property
+    def reward_std(self) -> np.ndarray:
+        """Standard deviation of each arm's reward distribution."""
+        second = self.probs @ self.values**2
+        return np.sqrt(np.maximum(second - self.means**2, 0.0))
+
+    def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
+        cum = self._cum[arms]  # (..., V)
+        idx = (u[..., None] >= cum).sum(axis=-1)
+        return self.values[idx]
+
+
+#: The K-armed environments the consensus learners accept.
+KArmedBandit = _KArmedBandit
+
+
 def make_env(kind: str, means, *, sigma: float = 0.1):
     """Build ``BernoulliBandit(means)`` (``kind="bernoulli"``) or ``GaussianBandit(means, sigma)``."""
     if kind == "bernoulli":
@@ -139,9 +201,14 @@ class RewardStream:
         Batch shape ``(R, M)`` of independent runs and agents.
     rng : numpy.random.Generator
         Consumed once (one 128-bit key) at construction; the table is a pure function of
-        that key.
+        that key (and of ``run_keys``).
     block : int, default 1024
         Number of slots drawn at once (memory ``block * R * M`` floats).
+    run_keys : array of int (n_runs,), optional
+        If given, run ``r``'s variates are drawn from its own stream keyed by
+        ``run_keys[r]``, so that two batches built from equal keys give equal rewards to
+        runs of equal ``run_keys`` even when the batches differ in size (the learners use
+        the run's replicate number within its (epsilon, rho) cell).
 
     Notes
     -----
@@ -150,26 +217,41 @@ class RewardStream:
     references in ``tests/``.  Both read the same table.
     """
 
-    def __init__(self, env, n_runs: int, n_agents: int, rng, *, block: int = 1024):
+    def __init__(self, env, n_runs: int, n_agents: int, rng, *, block: int = 1024, run_keys=None):
         if not isinstance(env, _KArmedBandit):
-            raise TypeError(f"env must be a BernoulliBandit or GaussianBandit, got {type(env).__name__}")
+            raise TypeError(f"env must be a K-armed bandit (Bernoulli, Gaussian, categorical), got {type(env).__name__}")
         self.env = env
         self.n_runs = check_positive_int("n_runs", n_runs)
         self.n_agents = check_positive_int("n_agents", n_agents)
         self.block = check_positive_int("block", block)
+        if run_keys is not None:
+            run_keys = np.asarray(run_keys)
+            if run_keys.shape != (self.n_runs,) or not np.issubdtype(run_keys.dtype, np.integer) or run_keys.min() < 0:
+                raise ValueError(f"run_keys must be {self.n_runs} non-negative integers (one per run), got {run_keys!r}")
+            run_keys = run_keys.astype(np.int64)
+        self.run_keys = run_keys
         rng = check_rng(rng)
         self.key = tuple(int(w) for w in rng.integers(0, 2**32, size=4, dtype=np.uint64))
         self._cached_block = -1
         self._table = None
 
+    def _draw(self, g, shape):
+        return g.random(shape) if self.env._variate == "uniform" else g.standard_normal(shape)
+
     def _load(self, c: int) -> np.ndarray:
         if c != self._cached_block:
-            g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c,)))
-            shape = (self.block, self.n_runs, self.n_agents)
-            if self.env._variate == "uniform":
-                self._table = g.random(shape)
+            if self.run_keys is None:
+                g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c,)))
+                self._table = self._draw(g, (self.block, self.n_runs, self.n_agents))
             else:
-                self._table = g.standard_normal(shape)
+                # Run r's variates depend on (key, run_keys[r], block) only: runs with equal keys
+                # see equal rewards whatever the rest of the batch (common random numbers across
+                # configurations of different sizes).
+                table = np.empty((self.block, self.n_runs, self.n_agents))
+                for r, k in enumerate(self.run_keys):
+                    g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c, int(k))))
+                    table[:, r, :] = self._draw(g, (self.block, self.n_agents))
+                self._table = table
             self._cached_block = c
         return self._table
 

@@ -16,6 +16,8 @@ _EXPORTS = {
     "make_rng": "grid",
     "config_hash": "grid",
     "default_cache_dir": "grid",
+    "package_source_hash": "grid",
+    "prune_cache": "grid",
     "stack_results": "grid",
     "run_config": "runner",
     "RUNNER_KEYS": "runner",

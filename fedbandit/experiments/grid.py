@@ -43,9 +43,15 @@ truncated or garbage file) is ignored with a warning and recomputed, never loade
 Leftover temporary files (``.*.tmp``, from a killed writer) are never read, and may be
 deleted whenever no run is active.
 
-The version defaults to a hash of ``func``'s source code: editing the function invalidates
-its entries, but editing code *it calls* does not.  Pass ``version=`` explicitly (and bump
-it) when that matters.  Everything the result depends on must be in the configuration.
+Keys also carry :func:`package_source_hash`, a SHA-256 of every source file of the
+installed :mod:`fedbandit` package and of the data files it reads, and entries are filed
+under a folder named after it: editing *any* code of the package (a function the experiment
+calls, a calibration rule, a data file) invalidates every entry, so a cache can never serve a
+result computed by an older ``fedbandit``.  The version of ``func`` itself defaults to a
+hash of its source code (it may live outside the package, e.g. in a notebook); pass
+``version=`` explicitly (and bump it) when code it calls outside the package changes.
+Everything else the result depends on must be in the configuration.  Folders of other
+package hashes are never read; delete them (:func:`prune_cache`) to reclaim space.
 
 .. rubric:: Environment variables
 
@@ -96,6 +102,8 @@ __all__ = [
     "make_rng",
     "config_hash",
     "default_cache_dir",
+    "package_source_hash",
+    "prune_cache",
     "stack_results",
 ]
 
@@ -103,7 +111,7 @@ __all__ = [
 BACKENDS = ("serial", "joblib", "dask")
 
 # Bump when the key derivation or the entry layout changes: old entries then simply miss.
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 _MAGIC = b"FEDBANDIT-EXPERIMENT-CACHE-1\n"
 _DIGEST_SIZE = hashlib.sha256().digest_size
 # Number of 32-bit words of the configuration hash that enter the SeedSequence spawn key
@@ -263,6 +271,87 @@ def _function_version(identity: str, target: Any, version: Any, *, warn: bool) -
             )
         return f"name:{identity}"
     return "source:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# The package's own source: part of every key
+# ---------------------------------------------------------------------------------------
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+_HASH_MEMO: dict[tuple, str] = {}
+
+
+def _package_files() -> list[Path]:
+    files = sorted(p for p in _PACKAGE_ROOT.rglob("*") if p.is_file() and p.suffix in (".py", ".json", ".npz", ".csv"))
+    # Data the package reads from the repository's data/ folder (a development checkout).
+    data = _PACKAGE_ROOT.parent / "data"
+    if (_PACKAGE_ROOT.parent / "pyproject.toml").is_file() and data.is_dir():
+        files += sorted(p for p in data.rglob("*") if p.is_file() and p.name != "README.md")
+    return files
+
+
+def package_source_hash() -> str:
+    """SHA-256 of the installed :mod:`fedbandit` package's source and data files.
+
+    Every :func:`run_grid` cache key includes it, so editing any module of the package (or
+    a data file it reads) invalidates every cached result.  The hash covers the relative
+    path and the bytes of each ``.py``/``.json``/``.npz``/``.csv`` file under the package
+    directory and, in a development checkout, every file of the repository's ``data/``
+    folder except its README.  Files are re-read only when their size or modification
+    time changes, so calling it for every grid is cheap.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
+    """
+    files = _package_files()
+    signature = tuple((str(p), st.st_size, st.st_mtime_ns) for p in files for st in (p.stat(),))
+    cached = _HASH_MEMO.get(signature)
+    if cached is not None:
+        return cached
+    h = hashlib.sha256()
+    base = _PACKAGE_ROOT.parent
+    for path in files:
+        rel = path.relative_to(base).as_posix().encode("utf-8")
+        data = path.read_bytes()
+        h.update(len(rel).to_bytes(8, "little") + rel + len(data).to_bytes(8, "little") + data)
+    digest = h.hexdigest()
+    _HASH_MEMO.clear()
+    _HASH_MEMO[signature] = digest
+    return digest
+
+
+def prune_cache(cache_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Delete the cache folders written by other versions of the package's source.
+
+    Parameters
+    ----------
+    cache_dir : path, optional
+        The cache directory (default :func:`default_cache_dir`).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The folders removed (entries keyed by another :func:`package_source_hash`, which
+        :func:`run_grid` can never read).
+    """
+    import shutil
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if not root.is_dir():
+        return []
+    current = _package_dirname(package_source_hash())
+    removed = []
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and re.fullmatch(r"pkg-[0-9a-f]{16}", child.name) and child.name != current:
+            shutil.rmtree(child)
+            removed.append(child)
+    return removed
+
+
+def _package_dirname(digest: str) -> str:
+    return f"pkg-{digest[:16]}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -634,7 +723,8 @@ def run_grid(
     version : str or int, optional
         Version of ``func`` in the cache key; change it to invalidate cached results.
         Default: a hash of ``func``'s source code (its qualified name if the source is
-        unavailable, with a warning).
+        unavailable, with a warning).  The key also holds :func:`package_source_hash`
+        whatever ``version`` is, so any edit of the package invalidates the entries.
     progress : bool, default True
         Show a tqdm progress bar (``tqdm.auto``: a widget in notebooks) over the grid
         points; ``TQDM_DISABLE=1`` in the environment also silences it.
@@ -697,6 +787,7 @@ def run_grid(
     # ---- tasks -------------------------------------------------------------------------
     identity, target = _function_identity(func)
     version_tag = _function_version(identity, target, version, warn=cache_root is not None)
+    package_hash = package_source_hash()
     tasks: dict[str, _Task] = {}
     grid_keys: list[list[str]] = []
     for i, (config, config_json) in enumerate(zip(configs, canon)):
@@ -707,6 +798,7 @@ def run_grid(
                 "format": _CACHE_FORMAT,
                 "function": identity,
                 "version": version_tag,
+                "package": package_hash,
                 "config": config_json,
                 "base_seed": base_seed,
                 "seed": seed,
@@ -719,7 +811,9 @@ def run_grid(
 
     # ---- cache lookup --------------------------------------------------------------------
     done: dict[str, Any] = {}
-    entry_dir = cache_root / _entry_dirname(identity) if cache_root is not None else None
+    entry_dir = (
+        cache_root / _package_dirname(package_hash) / _entry_dirname(identity) if cache_root is not None else None
+    )
     if entry_dir is not None:
         for key in tasks:
             hit, result = _read_entry(entry_dir / f"{key}.pkl", key)

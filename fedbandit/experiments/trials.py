@@ -40,7 +40,7 @@ def dme_trial(config: dict, rng) -> dict:
     ----------
     config : dict
         Keys ``n, d, c, bits, k, epsilon, delta, beta, norm_growth, reps`` (and optionally
-        ``method``).
+        ``method`` and ``flatten``: ``"hadamard"`` or ``"dft"``).
     rng : numpy.random.Generator
 
     Returns
@@ -50,8 +50,13 @@ def dme_trial(config: dict, rng) -> dict:
         ``mse_gauss_analytic`` and ``mse_gauss_zcdp`` (expected values: analytic
         calibration, and the zCDP/[CKS20] calibration), ``mse_ddg_noise`` (expected error
         from DDG's privacy noise alone, :math:`\sigma^2/n`), ``wrap`` (fraction of wrapped
-        coordinates), ``gamma``, ``sigma``, ``sigma_int``.
+        coordinates), ``gamma``, ``sigma``, ``sigma_int``, ``d_pad``, ``delta2``, ``eps_cdp`` (the
+        configuration is ½ε²-zCDP with this ε, [KLS21]_ Thm. 1), ``sum_norm`` (the largest
+        ‖Σ x_i‖ over the repetitions) and ``mse_bound`` (:func:`fedbandit.theory.ddg.ddg_mse_bound`
+        at that norm, per coordinate of the mean: an upper bound on the expected ``mse_ddg``).
     """
+    from fedbandit.accounting.ddg import ddg_zcdp_epsilon
+    from fedbandit.theory.ddg import ddg_mse_bound
     from fedbandit.protocols.registry import create
 
     rng = check_rng(rng)
@@ -62,7 +67,7 @@ def dme_trial(config: dict, rng) -> dict:
     ddg = create(
         "sum-ddg-secagg", epsilon=epsilon, delta=delta, bits=int(config["bits"]), k=float(config["k"]),
         rounding_beta=float(config.get("beta", DEFAULT_BETA)), norm_growth=config.get("norm_growth", "conservative"),
-        method=config.get("method", "rdp"),
+        method=config.get("method", "rdp"), flatten=config.get("flatten", "hadamard"),
     ).configure(**setting)
     gauss = create("sum-central-gaussian", epsilon=epsilon, delta=delta).configure(**setting)
     gauss_zcdp = create("sum-central-gaussian", epsilon=epsilon, delta=delta, calibration="zcdp").configure(**setting)
@@ -70,6 +75,7 @@ def dme_trial(config: dict, rng) -> dict:
     x = rng.normal(size=(reps, n, d))
     x *= c / np.linalg.norm(x, axis=-1, keepdims=True)
     true_mean = x.mean(axis=-2)
+    sum_norm = float(np.max(np.linalg.norm(x.sum(axis=-2), axis=-1)))
     ddg.reset(n_runs=reps, rng=rng)  # draws the shared rotation
     est = ddg.aggregate(x) / n
     # The central Gaussian's error is its noise / n (the vectors have norm c, so clipping
@@ -88,6 +94,11 @@ def dme_trial(config: dict, rng) -> dict:
         "gamma": p.gamma,
         "sigma": p.sigma,
         "sigma_int": p.sigma_int,
+        "d_pad": p.d_pad,
+        "delta2": p.delta2,
+        "eps_cdp": ddg_zcdp_epsilon(p.delta2, p.sigma, p.gamma, n, p.d_pad),
+        "sum_norm": sum_norm,
+        "mse_bound": ddg_mse_bound(p, sum_norm=sum_norm) / (d * n**2),
     }
 
 

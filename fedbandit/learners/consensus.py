@@ -35,6 +35,12 @@ marked [derived] and shown against its alternatives in the chapter):
   (:meth:`~fedbandit.protocols.CounterProtocol.sd_factor`; for the hybrid mechanism
   :func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_bound_by_level`), divided by
   ``n``; ``"none"`` = 0.
+* Master-worker aggregation (``aggregate=``): ``"indices"`` (the paper's: the master averages
+  the agents' indices) or ``"sums"`` ([derived], not the paper's: the master pools the
+  private sums and counts, so the confidence width shrinks with the network count), and
+  ``period=`` (communicate every ``period`` slots instead of at ``t = 2^p``): the chapter
+  uses them to show that index averaging, not the schedule, is why master-worker
+  cooperation does not beat independent agents.
 * Master-worker schedule: communication at slots ``t = 2^p`` (after the ``K`` initial
   round-robin slots): every agent uploads its ``K`` indices, the master averages them and
   every agent replaces its index vector by the average ("same best arm for all agents").
@@ -57,6 +63,11 @@ Sweeps: ``epsilon`` (the protocol's) and ``rho`` may be one value per run, so a 
 (``config["epsilon"]``, ``config["rho"]``; ``config["runs"]`` runs per pair, epsilon
 outermost) and records the grid in ``RunResult.extras["grid"]`` (:func:`grid_view`
 reshapes a result to it).
+
+Common rewards across configurations: with ``config["reward_seed"]`` (:meth:`from_config`)
+the rewards come from that seed and each run's replicate number within its (epsilon, rho)
+cell (``RewardStream(run_keys=...)``), so two configurations of any sizes give equal rewards
+to their runs of equal replicate number, and comparisons between them are paired.
 
 Randomness: ``rng`` first yields the key of a :class:`fedbandit.envs.multi_armed.RewardStream`
 (common random numbers: every algorithm sees the same rewards for a seed), then the
@@ -82,7 +93,7 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
-from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit, RewardStream
+from fedbandit.envs.multi_armed import KArmedBandit, RewardStream
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import RunResult
 from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
@@ -131,8 +142,9 @@ def _check_checkpoints(checkpoints, horizon):
 
 
 def _check_env(env, n_arms=None):
-    if not isinstance(env, (BernoulliBandit, GaussianBandit)):
-        raise TypeError(f"env must be a BernoulliBandit or GaussianBandit, got {type(env).__name__}")
+    if not isinstance(env, KArmedBandit):
+        raise TypeError(f"env must be a K-armed bandit (BernoulliBandit, GaussianBandit, CategoricalBandit), "
+                        f"got {type(env).__name__}")
     if n_arms is not None and env.n_arms != n_arms:
         raise ValueError(f"environment has n_arms={env.n_arms} but the learner was built for n_arms={n_arms}")
     return env
@@ -247,6 +259,12 @@ def grid_view(result: RunResult, values=None) -> np.ndarray:
     return values.reshape(shape + values.shape[1:])
 
 
+def _reward_seed(config):
+    """``config["reward_seed"]`` (a non-negative int) or None: see :meth:`_CounterLearner._start`."""
+    seed = config.get("reward_seed")
+    return None if seed is None else check_int_in_range("reward_seed", seed, 0, None)
+
+
 def _grid_config(config: dict, cls, *, private_allowed=True):
     """(protocol, learner kwargs, grid) from a configuration with epsilon / rho lists."""
     for key in ("n_runs", "checkpoints"):
@@ -286,6 +304,9 @@ class _CounterLearner:
     """Validated settings shared by the learners (all checks before any work)."""
 
     name = "counter-learner"
+    #: Read by :meth:`from_config`: rewards from this seed, common to every configuration.
+    config_keys = ("reward_seed",)
+    reward_seed = None
 
     def _setup(self, protocol, *, n_agents, n_arms, horizon, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
                clip=(0.0, 1.0), checkpoints=None):
@@ -319,7 +340,14 @@ class _CounterLearner:
         rng = check_rng(rng)
         check_bool("record_actions", record_actions)
         sigma = env.sigma if self.sigma is None else self.sigma
-        stream = RewardStream(env, self.n_runs, self.n_agents, rng)
+        reward_seed = getattr(self, "reward_seed", None)
+        if reward_seed is None:
+            stream = RewardStream(env, self.n_runs, self.n_agents, rng)
+        else:
+            # Common random numbers across configurations: the rewards depend on the seed and
+            # on each run's replicate number within its (epsilon, rho) cell only.
+            stream = RewardStream(env, self.n_runs, self.n_agents, np.random.default_rng(reward_seed),
+                                  run_keys=np.arange(self.n_runs) % self.grid["runs"])
         if self.protocol is not None:
             self.protocol.reset(n_runs=self.n_runs, rng=rng)
         return env, sigma, stream
@@ -380,6 +408,7 @@ class _CounterLearner:
         protocol, kw, grid = _grid_config(config, cls)
         learner = cls(protocol, n_agents=config["M"], n_arms=env.n_arms, horizon=config["T"], **structural, **kw)
         learner.grid = grid
+        learner.reward_seed = _reward_seed(config)
         return learner
 
 
@@ -428,6 +457,21 @@ class MasterWorkerUCB(_CounterLearner):
     communicate : bool
         Average the indices at ``t = 2^p`` (else the agents never communicate: ``M``
         independent private learners with the doubling rule).
+    aggregate : {"indices", "sums"}
+        What the master aggregates.  ``"indices"`` (the paper's: "the central node averages
+        all the private indices") averages the agents' indices, each computed from the
+        agent's own count.  ``"sums"`` [derived, not the paper's] pools the agents' private
+        sums and counts instead: at a communication every agent receives the network totals
+        and, until the next one, indexes arm ``j`` by
+        ``S/N + sigma sqrt(2 rho ln t / N) + nu`` with ``S`` and ``N`` the totals of the last
+        communication in which its own entries are replaced by its current private sum and
+        count, and ``nu`` the privacy width of a sum of ``M`` streams (``"std"``: the
+        root-sum-square of the streams' noise-std bounds; ``"fact1"``: ``sqrt(M)`` times
+        one stream's bound) over ``N``.  The chapter uses it to show why index averaging
+        does not pool samples.
+    period : int, optional
+        Communicate every ``period`` slots instead of at ``t = 2^p`` (default None: the
+        paper's schedule).
     clip : (low, high)
         Rewards are clipped to this interval before a private counter (sensitivity
         ``high - low``).
@@ -438,9 +482,12 @@ class MasterWorkerUCB(_CounterLearner):
     name = "master-worker"
 
     def __init__(self, protocol, *, n_agents, n_arms, horizon, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
-                 doubling=True, communicate=True, clip=(0.0, 1.0), checkpoints=None):
+                 doubling=True, communicate=True, aggregate="indices", period=None, clip=(0.0, 1.0),
+                 checkpoints=None):
         if protocol is None:
             raise TypeError("protocol must be a fedbandit.protocols.CounterProtocol, got None")
+        self.aggregate = check_choice("aggregate", aggregate, ("indices", "sums"))
+        self.period = None if period is None else check_positive_int("period", period)
         self._setup(protocol, n_agents=n_agents, n_arms=n_arms, horizon=horizon, n_runs=n_runs, rho=rho,
                          privacy_width=privacy_width, sigma=sigma, clip=clip, checkpoints=checkpoints)
         self.doubling = check_bool("doubling", doubling)
@@ -483,12 +530,54 @@ class MasterWorkerUCB(_CounterLearner):
             ro = run_of[flat]
             return _own_index(self, sigma, m, n, t, self.rho[ro], None if num is None else num[ro])
 
+        pooled = self.aggregate == "sums"
+        if pooled:
+            # Network totals of the last communication (R, 1, K) and each agent's own entries
+            # in them (R, M, K): sums, counts and squared noise-std bounds.
+            # Before the first communication both are zero: an agent indexes by its own data.
+            tot = np.zeros((3, R, 1, K))
+            mine = np.zeros((3, R, M, K))
+            g2 = np.zeros(R * M * K)  # squared std factor of every stream at its count
+            sqrt_m = [1.0]  # sqrt of the number of streams in a total (M after a communication)
+
+        def pooled_index(flat, t):
+            # Index of flat entries (r, m, j) from the totals with the agent's own entries current.
+            r_, rest = np.divmod(flat, M * K)
+            j_ = rest % K
+            own_s, own_n = proto.value_at(flat), counts_f[flat]
+            S = tot[0, r_, 0, j_] - mine[0].reshape(-1)[flat] + own_s
+            N = tot[1, r_, 0, j_] - mine[1].reshape(-1)[flat] + own_n
+            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(2.0 * self.rho[r_] * np.log(t) / N)
+            num = self.width_numerator(t)
+            if num is not None:
+                if self.privacy_width == "fact1":
+                    idx = idx + num[r_] * sqrt_m[0] / N
+                else:
+                    V = tot[2, r_, 0, j_] - mine[2].reshape(-1)[flat] + g2[flat]
+                    idx = idx + num[r_] * np.sqrt(np.maximum(V, 0.0)) / N
+            return idx
+
+        index = pooled_index if pooled else own
+        period = self.period
+
         for t in range(1, T + 1):
             if t <= K:
                 arm[:] = t - 1
             else:
-                comm = self.communicate and (t & (t - 1)) == 0
-                if comm:
+                comm = self.communicate and ((t & (t - 1)) == 0 if period is None else t % period == 0)
+                if comm and pooled:
+                    # Every agent uploads its K private sums and counts; the master sums them and
+                    # broadcasts the totals (M uploads, M broadcasts of 2K floats, or 3K with the
+                    # noise-std bounds of the "std" width).
+                    width = 3 if self.privacy_width == "std" and self.private else 2
+                    own_now = np.stack([proto.value_at(all_flat).reshape(R, M, K), counts, g2.reshape(R, M, K)])
+                    up = proto.communicate(own_now, n_messages=2 * M, payload=2 * M * width * K)
+                    mine[:] = up
+                    tot[:] = up.sum(axis=2, keepdims=True)
+                    sqrt_m[0] = np.sqrt(M)
+                    I_f[:] = pooled_index(all_flat, t)
+                    d = np.arange(R * M)
+                elif comm:
                     # Every agent uploads its K private indices; the master averages them and
                     # every agent restarts from the common index (M uploads, M broadcasts).
                     up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
@@ -496,12 +585,12 @@ class MasterWorkerUCB(_CounterLearner):
                     d = np.arange(R * M)
                 else:
                     if t == K + 1:
-                        I_f[:] = own(all_flat, t)
+                        I_f[:] = index(all_flat, t)
                     d = np.flatnonzero(remaining == 0)
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
                         f = base.reshape(-1)[d] + arm.reshape(-1)[d]
-                        I_f[f] = own(f, t)
+                        I_f[f] = index(f, t)
                 if d.size:
                     new = I.reshape(R * M, K)[d].argmax(axis=1)
                     st = np.where(new == arm.reshape(-1)[d], streak.reshape(-1)[d] + 1, 1)
@@ -514,13 +603,16 @@ class MasterWorkerUCB(_CounterLearner):
                 actions[t - 1] = arm
             counts_f[flat] += 1
             proto.release(flat, self.clip_shift(r))
+            if pooled and self.private and self.privacy_width == "std":
+                g2[flat] = proto.sd_factor(counts_f[flat]) ** 2
             if t > K:
                 remaining -= 1
             cum += gaps[arm].sum(axis=1)
             rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         return self._result(env, sigma, rec, counts.astype(np.int64), actions,
                             calibration=self._calibration(sigma, doubling=self.doubling,
-                                                          communicate=self.communicate))
+                                                          communicate=self.communicate, aggregate=self.aggregate,
+                                                          period=self.period))
 
     @classmethod
     def from_config(cls, config: dict, env):
@@ -567,7 +659,7 @@ class DecentralizedUCB(_CounterLearner):
     """
 
     name = "decentralized"
-    config_keys = ("topology", "er_p", "graph_seed")
+    config_keys = ("topology", "er_p", "graph_seed", "reward_seed")
 
     def __init__(self, protocol, *, graph, n_arms, horizon, n_runs=1, kappa=None, rho=2.0, privacy_width="std",
                  sigma=None, clip=(0.0, 1.0), checkpoints=None):
@@ -692,6 +784,7 @@ class DecentralizedUCB(_CounterLearner):
         protocol, kw, grid = _grid_config(config, cls)
         learner = cls(protocol, graph=g, n_arms=env.n_arms, horizon=config["T"], **kw)
         learner.grid = grid
+        learner.reward_seed = _reward_seed(config)
         return learner
 
 
@@ -833,4 +926,5 @@ class CentralizedUCB(_CounterLearner):
         _, kw, grid = _grid_config(config, cls, private_allowed=False)
         learner = cls(n_agents=config["M"], n_arms=env.n_arms, horizon=config["T"], **kw)
         learner.grid = grid
+        learner.reward_seed = _reward_seed(config)
         return learner

@@ -1,22 +1,32 @@
 """Federated softmax regression with a pluggable sum protocol (Kairouz, Liu & Steinke 2021, Sec. 6.2).
 
-Federated averaging with server momentum [recalled: the method of [KLS21]'s federated
-experiments; model, learning rates and sizes are the book's choices]: at every round
-t = 1..T each of the n clients starts from the server's model W, takes ``local_steps``
-full-batch gradient steps of the softmax (cross-entropy) loss on its own examples, and
-sends its update Δ_i = W_i − W through the sum protocol P (:mod:`fedbandit.protocols.sums`:
-exact, a trusted server's Gaussian, or the distributed discrete Gaussian with secure
-aggregation); the server receives the noisy Σ_i Δ_i and updates
+Federated averaging with server momentum [paper: the method of [KLS21]'s federated
+experiments, Sec. 6.2.3; model, learning rates and sizes are the book's choices]: at every
+round t = 1..T the server samples n of the N clients, each sampled client starts from the
+server's model W, takes ``local_steps`` full-batch gradient steps of the softmax
+(cross-entropy) loss on its own examples, and sends its update Δ_i = W_i − W through the
+sum protocol P (:mod:`fedbandit.protocols.sums`: exact, a trusted server's Gaussian, the
+distributed discrete Gaussian or the distributed binomial mechanism with secure
+aggregation); the server receives the noisy Σ_i Δ_i and updates (uniform client weights)
 
-    m ← μ m + (Σ_i Δ_i)/n,   W ← W + m.
+    m ← μ m + (Σ_i Δ_i)/n,   W ← W + η_s m.
 
-All clients take part in every round (no subsampling, hence no amplification).  The
-privacy guarantee is the protocol's over the T rounds (it is configured with
-``n_rounds = T``), for one client's whole data added or removed; the model after every
-round is a function of the protocol's releases only, so it inherits the guarantee.
+**Client sampling** (``clients_per_round`` n < N): ``sampling="fixed"`` draws n of the N
+clients uniformly without replacement every round, independently across rounds -- the
+paper's sampler ("without replacement within each round, and with replacement across
+rounds"); ``sampling="poisson"`` lets each client join with probability q = n/N (only for
+protocols without per-client noise; the sum is still divided by n).  The protocol is
+configured with ``sampling_rate`` = n/N and calibrates its noise with amplification by
+subsampling (:mod:`fedbandit.accounting.subsampling`); the guarantee is for an adversary
+who sees the models but not who was sampled.  With all clients in every round (the
+default) there is no amplification.  Either way the guarantee is the protocol's over the T
+rounds (``n_rounds = T``): the model after every round is a function of its releases only.
 
-Vectorization: the R runs and the n clients advance together (one array axis of R·n
-clients); the runs share the data split and differ in the protocol's noise.
+Vectorization: the R runs and their n sampled clients advance together (one array axis of
+R·n clients); the runs share the data split and differ in the samples and the noise.  The
+compute floor of a round is about 4·R·n·local_steps·(examples × features × classes) flops
+(forward and backward products), far below the protocol's cost per round of R·n·d' noise
+draws and a rotation.
 
 The learner is registered as ``"federated-learning"``: :func:`fedbandit.experiments.run_config`
 runs it on ``instance="digits"`` (:func:`fedbandit.envs.make_environment`) and returns a
@@ -31,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbandit._validation import (
+    check_choice,
     check_float_in_range,
     check_int_in_range,
     check_positive_float,
@@ -104,12 +115,22 @@ class FederatedLearner:
         Server momentum μ in [0, 1).
     clip : float, default 0.3
         ℓ2 clipping norm c of a client's update (used by the private protocols).
+    clients_per_round : int or None, default None
+        n, the clients sampled every round (None: all n_clients, no sampling).
+    sampling : {"fixed", "poisson"}, default "fixed"
+        How the round's clients are drawn (module docstring).
+    server_lr : float, default 1
+        Server learning rate η_s.
+    sampling_seed : int or None, default None
+        Seed of the client samples, for common random numbers across protocols (the same
+        clients in round t of run r whatever the protocol); None draws them from a stream
+        spawned from the run's generator.
     """
 
     name = "federated-learning"
 
     def __init__(self, protocol, *, n_clients, n_features, n_classes=10, rounds, local_steps=5, lr=0.5, momentum=0.9,
-                 clip=0.3):
+                 clip=0.3, clients_per_round=None, sampling="fixed", server_lr=1.0, sampling_seed=None):
         if not isinstance(protocol, SumProtocol):
             raise TypeError(
                 f"protocol must be a fedbandit.protocols.SumProtocol (fedbandit.protocols.create('sum-...', ...)), "
@@ -123,9 +144,19 @@ class FederatedLearner:
         self.lr = check_positive_float("lr", lr)
         self.momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
         self.clip = check_positive_float("clip", clip)
+        self.server_lr = check_positive_float("server_lr", server_lr)
+        self.clients_per_round = (self.n_clients if clients_per_round is None
+                                  else check_int_in_range("clients_per_round", clients_per_round, 1, self.n_clients))
+        self.sampling = check_choice("sampling", sampling, ("fixed", "poisson"))
+        self.sampling_rate = self.clients_per_round / self.n_clients
+        self.sampling_seed = None if sampling_seed is None else check_int_in_range("sampling_seed", sampling_seed, 0, None)
         self.dim = (self.n_features + 1) * self.n_classes
         self.n_runs = 1
-        self.protocol = protocol.configure(n_parties=self.n_clients, dim=self.dim, n_rounds=self.rounds, clip=self.clip)
+        poisson = self.sampling == "poisson" and self.sampling_rate < 1.0
+        self.protocol = protocol.configure(
+            n_parties=self.n_clients if poisson else self.clients_per_round, dim=self.dim, n_rounds=self.rounds,
+            clip=self.clip, sampling_rate=self.sampling_rate, sampling=self.sampling,
+        )
 
     def _check_data(self, data) -> None:
         if not isinstance(data, dict) or any(k not in data for k in ("X", "y", "mask", "X_test", "y_test")):
@@ -140,26 +171,43 @@ class FederatedLearner:
     def run(self, data, rng, *, n_runs: int | None = None) -> FederatedResult:
         """Train ``n_runs`` models side by side on ``data`` (:func:`fedbandit.envs.load_digits_federated`).
 
-        ``rng`` drives only the protocol (noise, rounding, the DDG rotation); the data and
-        the initial model (zero) are fixed.
+        ``rng`` drives the protocol (noise, rounding, the rotation) and, with client
+        sampling, the samples (a stream spawned from it); the data and the initial model
+        (zero) are fixed.
         """
         self._check_data(data)
         rng = check_rng(rng)
         R = check_positive_int("n_runs", self.n_runs if n_runs is None else n_runs)
         C, T = self.n_classes, self.rounds
         protocol = self.protocol
+        sampled = self.sampling_rate < 1.0
+        if sampled and self.sampling_seed is not None:  # common random numbers across protocols
+            sample_rng = np.random.default_rng(self.sampling_seed)
+        elif sampled:  # the samples from their own stream; without sampling the protocol owns rng (old draws)
+            sample_rng, rng = rng.spawn(2)
         protocol.reset(n_runs=R, rng=rng)
         mask = data["mask"]
         X = np.concatenate([data["X"], np.ones(data["X"].shape[:-1] + (1,))], axis=-1)
         Y = np.eye(C)[data["y"]] * mask[..., None]
         count = mask.sum(axis=1)[:, None, None]
-        n, _, f = X.shape
+        N, _, f = X.shape
         d = f * C
-        Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))  # clients of all runs: (R·n, ...)
+        poisson = sampled and self.sampling == "poisson"
+        n = N if (poisson or not sampled) else self.clients_per_round  # client vectors per run and round
+        if not sampled:
+            Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))  # clients of all runs: (R·n, ...)
         Xt = np.concatenate([data["X_test"], np.ones((len(data["y_test"]), 1))], axis=-1)
         W, mom = np.zeros((R, d)), np.zeros((R, d))
         curve = np.zeros((R, T))
+        present = None
         for t in range(T):
+            if sampled and not poisson:  # n of N without replacement, independently per run and round
+                idx = np.argsort(sample_rng.random((R, N)), axis=1)[:, :n].reshape(-1)
+                Xr, Yr, maskr, countr = X[idx], Y[idx], mask[idx], count[idx]
+            elif poisson:
+                present = sample_rng.random((R, N)) < self.sampling_rate
+                if t == 0:
+                    Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))
             Wc = np.broadcast_to(W.reshape(R, 1, f, C), (R, n, f, C)).reshape(R * n, f, C).copy()
             for _ in range(self.local_steps):  # local full-batch gradient steps, all clients of all runs at once
                 z = np.einsum("nlf,nfk->nlk", Xr, Wc)
@@ -168,9 +216,10 @@ class FederatedLearner:
                 prob /= prob.sum(-1, keepdims=True)
                 Wc -= self.lr * np.einsum("nlf,nlk->nfk", Xr, (prob - Yr) * maskr[..., None]) / countr
             update = Wc.reshape(R, n, d) - W[:, None, :]
-            avg = protocol.aggregate(update) / n
+            total = protocol.aggregate(update) if present is None else protocol.aggregate(update, mask=present)
+            avg = total / self.clients_per_round
             mom = self.momentum * mom + avg
-            W = W + mom
+            W = W + self.server_lr * mom
             curve[:, t] = self._accuracy(Xt, data["y_test"], W)
         return FederatedResult(
             accuracy=curve[:, -1].copy(),
@@ -200,7 +249,8 @@ class FederatedLearner:
     def calibration(self) -> dict:
         out = dict(self.protocol.calibration())
         out.update({"rounds": self.rounds, "local_steps": self.local_steps, "lr": self.lr, "momentum": self.momentum,
-                    "clip": self.clip})
+                    "clip": self.clip, "clients_per_round": self.clients_per_round, "n_clients": self.n_clients,
+                    "client_sampling": self.sampling, "server_lr": self.server_lr})
         return out
 
     #: Configuration keys the learner reads itself (besides its constructor's).

@@ -14,6 +14,7 @@ import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
+    "BinomialMechanism": "binomial",
     "BinaryMechanism": "continual_counting",
     "LogarithmicMechanism": "continual_counting",
     "HybridMechanism": "continual_counting",

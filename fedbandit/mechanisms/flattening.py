@@ -41,7 +41,8 @@ def next_power_of_two(d: int) -> int:
     return 1 << (d - 1).bit_length()
 
 
-_BLOCK_LOG2 = 5  # dense Hadamard blocks of size 32: small GEMMs beat 5 butterfly passes
+_BLOCK_LOG2 = 4  # dense Hadamard factors of size at most 16: the matrix products' sweet spot
+_CHUNK = 1 << 16  # elements transformed at a time: input, output and two buffers stay in L2
 
 
 def _hadamard_dense(k: int) -> np.ndarray:
@@ -54,6 +55,15 @@ def _hadamard_dense(k: int) -> np.ndarray:
 _DENSE = {k: _hadamard_dense(k) for k in range(_BLOCK_LOG2 + 1)}
 
 
+def _plan(k: int) -> list[int]:
+    """log2 sizes of the Kronecker factors of H_{2^k}: as few as blocks of at most 2^4 allow,
+    as even as possible, the smallest first (the last factor, on contiguous memory, is the
+    most efficient matrix product)."""
+    n = -(-k // _BLOCK_LOG2)
+    base, extra = divmod(k, n)
+    return [base + (1 if i >= n - extra else 0) for i in range(n)]
+
+
 def fwht(x, *, normalize: bool = True) -> np.ndarray:
     r"""Fast Walsh–Hadamard transform along the last axis (length a power of two).
 
@@ -62,8 +72,10 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     ([KLS21]_ Eq. 53), divided by :math:`\sqrt d` when ``normalize`` (then the transform is
     orthogonal and its own inverse).  Uses the Kronecker factorisation
     :math:`H_{2^k} = H_{2^{k_1}} \otimes \cdots \otimes H_{2^{k_j}}` with blocks of at most
-    :math:`2^5`: each factor is a small dense matrix product along one axis of the reshaped
-    array, :math:`O(d \log d)` operations in total, vectorized over leading axes.
+    :math:`2^4`: each factor is a small dense matrix product along one axis of the reshaped
+    array, :math:`O(d \log d)` operations in total.  Leading axes are flattened into rows,
+    transformed a chunk of rows at a time so that the factors' products run on data in
+    cache; the factor products write into two reused buffers.
 
     Parameters
     ----------
@@ -78,37 +90,35 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     if d < 1 or d & (d - 1):
         raise ValueError(f"the last axis of x must have a power-of-two length, got {d}")
     k = d.bit_length() - 1
-    lead = x.shape[:-1]
-    blocks = []
-    rest = k
-    while rest > 0:
-        b = min(_BLOCK_LOG2, rest)
-        blocks.append(b)
-        rest -= b
-    if not blocks:
+    if k == 0 or x.size == 0:
         return x.copy()
-    # x viewed as (N, 2^b1, ..., 2^bj); H acts on each of these axes independently.  For
-    # the axis of size B with A elements before it and C after, (B, B) @ (A, B, C) is a
-    # broadcast matrix product on contiguous memory (no transposes).
-    n_lead = int(np.prod(lead, dtype=np.int64)) if lead else 1
-    y = x.reshape(n_lead, d)
-    before = n_lead
-    after = d
-    for b in blocks:
-        size = 1 << b
-        after //= size
-        h = _DENSE[b]
-        if after == 1:  # last factor: one GEMM (rows) @ H (H is symmetric)
-            y = (y.reshape(-1, size) @ h).reshape(n_lead, d)
-        elif before == 1:  # first factor with no batch axes: one GEMM H @ (cols)
-            y = (h @ y.reshape(size, after)).reshape(n_lead, d)
-        else:
-            y = (h @ y.reshape(before, size, after)).reshape(n_lead, d)
-        before *= size
-    y = y.reshape(x.shape)
+    n = x.size // d
+    src = x.reshape(n, d)
+    out = np.empty((n, d))
+    blocks = _plan(k)
+    rows = max(1, _CHUNK // d)
+    buffers = [np.empty(min(rows, n) * d) for _ in range(min(2, len(blocks) - 1))]
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        cur = src[r0:r1]
+        # cur viewed as (rows, 2^b1, ..., 2^bj); H acts on each of these axes in turn.  For
+        # the axis of size B with A elements before it and C after, (B, B) @ (A, B, C) is a
+        # broadcast matrix product on contiguous memory (no transposes).
+        before, after = r1 - r0, d
+        for i, b in enumerate(blocks):
+            size = 1 << b
+            after //= size
+            dst = out[r0:r1] if i == len(blocks) - 1 else buffers[i % 2][: (r1 - r0) * d]
+            if after == 1:  # last factor: rows @ H (H is symmetric)
+                np.matmul(cur.reshape(-1, size), _DENSE[b], out=dst.reshape(-1, size))
+            else:
+                np.matmul(_DENSE[b], cur.reshape(before, size, after), out=dst.reshape(before, size, after))
+            before *= size
+            cur = dst
+    out = out.reshape(x.shape)
     if normalize:
-        y *= 1.0 / np.sqrt(d)
-    return y
+        out *= 1.0 / np.sqrt(d)
+    return out
 
 
 class HadamardFlattener:

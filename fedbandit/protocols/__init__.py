@@ -73,6 +73,8 @@ _EXPORTS = {
     "PlainSum": "sums",
     "GaussianSum": "sums",
     "DDGDecoder": "sums",
+    "BinomialVectors": "sums",
+    "BinomialDecoder": "sums",
     "SumProtocol": "sums",
     "AUTO_BITS_ROUNDING_SHARE_SUM": "sums",
 }

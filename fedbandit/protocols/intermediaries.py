@@ -9,7 +9,7 @@
   shuffle model (:meth:`Shuffler.open` / :meth:`Shuffler.submit` / :meth:`Shuffler.release`);
 * :class:`SecureAggregation` -- the server learns only the sum of the parties' messages
   (Bonawitz et al. 2017): modular for integer messages; ``mode="ideal"`` computes the sum,
-  ``mode="real"`` runs the four-round cryptographic protocol of :mod:`fedbandit.secagg`;
+  ``mode="real"`` runs the five-round cryptographic protocol of :mod:`fedbandit.secagg`;
 * :class:`ConcurrentShufflers` -- k shufflers running concurrently over the stream of
   users, shuffler i on consecutive batches of b_i users (Tenenbaum, Kaplan, Mansour &
   Stemmer 2023); :class:`ConcurrentShuffleModel` simulates the model message by message
@@ -166,7 +166,7 @@ class SecureAggregation(Intermediary):
     Parameters
     ----------
     mode : {"ideal", "real"}
-        ``"ideal"`` computes the (modular) sum directly; ``"real"`` runs the four-round
+        ``"ideal"`` computes the (modular) sum directly; ``"real"`` runs the five-round
         protocol of :func:`fedbandit.secagg.run_secagg` per run (the same output, slowly).
     threshold : int or None
         Shamir threshold t of the real protocol (default ⌊M/2⌋ + 1).
@@ -190,7 +190,7 @@ class SecureAggregation(Intermediary):
             )
 
     def describe(self) -> str:
-        how = "the four-round protocol of Bonawitz et al." if self.mode == "real" else "ideal"
+        how = "the five-round protocol of Bonawitz et al." if self.mode == "real" else "ideal"
         return f"secure aggregation ({how}): the server learns only the sum of the messages"
 
     def deliver(self, messages, rng=None, *, modulus=None):

@@ -12,6 +12,8 @@ name                       randomizer R                        intermediary S   
 ``sum-central-gaussian``   the vector clipped to norm c        identity              sum + N(0, σ²)
 ``sum-ddg-secagg``         DDG encoding (clip, flatten,        secure aggregation    modular clipping,
                            round, N_Z noise, mod 2^B)                                unflatten, rescale
+``sum-binomial-secagg``    cpSGD encoding (clip, flatten,      secure aggregation    minus the noise mean,
+                           round, Bin(N_i, p) noise, mod 2^B)                        modular clipping, ...
 =========================  ==================================  ====================  ==================
 
 * ``sum-central-gaussian``: a *trusted* server adds Gaussian noise to the sum of the clipped
@@ -21,9 +23,27 @@ name                       randomizer R                        intermediary S   
 * ``sum-ddg-secagg``: the distributed discrete Gaussian of [KLS21]_ Alg. 1
   (:class:`fedbandit.mechanisms.ddg.DDGMechanism`): every party adds its share of discrete
   Gaussian noise to its rounded vector and secure aggregation ([BIK+17]_, ideal or the real
-  four rounds of :mod:`fedbandit.secagg`) reveals only the sum mod 2^B; γ and σ from
+  five rounds of :mod:`fedbandit.secagg`) reveals only the sum mod 2^B; γ and σ from
   :func:`fedbandit.accounting.ddg.ddg_params` with ``steps`` = T (Prop. 14 composed over
   the rounds).
+
+* ``sum-binomial-secagg``: the distributed binomial mechanism of cpSGD (Agarwal et al.
+  2018), [KLS21]_'s baseline, through the same modular pipeline
+  (:class:`fedbandit.mechanisms.binomial.BinomialMechanism`); accounted in (ε, δ) only
+  (:mod:`fedbandit.accounting.binomial`).
+
+**Client sampling** (``configure(sampling_rate=q, sampling=...)``): when every round sums
+a random sample of a population -- ``sampling="fixed"``: exactly ``n_parties`` of N = n/q
+clients without replacement ([KLS21]_'s sampler), or ``"poisson"``: every client with
+probability q -- the noise is calibrated, and the guarantee stated, with amplification by
+subsampling (:mod:`fedbandit.accounting.subsampling`), for an adversary who sees the
+released sums but not who was sampled (the analyst, not the server that contacts the
+clients, [KLS21]_ Sec. 6.2.3).  ``relation="add-remove"`` uses the Poisson bounds
+(sampled Gaussian RDP; [ZW19] Thm. 5 for DDG), the paper's accounting: proven for
+``sampling="poisson"``, status "unproven" for ``"fixed"`` (no theorem covers the pairing;
+the paper and TensorFlow Federated use it so).  ``relation="replace"`` uses the
+without-replacement bound ([WBK19] Thm. 9), proven for ``"fixed"``.  DDG needs a fixed
+number of noise shares, so it refuses Poisson sampling.
 
 Lifecycle: ``configure(n_parties=, dim=, n_rounds=, clip=)`` → ``reset(n_runs=, rng=)`` →
 ``aggregate(vectors)`` at most ``n_rounds`` times (vectors ``(n_parties, dim)`` or, for
@@ -79,12 +99,14 @@ from fedbandit.accounting.composed_gaussian import (
 from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_delta2
 from fedbandit.accounting.events import (
     ApproxDpEvent,
+    ConditionalEvent,
     DiscreteGaussianSumEvent,
     GaussianEvent,
     NonPrivateEvent,
     SelfComposedEvent,
     check_relation,
 )
+from fedbandit.accounting.subsampling import SAMPLING_SCHEMES, amplification_for
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
 from fedbandit.protocols.intermediaries import Identity, SecureAggregation
 from fedbandit.protocols.registry import register
@@ -96,6 +118,8 @@ __all__ = [
     "PlainSum",
     "GaussianSum",
     "DDGDecoder",
+    "BinomialVectors",
+    "BinomialDecoder",
     "SumProtocol",
     "AUTO_BITS_ROUNDING_SHARE_SUM",
 ]
@@ -226,6 +250,9 @@ class DDGVectors(_SumRandomizer):
             raise ValueError("randomizer 'ddg-vectors' needs a target (epsilon, delta)")
         if p.clip is None:
             raise ValueError("randomizer 'ddg-vectors' needs clip, the ℓ2 clipping norm c")
+        if self.bits_rule == "auto" and p.sampling_rate < 1.0:
+            raise ValueError(f"bits='auto' does not support client sampling (sampling_rate={p.sampling_rate}); "
+                             "pass bits explicitly")
         if self.bits_rule == "auto":
             self.params = ddg_tree_params(
                 "auto", k=self.k_std, n_parties=p.n_parties, n_agents=p.n_parties, dim=p.dim, clip=p.clip,
@@ -237,6 +264,7 @@ class DDGVectors(_SumRandomizer):
             self.params = ddg_params(
                 self.bits_rule, self.k_std, p.n_parties, p.dim, p.clip, p.target_epsilon, p.target_delta, self.beta,
                 norm_growth=self.norm_growth, flatten=self.flatten, method=self.method, steps=p.n_rounds,
+                sampling_rate=p.sampling_rate, amplification=amplification_for(p.relation),
             )
         self.bits = self.params.bits
         if self.bits + math.log2(p.n_parties) > 62:
@@ -265,6 +293,15 @@ class DDGVectors(_SumRandomizer):
         self.coordinates += int_sum.size
         return residues
 
+    def sampled_epsilon(self, protocol, relation) -> float:
+        """ε of the T rounds on q-samples under ``relation`` (:func:`fedbandit.accounting.ddg.ddg_epsilon`)."""
+        from fedbandit.accounting.ddg import ddg_epsilon
+
+        p, q = protocol, self.params
+        return ddg_epsilon(q.sigma, c=p.clip, gamma=q.gamma, beta=q.beta, n=p.n_parties, d=q.d_pad,
+                           delta=p.target_delta, steps=p.n_rounds, sampling_rate=p.sampling_rate,
+                           amplification=amplification_for(relation))
+
     def event(self, protocol, relation):
         p, q = protocol, self.params
         # One party's rounded vector has norm ≤ Δ₂ (conditional rounding).  Replacing it by
@@ -279,6 +316,92 @@ class DDGVectors(_SumRandomizer):
         q = self.params
         return {"sigma0": q.sigma, "bits": q.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
                 "d_pad": q.d_pad, "k": q.k, "modulus": q.modulus, "rounding_variance": q.n * q.gamma**2 / 4.0}
+
+
+class BinomialVectors(_SumRandomizer):
+    r"""R of the distributed binomial mechanism (cpSGD, Agarwal et al. 2018): each party's vector into integers mod 2^B.
+
+    Clip to norm c, flatten by the shared rotation, scale by 1/s, round unconditionally, add
+    :math:`\mathrm{Bin}(N_i, p)` per coordinate and reduce mod 2^B
+    (:class:`fedbandit.mechanisms.binomial.BinomialMechanism`); s and :math:`N_i` from
+    :func:`fedbandit.accounting.binomial.binomial_params` for the target (ε, δ) over the rounds.
+
+    Parameters
+    ----------
+    bits : int, default 16
+    k : float, default 3
+        Standard deviations of an aggregate coordinate covered by the modular range.
+    p : float, default 0.5
+        The binomial's success probability.
+    flatten : {"hadamard", "dft"}
+    norm_growth : {"conservative", "optimistic"}
+    flatten_seed : int or None
+    """
+
+    name: ClassVar[str] = "binomial-vectors"
+    message: ClassVar[str] = "integer"
+    private_alone: ClassVar[bool] = False
+
+    def __init__(self, *, bits=16, k=3.0, p=0.5, flatten="hadamard", norm_growth="conservative", flatten_seed=None):
+        self.bits = check_int_in_range("bits", bits, 2, 62)
+        self.k_std = check_positive_float("k", k)
+        self.p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
+        self.flatten = check_choice("flatten", flatten, ("hadamard", "dft"))
+        self.norm_growth = check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
+        self.flatten_seed = None if flatten_seed is None else check_int_in_range("flatten_seed", flatten_seed, 0, None)
+        self.mechanism = None
+
+    def describe(self) -> str:
+        return "clip to c, flatten (shared rotation), scale by 1/s, round, add Bin(N_i, p), reduce mod 2^bits"
+
+    def configure(self, protocol):
+        from fedbandit.accounting.binomial import binomial_params
+        from fedbandit.mechanisms.binomial import BinomialMechanism
+
+        p = protocol
+        if not p.private:
+            raise ValueError("randomizer 'binomial-vectors' needs a target (epsilon, delta)")
+        if p.clip is None:
+            raise ValueError("randomizer 'binomial-vectors' needs clip, the ℓ2 clipping norm c")
+        self.params = binomial_params(self.bits, self.k_std, p.n_parties, p.dim, p.clip, p.target_epsilon,
+                                      p.target_delta, p=self.p, steps=p.n_rounds, sampling_rate=p.sampling_rate,
+                                      relation=p.relation, norm_growth=self.norm_growth, flatten=self.flatten)
+        if self.bits + math.log2(p.n_parties) > 62:
+            raise ValueError(
+                f"bits={self.bits} with n_parties={p.n_parties} overflows the 64-bit integer aggregation; use fewer bits"
+            )
+        self.mechanism = None if self.flatten_seed is None else BinomialMechanism(self.params, self.flatten_seed,
+                                                                                  self.flatten)
+
+    def reset(self, protocol, rng):
+        from fedbandit.mechanisms.binomial import BinomialMechanism
+
+        if self.flatten_seed is None:
+            self.mechanism = BinomialMechanism(self.params, rng, self.flatten)
+
+    def encode(self, protocol, x, rng):
+        return self.mechanism.encode(x, rng)
+
+    def run_epsilon(self, protocol, relation) -> float:
+        """ε of the whole run under ``relation`` (per-round [ASYKM18] Thm. 1, amplification, composition)."""
+        from fedbandit.accounting.binomial import (
+            _split_delta,
+            binomial_run_epsilon,
+            binomial_sensitivities,
+            cpsgd_epsilon,
+        )
+
+        p, q = protocol, self.params
+        delta0, slack = _split_delta(p.target_delta, p.n_rounds, p.sampling_rate)
+        sens = binomial_sensitivities(p.clip, q.scale, q.d_pad, relation)
+        eps0 = cpsgd_epsilon(p.n_parties * q.trials_per_client, q.p, q.scale, q.d_pad, delta0, sens)
+        return binomial_run_epsilon(eps0, delta0, p.n_rounds, p.sampling_rate, slack)
+
+    def calibration(self):
+        q = self.params
+        return {"sigma0": q.sigma, "bits": q.bits, "scale": q.scale, "trials_per_client": q.trials_per_client,
+                "binomial_p": q.p, "eps_round": q.eps_round, "delta_round": q.delta_round, "d_pad": q.d_pad,
+                "k": q.k, "modulus": q.modulus, "rounding_variance": q.n * q.scale**2 / 4.0}
 
 
 # ---------------------------------------------------------------------------------------
@@ -338,8 +461,15 @@ class GaussianSum(_SumAnalyzer):
         p = protocol
         if not p.private:
             raise ValueError("analyzer 'gaussian-sum' needs a target (epsilon, delta)")
-        self.sigma = composed_gaussian_sigma(p.target_epsilon, p.target_delta, p.clip, p.n_rounds,
-                                             calibration=self.calibration_rule)
+        if p.sampling_rate < 1.0:  # the subsampled Gaussian, RDP [MTZ19] / [WBK19] (its own rule)
+            from fedbandit.accounting.subsampling import sampled_gaussian_noise_multiplier
+
+            sens = p.clip if p.relation == "add-remove" else 2.0 * p.clip
+            self.sigma = sens * sampled_gaussian_noise_multiplier(
+                p.target_epsilon, p.target_delta, p.sampling_rate, p.n_rounds, amplification_for(p.relation))
+        else:
+            self.sigma = composed_gaussian_sigma(p.target_epsilon, p.target_delta, p.clip, p.n_rounds,
+                                                 calibration=self.calibration_rule)
 
     def analyze(self, protocol, delivered, rng, return_noise):
         from fedbandit.mechanisms.gaussian import gaussian_mechanism
@@ -362,6 +492,20 @@ class DDGDecoder(_SumAnalyzer):
                 "server (it mixes every party's rounding and noise, and modular wrap-around)"
             )
         return protocol.randomizer.mechanism.decode(delivered)
+
+
+class BinomialDecoder(_SumAnalyzer):
+    """A of the distributed binomial mechanism: minus the noise mean n·N_i·p, modular clipping, unflatten, rescale."""
+
+    name: ClassVar[str] = "binomial-decoder"
+
+    def describe(self) -> str:
+        return "subtract the binomial mean, map the modular sum to [−m/2, m/2), undo the rotation, multiply by s"
+
+    def analyze(self, protocol, delivered, rng, return_noise):
+        if return_noise:
+            raise ValueError("return_noise=True: the binomial mechanism's error is not an additive server noise")
+        return protocol.randomizer.mechanism.decode(delivered, protocol.n_parties)
 
 
 # ---------------------------------------------------------------------------------------
@@ -396,6 +540,16 @@ class SumProtocol(Protocol):
             raise ValueError(
                 f"randomizer {randomizer.name!r} with intermediary {intermediary.name!r}: a sum protocol's server "
                 "receives the messages with their senders (identity) or only their sum (secure aggregation)"
+            )
+        if isinstance(randomizer, BinomialVectors) != isinstance(analyzer, BinomialDecoder):
+            raise ValueError(
+                f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: binomial residues go to the binomial "
+                "decoder, and only they do"
+            )
+        if isinstance(randomizer, BinomialVectors) and intermediary.view != "sum":
+            raise ValueError(
+                f"randomizer 'binomial-vectors' with intermediary {intermediary.name!r}: each party's noise share is "
+                "calibrated for the sum of all n parties, so only secure aggregation may deliver its messages"
             )
         ddg = isinstance(randomizer, DDGVectors)
         if ddg != isinstance(analyzer, DDGDecoder):
@@ -435,7 +589,7 @@ class SumProtocol(Protocol):
             return "everyone (no privacy)"
         return self.intermediary.trusted
 
-    def configure(self, *, n_parties, dim, n_rounds=1, clip=None):
+    def configure(self, *, n_parties, dim, n_rounds=1, clip=None, sampling_rate=1.0, sampling="fixed"):
         """Validate the setting and calibrate the noise (no random state); returns ``self``.
 
         Parameters
@@ -449,11 +603,27 @@ class SumProtocol(Protocol):
         clip : float or None
             c, the ℓ2 clipping norm of one party's vector (required by the private
             protocols; the non-private sum is exact and does not clip).
+        sampling_rate : float, default 1
+            q in (0, 1]: every round sums a random sample of a population (module
+            docstring); 1 for everyone in every round.
+        sampling : {"fixed", "poisson"}, default "fixed"
+            ``"fixed"``: ``n_parties`` = qN clients drawn without replacement each round;
+            ``"poisson"``: each of the N = ``n_parties`` clients joins with probability q
+            (the vectors of the absent ones are masked out, :meth:`aggregate`).
         """
         self.n_parties = check_positive_int("n_parties", n_parties)
         self.dim = check_positive_int("dim", dim)
         self.n_rounds = check_positive_int("n_rounds", n_rounds)
         self.clip = None if clip is None else check_positive_float("clip", clip)
+        self.sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
+        self.sampling = check_choice("sampling", sampling, SAMPLING_SCHEMES)
+        integer = isinstance(self.randomizer, (DDGVectors, BinomialVectors))
+        if integer and self.sampling == "poisson" and self.sampling_rate < 1.0:
+            raise ValueError(
+                f"sampling='poisson' with randomizer {self.randomizer.name!r}: each party's noise share is calibrated "
+                "for exactly n_parties shares in the sum, and a Poisson sample has a random number of parties; "
+                "use sampling='fixed'"
+            )
         self.randomizer.configure(self)
         self.analyzer.configure(self)
         self._configured = True
@@ -467,7 +637,7 @@ class SumProtocol(Protocol):
         rng = check_rng(rng)
         self._noise_rng = rng
         self._shuffle_rng = None
-        unit = "bits" if isinstance(self.randomizer, DDGVectors) else "floats"
+        unit = "bits" if isinstance(self.randomizer, (DDGVectors, BinomialVectors)) else "floats"
         self.communication = Communication(payload_unit=unit)
         self._round = 0
         self.randomizer.reset(self, rng)
@@ -475,12 +645,16 @@ class SumProtocol(Protocol):
         return self
 
     # ------------------------------------------------------------ the release
-    def aggregate(self, vectors, *, return_noise: bool = False):
+    def aggregate(self, vectors, *, return_noise: bool = False, mask=None):
         """One round: the server's noisy sum of the parties' vectors.
 
         Parameters
         ----------
         vectors : array_like, shape (n_parties, dim) or (n_runs, n_parties, dim)
+        mask : array_like of bool, shape (n_parties,) or (n_runs, n_parties), optional
+            The parties that take part in this round (a Poisson sample); the others send
+            nothing (their vectors count as zero).  Only for the protocols without
+            per-party noise (non-private and central Gaussian).
         return_noise : bool, default False
             Also return the noise the server added (central Gaussian; zeros for the exact
             sum; refused for DDG, whose error is not an additive server noise) -- for
@@ -507,6 +681,14 @@ class SumProtocol(Protocol):
             )
         if not np.all(np.isfinite(x)):
             raise ValueError("vectors must contain only finite values")
+        if mask is not None:
+            if self.randomizer.message == "integer":
+                raise ValueError(f"mask: protocol {self.name!r} adds a noise share per party; every party takes part")
+            mask = np.asarray(mask)
+            if mask.dtype != bool:
+                raise TypeError(f"mask must be a boolean array, got dtype {mask.dtype}")
+            mask = np.broadcast_to(mask[None] if mask.ndim == 1 else mask, (R, n))
+            x = x * mask[..., None]
         if self._round >= self.n_rounds:
             raise ValueError(
                 f"protocol {self.name!r} was configured for n_rounds={self.n_rounds} sums; its guarantee covers no more"
@@ -519,9 +701,10 @@ class SumProtocol(Protocol):
         out = self.analyzer.analyze(self, delivered, rng, return_noise)
         c = self.communication
         c.rounds += 1
-        c.messages += n
-        c.payload += float(n) * (self.randomizer.params.d_pad * self.randomizer.bits
-                                 if isinstance(self.randomizer, DDGVectors) else d)
+        senders = n if mask is None else float(mask.sum()) / R
+        c.messages += senders
+        c.payload += float(senders) * (self.randomizer.params.d_pad * self.randomizer.bits
+                                       if self.randomizer.message == "integer" else d)
         if single:
             return (out[0][0], out[1][0]) if return_noise else out[0]
         return out
@@ -542,12 +725,49 @@ class SumProtocol(Protocol):
         if isinstance(self.analyzer, PlainSum):
             what = "the exact sum" if self.intermediary.view == "sum" else "every party's exact vector"
             return NonPrivateEvent(f"the server sees {what}")
+        if self.sampling_rate < 1.0 or isinstance(self.randomizer, BinomialVectors):
+            return self._sampled_event(relation)
         if isinstance(self.analyzer, GaussianSum):
             composed = self.gaussian_event(relation)
             eps = exact_gaussian_epsilon(composed, self.target_delta)
             return ApproxDpEvent(eps, self.target_delta,
                                  what=f"{composed.describe()}: one Gaussian mechanism, exact profile [BW18, Thm. 8]")
         return self.randomizer.event(self, relation)
+
+    def _sampled_event(self, relation: str):
+        """The T rounds on q-samples (or the binomial's (ε, δ) accounting), for an analyst who does not see the sample.
+
+        The guarantee is proven for Poisson sampling with add/remove and for fixed-size
+        sampling with replace-one (:data:`fedbandit.accounting.subsampling.SAMPLING_RELATIONS`);
+        another pairing is reported with status "unproven".
+        """
+        from fedbandit.accounting.subsampling import SAMPLING_RELATIONS, sampled_gaussian_epsilon
+
+        q, T, delta = self.sampling_rate, self.n_rounds, self.target_delta
+        bound = {"poisson": "Poisson subsampling", "without-replacement": "sampling without replacement"}[
+            amplification_for(relation)]
+        if isinstance(self.analyzer, GaussianSum):
+            sens = self.clip if relation == "add-remove" else 2.0 * self.clip
+            eps = sampled_gaussian_epsilon(self.analyzer.sigma / sens, q, T, delta, amplification_for(relation))
+            what = (f"{T} rounds of the sampled Gaussian (q={q:.4g}, z={self.analyzer.sigma / sens:.4g}), "
+                    f"RDP by {bound} [MTZ19; WBK19]")
+        elif isinstance(self.randomizer, DDGVectors):
+            eps = self.randomizer.sampled_epsilon(self, relation)
+            what = (f"{T} rounds of the sum of {self.n_parties} discrete Gaussians on q={q:.4g} samples, "
+                    f"[KLS21] Prop. 14 with the generic RDP bound of {bound} [ZW19 Thm. 5; WBK19 Thm. 9]")
+        else:
+            eps = self.randomizer.run_epsilon(self, relation)
+            what = (f"{T} rounds of the binomial mechanism [ASYKM18 Thm. 1]"
+                    + (f", amplified by {bound} (q={q:.4g}) in (ε, δ)" if q < 1.0 else "")
+                    + ", basic/advanced composition [DRV10]")
+        event = ApproxDpEvent(eps, delta, what=what)
+        if q == 1.0 or SAMPLING_RELATIONS[self.sampling] == relation:
+            return event
+        return ConditionalEvent(
+            event, holds=False, on_failure="unproven",
+            assumption=(f"the bound for {bound} is applied to {self.sampling} sampling under the {relation} relation, "
+                        "as [KLS21] do; no theorem covers that pairing"),
+        )
 
     def gaussian_event(self, relation=None) -> SelfComposedEvent:
         """Central Gaussian only: the T Gaussian releases, ``SelfComposedEvent(GaussianEvent(Δ, σ), T)``.
@@ -568,6 +788,8 @@ class SumProtocol(Protocol):
         if isinstance(self.randomizer, DDGVectors):
             return (f"sum of {self.n_parties} discrete Gaussians [KLS21, Prop. 14], RDP over {self.n_rounds} rounds, "
                     "converted [CKS20]; SecAgg [BIK+17]")
+        if isinstance(self.randomizer, BinomialVectors):
+            return "distributed binomial mechanism [ASYKM18, Thm. 1], (ε, δ) composition; SecAgg [BIK+17]"
         return ""
 
     def bounds_note(self) -> str:
@@ -578,9 +800,9 @@ class SumProtocol(Protocol):
     # ------------------------------------------------------------ reports
     @property
     def bits_per_coordinate(self) -> int:
-        """Bits one party sends per coordinate: B for DDG, 64 for a float."""
+        """Bits one party sends per coordinate: B for DDG and the binomial mechanism, 64 for a float."""
         self._require()
-        return self.randomizer.bits if isinstance(self.randomizer, DDGVectors) else 64
+        return self.randomizer.bits if self.randomizer.message == "integer" else 64
 
     def noise_std(self) -> float:
         """Standard deviation per coordinate of the privacy noise in the released sum (all parties).
@@ -590,7 +812,7 @@ class SumProtocol(Protocol):
         self._require()
         if isinstance(self.analyzer, GaussianSum):
             return self.analyzer.sigma
-        if isinstance(self.randomizer, DDGVectors):
+        if isinstance(self.randomizer, (DDGVectors, BinomialVectors)):
             return math.sqrt(self.n_parties) * self.randomizer.params.sigma
         return 0.0
 
@@ -621,10 +843,13 @@ class SumProtocol(Protocol):
             "clip": self.clip,
             "sigma0": 0.0,
             "sigma": self.noise_std(),
-            "bits": self.bits_per_coordinate if isinstance(self.randomizer, DDGVectors) else "float",
+            "bits": self.bits_per_coordinate if self.randomizer.message == "integer" else "float",
+            "sampling_rate": self.sampling_rate,
+            "sampling": self.sampling,
         }
         if isinstance(self.analyzer, GaussianSum):
-            out.update(sigma0=self.analyzer.sigma, rule=self.analyzer.calibration_rule)
+            rule = self.analyzer.calibration_rule if self.sampling_rate == 1.0 else "subsampled-rdp"
+            out.update(sigma0=self.analyzer.sigma, rule=rule)
         out.update(self.randomizer.calibration())
         return out
 
@@ -646,6 +871,18 @@ def sum_non_private():
 def sum_central_gaussian(epsilon, delta, *, calibration="analytic", relation="add-remove"):
     return SumProtocol(ClippedVectors(), Identity(), GaussianSum(calibration), name="sum-central-gaussian",
                        epsilon=epsilon, delta=delta, relation=relation)
+
+
+@register("sum-binomial-secagg", kind="sum", summary="distributed binomial mechanism (cpSGD) + secure aggregation",
+          reference="Agarwal et al. 2018 (cpSGD), Thm. 1; Kairouz, Liu & Steinke 2021, Sec. 2 baseline")
+def sum_binomial_secagg(epsilon, delta, *, bits=16, k=3.0, binomial_p=0.5, flatten="hadamard",
+                        norm_growth="conservative", secure_aggregation="ideal", flatten_seed=None, relation="add-remove"):
+    return SumProtocol(
+        BinomialVectors(bits=bits, k=k, p=binomial_p, flatten=flatten, norm_growth=norm_growth,
+                        flatten_seed=flatten_seed),
+        SecureAggregation(secure_aggregation), BinomialDecoder(), name="sum-binomial-secagg", epsilon=epsilon,
+        delta=delta, relation=relation,
+    )
 
 
 @register("sum-ddg-secagg", kind="sum", summary="distributed discrete Gaussian + secure aggregation",

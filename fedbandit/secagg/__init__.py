@@ -1,24 +1,37 @@
-"""Secure aggregation (Bonawitz et al. 2017), implemented with real cryptography (``protocol``)."""
+"""Secure aggregation (Bonawitz et al. 2017) with real cryptography: the protocol (``protocol``), Shamir sharing with
+error detection (``shamir``), the errors (``errors``), a keystream-backed noise source (``noise``) and attacks (``attacks``)."""
 
 import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
-    "PRIME": "protocol",
-    "SecAggError": "protocol",
-    "SecAggAbort": "protocol",
+    "ATTACKS": "attacks",
+    "AttackOutcome": "attacks",
+    "run_attack": "attacks",
+    "SecAggError": "errors",
+    "SecAggAbort": "errors",
+    "SecAggIntegrityError": "errors",
+    "KEYSTREAM_CIPHER": "noise",
+    "secure_generator": "noise",
     "AdvertiseKeys": "protocol",
     "ShareKeys": "protocol",
+    "EncryptedShares": "protocol",
     "MaskedInput": "protocol",
+    "ConsistencySignature": "protocol",
+    "RevealedShare": "protocol",
     "UnmaskResponse": "protocol",
     "SecAggClient": "protocol",
     "SecAggServer": "protocol",
     "SecAggResult": "protocol",
-    "shamir_share": "protocol",
-    "shamir_reconstruct": "protocol",
+    "check_threshold": "protocol",
+    "generate_identities": "protocol",
     "prg_mask": "protocol",
     "run_secagg": "protocol",
     "ROUND_NAMES": "protocol",
+    "PRIME": "shamir",
+    "shamir_share": "shamir",
+    "shamir_reconstruct": "shamir",
+    "shamir_consistent": "shamir",
 }
 
 __all__ = list(_EXPORTS)

@@ -1,0 +1,322 @@
+r"""Amplification by subsampling in Rényi DP: the clients sampled each round of federated learning.
+
+Federated learning samples a few clients from a population of N every round; an analyst
+who sees only the released model (not who was sampled) then learns less about one client
+than from a round with everyone in it.  Kairouz, Liu & Steinke [KLS21]_ (Sec. 6.2.3)
+account for this in Rényi DP [Mir17]_, per round, then compose over the T rounds and
+convert to (ε, δ):
+
+* **Poisson subsampling** (each client joins a round independently with probability q),
+  neighbouring populations differ by **adding or removing** one client:
+
+  - the continuous Gaussian: the exact RDP of the sampled Gaussian mechanism of Mironov,
+    Talwar & Zhang [MTZ19]_ (integer orders α):
+    :math:`\varepsilon(\alpha) = \frac{1}{\alpha-1}\log\sum_{k=0}^{\alpha}\binom{\alpha}{k}(1-q)^{\alpha-k}q^k
+    e^{(k^2-k)/(2z^2)}` with noise multiplier z = σ/Δ (:func:`sampled_gaussian_rdp`);
+    this is what dp-accounting's ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``
+    computes with its RDP accountant (checked in the tests);
+  - any mechanism with a known RDP curve ε(·), in particular the distributed discrete
+    Gaussian (Prop. 14): the *generic* upper bound of Zhu & Wang [ZW19]_ Theorem 5
+    (:func:`poisson_subsampled_rdp`), at integer α,
+
+    .. math:: \varepsilon'(\alpha) = \frac{1}{\alpha-1}\log\Big((1-q)^{\alpha-1}(\alpha q - q + 1)
+       + \binom{\alpha}{2}q^2(1-q)^{\alpha-2}e^{\varepsilon(2)}
+       + 3\sum_{l=3}^{\alpha}\binom{\alpha}{l}(1-q)^{\alpha-l}q^l e^{(l-1)\varepsilon(l)}\Big),
+
+    [recalled; it is the bound the paper names and the one the authors' code computes].
+
+* **Sampling without replacement** (exactly n = qN clients per round), neighbouring
+  populations of the same size N differ by **replacing** one client's data: Wang, Balle &
+  Kasiviswanathan [WBK19]_ Theorem 9 for any mechanism whose replace-one RDP ε(·) is
+  known and unbounded at α = ∞ (:func:`without_replacement_rdp`),
+
+  .. math:: \varepsilon'(\alpha) \le \frac{1}{\alpha-1}\log\Big(1 + q^2\binom{\alpha}{2}
+     \min\{4(e^{\varepsilon(2)}-1),\, 2e^{\varepsilon(2)}\}
+     + 2\sum_{j=3}^{\alpha} q^j\binom{\alpha}{j} e^{(j-1)\varepsilon(j)}\Big)
+
+  [recalled].
+
+Both bounds are also capped by ε(α) itself (subsampling never hurts: the subsampled
+output is a mixture coupled on the same sample, and Rényi divergence is jointly
+quasi-convex).  The paper samples a *fixed* number of clients per round ("without
+replacement within each round, and with replacement across rounds", Sec. 6.2.3) but
+accounts with the Poisson bounds at q = n/N, as TensorFlow Federated does; no theorem
+covers that pairing, so the sum protocols (:mod:`fedbandit.protocols.sums`) report it
+with status "unproven" and offer the verified pairings (Poisson sampling with
+add/remove; fixed-size sampling with replace-one, :data:`SAMPLING_RELATIONS`).
+
+The RDP → (ε, δ) conversion is the optimal one of Canonne, Kamath & Steinke
+(:func:`fedbandit.accounting.zcdp.rdp_to_approx_dp`) on :data:`SUBSAMPLING_ORDERS`.
+
+References
+----------
+.. [KLS21] P. Kairouz, Z. Liu and T. Steinke, "The distributed discrete Gaussian
+   mechanism for federated learning with secure aggregation", ICML 2021.
+.. [Mir17] I. Mironov, "Rényi differential privacy", CSF 2017.
+.. [MTZ19] I. Mironov, K. Talwar and L. Zhang, "Rényi differential privacy of the sampled
+   Gaussian mechanism", arXiv:1908.10530, 2019.
+.. [ZW19] Y. Zhu and Y.-X. Wang, "Poisson subsampled Rényi differential privacy",
+   ICML 2019.
+.. [WBK19] Y.-X. Wang, B. Balle and S. Kasiviswanathan, "Subsampled Rényi differential
+   privacy and analytical moments accountant", AISTATS 2019.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable
+
+import numpy as np
+from scipy import optimize, special
+
+from fedbandit._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_float_in_range,
+    check_positive_float,
+    check_positive_int,
+)
+
+__all__ = [
+    "SUBSAMPLING_ORDERS",
+    "AMPLIFICATIONS",
+    "SAMPLING_SCHEMES",
+    "SAMPLING_RELATIONS",
+    "amplification_for",
+    "sampled_gaussian_rdp",
+    "poisson_subsampled_rdp",
+    "without_replacement_rdp",
+    "subsampled_rdp",
+    "subsampled_epsilon",
+    "sampled_gaussian_epsilon",
+    "sampled_gaussian_noise_multiplier",
+]
+
+#: Integer RDP orders of the subsampled accounting (the generic bounds need integer α).
+SUBSAMPLING_ORDERS = np.array(list(range(2, 65)) + [72, 80, 96, 112, 128, 160, 192, 224, 256, 384, 512],
+                              dtype=np.float64)
+
+#: The amplification bounds: Poisson subsampling (add/remove) and sampling without replacement (replace-one).
+AMPLIFICATIONS = ("poisson", "without-replacement")
+
+#: How the clients of a round are chosen: each independently with probability q, or exactly n = qN of N.
+SAMPLING_SCHEMES = ("poisson", "fixed")
+
+#: The neighbouring relation under which each sampling scheme's amplification is proven.
+SAMPLING_RELATIONS = {"poisson": "add-remove", "fixed": "replace"}
+
+
+def amplification_for(relation: str) -> str:
+    """The amplification bound used for a neighbouring relation: Poisson (add/remove) or WBK19 (replace)."""
+    relation = check_choice("relation", relation, ("add-remove", "replace"))
+    return "poisson" if relation == "add-remove" else "without-replacement"
+
+
+def _check_orders(orders) -> np.ndarray:
+    a = np.atleast_1d(np.asarray(orders, dtype=np.float64))
+    if a.ndim != 1 or a.size == 0 or np.any(a < 2) or np.any(a != np.round(a)):
+        raise ValueError(f"orders must be integers >= 2 (the subsampling bounds are stated at integer orders), got {orders!r}")
+    return a
+
+
+def _check_q(q) -> float:
+    return check_float_in_range("q", q, 0.0, 1.0, low_inclusive=False, high_inclusive=True)
+
+
+def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+
+
+def _base_values(base_rdp: Callable, max_order: int) -> np.ndarray:
+    """ε(l) for l = 0..max_order (entries 0 and 1 unused)."""
+    ls = np.arange(2, max_order + 1, dtype=np.float64)
+    vals = np.asarray(base_rdp(ls), dtype=np.float64)
+    if vals.shape != ls.shape or np.any(np.isnan(vals)) or np.any(vals < 0):
+        raise ValueError("base_rdp must map an array of orders to non-negative RDP values of the same shape")
+    return np.concatenate([[0.0, 0.0], vals])
+
+
+def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarray:
+    r"""Exact RDP of the Poisson-sampled Gaussian mechanism at integer orders ([MTZ19]_ Sec. 3.3).
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Orders α ≥ 2.
+    q : float
+        Sampling probability in (0, 1].
+    noise_multiplier : float
+        z = σ/Δ, the noise standard deviation over the ℓ2 sensitivity (add/remove one record).
+
+    Returns
+    -------
+    ndarray
+        :math:`\varepsilon(\alpha) = \log A_\alpha/(\alpha-1)`,
+        :math:`A_\alpha = \sum_k \binom{\alpha}{k}(1-q)^{\alpha-k}q^k e^{(k^2-k)/(2z^2)}`; at q = 1
+        the Gaussian's :math:`\alpha/(2z^2)`.
+    """
+    alpha = _check_orders(orders)
+    q = _check_q(q)
+    z = check_positive_float("noise_multiplier", noise_multiplier)
+    if q == 1.0:
+        return alpha / (2.0 * z * z)
+    out = np.empty_like(alpha)
+    for i, a in enumerate(alpha):
+        k = np.arange(a + 1)
+        terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + (k * k - k) / (2.0 * z * z)
+        out[i] = special.logsumexp(terms) / (a - 1.0)
+    return np.minimum(out, alpha / (2.0 * z * z))
+
+
+@functools.lru_cache(maxsize=16)
+def _log_comb_table(orders: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """log C(α, l) for every order α (rows) and l = 0..max α (columns; −inf where l > α), and l."""
+    alpha = np.asarray(orders, dtype=np.float64)[:, None]
+    ls = np.arange(int(max(orders)) + 1, dtype=np.float64)[None, :]
+    with np.errstate(invalid="ignore"):
+        table = np.where(ls <= alpha, _log_comb(alpha, np.minimum(ls, alpha)), -np.inf)
+    return table, ls[0]
+
+
+def poisson_subsampled_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
+    r"""Generic RDP bound of a Poisson-subsampled mechanism ([ZW19]_ Theorem 5), add/remove one record.
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Orders α ≥ 2.
+    q : float
+        Sampling probability in (0, 1].
+    base_rdp : callable
+        ε(·) of the mechanism run on the sample: maps an array of orders to RDP values.
+
+    Returns
+    -------
+    ndarray
+        The bound of the module docstring, capped by ε(α).
+    """
+    alpha = _check_orders(orders)
+    q = _check_q(q)
+    eps = _base_values(base_rdp, int(alpha.max()))
+    base = eps[alpha.astype(int)]
+    if q == 1.0:
+        return base
+    table, ls = _log_comb_table(tuple(alpha.tolist()))
+    lq, l1q = math.log(q), math.log1p(-q)
+    a = alpha[:, None]
+    # l >= 3: log 3 + log C(α, l) + (α − l) log(1 − q) + l log q + (l − 1) ε(l)
+    terms = math.log(3.0) + table + (a - ls) * l1q + ls * lq + (ls - 1.0) * eps[None, :]
+    terms[:, :3] = -np.inf
+    first = (alpha - 1.0) * l1q + np.log(alpha * q - q + 1.0)
+    second = np.log(alpha * (alpha - 1.0) / 2.0) + 2.0 * lq + (alpha - 2.0) * l1q + eps[2]
+    terms[:, 0], terms[:, 1] = first, second
+    out = special.logsumexp(terms, axis=1) / (alpha - 1.0)
+    return np.minimum(out, base)
+
+
+def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
+    r"""Generic RDP bound of sampling a fixed-size subset without replacement ([WBK19]_ Theorem 9), replace-one.
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Orders α ≥ 2.
+    q : float
+        Sampling ratio n/N in (0, 1].
+    base_rdp : callable
+        The *replace-one* RDP ε(·) of the mechanism run on the sample (unbounded at α = ∞,
+        as for Gaussian-type noise).
+
+    Returns
+    -------
+    ndarray
+        The bound of the module docstring, capped by ε(α).
+    """
+    alpha = _check_orders(orders)
+    q = _check_q(q)
+    eps = _base_values(base_rdp, int(alpha.max()))
+    base = eps[alpha.astype(int)]
+    if q == 1.0:
+        return base
+    table, ls = _log_comb_table(tuple(alpha.tolist()))
+    lq = math.log(q)
+    # log min{4(e^{ε(2)} − 1), 2 e^{ε(2)}}
+    e2 = eps[2]
+    log_4expm1 = -math.inf if e2 <= 0 else (math.log(4.0) + e2 + math.log(-math.expm1(-e2)) if e2 > 30
+                                            else math.log(4.0 * math.expm1(e2)))
+    log_second = min(log_4expm1, math.log(2.0) + e2)
+    terms = math.log(2.0) + ls * lq + table + (ls - 1.0) * eps[None, :]
+    terms[:, :3] = -np.inf
+    terms[:, 0] = 0.0
+    terms[:, 1] = 2.0 * lq + np.log(alpha * (alpha - 1.0) / 2.0) + log_second
+    out = special.logsumexp(terms, axis=1) / (alpha - 1.0)
+    return np.minimum(out, base)
+
+
+def subsampled_rdp(orders, q: float, base_rdp: Callable, amplification: str = "poisson") -> np.ndarray:
+    """:func:`poisson_subsampled_rdp` (``"poisson"``) or :func:`without_replacement_rdp` (``"without-replacement"``)."""
+    amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
+    if amplification == "poisson":
+        return poisson_subsampled_rdp(orders, q, base_rdp)
+    return without_replacement_rdp(orders, q, base_rdp)
+
+
+def subsampled_epsilon(base_rdp: Callable, q: float, steps: int, delta: float, amplification: str = "poisson",
+                       *, orders=None) -> float:
+    """(ε, δ) of ``steps`` subsampled rounds: the per-round bound composed and converted [CKS20]."""
+    from fedbandit.accounting.zcdp import rdp_to_approx_dp
+
+    steps = check_positive_int("steps", steps)
+    delta = check_delta(delta)
+    orders = SUBSAMPLING_ORDERS if orders is None else _check_orders(orders)
+    rdp = steps * subsampled_rdp(orders, q, base_rdp, amplification)
+    finite = np.isfinite(rdp)
+    if not finite.any():
+        return math.inf
+    return rdp_to_approx_dp(orders[finite], rdp[finite], delta)
+
+
+def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delta: float,
+                             amplification: str = "poisson") -> float:
+    """ε at δ of ``steps`` rounds of the subsampled Gaussian with noise multiplier z = σ/Δ.
+
+    ``"poisson"``: the exact sampled-Gaussian RDP [MTZ19]_ (add/remove);
+    ``"without-replacement"``: [WBK19]_ Thm. 9 on the Gaussian's RDP α/(2z²), where z is
+    σ over the *replace-one* sensitivity.
+    """
+    from fedbandit.accounting.zcdp import rdp_to_approx_dp
+
+    amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
+    z = check_positive_float("noise_multiplier", noise_multiplier)
+    steps = check_positive_int("steps", steps)
+    delta = check_delta(delta)
+    orders = SUBSAMPLING_ORDERS
+    if amplification == "poisson":
+        rdp = steps * sampled_gaussian_rdp(orders, q, z)
+        return rdp_to_approx_dp(orders, rdp, delta)
+    return subsampled_epsilon(lambda a: a / (2.0 * z * z), q, steps, delta, amplification)
+
+
+def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, steps: int,
+                                      amplification: str = "poisson") -> float:
+    """Smallest noise multiplier z = σ/Δ with :func:`sampled_gaussian_epsilon` ≤ ``epsilon`` (root finding).
+
+    ε decreases in z, so the root is unique; found on log z by Brent's method.
+    """
+    epsilon = check_epsilon(epsilon)
+
+    def gap(log_z: float) -> float:
+        return sampled_gaussian_epsilon(math.exp(log_z), q, steps, delta, amplification) - epsilon
+
+    lo, hi = -3.0, 3.0
+    while gap(lo) < 0:
+        lo -= 2.0
+        if lo < -30:
+            raise ValueError(f"epsilon={epsilon} is met by any noise multiplier down to e^-30")
+    while gap(hi) > 0:
+        hi += 2.0
+        if hi > 30:
+            raise ValueError(f"no noise multiplier up to e^30 meets epsilon={epsilon}")
+    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-10, rtol=1e-10, maxiter=300))

@@ -1,0 +1,129 @@
+r"""The accuracy of the distributed discrete Gaussian: Theorem 2 of Kairouz, Liu & Steinke [KLS21]_.
+
+Theorem 2 [paper, asymptotic form]: with suitably chosen parameters the algorithm is
+:math:`\tfrac12\varepsilon^2`-concentrated DP and its sum estimate :math:`A(x)` has
+
+.. math:: \mathbb E\,\Big\|A(x) - \sum_i x_i\Big\|_2^2 = O\Big(\frac{c^2 d}{\varepsilon^2}\Big),
+
+the error of the central Gaussian mechanism up to constants.  The paper's text gives the
+proof's parameter conditions (privacy holds when :math:`\sigma \ge 2c/(\varepsilon\sqrt n)`,
+:math:`(\sigma/\gamma)^2 \ge 8d/(\varepsilon^2 n)` and
+:math:`20nd\,e^{-\pi^2(\sigma/\gamma)^2} \le \varepsilon^2/4`, with :math:`\beta = \min\{1/n, 1/2\}`)
+but not the displayed constants of Theorem 36.  The book states two functions:
+
+* :func:`theorem2_mse` [derived]: the privacy term :math:`dn\sigma^2` at the proof's
+  :math:`\sigma = 2c/(\varepsilon\sqrt n)`, i.e. :math:`4c^2d/\varepsilon^2`, plus the rounding
+  term :math:`dn\gamma^2/(4(1-\beta))` at the largest γ the proof allows -- the
+  :math:`O(c^2d/\varepsilon^2)` of Theorem 2 with the constant 4 of its proof;
+* :func:`ddg_mse_bound` [derived from the error decomposition of [KLS21]_ Sec. 4 (Props.
+  23 and 35, Thm. 36)]: an upper bound on the error of *any* configured
+  :class:`~fedbandit.accounting.ddg.DDGParams`, the sum of
+
+  - privacy noise: :math:`n d' \sigma^2` (a discrete Gaussian of scale s has variance ≤ s²
+    [CKS20]);
+  - conditional randomized rounding: given the accepted event (probability ≥ 1 − β) each
+    client's rounding error has second moment ≤ :math:`d'\gamma^2/(4(1-\beta))` and mean of
+    norm ≤ :math:`\frac{\beta}{1-\beta}\gamma\sqrt{d'}` (its unconditional mean is 0 and its
+    norm is always ≤ :math:`\gamma\sqrt{d'}`), so the n clients contribute
+    :math:`n d'\gamma^2/(4(1-\beta)) + n(n-1)\big(\frac{\beta}{1-\beta}\big)^2\gamma^2 d'`;
+  - modular clipping: an aggregate coordinate Y is :math:`\hat\sigma`-sub-Gaussian with
+    :math:`\hat\sigma^2 = \rho\|\sum_i x_i\|^2/d' + n(\gamma^2/4 + \sigma^2)` ([KLS21]_ Prop. 35,
+    [recalled]); wrapping moves it by less than 2|Y| and only when |Y| > r = γm/2, so
+    :math:`\mathbb E[(M(Y)-Y)^2] \le 4\sqrt{\mathbb E Y^4\,P(|Y|>r)} \le 16\sqrt2\,\hat\sigma^2 e^{-r^2/(4\hat\sigma^2)}`;
+
+  combined by Minkowski's inequality, :math:`(\sqrt{A} + \sqrt{W})^2`.  The bound is over
+  the d' flattened coordinates; the error on the d original ones (after unflattening and
+  truncating the padding) is at most that.
+
+References
+----------
+.. [KLS21] P. Kairouz, Z. Liu and T. Steinke, "The distributed discrete Gaussian
+   mechanism for federated learning with secure aggregation", ICML 2021.
+.. [CKS20] C. Canonne, G. Kamath and T. Steinke, "The discrete Gaussian for differential
+   privacy", NeurIPS 2020.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fedbandit._validation import check_epsilon, check_nonnegative_float, check_positive_float, check_positive_int
+
+__all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_mse", "ddg_mse_bound", "ddg_mse_terms"]
+
+
+def theorem2_sigma(c: float, n: int, epsilon: float) -> float:
+    r"""Per-client noise of Theorem 2's proof: :math:`\sigma = 2c/(\varepsilon\sqrt n)` ([KLS21]_, [paper])."""
+    c = check_positive_float("c", c)
+    n = check_positive_int("n", n)
+    epsilon = check_epsilon(epsilon)
+    return 2.0 * c / (epsilon * math.sqrt(n))
+
+
+def theorem2_gamma(c: float, n: int, d: int, epsilon: float) -> float:
+    r"""The largest γ meeting both γ conditions of Theorem 2's proof at :func:`theorem2_sigma` [paper].
+
+    :math:`(\sigma/\gamma)^2 \ge 8d/(\varepsilon^2 n)` and
+    :math:`(\sigma/\gamma)^2 \ge \log(80nd/\varepsilon^2)/\pi^2` (from :math:`20nd\,e^{-\pi^2(\sigma/\gamma)^2} \le \varepsilon^2/4`).
+    """
+    d = check_positive_int("d", d)
+    sigma = theorem2_sigma(c, n, epsilon)
+    ratio2 = max(8.0 * d / (epsilon**2 * n), math.log(80.0 * n * d / epsilon**2) / math.pi**2, 0.0)
+    return sigma / math.sqrt(ratio2)
+
+
+def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:
+    r"""Theorem 2's error of the sum with the proof's parameters [derived]: :math:`4c^2d/\varepsilon^2 + dn\gamma^2/(4(1-\beta))`.
+
+    β = min{1/n, 1/2} and γ = :func:`theorem2_gamma`; the first term (privacy) dominates:
+    the :math:`O(c^2d/\varepsilon^2)` of the theorem.  (The modular-clipping term is assumed
+    negligible: the theorem's bit width is chosen so.)
+    """
+    n = check_positive_int("n", n)
+    d = check_positive_int("d", d)
+    beta = min(1.0 / n, 0.5)
+    sigma = theorem2_sigma(c, n, epsilon)
+    gamma = theorem2_gamma(c, n, d, epsilon)
+    return d * n * sigma**2 + d * n * gamma**2 / (4.0 * (1.0 - beta))
+
+
+def ddg_mse_terms(params, *, sum_norm: float | None = None) -> dict:
+    """The terms of :func:`ddg_mse_bound` (noise, rounding variance, rounding bias, wrap), each an error of the sum."""
+    from fedbandit.accounting.ddg import DDGParams
+
+    if not isinstance(params, DDGParams):
+        raise TypeError(f"params must be a fedbandit.accounting.DDGParams, got {type(params).__name__}")
+    p = params
+    n, d, g, s, b = p.n, p.d_pad, p.gamma, p.sigma, p.beta
+    norm = n * p.c if sum_norm is None else check_nonnegative_float("sum_norm", sum_norm)
+    ratio = b / (1.0 - b)
+    sigma_hat2 = p.rho * norm**2 / d + n * (g * g / 4.0 + s * s)
+    r = g * p.modulus / 2.0
+    wrap = d * 16.0 * math.sqrt(2.0) * sigma_hat2 * math.exp(-(r * r) / (4.0 * sigma_hat2))
+    return {
+        "noise": n * d * s * s,
+        "rounding_variance": n * d * g * g / (4.0 * (1.0 - b)),
+        "rounding_bias": n * (n - 1) * ratio**2 * g * g * d,
+        "wrap": wrap,
+    }
+
+
+def ddg_mse_bound(params, *, sum_norm: float | None = None) -> float:
+    r"""Upper bound on :math:`\mathbb E\|A(x) - \sum_i x_i\|^2` for a configured DDG ([derived], module docstring).
+
+    Parameters
+    ----------
+    params : DDGParams
+        From :func:`fedbandit.accounting.ddg.ddg_params` (n clients, padded dimension d',
+        γ, σ, β, bits, flatness ρ).
+    sum_norm : float, optional
+        A bound on :math:`\|\sum_i x_i\|` (default the conservative :math:`nc`).
+
+    Returns
+    -------
+    float
+        :math:`(\sqrt{\text{noise} + \text{rounding}} + \sqrt{\text{wrap}})^2` (:func:`ddg_mse_terms`).
+    """
+    t = ddg_mse_terms(params, sum_norm=sum_norm)
+    a = t["noise"] + t["rounding_variance"] + t["rounding_bias"]
+    return (math.sqrt(a) + math.sqrt(t["wrap"])) ** 2

@@ -1,0 +1,124 @@
+"""Amplification by subsampling (fedbandit.accounting.subsampling), cross-checked against dp-accounting."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant as pld_lib
+from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+from fedbandit.accounting.ddg import ddg_epsilon, ddg_params
+from fedbandit.accounting.subsampling import (
+    SUBSAMPLING_ORDERS,
+    amplification_for,
+    poisson_subsampled_rdp,
+    sampled_gaussian_epsilon,
+    sampled_gaussian_noise_multiplier,
+    sampled_gaussian_rdp,
+    subsampled_epsilon,
+    without_replacement_rdp,
+)
+
+ORDERS = list(SUBSAMPLING_ORDERS)
+CASES = [(0.01, 1.0, 1000), (0.07, 2.0, 300), (0.3, 0.8, 50), (0.7, 4.0, 60)]
+
+
+@pytest.mark.parametrize("q, z, T", CASES)
+def test_sampled_gaussian_rdp_is_dp_accounting_s(q, z, T):
+    """The exact sampled-Gaussian RDP [MTZ19] equals dp-accounting's PoissonSampledDpEvent(GaussianDpEvent) RDP."""
+    acc = rdp_lib.RdpAccountant(ORDERS)
+    acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), T)
+    np.testing.assert_allclose(T * sampled_gaussian_rdp(ORDERS, q, z), acc._rdp, rtol=1e-9)
+    assert sampled_gaussian_epsilon(z, q, T, 1e-5) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-9)
+
+
+@pytest.mark.parametrize("q, z, T", CASES)
+def test_rdp_accounting_upper_bounds_the_pld_accountant(q, z, T):
+    """RDP is an upper bound on the tight (PLD) ε of the sampled Gaussian, and not a loose one here."""
+    pld = pld_lib.PLDAccountant()
+    pld.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), T)
+    tight = pld.get_epsilon(1e-5)
+    ours = sampled_gaussian_epsilon(z, q, T, 1e-5)
+    assert tight <= ours * (1 + 1e-3) and ours < 1.6 * tight, (ours, tight)
+
+
+@pytest.mark.parametrize("q, z, T", CASES)
+def test_generic_bounds_are_valid_for_the_gaussian(q, z, T):
+    """ZW19 Thm. 5 and WBK19 Thm. 9 on the Gaussian's α/(2z²) are never below the exact / dp-accounting values."""
+    base = lambda a: np.asarray(a) / (2 * z * z)  # noqa: E731
+    exact = sampled_gaussian_rdp(ORDERS, q, z)
+    generic = poisson_subsampled_rdp(ORDERS, q, base)
+    assert np.all(generic >= exact * (1 - 1e-12))
+    acc = rdp_lib.RdpAccountant(ORDERS, NeighboringRelation.REPLACE_ONE)
+    N = 1000
+    acc.compose(dp_event.SampledWithoutReplacementDpEvent(N, int(round(q * N)), dp_event.GaussianDpEvent(z)), 1)
+    wor = without_replacement_rdp(ORDERS, round(q * N) / N, base)
+    # dp-accounting does not cap by the unsampled mechanism's RDP (valid by joint convexity); we do
+    theirs = np.minimum(np.asarray(acc._rdp), base(np.array(ORDERS)))
+    assert np.all(wor >= theirs * (1 - 1e-9))
+    if acc._rdp[0] < base(2.0):  # where dp-accounting uses the general bound at α = 2, the two agree
+        assert wor[0] == pytest.approx(acc._rdp[0], rel=1e-9)
+
+
+def test_a_broken_bound_is_caught():
+    """The cross-check fails for a variant that forgets the factor 3 of ZW19 Thm. 5's tail (it undercuts the exact RDP)."""
+    z, q = 2.0, 0.07
+    exact = sampled_gaussian_rdp(ORDERS, q, z)
+
+    def broken(orders):  # the generic bound with coefficient 1 instead of 3 and e^{ε(2)} dropped
+        out = []
+        for a in np.asarray(orders, dtype=int):
+            k = np.arange(a + 1)
+            logc = np.array([math.lgamma(a + 1) - math.lgamma(j + 1) - math.lgamma(a - j + 1) for j in k])
+            terms = logc + (a - k) * math.log1p(-q) + k * math.log(q) + (k - 1.0) * k / (2 * z * z) * (k >= 3)
+            out.append(np.logaddexp.reduce(terms) / (a - 1))
+        return np.array(out)
+
+    assert np.any(broken(ORDERS) < exact * (1 - 1e-6))
+
+
+def test_subsampling_never_hurts_and_q1_is_the_base():
+    base = lambda a: 0.3 * np.asarray(a)  # noqa: E731
+    for f in (poisson_subsampled_rdp, without_replacement_rdp):
+        np.testing.assert_allclose(f(ORDERS, 1.0, base), base(np.array(ORDERS)))
+        assert np.all(f(ORDERS, 0.5, base) <= base(np.array(ORDERS)) + 1e-12)
+        lo, hi = f(ORDERS, 0.05, base), f(ORDERS, 0.2, base)
+        assert np.all(lo <= hi + 1e-12)
+
+
+def test_noise_multiplier_inverts_epsilon():
+    for amp in ("poisson", "without-replacement"):
+        z = sampled_gaussian_noise_multiplier(3.0, 1e-5, 0.07, 200, amp)
+        assert sampled_gaussian_epsilon(z, 0.07, 200, 1e-5, amp) == pytest.approx(3.0, rel=1e-6)
+    assert amplification_for("add-remove") == "poisson" and amplification_for("replace") == "without-replacement"
+
+
+def test_ddg_subsampled_accounting_is_monotone_and_calibrated():
+    p = ddg_params(16, 3, 100, 650, 0.3, 4.0, 1e-5, steps=100, sampling_rate=0.07)
+    assert p.epsilon_for(100) == pytest.approx(4.0, rel=1e-6)
+    kw = dict(c=0.3, gamma=p.gamma, beta=p.beta, n=100, d=p.d_pad, delta=1e-5, steps=100)
+    e_q = [ddg_epsilon(p.sigma, sampling_rate=q, **kw) for q in (0.02, 0.07, 0.3, 1.0)]
+    assert all(a < b for a, b in zip(e_q, e_q[1:]))
+    # replace-one accounting of the same noise is larger than add/remove
+    assert ddg_epsilon(p.sigma, sampling_rate=0.07, amplification="without-replacement", **kw) > e_q[1]
+    # the generic DDG bound is at least the sampled Gaussian's at the same noise (τ ≈ 0 here)
+    z = math.sqrt(100) * p.sigma / p.delta2
+    assert e_q[1] >= sampled_gaussian_epsilon(z, 0.07, 100, 1e-5)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(orders=[1.5]), "orders"), (dict(q=0.0), "q"), (dict(q=1.2), "q"),
+])
+def test_bad_arguments(kwargs, match):
+    args = dict(orders=[2, 3], q=0.1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        poisson_subsampled_rdp(args["orders"], args["q"], lambda a: np.asarray(a) * 0.1)
+    with pytest.raises(ValueError, match="method"):
+        ddg_epsilon(1.0, c=1.0, gamma=0.01, beta=0.5, n=10, d=16, delta=1e-5, sampling_rate=0.5, method="zcdp")
+    with pytest.raises(ValueError, match="base_rdp"):
+        subsampled_epsilon(lambda a: -np.ones_like(a), 0.1, 10, 1e-5)
