@@ -713,4 +713,24 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
                                 dict(e, k=k), {}, dict(n=64)))
     out.append(EndToEndSpec("feducb/dp20", "schedule", "feducb", "dp20", dict(e), {}, dict(M=3, K=20, d=3, T=32),
                             broken=""))
+    # protocols registered later (by other modules) get the generic audit of their kind
+    from fedbandit.protocols.registry import available, describe
+
+    covered = {sp.protocol for sp in out}
+    for name in available():
+        if name in covered:
+            continue
+        kind = describe(name).kind
+        params = describe(name).parameters
+        pp = {k: v for k, v in e.items() if k in params}
+        if kind == "sum":
+            out.append(EndToEndSpec(f"mean estimation/{name}", "sum", None, name, pp, {}, dme,
+                                    broken="noise" if pp else ""))
+        elif kind == "counter":
+            pp = {k: v for k, v in dict(epsilon=epsilon).items() if k in params}
+            out.append(EndToEndSpec(f"stream/{name}", "counter", None, name, pp, {}, dict(T=16),
+                                    broken="noise" if pp else ""))
+        elif kind == "statistics":
+            out.append(EndToEndSpec(f"fixed-batch/{name}", "linear", "fixed-batch", name, pp, {}, lin,
+                                    broken="noise" if pp else ""))
     return out

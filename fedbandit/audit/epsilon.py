@@ -429,7 +429,10 @@ def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 
     if low < q[0]:
         tail = np.geomspace(low, q[0], 40)
         q = np.concatenate([tail, q, 1.0 - tail])
-    cand = np.unique(np.quantile(pooled, q))
+    cand = np.quantile(pooled, q)
+    # where the two splits do not overlap, the gap's middle separates them perfectly
+    gaps = [(s0.max() + s1.min()) / 2.0, (s1.max() + s0.min()) / 2.0]
+    cand = np.unique(np.concatenate([cand, gaps]))
     s0s, s1s = np.sort(s0), np.sort(s1)
     best, best_t = -1.0, float(cand[0])
     for t in cand:
