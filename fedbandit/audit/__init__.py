@@ -17,6 +17,7 @@ _EXPORTS = {
     "EndToEndMechanism": "end_to_end",
     "end_to_end_specs": "end_to_end",
     "audit_end_to_end": "end_to_end",
+    "first_release_audit": "end_to_end",
     "linear_users": "end_to_end",
     "FAMILIES": "end_to_end",
     "AuditResult": "epsilon",

@@ -54,6 +54,7 @@ __all__ = [
     "EndToEndMechanism",
     "end_to_end_specs",
     "audit_end_to_end",
+    "first_release_audit",
     "linear_users",
     "FAMILIES",
 ]
@@ -628,6 +629,67 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
         name=spec.name, kind="schedule" if spec.family == "schedule" else "end-to-end", view=_VIEW_TEXT[spec.family],
         attack=attack, relation=spec.relation, claimed_epsilon=claim, delta=delta, status=status, result=res,
         broken=broken, broken_result=broken_res, n_trials=n_trials, confidence=confidence,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct", rng, n_select=None,
+                        confidence=0.95, check_runs=500) -> AuditReport:
+    """Known-law audit of the *first release* of a fixed-batch learner (Gaussian tree protocols).
+
+    No noise precedes the first synchronization, so the first release is a deterministic
+    function of the first batch's users plus the protocol's Gaussian noise: its change
+    between the two inputs, Δ, is exact (the same learner with the noise removed), its law
+    N(view₀ + 1[world 1]·Δ, s² I) with s the noise of the model's view (σ₀ for one agent's
+    messages, √M·σ₀ for their sum, σ for a central tree) -- so the optimal test can be
+    sampled as often as the bound needs (millions of trials), for the learner as run:
+    with ``variant="broken"`` and ``spec.broken == "as-written"``, Algorithm 1 with local
+    updates, whose Δ is the whole within-batch change.  ``check_runs`` runs of the real
+    learner check the law (two-sample KS p-value in ``attack``'s text is not kept: see
+    :attr:`AuditReport.exact_epsilon`, the exact ε of this one release).
+    """
+    from scipy import stats
+
+    from fedbandit.accounting.amplification import gaussian_epsilon_exact
+    from fedbandit.audit.tight import _GaussianTrials, _worlds_relation as _wr
+    from fedbandit.protocols.statistics import CentralTree, GaussianTree
+
+    if spec.family != "linear" or spec.learner != "fixed-batch":
+        raise ValueError(f"first_release_audit audits the fixed-batch learner, got {spec.name!r}")
+    rng = check_rng(rng)
+    t0 = time.perf_counter()
+    claim, status, delta = _claim(spec)
+    quiet = EndToEndMechanism(spec, variant, quiet=True)
+    v0 = quiet((0, 0), rng, 1)[0]
+    v1 = quiet((0, 1), rng, 1)[0]
+    n_rel = len(tree_nodes_containing(1, _n_releases(spec)))
+    F = v0.size // n_rel
+    change = (v1 - v0)[:F]
+    mech = EndToEndMechanism(spec, variant)
+    p = mech._linear_learner(mech.protocol()).protocol
+    if isinstance(p.analyzer, CentralTree):
+        s = p.analyzer.sigma
+    elif isinstance(p.randomizer, GaussianTree):
+        s = p.randomizer.sigma0 if p.intermediary.view == "messages" else math.sqrt(p.n_agents) * p.randomizer.sigma0
+    else:
+        raise ValueError(f"first_release_audit needs Gaussian noise, protocol {p.name!r} has another law")
+    if variant == "broken" and spec.broken == "noise":
+        s *= spec.noise_factor
+    sup = np.flatnonzero(np.abs(change) > 1e-12)
+    trials = _GaussianTrials(change[sup], s)
+    # the law, checked on the real learner (world 1)
+    real = mech((0, 1), rng, check_runs)[:, :F]
+    check_p = float(stats.ks_2samp((real[:, sup] - v0[:F][sup]) @ change[sup], trials((0, 1), rng, check_runs)).pvalue)
+    res = audit_epsilon_split(trials, ("first", 0), ("first", 1), lambda b: b, n_trials, n_select=n_select,
+                              delta=delta, confidence=confidence, rng=rng, neighbouring=_wr, vectorized=True)
+    mu = float(np.linalg.norm(change) / s)
+    return AuditReport(
+        name=spec.name + ("" if variant == "correct" else f" ({spec.broken})"), kind="tight",
+        view="the first release of the model's view (no noise precedes it)",
+        attack=f"projection on the exact change (‖Δ‖ = {np.linalg.norm(change):.3g}, noise s = {s:.3g}; "
+               f"law check p = {check_p:.3g})",
+        relation=spec.relation, claimed_epsilon=claim, delta=delta, status=status, result=res,
+        exact_epsilon=gaussian_epsilon_exact(mu, delta), n_trials=n_trials, confidence=confidence,
         seconds=time.perf_counter() - t0,
     )
 
