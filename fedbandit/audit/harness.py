@@ -154,6 +154,8 @@ class AuditReport:
     exact_epsilon : float
         Where the law of the attacked releases is known: their exact ε at δ (the most any
         audit of them can find), else NaN.
+    first_release_epsilon : float
+        Tight audits: the exact ε of the first release alone (NaN otherwise).
     n_trials, confidence
     """
 
@@ -169,6 +171,7 @@ class AuditReport:
     broken: str = ""
     broken_result: AuditResult | None = None
     exact_epsilon: float = math.nan
+    first_release_epsilon: float = math.nan
     n_trials: int = 0
     confidence: float = 0.95
     seconds: float = math.nan

@@ -389,6 +389,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         broken=broken,
         broken_result=broken_res,
         exact_epsilon=ta.exact_epsilon(delta),
+        first_release_epsilon=ta.first_release_epsilon(delta),
         n_trials=n_trials,
         confidence=confidence,
         seconds=time.perf_counter() - t0,
