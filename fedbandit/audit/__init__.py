@@ -1,8 +1,12 @@
 """Empirical lower bounds on ε: attacks that could refute a privacy claim.
 
-``epsilon``: Clopper–Pearson bounds and the audit harness (:func:`audit_epsilon`,
-:func:`audit_epsilon_split`); ``schedule``: the synchronization-schedule attack on DP20's
-FedUCB (Zhou & Chowdhury 2023, Example 4.1).
+``epsilon``: Clopper–Pearson bounds (:func:`audit_epsilon`, :func:`audit_epsilon_split`,
+fitted attacks); ``harness``: attack statistics and :class:`AuditReport`; ``views``: what each
+model's adversary sees (taps on a protocol's deliveries and releases); ``broken``: testing
+hooks that build deliberately broken variants (noise scaled down) for power checks;
+``tight``: known-optimal-test audits of the releases of one user; ``end_to_end``: audits of
+every learner and protocol over a whole run; ``schedule``: the synchronization-schedule
+attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1).
 """
 
 import importlib
