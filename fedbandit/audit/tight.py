@@ -102,20 +102,28 @@ def _view_of(protocol):
 
 def _feed(protocol, world_users, steps, n_runs, rng):
     """Run a (tapped) protocol for ``steps`` batches on fixed data: the target user (or none)
-    is agent 0's first user of batch 1; every other record is zero.  Returns the tap and
-    the release recorder."""
+    is agent 0's first user of batch 1; every other record is zero.  ``world_users`` may be
+    a list of one user (or None) per run.  Returns the protocol, the tap and the recorder."""
     p, tap, rec = tapped(protocol)
     M, d, B = p.n_agents, p.dim, p.batch_size
     p.reset(n_runs=n_runs, rng=rng)
+    per_run = world_users if isinstance(world_users, list) else [world_users] * n_runs
+    x = np.zeros((B, n_runs, M, d))
+    y = np.zeros((B, n_runs, M))
+    for r, u in enumerate(per_run):
+        if u is not None:
+            x[0, r, 0] = u[0]
+            y[0, r, 0] = u[1]
+    zb, zg = np.zeros((n_runs, M, d)), np.zeros((n_runs, M, d, d))
+    zx, zy = np.zeros_like(x), np.zeros_like(y)
+    needs = p.needs_user_data
     for k in range(1, steps + 1):
-        x = np.zeros((B, n_runs, M, d))
-        y = np.zeros((B, n_runs, M))
-        if k == 1 and world_users is not None:
-            x[0, :, 0] = world_users[0]
-            y[0, :, 0] = world_users[1]
-        bias = np.einsum("brmd,brm->rmd", x, y)
-        gram = np.einsum("brmi,brmj->rmij", x, x)
-        p.synchronize(bias, gram, users=(x, y) if p.needs_user_data else None)
+        if k == 1:
+            bias = np.einsum("brmd,brm->rmd", x, y)
+            gram = np.einsum("brmi,brmj->rmij", x, x)
+            p.synchronize(bias, gram, users=(x, y) if needs else None)
+        else:
+            p.synchronize(zb, zg, users=(zx, zy) if needs else None)
     return p, tap, rec
 
 
@@ -137,19 +145,24 @@ def _views(p, tap, rec, view):
 
 
 class _GaussianTrials:
-    """Vectorized trials of ⟨view − view₀, Δ⟩ with view = view₀ + 1[world 1]·Δ + N(0, s²)."""
+    """Vectorized trials of ⟨view − view₀, Δ⟩ with view = view₀ + 1[world 1]·Δ + N(0, s² I).
+
+    The projection of N(0, s² I) on Δ is N(0, s²‖Δ‖²): one draw per trial has exactly the
+    law of the statistic of the whole view (the other directions are independent of it).
+    """
 
     def __init__(self, delta_vec, s):
         self.delta_vec = np.asarray(delta_vec, dtype=float)
         self.s = float(s)
+        self.norm2 = float(self.delta_vec @ self.delta_vec)
 
     def __call__(self, world, rng, n):
         from fedbandit.mechanisms.tree import draw_noise
 
-        z = draw_noise(rng, (n, self.delta_vec.size), self.s)
+        out = draw_noise(rng, (n,), self.s * math.sqrt(self.norm2))
         if world[1] == 1:
-            z += self.delta_vec
-        return z @ self.delta_vec
+            out += self.norm2
+        return out
 
 
 class _DDGTrials:
@@ -219,8 +232,8 @@ class TightAudit:
         # 1. the exact change, through the implementation (noise removed)
         # (the discrete Gaussian keeps a negligible noise: its sampler needs σ > 0)
         quiet = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
-        v0 = _views(*_feed(quiet, self.users0, last, 1, rng), self.view)[:, 0]
-        v1 = _views(*_feed(quiet, self.users1, last, 1, rng), self.view)[:, 0]
+        both = _views(*_feed(quiet, [self.users0, self.users1], last, 2, rng), self.view)  # run 0, run 1
+        v0, v1 = both[:, 0], both[:, 1]
         if self.ddg:
             m = protocol.randomizer.params.modulus
             v0 = np.mod(v0 + m // 2, m) - m // 2
