@@ -157,6 +157,8 @@ class AuditReport:
     first_release_epsilon : float
         Tight audits: the exact ε of the first release alone (NaN otherwise).
     n_trials, confidence
+    seconds, cpu_seconds : float
+        Wall-clock and CPU (``time.process_time``) time of the audit.
     """
 
     name: str
@@ -175,6 +177,7 @@ class AuditReport:
     n_trials: int = 0
     confidence: float = 0.95
     seconds: float = math.nan
+    cpu_seconds: float = math.nan
 
     @property
     def epsilon_lower(self) -> float:

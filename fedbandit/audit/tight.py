@@ -371,7 +371,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     rng = check_rng(rng)
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ta = TightAudit(protocol, rng, check_runs=check_runs)
     delta = protocol.target_delta if delta is None else delta
     claim, status = claim_of(protocol.accounting())
@@ -406,6 +406,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         n_trials=n_trials,
         confidence=confidence,
         seconds=time.perf_counter() - t0,
+        cpu_seconds=time.process_time() - c0,
     )
 
 
