@@ -1,14 +1,29 @@
 """Empirical lower bounds on ε: attacks that could refute a privacy claim.
 
-``epsilon``: Clopper–Pearson bounds and the audit harness (:func:`audit_epsilon`,
-:func:`audit_epsilon_split`); ``schedule``: the synchronization-schedule attack on DP20's
-FedUCB (Zhou & Chowdhury 2023, Example 4.1).
+``epsilon``: Clopper–Pearson bounds (:func:`audit_epsilon`, :func:`audit_epsilon_split`,
+fitted attacks); ``harness``: attack statistics and :class:`AuditReport`; ``views``: what each
+model's adversary sees (taps on a protocol's deliveries and releases); ``broken``: testing
+hooks that build deliberately broken variants (noise scaled down) for power checks;
+``tight``: known-optimal-test audits of the releases of one user; ``end_to_end``: audits of
+every learner and protocol over a whole run; ``schedule``: the synchronization-schedule
+attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1).
 """
 
 import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
+    "with_noise_scale": "broken",
+    "scale_noise_in_place": "broken",
+    "noise_scale_of": "broken",
+    "EndToEndSpec": "end_to_end",
+    "TargetRewardBandit": "end_to_end",
+    "EndToEndMechanism": "end_to_end",
+    "end_to_end_specs": "end_to_end",
+    "audit_end_to_end": "end_to_end",
+    "first_release_audit": "end_to_end",
+    "linear_users": "end_to_end",
+    "FAMILIES": "end_to_end",
     "AuditResult": "epsilon",
     "audit_epsilon": "epsilon",
     "audit_epsilon_split": "epsilon",
@@ -19,6 +34,10 @@ _EXPORTS = {
     "sample_statistics": "epsilon",
     "is_neighbouring": "epsilon",
     "NEIGHBOURING_RELATIONS": "epsilon",
+    "KnownProjection": "harness",
+    "LearnedProjection": "harness",
+    "AuditReport": "harness",
+    "claim_of": "harness",
     "AliceTracyInstance": "schedule",
     "alice_tracy_instance": "schedule",
     "alice_threshold": "schedule",
@@ -30,6 +49,14 @@ _EXPORTS = {
     "FirstSync": "schedule",
     "ActionIs": "schedule",
     "select_action_attack": "schedule",
+    "TightAudit": "tight",
+    "tight_audit": "tight",
+    "target_records": "tight",
+    "Tap": "views",
+    "ReleaseRecorder": "views",
+    "tapped": "views",
+    "nodes_from_prefixes": "views",
+    "tree_nodes_containing": "views",
 }
 
 __all__ = list(_EXPORTS)
