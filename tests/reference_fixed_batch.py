@@ -40,7 +40,8 @@ def lowest_set_bit(k):
     return j
 
 
-def reference_run(env, rng, *, horizon, batch_size, lam, beta, kind, sigma0=0.0, reward_bound=1.0, communicate=True):
+def reference_run(env, rng, *, horizon, batch_size, lam, beta, kind, sigma0=0.0, reward_bound=1.0, communicate=True,
+                  local_updates=True):
     """Run Algorithm 1 with a plain-loop protocol.
 
     Parameters
@@ -56,6 +57,9 @@ def reference_run(env, rng, *, horizon, batch_size, lam, beta, kind, sigma0=0.0,
     sigma0 : float
     reward_bound : float or None
     communicate : bool
+    local_updates : bool
+        True: line 5 as written (V = λI + W̃_syn + W_i, θ̂ = V⁻¹(Ũ_syn + U_i)); False: the
+        private variant (V = λI + W̃_syn, θ̂ = V⁻¹ Ũ_syn for every user of the batch).
 
     Returns
     -------
@@ -95,9 +99,14 @@ def reference_run(env, rng, *, horizon, batch_size, lam, beta, kind, sigma0=0.0,
         tot_g = np.zeros((d, d))
         for t in range(1, T + 1):
             for i in range(M):
-                V = lam * np.eye(d) + W_syn + W[i]
-                V_inv = np.linalg.inv(V)
-                theta = V_inv @ (U_syn + U[i])
+                if local_updates or not communicate:
+                    V = lam * np.eye(d) + W_syn + W[i]
+                    V_inv = np.linalg.inv(V)
+                    theta = V_inv @ (U_syn + U[i])
+                else:  # served from the synchronized (released) statistics only
+                    V = lam * np.eye(d) + W_syn
+                    V_inv = np.linalg.inv(V)
+                    theta = V_inv @ U_syn
                 n_arms = feats[t - 1].shape[2]
                 scores = []
                 for a in range(n_arms):

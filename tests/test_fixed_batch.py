@@ -48,30 +48,154 @@ def _compare(learner, env, kind, sigma0=0.0, communicate=True):
         sigma0=sigma0,
         reward_bound=learner.reward_bound,
         communicate=communicate,
+        local_updates=learner.local_updates,
     )
     np.testing.assert_array_equal(res.extras["arms"], ref_arms)
     np.testing.assert_allclose(res.per_round(), ref_regret, rtol=1e-10, atol=1e-12)
     return res
 
 
+@pytest.mark.parametrize("local", [False, True])
 @pytest.mark.parametrize("shared", [True, False])
-def test_nonprivate_matches_reference(shared):
-    learner = FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=B, n_agents=M, dim=D)
+def test_nonprivate_matches_reference(shared, local):
+    learner = FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=B, n_agents=M, dim=D, local_updates=local)
     _compare(learner, _env(shared), "nonprivate")
 
 
+@pytest.mark.parametrize("local", [False, True])
 @pytest.mark.parametrize("shared", [True, False])
-def test_silo_ldp_matches_reference(shared):
+def test_silo_ldp_matches_reference(shared, local):
     proto = SiloLDPProtocol(5.0, 0.1)
-    learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D)
+    learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D, local_updates=local)
     _compare(learner, _env(shared), "gaussian_tree", sigma0=proto.randomizer.sigma0)
 
 
-def test_sdp_amplification_matches_reference():
+@pytest.mark.parametrize("local", [False, True])
+def test_sdp_amplification_matches_reference(local):
     with pytest.warns(AmplificationValidityWarning):
         proto = ShuffleAmplificationProtocol(0.5, 0.1, force=True)
-        learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D)
+        learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D, local_updates=local)
     _compare(learner, _env(True), "gaussian_tree", sigma0=proto.randomizer.sigma0)
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_long_batches_with_refresh_match_reference(local):
+    """B > refresh: the buffer flushes and (as written) V⁻¹ is recomputed within the batch."""
+    learner = FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=24, n_agents=M, dim=D, refresh=5,
+                                  local_updates=local)
+    _compare(learner, _env(True), "nonprivate")
+
+
+def _plain_private_variant(env, *, horizon, batch_size, lam, beta, reward_bound):
+    """The private variant (local_updates=False) as a plain loop, non-private protocol.
+
+    Every user of a batch is served from the synchronized sums of the previous batches only;
+    the batch's own records are added to them at its end.  Written here, independently of
+    the reference module, from the variant's definition.
+    """
+    R, Mq, d = env.n_runs, env.n_agents, env.dim
+    blocks = list(env.iter_blocks(horizon))
+    feats = np.concatenate([b.features for b in blocks])
+    means = np.concatenate([b.means for b in blocks])
+    best = np.concatenate([b.best for b in blocks])
+    noise = np.concatenate([b.noise for b in blocks])
+    regret = np.zeros((R, horizon))
+    arms = np.zeros((R, horizon, Mq), dtype=int)
+    for r in range(R):
+        rc = r if feats.shape[1] > 1 else 0
+        gram, bias = np.zeros((d, d)), np.zeros(d)  # synchronized sums
+        new_gram, new_bias = np.zeros((d, d)), np.zeros(d)  # this batch's records, all agents
+        for t in range(horizon):
+            v_inv = np.linalg.inv(lam * np.eye(d) + gram)
+            theta = v_inv @ bias
+            for i in range(Mq):
+                xs = feats[t, rc, i]
+                sc = xs @ theta + beta(t + 1) * np.sqrt(np.maximum(np.einsum("ad,de,ae->a", xs, v_inv, xs), 0.0))
+                a = int(np.flatnonzero(sc >= sc.max() - 1e-9 * max(1.0, abs(sc.max())))[0])
+                arms[r, t, i] = a
+                regret[r, t] += best[t, rc, i] - means[t, rc, i, a]
+                y = float(np.clip(means[t, rc, i, a] + noise[t, r if noise.shape[1] > 1 else 0, i],
+                                  -reward_bound, reward_bound))
+                new_gram += np.outer(xs[a], xs[a])
+                new_bias += xs[a] * y
+            if (t + 1) % batch_size == 0:
+                gram, bias = gram + new_gram, bias + new_bias
+                new_gram, new_bias = np.zeros((d, d)), np.zeros(d)
+    return regret, arms
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_private_variant_matches_plain_loop(shared):
+    learner = FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=B, n_agents=M, dim=D)
+    assert learner.local_updates is False  # the default
+    env = _env(shared)
+    res = learner.run(env, np.random.default_rng(0), record_arms=True)
+    regret, arms = _plain_private_variant(env, horizon=T, batch_size=B, lam=learner.lam, beta=learner.beta,
+                                          reward_bound=learner.reward_bound)
+    np.testing.assert_array_equal(res.extras["arms"], arms)
+    np.testing.assert_allclose(res.per_round(), regret, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("protocol", ["non-private", "silo-ldp", "central"])
+def test_variants_bit_identical_at_batch_size_one(protocol):
+    env = _env(False)
+    kw = {} if protocol == "non-private" else dict(epsilon=2.0, delta=0.1)
+    out = [FixedBatchFedLinUCB(create(protocol, **kw), horizon=24, batch_size=1, n_agents=M, dim=D,
+                               local_updates=local).run(env, np.random.default_rng(5), record_arms=True)
+           for local in (False, True)]
+    np.testing.assert_array_equal(out[0].extras["arms"], out[1].extras["arms"])
+    np.testing.assert_array_equal(out[0].regret, out[1].regret)
+    assert out[0].accounting == out[1].accounting
+
+
+def test_variants_differ_within_batches():
+    """B > 1: serving later users from local data changes the decisions (the test can fail)."""
+    env = _env(True)
+    out = [FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=B, n_agents=M, dim=D,
+                               local_updates=local).run(env, np.random.default_rng(0), record_arms=True)
+           for local in (False, True)]
+    assert not np.array_equal(out[0].extras["arms"], out[1].extras["arms"])
+
+
+def test_as_written_accounting_is_invalid_when_batches_exceed_one():
+    proto = SiloLDPProtocol(1.0, 1e-5, calibration="zcdp")
+    as_written = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D, local_updates=True)
+    acc = as_written.accounting()
+    assert acc.status == "invalid" and not acc.private and acc.epsilon == float("inf")
+    assert "batch" in acc.notes and acc.relation == "add-remove"
+    assert as_written.accounting("replace").status == "invalid"
+    res = as_written.run(_env(True), np.random.default_rng(0))
+    assert res.accounting["status"] == "invalid"
+    private = FixedBatchFedLinUCB(SiloLDPProtocol(1.0, 1e-5, calibration="zcdp"), horizon=T, batch_size=B,
+                                  n_agents=M, dim=D)
+    assert private.accounting().status == "verified"
+    # B = 1: the as-written learner is the private one
+    one = FixedBatchFedLinUCB(SiloLDPProtocol(1.0, 1e-5, calibration="zcdp"), horizon=T, batch_size=1, n_agents=M,
+                              dim=D, local_updates=True)
+    assert one.accounting().status == "verified"
+    # without privacy there is nothing to invalidate
+    assert FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=T, batch_size=B, n_agents=M, dim=D,
+                               local_updates=True).accounting().status == "none"
+
+
+def test_accounting_reports_both_relations():
+    """Replacement doubles the bias sensitivity (2LY) and takes √2·L² for the Gram: a larger ε."""
+    learner = FixedBatchFedLinUCB(SiloLDPProtocol(1.0, 1e-5, calibration="zcdp"), horizon=T, batch_size=B,
+                                  n_agents=M, dim=D)
+    ar, rp = learner.accounting("add-remove"), learner.accounting("replace")
+    assert ar.relation == "add-remove" and rp.relation == "replace"
+    assert ar.epsilon <= 1.0 * (1 + 1e-6) < rp.epsilon and rp.status == "invalid"
+
+
+def test_local_updates_is_validated_and_a_config_key():
+    with pytest.raises(TypeError, match="local_updates"):
+        FixedBatchFedLinUCB(NonPrivateProtocol(), horizon=8, batch_size=4, n_agents=2, dim=3, local_updates=1)
+    with pytest.raises(ValueError, match="local_updates"):
+        IndependentLinUCB(horizon=8, n_agents=2, dim=3, local_updates=False)
+    base = dict(learner="fixed-batch", instance="synthetic", M=2, T=8, B=4, K=3, d=2, runs=1, protocol="silo-ldp",
+                epsilon=1.0, delta=0.1)
+    assert run_config(dict(base, local_updates=True), np.random.default_rng(0)).accounting["status"] == "invalid"
+    assert run_config(base, np.random.default_rng(0)).accounting["status"] == "verified"
 
 
 @pytest.mark.parametrize("shared", [True, False])

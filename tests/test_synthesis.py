@@ -186,3 +186,40 @@ def test_table_rows_have_every_column():
     assert len(lines) == 2 + len(rows)
     with pytest.raises(ValueError, match="length"):
         S.table_rows(configs, results[:-1])
+
+
+# --- one neighbouring relation; audits with power ---------------------------------------------
+
+
+@pytest.mark.parametrize("key", [m.key for m in S.MODELS if m.private])
+def test_every_model_is_accounted_under_the_comparison_relation(key):
+    r = run_config(tiny(key), np.random.default_rng(0))
+    assert r.accounting["relation"] == S.COMPARISON_RELATION
+    other = S.accounting_under(tiny(key), "replace")
+    assert other["relation"] == "replace" or S.model(key).learner == "feducb"
+
+
+def test_replacement_costs_the_fixed_batch_protocols_more_epsilon():
+    """Replacing a user doubles the bias sensitivity (2LY) and takes √2·L² for the Gram: the
+    central tree calibrated for (4, 1e-5) under add/remove spends more under replacement."""
+    ar = S.accounting_under(tiny("fixed-batch/central"), "add-remove")
+    rp = S.accounting_under(tiny("fixed-batch/central"), "replace")
+    assert ar["epsilon"] <= 4.0 * (1 + 1e-6) < rp["epsilon"] < math.inf
+    cs = S.accounting_under(tiny("concurrent-linucb/concurrent-shuffle-k1"), "replace")
+    assert cs["epsilon"] <= 4.0 * (1 + 1e-6)  # the concurrent shuffle: the same under both relations
+    with pytest.raises(ValueError, match="relation"):
+        S.accounting_under(tiny("fixed-batch/central"), "swap")
+
+
+def test_audit_of_a_gaussian_protocol_is_tight_and_shows_power():
+    a = S.audit_side_by_side(dict(tiny("fixed-batch/central"), epsilon=2.0, n_trials=100_000, check_runs=300),
+                             np.random.default_rng(7))
+    assert a["kind"] == "tight" and a["epsilon_lower"] <= a["exact_epsilon"] <= 2.0 * (1 + 1e-6)
+    assert 0.3 < a["ratio"] <= 1.0 and a["power_shown"] and a["broken_epsilon_lower"] > 2.0
+
+
+def test_end_to_end_audit_by_name():
+    a = S.end_to_end_audit({"spec": "stream/counter-laplace", "n_trials": 3000}, np.random.default_rng(0))
+    assert a["name"] == "stream/counter-laplace" and a["consistent"] and a["power_shown"]
+    with pytest.raises(ValueError, match="unknown end-to-end audit"):
+        S.end_to_end_audit({"spec": "nope"}, np.random.default_rng(0))

@@ -9,6 +9,17 @@ import importlib
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
+    "with_noise_scale": "broken",
+    "scale_noise_in_place": "broken",
+    "noise_scale_of": "broken",
+    "EndToEndSpec": "end_to_end",
+    "TargetRewardBandit": "end_to_end",
+    "EndToEndMechanism": "end_to_end",
+    "end_to_end_specs": "end_to_end",
+    "audit_end_to_end": "end_to_end",
+    "first_release_audit": "end_to_end",
+    "linear_users": "end_to_end",
+    "FAMILIES": "end_to_end",
     "AuditResult": "epsilon",
     "audit_epsilon": "epsilon",
     "audit_epsilon_split": "epsilon",
@@ -19,6 +30,10 @@ _EXPORTS = {
     "sample_statistics": "epsilon",
     "is_neighbouring": "epsilon",
     "NEIGHBOURING_RELATIONS": "epsilon",
+    "KnownProjection": "harness",
+    "LearnedProjection": "harness",
+    "AuditReport": "harness",
+    "claim_of": "harness",
     "AliceTracyInstance": "schedule",
     "alice_tracy_instance": "schedule",
     "alice_threshold": "schedule",
@@ -30,6 +45,14 @@ _EXPORTS = {
     "FirstSync": "schedule",
     "ActionIs": "schedule",
     "select_action_attack": "schedule",
+    "TightAudit": "tight",
+    "tight_audit": "tight",
+    "target_records": "tight",
+    "Tap": "views",
+    "ReleaseRecorder": "views",
+    "tapped": "views",
+    "nodes_from_prefixes": "views",
+    "tree_nodes_containing": "views",
 }
 
 __all__ = list(_EXPORTS)

@@ -136,7 +136,7 @@ def min_trials(confidence: float = 0.95, delta: float = 0.0) -> int:
 
 
 def epsilon_lower_bound(
-    k1: int, n1: int, k0: int, n0: int, *, delta: float = 0.0, confidence: float = 0.95
+    k1: int, n1: int, k0: int, n0: int, *, delta: float = 0.0, confidence: float = 0.95, slack: float = 0.0
 ) -> tuple[float, tuple, tuple]:
     """Epsilon lower bound from attack counts.
 
@@ -150,6 +150,12 @@ def epsilon_lower_bound(
         The delta of the claim being audited.
     confidence : float in (0, 1)
         Probability with which the returned bound holds.
+    slack : float in [0, 1), default 0
+        A bound on the total-variation distance between the law the trials were drawn from
+        and the mechanism's (for trials drawn from an approximation of it, e.g. a sum of
+        discrete Gaussians drawn as one discrete Gaussian): the TPR bound is lowered and
+        the FPR bound raised by ``slack`` before ε is computed, so the bound stays valid
+        for the mechanism itself.
 
     Returns
     -------
@@ -157,9 +163,13 @@ def epsilon_lower_bound(
     """
     confidence = check_probability("confidence", confidence)
     delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
+    slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
     alpha = (1 - confidence) / 2
     tpr_ci = clopper_pearson(int(k1), int(n1), alpha)
     fpr_ci = clopper_pearson(int(k0), int(n0), alpha)
+    if slack:
+        tpr_ci = (max(0.0, tpr_ci[0] - slack), min(1.0, tpr_ci[1] + slack))
+        fpr_ci = (max(0.0, fpr_ci[0] - slack), min(1.0, fpr_ci[1] + slack))
     eps = _eps_from_rates(tpr_ci[0], fpr_ci[1], delta)
     return max(0.0, eps), tpr_ci, fpr_ci
 
@@ -226,13 +236,16 @@ def sample_statistics(mechanism, dataset, statistic, n: int, rng, *, vectorized:
 class _AuditChunk:
     """``func(config, rng)`` for run_grid: one chunk of trials on one dataset."""
 
-    def __init__(self, mechanism, datasets, statistic, vectorized):
+    def __init__(self, mechanism, datasets, statistic, vectorized, raw=False):
         self.mechanism = mechanism
         self.datasets = datasets
         self.statistic = statistic
         self.vectorized = vectorized
+        self.raw = raw
 
     def __call__(self, config, rng):
+        if self.raw:
+            return np.asarray(self.mechanism(self.datasets[config["dataset"]], rng, config["n"]))
         return sample_statistics(
             self.mechanism,
             self.datasets[config["dataset"]],
@@ -244,7 +257,7 @@ class _AuditChunk:
 
 
 def _collect(mechanism, dataset0, dataset1, statistic, n, rng, vectorized, backend, n_jobs, cache_dir, cache_key,
-             n_chunks, stage):
+             n_chunks, stage, raw=False):
     if backend is None:
         s0 = sample_statistics(mechanism, dataset0, statistic, n, rng, vectorized=vectorized)
         s1 = sample_statistics(mechanism, dataset1, statistic, n, rng, vectorized=vectorized)
@@ -264,7 +277,7 @@ def _collect(mechanism, dataset0, dataset1, statistic, n, rng, vectorized, backe
         for c, s in enumerate(sizes)
         if s > 0
     ]
-    func = _AuditChunk(mechanism, (dataset0, dataset1), statistic, vectorized)
+    func = _AuditChunk(mechanism, (dataset0, dataset1), statistic, vectorized, raw)
     res = run_grid(
         func,
         configs,
@@ -302,10 +315,11 @@ def _validate_common(mechanism, statistic, dataset0, dataset1, n_trials, delta, 
     return n_trials, delta, confidence
 
 
-def _result(s0, s1, threshold, delta, confidence, n_trials):
+def _result(s0, s1, threshold, delta, confidence, n_trials, slack=0.0):
     k1 = int(np.count_nonzero(s1 > threshold))
     k0 = int(np.count_nonzero(s0 > threshold))
-    eps, tpr_ci, fpr_ci = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence)
+    eps, tpr_ci, fpr_ci = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence,
+                                              slack=slack)
     tpr, fpr = k1 / s1.size, k0 / s0.size
     return AuditResult(
         epsilon_lower=eps,
@@ -393,12 +407,16 @@ def audit_epsilon(
     return _result(s0, s1, threshold, delta, confidence, n_trials)
 
 
-def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 0.95, n_candidates: int = 200) -> float:
+def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 0.95, n_candidates: int = 200,
+                     slack: float = 0.0) -> float:
     """Threshold maximizing the epsilon lower bound on a *selection* split.
 
-    Candidates are quantiles of the pooled statistics; each is scored by the
-    Clopper–Pearson bound it would give on these trials.  Use the returned threshold on
-    fresh trials (:func:`audit_epsilon_split` does), never on the same ones.
+    Candidates are quantiles of the pooled statistics -- ``n_candidates`` evenly spaced ones
+    and, for large splits, geometrically spaced ones in both tails down to a few trials
+    (the optimal threshold of a tight audit sits where the false-positive rate is small);
+    each is scored by the Clopper–Pearson bound it would give on these trials.  Use the
+    returned threshold on fresh trials (:func:`audit_epsilon_split` does), never on the
+    same ones.
     """
     s0 = np.asarray(stats0, dtype=float).reshape(-1)
     s1 = np.asarray(stats1, dtype=float).reshape(-1)
@@ -406,16 +424,31 @@ def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 
         raise ValueError("stats0 and stats1 must be non-empty")
     n_candidates = check_positive_int("n_candidates", n_candidates)
     pooled = np.concatenate([s0, s1])
-    cand = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, n_candidates + 2)[1:-1]))
+    q = np.linspace(0.0, 1.0, n_candidates + 2)[1:-1]
+    low = 5.0 / pooled.size
+    if low < q[0]:
+        tail = np.geomspace(low, q[0], 40)
+        q = np.concatenate([tail, q, 1.0 - tail])
+    cand = np.quantile(pooled, q)
+    # where the two splits do not overlap, the gap's middle separates them perfectly
+    gaps = [(s0.max() + s1.min()) / 2.0, (s1.max() + s0.min()) / 2.0]
+    cand = np.unique(np.concatenate([cand, gaps]))
     s0s, s1s = np.sort(s0), np.sort(s1)
     best, best_t = -1.0, float(cand[0])
     for t in cand:
         k0 = s0.size - np.searchsorted(s0s, t, side="right")
         k1 = s1.size - np.searchsorted(s1s, t, side="right")
-        eps, _, _ = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence)
+        eps, _, _ = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence, slack=slack)
         if eps > best:
             best, best_t = eps, float(t)
     return best_t
+
+
+class _Outputs:
+    """The identity statistic of the selection stage of a fitted attack (keeps the mechanism's outputs)."""
+
+    def __call__(self, batch):
+        return batch
 
 
 def audit_epsilon_split(
@@ -436,12 +469,21 @@ def audit_epsilon_split(
     cache_dir=None,
     cache_key: str | None = None,
     n_chunks: int | None = None,
+    slack: float = 0.0,
 ) -> AuditResult:
     """Choose the threshold on ``n_select`` trials, then audit on ``n_trials`` fresh ones.
 
     ``n_select`` defaults to ``n_trials // 4``.  The bound stays valid because the
     counted trials are independent of the threshold.  Other parameters as in
     :func:`audit_epsilon`.
+
+    A *fitted* attack: when ``statistic`` has a method ``fit(outputs0, outputs1)`` (for
+    example :class:`fedbandit.audit.harness.LearnedProjection`), the selection trials'
+    outputs (vectorized: arrays with the trials on axis 0) are first given to it -- the
+    attack learns its direction from them -- and the threshold is then chosen on the same
+    selection trials; the counted trials are fresh, so the bound stays valid.  ``slack``
+    (see :func:`epsilon_lower_bound`) covers trials drawn from an approximation of the
+    mechanism's law.
     """
     n_trials, delta, confidence = _validate_common(
         mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring
@@ -453,11 +495,30 @@ def audit_epsilon_split(
             f"n_select={n_select} (the threshold-selection trials; default n_trials // 4) is too few for "
             f"confidence={confidence} and delta={delta}: at least {need} are needed; raise n_trials or n_select"
         )
+    slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
     rng = check_rng(rng)
     key = None if cache_key is None else f"{cache_key}|select"
-    a0, a1 = _collect(mechanism, dataset0, dataset1, statistic, n_select, rng, vectorized, backend, n_jobs,
-                      cache_dir, key, n_chunks, "select")
-    threshold = select_threshold(a0, a1, delta=delta, confidence=confidence)
+    fitted = callable(getattr(statistic, "fit", None))
+    if fitted:
+        if not vectorized:
+            raise ValueError("a fitted statistic (with a fit method) needs vectorized=True: it learns from output arrays")
+        o0, o1 = _collect_outputs(mechanism, dataset0, dataset1, n_select, rng, backend, n_jobs, cache_dir, key,
+                                  n_chunks)
+        statistic.fit(o0, o1)
+        a0 = np.asarray(statistic(o0), dtype=float).reshape(-1)
+        a1 = np.asarray(statistic(o1), dtype=float).reshape(-1)
+    else:
+        a0, a1 = _collect(mechanism, dataset0, dataset1, statistic, n_select, rng, vectorized, backend, n_jobs,
+                          cache_dir, key, n_chunks, "select")
+    threshold = select_threshold(a0, a1, delta=delta, confidence=confidence, slack=slack)
     s0, s1 = _collect(mechanism, dataset0, dataset1, statistic, n_trials, rng, vectorized, backend, n_jobs,
                       cache_dir, cache_key, n_chunks, "audit")
-    return _result(s0, s1, threshold, delta, confidence, n_trials)
+    return _result(s0, s1, threshold, delta, confidence, n_trials, slack)
+
+
+def _collect_outputs(mechanism, dataset0, dataset1, n, rng, backend, n_jobs, cache_dir, cache_key, n_chunks):
+    """The selection trials' raw outputs (arrays, trials on axis 0), in-process or through run_grid."""
+    if backend is None:
+        return (np.asarray(mechanism(dataset0, rng, n)), np.asarray(mechanism(dataset1, rng, n)))
+    return _collect(mechanism, dataset0, dataset1, _Outputs(), n, rng, True, backend, n_jobs, cache_dir, cache_key,
+                    n_chunks, "select", raw=True)

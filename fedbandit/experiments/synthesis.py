@@ -11,8 +11,18 @@ Which protocol a learner can take is not written down by hand: :func:`applicabil
 tries to build every (learner, protocol) pair on the chapter's instance and records the
 refusal of the learner or the protocol, with its reason (:func:`applicability_table`).
 
-:func:`audit_side_by_side` attacks each model's first release (or DP20's schedule) with
-:mod:`fedbandit.audit`; :func:`table_rows` and :func:`markdown_table` build the table.
+:func:`audit_side_by_side` audits each model with :mod:`fedbandit.audit`: the known-optimal
+test on the releases of one user where the noise law is known (the Gaussian and discrete
+Gaussian tree protocols, :func:`fedbandit.audit.tight_audit`), an end-to-end audit of the
+learner on a small instance otherwise, DP20's schedule attack for DP20; each with the power
+check of a broken variant.  :func:`end_to_end_audit` runs one audit of
+:func:`fedbandit.audit.end_to_end_specs` (for ``run_grid``).  :func:`table_rows` and
+:func:`markdown_table` build the table.
+
+One neighbouring relation for the whole comparison (:data:`COMPARISON_RELATION`): every
+model is calibrated and accounted under add/remove one user (the concurrent shuffle
+protocols, natively "replace", account add/remove as substituting the null record, with the
+same noise); :func:`accounting_under` reports the other relation for the table's note.
 """
 
 from __future__ import annotations
@@ -27,6 +37,9 @@ from fedbandit._validation import check_delta, check_positive_int, check_probabi
 from fedbandit.experiments.statistics import regret_interval
 
 __all__ = [
+    "COMPARISON_RELATION",
+    "accounting_under",
+    "end_to_end_audit",
     "Model",
     "MODELS",
     "model",
@@ -96,10 +109,11 @@ MODELS = (
           "server: the shuffled multiset of all users' randomized bits, per tree node"),
     Model("concurrent-linucb/concurrent-shuffle-k1", "concurrent-linucb", "concurrent-shuffle",
           "concurrent shuffle, k = 1", "server: the shuffled randomized-response bits of every batch of b₁ users",
-          (("k", 1),)),
+          (("k", 1), ("relation", "add-remove"))),
     Model("concurrent-linucb/concurrent-shuffle-klog", "concurrent-linucb", "concurrent-shuffle",
           "concurrent shuffle, k = log n",
-          "server: per shuffler, the shuffled randomized-response bits of its dyadic batches", (("k", "log"),)),
+          "server: per shuffler, the shuffled randomized-response bits of its dyadic batches",
+          (("k", "log"), ("relation", "add-remove"))),
     Model("fixed-batch/ddg-secagg", "fixed-batch", "ddg-secagg", "distributed discrete Gaussian + SecAgg",
           "server: only the modular sum of the agents' noisy, rounded p-sums; network: masked vectors"),
     Model("feducb/dp20", "feducb", "dp20", "DP20 (not private)",
@@ -107,6 +121,9 @@ MODELS = (
 )
 
 _BY_KEY = {m.key: m for m in MODELS}
+
+#: The neighbouring relation every model of the comparison is calibrated and accounted under.
+COMPARISON_RELATION = "add-remove"
 
 
 def model(key: str) -> Model:
@@ -262,83 +279,107 @@ def random_play_regret(config: dict) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------
-# Audits: an empirical lower bound on ε per model
+# Accounting under the other relation
 # ---------------------------------------------------------------------------------------
 
 
-class _FirstRelease:
-    """A statistics protocol's first release (one batch: B·M user records), vectorized over trials.
+def _learner_of(config: dict):
+    from fedbandit.envs.factory import make_environment
+    from fedbandit.learners.registry import learner_class
 
-    A dataset is the batch's records, rows (x, y) of length d + 1; row j is agent j mod M's
-    user of round j // M + 1.  ``mechanism(dataset, rng, n)`` returns the released (bias,
-    Gram) prefix of n independent runs, in chunks of ``chunk`` runs.
+    cfg = {k: v for k, v in config.items() if k not in ("n_trials", "n_select", "confidence", "chunk")}
+    env = make_environment(dict(cfg, runs=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return learner_class(cfg["learner"]).from_config(cfg, env)
+
+
+def accounting_under(config: dict, relation: str) -> dict:
+    """The accounting of ``config``'s run under ``relation`` ("add-remove" or "replace"), as a dict.
+
+    The learner is built as :func:`fedbandit.experiments.run_config` builds it (no run); its
+    ``accounting(relation)`` where it takes one, else its protocol's.  Under a relation other
+    than the calibrated one the target is usually missed: the status is then "invalid" and
+    ``epsilon`` is the ε the book's accounting establishes under that relation.
     """
+    from fedbandit.accounting.events import check_relation
 
-    def __init__(self, protocol, n_agents, dim, batch_size, chunk):
-        self.protocol, self.M, self.d, self.B, self.chunk = protocol, n_agents, dim, batch_size, chunk
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    relation = check_relation(relation)
+    learner = _learner_of(config)
+    import inspect
 
-    def __call__(self, dataset, rng, n):
-        d, M, B, p = self.d, self.M, self.B, self.protocol
-        data = np.asarray(dataset, dtype=float).reshape(B, M, d + 1)
-        out = []
-        for start in range(0, n, self.chunk):
-            c = min(self.chunk, n - start)
-            x = np.broadcast_to(data[:, None, :, :d], (B, c, M, d))
-            y = np.broadcast_to(data[:, None, :, d], (B, c, M))
-            bias = np.einsum("brmd,brm->rmd", x, y)
-            gram = np.einsum("brmi,brmj->rmij", x, x)
-            p.reset(n_runs=c, rng=rng)
-            users = (np.ascontiguousarray(x), np.ascontiguousarray(y)) if p.needs_user_data else None
-            u, w = p.synchronize(bias, gram, users=users)
-            out.append(np.concatenate([u, w.reshape(c, d * d)], axis=1))
-        return np.concatenate(out, axis=0)
+    acc = getattr(learner, "accounting", None)
+    if acc is not None and "relation" in inspect.signature(acc).parameters:
+        return acc(relation).as_dict()
+    proto = getattr(learner, "protocol", None)
+    if proto is None or not getattr(learner, "communicate", True) or model_of(config).learner == "feducb":
+        return (acc() if acc is not None else proto.accounting()).as_dict()
+    return proto.accounting(relation).as_dict()
 
 
-class _Projection:
-    """Attack statistic: the release projected on the neighbours' difference (the likelihood-ratio
-    direction for Gaussian noise of equal variance per entry)."""
+# ---------------------------------------------------------------------------------------
+# Audits: an empirical lower bound on ε per model
+# ---------------------------------------------------------------------------------------
 
-    def __init__(self, direction):
-        self.direction = np.asarray(direction, dtype=float)
+#: Small instances of the end-to-end audits of the models without a known noise law.
+_E2E_SETTING = {"fixed-batch": dict(M=3, T=20, B=5, K=4, d=2, seed=0),
+                "concurrent-linucb": dict(M=3, T=16, K=4, d=1, seed=0)}
 
-    def __call__(self, batch):
-        return np.asarray(batch) @ self.direction
+
+def _deterministic_leak(n_trials, delta, confidence, what):
+    from fedbandit.audit.epsilon import epsilon_lower_bound
+
+    eps, _, _ = epsilon_lower_bound(n_trials, n_trials, 0, n_trials, delta=delta, confidence=confidence)
+    return {"epsilon_lower": eps, "tpr": 1.0, "fpr": 0.0, "n_trials": n_trials, "kind": "exact release",
+            "claimed_epsilon": math.inf, "ratio": 0.0, "exact_epsilon": math.inf, "broken": "",
+            "broken_epsilon_lower": math.nan, "power_shown": False, "status": "none",
+            "attack": f"the exact release ({what}): every trial tells the inputs apart",
+            "note": "no noise: the bound is limited only by the number of trials"}
 
 
 def audit_side_by_side(config: dict, rng) -> dict:
-    """Audited lower bound on ε for one model (for ``run_grid``).
+    """Audited lower bound on ε for one model (for ``run_grid``), with its power check.
 
-    * Learners that share through a statistics protocol: the protocol's first release
-      (batch 1, as configured for the run), on two neighbouring batches: all records zero,
-      or user 1 of agent 1 with x = e₁ and y = Y (add/remove that user; a zero record
-      contributes nothing; for the user-level learner, a substitution).  Attack: the
-      released bias and Gram entries projected on the difference, thresholded on separate
-      trials (:func:`fedbandit.audit.audit_epsilon_split`).  Any attack on one release is
-      an attack on the run, so the bound is valid for the run.
-    * feducb: DP20's schedule attack (:mod:`fedbandit.audit.schedule`) on its own small
-      instance (M = 3, K = 20, d = 3, T = 32), with DP20's noise for the target (ε, δ).
-    * independent: nothing is released; no audit.
+    * Gaussian and discrete-Gaussian tree protocols (central, silo-level LDP, amplification's
+      shuffled messages -- attacked through their sum --, DDG with secure aggregation), for
+      the fixed-batch learner, the super agent and the user-level central LinUCB: the
+      known-optimal test on the releases that contain one user, on the protocol *as
+      configured for the run* (:func:`fedbandit.audit.tight_audit`), with millions of trials
+      (``n_trials``) and the noise scaled down 4× as the power check;
+    * the vector sum and the concurrent shuffle (no known law): an end-to-end audit of the
+      learner on a small instance at the same (ε, δ) (:func:`fedbandit.audit.audit_end_to_end`,
+      ``e2e_trials`` trials);
+    * DP20's FedUCB: the schedule attack of Zhou & Chowdhury's Example 4.1
+      (:mod:`fedbandit.audit.schedule`) on its own small instance;
+    * no privacy: the exact release; independent agents: nothing is released.
 
-    Configuration: a configuration of :func:`model_config` plus ``n_trials`` (trials per
-    dataset), ``n_select`` (threshold-selection trials, default n_trials // 4),
-    ``confidence`` (default 0.95) and ``chunk`` (runs per vectorized call, default 250).
+    Configuration: a configuration of :func:`model_config` plus ``n_trials``,
+    ``e2e_trials`` (default 6000), ``confidence`` (default 0.95) and ``check_runs`` (runs
+    of the tight audits' noise-law check, default 1000).  Returns
+    :meth:`fedbandit.audit.AuditReport.as_dict` plus ``note``.
     """
-    from fedbandit.audit.epsilon import audit_epsilon, audit_epsilon_split
-    from fedbandit.envs.factory import make_environment
-    from fedbandit.learners.registry import learner_class
+    from fedbandit.audit.end_to_end import EndToEndSpec, audit_end_to_end
+    from fedbandit.audit.epsilon import audit_epsilon
+    from fedbandit.audit.tight import tight_audit
 
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     cfg = dict(config)
     n_trials = check_positive_int("n_trials", cfg.pop("n_trials", 1000))
+    e2e_trials = check_positive_int("e2e_trials", cfg.pop("e2e_trials", 6000))
     confidence = check_probability("confidence", cfg.pop("confidence", 0.95))
-    chunk = check_positive_int("chunk", cfg.pop("chunk", 250))
-    n_select = check_positive_int("n_select", cfg.pop("n_select", max(1, n_trials // 4)))
+    check_runs = check_positive_int("check_runs", cfg.pop("check_runs", 1000))
+    for k in ("chunk", "n_select"):
+        cfg.pop(k, None)
     rng = check_rng(rng)
     m = model_of(cfg)
     delta = check_delta(cfg["delta"]) if m.private else 0.0
     if m.learner == "independent":
-        return {"epsilon_lower": math.nan, "tpr": math.nan, "fpr": math.nan, "n_trials": 0,
+        return {"epsilon_lower": math.nan, "tpr": math.nan, "fpr": math.nan, "n_trials": 0, "kind": "none",
+                "claimed_epsilon": 0.0, "ratio": math.nan, "exact_epsilon": 0.0, "broken": "",
+                "broken_epsilon_lower": math.nan, "power_shown": False, "status": "verified",
                 "attack": "none", "note": "n/a: nothing leaves a silo, there is no release to attack"}
     if m.learner == "feducb":
         from fedbandit.audit.schedule import SyncAt, alice_tracy_instance, dp20_schedule_mechanism
@@ -348,29 +389,69 @@ def audit_side_by_side(config: dict, rng) -> dict:
                                        private=m.protocol == "dp20")
         res = audit_epsilon(mech, inst.dataset("tracy"), inst.dataset("alice"), SyncAt(1), 0.5, n_trials,
                             delta=delta, confidence=confidence, rng=rng, vectorized=True)
+        claim = float(cfg["epsilon"]) if m.private else math.inf
         return {"epsilon_lower": res.epsilon_lower, "tpr": res.tpr, "fpr": res.fpr, "n_trials": n_trials,
+                "kind": "schedule", "claimed_epsilon": claim, "ratio": res.epsilon_lower / claim if m.private else 0.0,
+                "exact_epsilon": math.inf, "broken": "", "broken_epsilon_lower": math.nan, "power_shown": False,
+                "status": "invalid" if m.private else "none",
                 "attack": "synchronization at t = 1 (Alice or Tracy first; DP20 chapter's instance)",
                 "note": "schedule attack of Zhou & Chowdhury's Example 4.1"}
-    env = make_environment(dict(cfg, runs=1))
+    if not m.private:
+        return _deterministic_leak(n_trials, delta, confidence, "exact sums")
+    learner = _learner_of(cfg)
+    p = learner.protocol
+    from fedbandit.protocols.statistics import CentralTree, DiscreteGaussianTree, GaussianTree, StatisticsProtocol
+
+    known = isinstance(p, StatisticsProtocol) and (
+        isinstance(p.analyzer, CentralTree) or isinstance(p.randomizer, (GaussianTree, DiscreteGaussianTree)))
+    if known:
+        ddg = isinstance(p.randomizer, DiscreteGaussianTree)
+        rep = tight_audit(p, n_trials if not ddg else max(min_trials_for(confidence), n_trials // 5), rng=rng,
+                          confidence=confidence, check_runs=max(50, check_runs // (10 if ddg else 1)),
+                          name=m.key)
+        note = ("the known-optimal test on the releases of one user, the protocol as configured for the run"
+                + ("; the shuffled messages attacked through their sum" if p.intermediary.view == "multiset" else ""))
+    else:
+        pp = {k: cfg[k] for k in ("epsilon", "delta", "k", "relation", "split", "constant", "force", "variant",
+                                  "calibration") if k in cfg}
+        fam_setting = _E2E_SETTING[m.learner]
+        spec = EndToEndSpec(m.key, "linear", m.learner, m.protocol, pp, {}, fam_setting,
+                            noise_factor=0.0 if m.protocol == "sdp-vector-sum" else 0.25)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rep = audit_end_to_end(spec, e2e_trials, rng=rng, confidence=confidence)
+        note = f"end to end on a small instance ({', '.join(f'{k}={v}' for k, v in fam_setting.items() if k != 'seed')})"
+    out = rep.as_dict()
+    out["note"] = note
+    return out
+
+
+def min_trials_for(confidence):
+    from fedbandit.audit.epsilon import min_trials
+
+    return min_trials(confidence)
+
+
+def end_to_end_audit(config: dict, rng) -> dict:
+    """One audit of :func:`fedbandit.audit.end_to_end_specs` by name (for ``run_grid``).
+
+    Configuration: ``spec`` (the audit's name), ``n_trials``, ``confidence`` (default 0.95),
+    and the specs' claim ``epsilon``, ``delta`` (defaults 1, 1e-5).  Returns
+    :meth:`fedbandit.audit.AuditReport.as_dict`.
+    """
+    from fedbandit.audit.end_to_end import audit_end_to_end, end_to_end_specs
+
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    specs = {s.name: s for s in end_to_end_specs(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))}
+    name = config.get("spec")
+    if name not in specs:
+        raise ValueError(f"unknown end-to-end audit {name!r}; audits: {', '.join(specs)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        learner = learner_class(m.learner).from_config(cfg, env)
-    p = learner.protocol
-    d, Mq, Bq = p.dim, p.n_agents, p.batch_size
-    Y = cfg.get("reward_bound", 1.0)
-    n_values = Bq * Mq
-    mech = _FirstRelease(p, Mq, d, Bq, max(1, min(chunk, 4_000_000 // max(1, n_values * (d + d * d)))))
-    d0 = np.zeros((n_values, d + 1))
-    d1 = d0.copy()
-    d1[0, 0], d1[0, d] = 1.0, Y
-    direction = np.zeros(d + d * d)
-    direction[0], direction[d] = Y, 1.0  # bias e₁·Y and Gram entry (0, 0)
-    what = "user" if Mq == 1 else "agent 1's first user"
-    res = audit_epsilon_split(mech, list(d0), list(d1), _Projection(direction), n_trials, n_select=n_select,
-                              delta=delta, confidence=confidence, rng=rng, vectorized=True)
-    return {"epsilon_lower": res.epsilon_lower, "tpr": res.tpr, "fpr": res.fpr, "n_trials": n_trials,
-            "attack": f"first release ({n_values} user{'s' if n_values > 1 else ''}), projection on {what}'s record",
-            "note": f"threshold chosen on {n_select} separate trials"}
+        rep = audit_end_to_end(specs[name], check_positive_int("n_trials", config.get("n_trials", 6000)), rng=rng,
+                               confidence=check_probability("confidence", config.get("confidence", 0.95)))
+    return rep.as_dict()
 
 
 # ---------------------------------------------------------------------------------------
@@ -384,7 +465,8 @@ TABLE_COLUMNS = (
     ("trusted", "who must be trusted"),
     ("adversary", "what an adversary sees"),
     ("target", "target (ε, δ)"),
-    ("achieved", "ε achieved"),
+    ("achieved", "ε achieved (add/remove)"),
+    ("achieved_other", "ε under replacement"),
     ("status", "status"),
     ("theorem", "by"),
     ("noise_variance", "server noise var. (per entry, max over t)"),
@@ -392,6 +474,7 @@ TABLE_COLUMNS = (
     ("uplink_bits", "uplink bits"),
     ("regret", "regret at T (mean ± 95 % CI)"),
     ("audit", "audited ε ≥"),
+    ("ratio", "audited / claimed"),
 )
 
 
@@ -408,18 +491,20 @@ def format_value(v, digits=3) -> str:
     return f"{v:.{digits}g}"
 
 
-def table_rows(configs, results, audits=None) -> list[dict]:
+def table_rows(configs, results, audits=None, other=None) -> list[dict]:
     """One row per configuration: the side-by-side table's columns (:data:`TABLE_COLUMNS`).
 
     ``results`` are the :class:`~fedbandit.learners.RunResult` of the configurations (or
     ``run_grid``'s ``[result]`` lists; several seeds are pooled); ``audits`` maps a model
-    key to the result of :func:`audit_side_by_side`.
+    key to the result of :func:`audit_side_by_side`; ``other`` maps a model key to its
+    accounting under the other relation (:func:`accounting_under`).
     """
     from fedbandit.protocols.registry import describe
 
     if len(configs) != len(results):
         raise ValueError(f"configs and results differ in length: {len(configs)} and {len(results)}")
     audits = audits or {}
+    other = other or {}
     rows = []
     for c, r in zip(configs, results):
         rs = r if isinstance(r, list) else [r]
@@ -430,6 +515,9 @@ def table_rows(configs, results, audits=None) -> list[dict]:
         acc = first.accounting
         au = audits.get(m.key)
         au_eps = math.nan if au is None else float(au["epsilon_lower"])
+        ratio = math.nan if au is None else float(au.get("ratio", math.nan))
+        oth = other.get(m.key)
+        oth_eps = math.nan if oth is None else float(oth["epsilon"])
         rounds = float(np.mean(first.communication.get("rounds", 0)))
         bits = float(first.communication.get("bits", 0.0))
         rows.append({
@@ -447,12 +535,15 @@ def table_rows(configs, results, audits=None) -> list[dict]:
             "regret_low": low,
             "regret_high": high,
             "audit_epsilon": au_eps,
+            "audit_ratio": ratio,
+            "epsilon_other": oth_eps,
             "model": m.label,
             "learner": m.learner,
             "trusted": first.calibration.get("trusted", acc.get("model", "")) or "—",
             "adversary": m.adversary,
             "target": f"({format_value(c.get('epsilon'))}, {format_value(c.get('delta'))})" if m.private else "—",
             "achieved": format_value(float(acc["epsilon"])),
+            "achieved_other": "n/a" if oth is None else format_value(oth_eps),
             "status": acc["status"],
             "theorem": describe(m.protocol).reference if m.protocol else "no release",
             "noise_variance": format_value(float(first.noise_variance)),
@@ -460,6 +551,7 @@ def table_rows(configs, results, audits=None) -> list[dict]:
             "uplink_bits": format_value(bits),
             "regret": f"{mean:.4g} [{low:.4g}, {high:.4g}]" if not math.isnan(low) else f"{mean:.4g}",
             "audit": "n/a" if au is None or math.isnan(au_eps) else f"{au_eps:.2f}",
+            "ratio": "n/a" if math.isnan(ratio) else f"{ratio:.2f}",
         })
     return rows
 

@@ -36,6 +36,7 @@ _EXPORTS = {
     "ADAPTIVE_SCHEDULE_LEAK": "dp20",
     "FederatedLearner": "federated",
     "FederatedResult": "federated",
+    "WITHIN_BATCH_LEAK": "fixed_batch",
     "FixedBatchFedLinUCB": "fixed_batch",
     "IndependentLinUCB": "fixed_batch",
     "SuperAgent": "fixed_batch",

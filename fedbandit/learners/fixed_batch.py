@@ -10,6 +10,21 @@ the protocol P = (R, S, A) (:mod:`fedbandit.protocols`), the server's analyzer r
 noisy synchronized prefix sums (Ũ_syn, W̃_syn), and the agents reset U_i = W_i = 0.  The
 schedule is fixed in advance: it does not depend on the data (unlike DP20's).
 
+Two variants (``local_updates``):
+
+* ``local_updates=True`` -- Algorithm 1 as written: line 5 serves user t from the
+  synchronized statistics *and* the agent's own new local data U_i, W_i.  The arm, hence
+  the record, of a later user of the batch then depends on the earlier users' raw records,
+  so one user can move the whole batch sum the agent hands to the protocol, not one
+  record: the protocols' one-record sensitivity does not hold and the accounting is
+  "invalid" whenever B > 1 (the book's finding; the paper's text does not address it).
+* ``local_updates=False`` (the default) -- every user of a batch is served from the last
+  synchronized (released) statistics only: V = λI + W̃_syn, θ̂ = V⁻¹ Ũ_syn; the agent's own
+  batch enters only through the next synchronization.  A later user's record depends on an
+  earlier user only through released values (post-processing), so one user changes one
+  record of one batch and the protocols' accounting (adaptive composition of the tree
+  releases at one-record sensitivity) holds.  [derived]  At B = 1 the two coincide.
+
 Vectorization: all runs and agents advance together; V_{t,i}⁻¹ is kept by Sherman–Morrison
 updates between synchronizations and recomputed from λI + W̃_syn at each one (every
 ``refresh`` rounds as well when batches are long), so a round costs a handful of array
@@ -29,6 +44,7 @@ import math
 import numpy as np
 
 from fedbandit._validation import (
+    check_bool,
     check_choice,
     check_nonnegative_float,
     check_positive_float,
@@ -44,11 +60,20 @@ from fedbandit.protocols.statistics import StatisticsProtocol
 from fedbandit.theory.linear import check_batch_schedule, confidence_radius, regularizer_lambda
 
 __all__ = [
+    "WITHIN_BATCH_LEAK",
     "FixedBatchFedLinUCB",
     "IndependentLinUCB",
     "SuperAgent",
     "paper_synthetic_configs",
 ]
+
+
+#: Why Algorithm 1 as written (``local_updates=True``) is not private at B > 1.
+WITHIN_BATCH_LEAK = (
+    "NOT private as run: with local updates within a batch (Algorithm 1, line 5) a user's record changes the arms, "
+    "hence the records, of the later users of its batch, so one user moves its agent's whole batch release, not one "
+    "record; the protocol's one-record sensitivity does not hold (use local_updates=False)"
+)
 
 
 @register_learner("fixed-batch")
@@ -94,6 +119,11 @@ class FixedBatchFedLinUCB:
         False: agents never synchronize (independent agents).
     refresh : int, optional
         Recompute V⁻¹ exactly every ``refresh`` rounds within long batches (default 256).
+    local_updates : bool, default False
+        True: Algorithm 1 as written (the agent's own new data serve its later users within
+        the batch; accounting "invalid" for private protocols when B > 1).  False: users
+        are served from the synchronized statistics only (the private variant; see the
+        module docstring).  Identical at B = 1.
     """
 
     def __init__(
@@ -115,6 +145,7 @@ class FixedBatchFedLinUCB:
         reward_bound=1.0,
         communicate=True,
         refresh=256,
+        local_updates=False,
     ):
         if not isinstance(protocol, StatisticsProtocol):
             raise TypeError(
@@ -130,6 +161,7 @@ class FixedBatchFedLinUCB:
         self.reward_bound = None if reward_bound is None else check_positive_float("reward_bound", reward_bound)
         self.communicate = bool(communicate)
         self.refresh = check_positive_int("refresh", refresh)
+        self.local_updates = check_bool("local_updates", local_updates)
         self.protocol = protocol.configure(
             n_agents=self.n_agents,
             dim=self.dim,
@@ -223,15 +255,19 @@ class FixedBatchFedLinUCB:
 
         betas = self.beta(np.arange(1, T + 1))
         bound_sq = (self.feature_bound * (1 + 1e-9)) ** 2
+        # Independent agents never synchronize: they always learn from their own data.
+        local = self.local_updates or not self.communicate
         since_inverse = 0
         t = 0
+        theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
         for block in env.iter_blocks(T):
             if block.features.shape[-1] != d:
                 raise ValueError(f"environment features have dimension {block.features.shape[-1]}, expected {d}")
             for s in range(block.n_rounds):
                 X = block.features[s]
                 mask = None if block.mask is None else block.mask[s]
-                theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
+                if local:
+                    theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
                 arms = select_arms(X, theta_hat, v_inv, betas[t], mask)
                 x = gather_played(X, arms)  # (R, M, d)
                 mean = gather_played(block.means[s], arms)  # (R, M)
@@ -246,7 +282,8 @@ class FixedBatchFedLinUCB:
                 y = mean + block.noise[s]
                 if self.reward_bound is not None:
                     np.clip(y, -self.reward_bound, self.reward_bound, out=y)
-                b_vec += x * y[..., None]
+                if local:
+                    b_vec += x * y[..., None]
                 buf_x[:, :, pos] = x
                 buf_y[:, :, pos] = y
                 pos += 1
@@ -261,11 +298,15 @@ class FixedBatchFedLinUCB:
                     a_inv = regularized_inverse(w_syn, self.lam)  # (R, d, d), shared by the agents
                     v_inv[:] = a_inv[:, None]
                     b_vec[:] = u_syn[:, None]
+                    if not local:
+                        theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
                     since_inverse = 0
                     continue
                 if pos == L:
                     flush(pos)
                     pos = 0
+                if not local:
+                    continue  # the batch's users are all served from the synchronized statistics
                 since_inverse += 1
                 if since_inverse >= self.refresh:
                     flush(pos)
@@ -295,16 +336,36 @@ class FixedBatchFedLinUCB:
         c = self.protocol.communication
         return {**c.as_dict(), "bits": c.bits}
 
-    def accounting(self):
-        """The guarantee of the whole run: the protocol's, for this learner's behaviour."""
-        if not self.communicate:
-            from fedbandit.accounting import NoReleaseEvent, account
+    def accounting(self, relation=None):
+        """The guarantee of the whole run: the protocol's, for this learner's behaviour.
 
+        With ``local_updates=True`` and B > 1 a private protocol's accounting does not hold
+        (one user changes the later records of its batch, so one agent's batch release has
+        more than one record's sensitivity): status "invalid", with the protocol's claim
+        kept in the event.  ``relation``: "add-remove" or "replace" (default: the
+        protocol's own).
+        """
+        from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
+        from fedbandit.accounting.events import check_relation
+
+        if not self.communicate:
             return account(
                 NoReleaseEvent("nothing leaves a silo: every silo's users are private against everyone else (ε = 0)"),
                 model="none (no communication)",
             )
-        return self.protocol.accounting()
+        p = self.protocol
+        if self.local_updates and self.batch_size > 1 and p.private:
+            relation = p.relation if relation is None else check_relation(relation)
+            return account(
+                InvalidEvent(WITHIN_BATCH_LEAK, claimed=p.event(relation)),
+                target_epsilon=p.target_epsilon,
+                target_delta=p.target_delta,
+                model=p.model,
+                relation=relation,
+                theorem=p.theorem(),
+                notes=p.bounds_note(),
+            )
+        return p.accounting(relation)
 
     def calibration(self, beta_T: float | None = None) -> dict:
         """λ, β at T, the schedule and the protocol's noise parameters."""
@@ -324,12 +385,15 @@ class FixedBatchFedLinUCB:
 class IndependentLinUCB(FixedBatchFedLinUCB):
     """Non-federated baseline: M agents each running LinUCB on its own data only.
 
-    No communication (``communicate=False``), λ = max(1, ...) with λ_min = 1.
+    No communication (``communicate=False``), λ = max(1, ...) with λ_min = 1; every agent
+    learns from its own users (local updates: nothing is released, so nothing leaks).
     """
 
     name = "independent"
 
     def __init__(self, *, horizon, n_agents, dim, lam_min=1.0, **kwargs):
+        if kwargs.pop("local_updates", True) is not True:
+            raise ValueError("independent agents learn from their own users only: local_updates must be True")
         super().__init__(
             create("non-private"),
             horizon=horizon,
@@ -338,6 +402,7 @@ class IndependentLinUCB(FixedBatchFedLinUCB):
             dim=dim,
             lam_min=lam_min,
             communicate=False,
+            local_updates=True,
             **kwargs,
         )
 

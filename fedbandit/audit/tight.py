@@ -1,0 +1,399 @@
+r"""Tight audits of the tree protocols: the known-optimal test on the releases that contain one user.
+
+In the style of Nasr et al. (2021, 2023): where the law of the adversary's view is known,
+attack it with the likelihood-ratio test and draw as many trials as the bound needs.  For
+a statistics protocol (:mod:`fedbandit.protocols.statistics`) run on fixed data, one user's
+record v enters exactly the κ tree nodes that contain its batch (released at batches
+1, 2, 4, …, 2^{κ−1} for a user of batch 1), and nothing else: between two neighbouring
+inputs -- the user present or absent (add/remove; a zero record), or replaced -- the view
+changes by a vector Δ that can be computed exactly, and its noise is
+
+* Gaussian, N(0, s²) per entry, with s = σ₀ (one agent's messages: silo-level LDP), √M·σ₀
+  (the sum of M agents' messages: secure aggregation, or the server adding up a shuffled
+  multiset), σ (a trusted server's own tree);
+* discrete Gaussian: the (modular) sum of M parties' N_Z(0, σ²/γ²) per rotated coordinate,
+  plus the record's own randomized rounding (the distributed discrete Gaussian).
+
+Then ⟨view, Δ⟩ is the optimal statistic (Neyman–Pearson; the other entries are independent
+of it and of the world), and its law is that of a few noise draws per trial, so millions of
+trials cost a fraction of a second.  :func:`tight_audit`:
+
+1. computes Δ **through the implementation**: a copy of the protocol with its noise
+   removed (:func:`fedbandit.audit.broken.with_noise_scale`) is run on both inputs, its
+   deliveries to the server (or releases, for the central model) recorded
+   (:mod:`fedbandit.audit.views`); the record must change exactly the κ node releases of its
+   batch (checked);
+2. checks the noise law of the real protocol: the statistic of the first release, from the
+   real protocol on ``check_runs`` runs, against the same statistic from the fast sampler
+   (two-sample Kolmogorov–Smirnov test; its p-value is reported);
+3. draws ``n_trials`` (plus selection trials) of the statistic from that law and audits
+   it with Clopper–Pearson bounds (:func:`fedbandit.audit.epsilon.audit_epsilon_split`);
+4. reports the exact ε of the attacked releases (Gaussian: μ = ‖Δ‖/s, the exact Gaussian
+   privacy profile of Balle & Wang), which bounds what any audit of them can find, and of
+   the first release alone;
+5. runs the same audit with the noise scaled down 4× (the power check).
+
+The claim audited is the protocol's accounting for its configured run (all K releases):
+an attack on a subset of the releases is an attack on the run.  Sampling the discrete
+Gaussian sum of κ·M parties as one discrete Gaussian changes any event's probability by
+at most the [KLS21] closeness bound, and modular wrap-around by at most its tail bound; both
+are added to the Clopper–Pearson intervals (``slack``), so the bound stays valid.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import numpy as np
+
+from fedbandit._validation import check_positive_int, check_probability, check_rng
+from fedbandit.audit.broken import with_noise_scale
+from fedbandit.audit.epsilon import audit_epsilon_split
+from fedbandit.audit.harness import AuditReport, claim_of
+from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
+
+__all__ = [
+    "TightAudit",
+    "tight_audit",
+    "target_records",
+]
+
+
+def target_records(dim: int, relation: str, feature_bound: float = 1.0, reward_bound: float = 1.0):
+    """The neighbouring users of a tight audit: ((x₀, y₀) or None, (x₁, y₁)).
+
+    add/remove: x₁ = L·e₁, y₁ = Y (the record of largest norm, sqrt((LY)² + L⁴)) against
+    no user.  replace: x₀ = L·(e₁/2 + (√3/2)e₂), y₀ = −Y against x₁ = L·e₁, y₁ = Y: the
+    angle of 60° maximizes ‖x₁y₁ − x₀y₀‖² + ‖x₁x₁ᵀ − x₀x₀ᵀ‖² for unit features [derived]
+    (d = 1: x₀ = L, y₀ = −Y).
+    """
+    L, Y = float(feature_bound), float(reward_bound)
+    x1 = np.zeros(dim)
+    x1[0] = L
+    if relation == "add-remove":
+        return None, (x1, Y)
+    x0 = np.zeros(dim)
+    if dim == 1:
+        x0[0] = L
+    else:
+        x0[0], x0[1] = 0.5 * L, math.sqrt(3.0) / 2.0 * L
+    return (x0, -Y), (x1, Y)
+
+
+def _view_of(protocol):
+    """(view name, per-entry noise std of that view) of a configured statistics protocol."""
+    from fedbandit.protocols.statistics import CentralTree, DiscreteGaussianTree, ExactStatistics, GaussianTree
+
+    r, a, s = protocol.randomizer, protocol.analyzer, protocol.intermediary
+    if isinstance(a, CentralTree):
+        return "releases", float(a.sigma)
+    if isinstance(r, ExactStatistics):
+        raise ValueError(f"protocol {protocol.name!r} is not private: there is no noise law to audit")
+    if isinstance(r, GaussianTree):
+        if s.view == "messages":
+            return "sender", float(r.sigma0)
+        return ("sum" if s.view == "sum" else "multiset"), math.sqrt(protocol.n_agents) * float(r.sigma0)
+    if isinstance(r, DiscreteGaussianTree):
+        return ("sum" if s.view == "sum" else "multiset"), float(r.params.sigma_int)
+    raise ValueError(f"protocol {protocol.name!r} (randomizer {r.name!r}): no known noise law for a tight audit")
+
+
+def _feed(protocol, world_users, steps, n_runs, rng):
+    """Run a (tapped) protocol for ``steps`` batches on fixed data: the target user (or none)
+    is agent 0's first user of batch 1; every other record is zero.  Returns the tap and
+    the release recorder."""
+    p, tap, rec = tapped(protocol)
+    M, d, B = p.n_agents, p.dim, p.batch_size
+    p.reset(n_runs=n_runs, rng=rng)
+    for k in range(1, steps + 1):
+        x = np.zeros((B, n_runs, M, d))
+        y = np.zeros((B, n_runs, M))
+        if k == 1 and world_users is not None:
+            x[0, :, 0] = world_users[0]
+            y[0, :, 0] = world_users[1]
+        bias = np.einsum("brmd,brm->rmd", x, y)
+        gram = np.einsum("brmi,brmj->rmij", x, x)
+        p.synchronize(bias, gram, users=(x, y) if p.needs_user_data else None)
+    return p, tap, rec
+
+
+def _views(p, tap, rec, view):
+    """Per release step: the adversary's view, (steps, R, F)."""
+    from fedbandit.protocols.statistics import pack_statistics
+
+    if view == "releases":
+        pref = np.stack([pack_statistics(b, g) for b, g in rec.records])
+        return nodes_from_prefixes(pref)
+    recs = np.stack(tap.records).astype(np.float64)
+    if view == "sender":
+        return recs[:, :, 0, :]
+    if view == "multiset":
+        if p.randomizer.message == "integer":  # the server adds the residues mod m
+            return np.mod(recs.sum(axis=2), p.randomizer.params.modulus)
+        return recs.sum(axis=2)
+    return recs  # "sum": the secure aggregation's output
+
+
+class _GaussianTrials:
+    """Vectorized trials of ⟨view − view₀, Δ⟩ with view = view₀ + 1[world 1]·Δ + N(0, s²)."""
+
+    def __init__(self, delta_vec, s):
+        self.delta_vec = np.asarray(delta_vec, dtype=float)
+        self.s = float(s)
+
+    def __call__(self, world, rng, n):
+        from fedbandit.mechanisms.tree import draw_noise
+
+        z = draw_noise(rng, (n, self.delta_vec.size), self.s)
+        if world[1] == 1:
+            z += self.delta_vec
+        return z @ self.delta_vec
+
+
+class _DDGTrials:
+    """Vectorized trials of Σ_j ⟨centered residue_j, u⟩ over the κ' node releases of a DDG tree.
+
+    The target's rounded record r (conditional randomized rounding of u₁ = its flattened,
+    scaled record; u₀ for world 0) enters every node; the M parties' noise of the κ' nodes
+    adds up, per coordinate, to a sum of κ'·M discrete Gaussians, drawn as one discrete
+    Gaussian of scale σ_int·sqrt(κ'M) (the [KLS21] closeness bound goes into the slack).
+    """
+
+    def __init__(self, u0, u1, bound_int, sigma_int, n_nodes, n_parties):
+        self.u0, self.u1 = np.asarray(u0, dtype=float), np.asarray(u1, dtype=float)
+        self.direction = self.u1 - self.u0
+        self.bound_int = float(bound_int)
+        self.sigma_sum = float(sigma_int) * math.sqrt(n_nodes * n_parties)
+        self.n_nodes = int(n_nodes)
+
+    def __call__(self, world, rng, n):
+        from fedbandit.mechanisms.ddg import conditional_randomized_round
+        from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
+
+        u = self.u1 if world[1] == 1 else self.u0
+        out = np.empty(n)
+        chunk = max(1, 4_000_000 // max(1, u.size))
+        for start in range(0, n, chunk):
+            c = min(chunk, n - start)
+            r = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), self.bound_int, rng)
+            w = sample_discrete_gaussian(self.sigma_sum, (c, u.size), rng)
+            out[start:start + c] = (self.n_nodes * r + w) @ self.direction
+        return out
+
+
+def _worlds_relation(a, b):
+    return isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and {a[1], b[1]} == {0, 1}
+
+
+class TightAudit:
+    """The exact change and noise law of one configured statistics protocol's releases of one user.
+
+    Parameters
+    ----------
+    protocol : StatisticsProtocol
+        Configured for the run (by its learner, or ``configure(...)``).
+    rng : numpy.random.Generator
+        For the implementation checks.
+    check_runs : int, default 2000
+        Runs of the real protocol in the noise-law check (first release only).
+    """
+
+    def __init__(self, protocol, rng, *, check_runs=2000):
+        from fedbandit.protocols.statistics import DiscreteGaussianTree, StatisticsProtocol
+
+        if not isinstance(protocol, StatisticsProtocol):
+            raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
+        protocol._require()
+        rng = check_rng(rng)
+        self.check_runs = check_positive_int("check_runs", check_runs)
+        self.protocol = protocol
+        self.view, self.s = _view_of(protocol)
+        self.ddg = isinstance(protocol.randomizer, DiscreteGaussianTree)
+        self.users0, self.users1 = target_records(protocol.dim, protocol.relation, protocol.feature_bound,
+                                                  protocol.reward_bound or 1.0)
+        K = protocol.n_batches
+        self.steps = tree_nodes_containing(1, K)
+        last = self.steps[-1]
+        # 1. the exact change, through the implementation (noise removed)
+        # (the discrete Gaussian keeps a negligible noise: its sampler needs σ > 0)
+        quiet = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
+        v0 = _views(*_feed(quiet, self.users0, last, 1, rng), self.view)[:, 0]
+        v1 = _views(*_feed(quiet, self.users1, last, 1, rng), self.view)[:, 0]
+        if self.ddg:
+            m = protocol.randomizer.params.modulus
+            v0 = np.mod(v0 + m // 2, m) - m // 2
+            v1 = np.mod(v1 + m // 2, m) - m // 2
+        change = v1 - v0
+        changed = [k + 1 for k in range(last) if np.any(np.abs(change[k]) > (0.5 if self.ddg else 1e-9))]
+        if changed != self.steps:
+            raise AssertionError(
+                f"protocol {protocol.name!r}: one user's record changed the releases at batches {changed}, "
+                f"expected exactly the tree nodes of its batch {self.steps}"
+            )
+        self.change = change[np.asarray(self.steps) - 1]  # (κ', F)
+        self.view0 = v0[np.asarray(self.steps) - 1]
+        if self.ddg:
+            self._setup_ddg()
+        else:
+            self.delta_vec = self.change.reshape(-1)
+            self.support = np.flatnonzero(self.delta_vec)
+            self.trials = _GaussianTrials(self.delta_vec[self.support], self.s)
+            self.slack = 0.0
+        # 2. the noise law of the real protocol (first release), against the sampler's
+        self.noise_check_p = self._check_noise(rng)
+
+    def _setup_ddg(self):
+        from fedbandit.accounting.ddg import sum_closeness_bound
+        from fedbandit.mechanisms.ddg import clip_l2
+        from fedbandit.protocols.statistics import user_records
+
+        p = self.protocol
+        r = p.randomizer
+
+        def scaled(users):
+            if users is None:
+                return np.zeros(r.params.d_pad)
+            v = user_records(np.asarray(users[0])[None], np.asarray([users[1]]))[0]
+            return r.mechanism.flattener.flatten(clip_l2(v, r.clip)) / r.params.gamma
+
+        self.u0, self.u1 = scaled(self.users0), scaled(self.users1)
+        n_nodes, n_parties = len(self.steps), p.n_agents
+        self.trials = _DDGTrials(self.u0, self.u1, r.params.delta2_int, r.params.sigma_int, n_nodes, n_parties)
+        # closeness of a sum of N discrete Gaussians to one (chained [KLS21] Thm. 11), per coordinate
+        s2 = r.params.sigma_int**2
+        N = n_nodes * n_parties
+        d_inf = sum(sum_closeness_bound(k * s2, s2) for k in range(1, N))
+        tv = r.params.d_pad * math.expm1(d_inf)
+        # modular wrap-around: some node coordinate leaves [-m/2, m/2) (sub-Gaussian tails of
+        # the sum of M discrete Gaussians, variance proxy M σ², [CKS20])
+        m = r.params.modulus
+        room = m / 2 - r.params.delta2_int - 1
+        wrap = 2 * n_nodes * r.params.d_pad * math.exp(-room**2 / (2 * n_parties * s2)) if room > 0 else 1.0
+        self.slack = min(0.5, tv + wrap)
+        self.delta_vec = None
+
+    def _statistic_of_views(self, views):
+        """The statistic from recorded views (steps, R, F) of the real protocol."""
+        v = views[np.asarray(self.steps) - 1]
+        if self.ddg:
+            m = self.protocol.randomizer.params.modulus
+            v = np.mod(v + m // 2, m) - m // 2
+            return np.einsum("krf,f->r", v, self.trials.direction)
+        v = v - self.view0[:, None, :]
+        flat = np.moveaxis(v, 1, 0).reshape(v.shape[1], -1)
+        return flat[:, self.support] @ self.trials.delta_vec
+
+    def _check_noise(self, rng):
+        """KS p-value: the first release's statistic from the real protocol vs the sampler (world 1)."""
+        from scipy import stats
+
+        p1 = copy.deepcopy(self.protocol)
+        n = self.check_runs
+        views = _views(*_feed(p1, self.users1, 1, n, rng), self.view)  # (1, n, F)
+        if self.ddg:
+            m = p1.randomizer.params.modulus
+            v = np.mod(views[0] + m // 2, m) - m // 2
+            real = v @ self.trials.direction
+            one = _DDGTrials(self.u0, self.u1, p1.randomizer.params.delta2_int, p1.randomizer.params.sigma_int, 1,
+                             p1.n_agents)
+            fast = one((None, 1), rng, n)
+        else:
+            d = self.change[0]
+            sup = np.flatnonzero(d)
+            real = (views[0][:, sup] - self.view0[0, sup]) @ d[sup]
+            fast = _GaussianTrials(d[sup], self.s)((None, 1), rng, n)
+        return float(stats.ks_2samp(real, fast).pvalue)
+
+    @property
+    def mu(self) -> float:
+        """‖Δ‖/s: the Gaussian view's privacy parameter (NaN for the discrete Gaussian)."""
+        if self.ddg:  # Gaussian limit: κ'‖u‖² mean shift, sqrt(κ'M)σ_int‖u‖ spread (rounding aside)
+            return float(np.linalg.norm(self.trials.direction) * len(self.steps) / self.trials.sigma_sum)
+        return float(np.linalg.norm(self.delta_vec) / self.s)
+
+    def exact_epsilon(self, delta) -> float:
+        """Exact ε at δ of the attacked releases (Gaussian); the Gaussian limit for DDG."""
+        from fedbandit.accounting.amplification import gaussian_epsilon_exact
+
+        return gaussian_epsilon_exact(self.mu, delta)
+
+    def first_release_epsilon(self, delta) -> float:
+        """Exact ε at δ of the first release alone (one of the κ nodes)."""
+        from fedbandit.accounting.amplification import gaussian_epsilon_exact
+
+        return gaussian_epsilon_exact(self.mu / math.sqrt(len(self.steps)), delta)
+
+
+def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delta=None, broken_factor=0.25,
+                check_runs=2000, name=None) -> AuditReport:
+    """Known-optimal-test audit of the releases of one user of a configured statistics protocol.
+
+    Parameters
+    ----------
+    protocol : StatisticsProtocol
+        Configured for the run (e.g. ``learner.protocol``).
+    n_trials : int
+        Counted trials per input (millions are cheap).
+    rng : numpy.random.Generator
+    n_select : int, optional
+        Threshold-selection trials (default ``n_trials // 4``).
+    confidence : float, default 0.95
+        Of the Clopper–Pearson bound.
+    delta : float, optional
+        δ of the claim (default the protocol's target δ).
+    broken_factor : float or None, default 0.25
+        The power check's noise scale (None: no power check).
+    check_runs : int
+        Runs of the real protocol in the noise-law check.
+    name : str, optional
+
+    Returns
+    -------
+    AuditReport
+        ``kind="tight"``; ``exact_epsilon`` is the exact ε of the attacked releases, the
+        most any audit of them can find.
+    """
+    rng = check_rng(rng)
+    n_trials = check_positive_int("n_trials", n_trials)
+    confidence = check_probability("confidence", confidence)
+    t0 = time.perf_counter()
+    ta = TightAudit(protocol, rng, check_runs=check_runs)
+    delta = protocol.target_delta if delta is None else delta
+    claim, status = claim_of(protocol.accounting())
+    key = id(ta)
+    res = audit_epsilon_split(ta.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select, delta=delta,
+                              confidence=confidence, rng=rng, neighbouring=_worlds_relation, vectorized=True,
+                              slack=ta.slack)
+    broken_res = None
+    broken = ""
+    if broken_factor is not None:
+        tb = TightAudit(with_noise_scale(protocol, broken_factor), rng, check_runs=min(check_runs, 500))
+        broken_res = audit_epsilon_split(tb.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select,
+                                         delta=delta, confidence=confidence, rng=rng, neighbouring=_worlds_relation,
+                                         vectorized=True, slack=tb.slack)
+        broken = f"noise × {broken_factor:g}"
+    what = {"sender": "agent 0's messages", "sum": "the aggregate (secure aggregation)",
+            "multiset": "the sum of the shuffled messages", "releases": "the server's node releases"}[ta.view]
+    return AuditReport(
+        name=name or protocol.name,
+        kind="tight",
+        view=f"{what}: the {len(ta.steps)} releases containing user 1 (batches {ta.steps})",
+        attack="projection on the exact change (likelihood ratio)" + (", discrete Gaussian" if ta.ddg else ""),
+        relation=protocol.relation,
+        claimed_epsilon=claim,
+        delta=float(delta),
+        status=status,
+        result=res,
+        broken=broken,
+        broken_result=broken_res,
+        exact_epsilon=ta.exact_epsilon(delta),
+        n_trials=n_trials,
+        confidence=confidence,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _identity(batch):
+    return batch
