@@ -488,6 +488,8 @@ def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivi
         if eps0 > 50:
             break
         delta0 = n * math.exp((n - 1) * eps_r) * d_r
+        if delta / 2 + 2.0 * M * delta0 > delta:  # the δ₀ term alone is too large (its factor is ≥ 2)
+            continue
         eps = fmt22_numerical_epsilon(eps0, M, delta / 2) if M > 1 else eps0
         total = delta / 2 + (math.exp(eps) + 1.0) * (1.0 + math.exp(-eps0) / 2.0) * M * delta0
         if total <= delta and eps < best[0]:
