@@ -251,11 +251,11 @@ def test_communication_and_reports():
 
 def test_vector_sum_protocol_runs_and_is_unbiased_without_noise():
     # With a tiny constant the binomial noise is negligible: the learner must behave close to
-    # the non-private one (the estimates are unbiased); with split it is "invalid" (c < 24e4).
+    # the non-private one (the estimates are unbiased); it is "unproven" (c < 24e4).
     proto = VectorSumShuffleProtocol(10.0, 0.1, constant=1e-12)
     learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D, lam=1.0)
     res = learner.run(_env(True), np.random.default_rng(0))
-    assert res.accounting["status"] == "invalid"
+    assert res.accounting["status"] == "unproven"
     assert res.communication["rounds"] == T // B
     assert res.communication["unit"] == "bits"
 

@@ -70,6 +70,11 @@ __all__ = [
     "zc_amplification_sigma0",
     "gaussian_delta_exact",
     "gaussian_epsilon_exact",
+    "zc_lemma_sigma0",
+    "shuffled_gaussian_privacy_loss",
+    "shuffled_gaussian_epsilon_mc",
+    "shuffled_gaussian_epsilon_far",
+    "group_privacy_route_epsilon",
 ]
 
 
@@ -353,3 +358,140 @@ def gaussian_epsilon_exact(mu: float, delta: float) -> float:
     while gaussian_delta_exact(hi, mu) > delta:
         hi *= 2.0
     return float(optimize.brentq(lambda e: gaussian_delta_exact(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-12))
+
+
+
+# ---------------------------------------------------------------------------------
+# Checking the Zhou–Chowdhury lemma: shuffled Gaussian sums of local datasets of size n
+# ---------------------------------------------------------------------------------
+
+
+def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", sensitivity=1.0) -> float:
+    """σ₀ of the Zhou–Chowdhury lemma for one release per agent, as the book reconstructs it.
+
+    The lemma (their Appendix E; statement not in the available text) is taken to say
+    [reconstruction]: M agents, each releasing the sum of its n records (each of sensitivity
+    Δ = ``sensitivity``) plus N(0, σ₀²), shuffled, are (ε, δ)-DP for one record changed,
+    with σ₀ the one-node (κ = 1) instance of the noise Theorem 6.3 uses, the horizon T read
+    as the local dataset size n: ``variant="authors"`` [authors' code]
+    σ₀ = Δ sqrt(log(1/δ) log(1 + 1/(nδ)) log(M/δ))/(ε sqrt M); ``"ideal"`` σ₀ =
+    Δ sqrt(8(log(2/δ) + ε))/(ε sqrt M), the silo-LDP calibration divided by sqrt(M) ("roughly
+    1/M of the LDP noise").  No validity region is applied (the check is of the formula).
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    M = check_positive_int("n_agents", n_agents)
+    n = check_positive_int("n_records", n_records)
+    check_choice("variant", variant, ("authors", "ideal"))
+    sensitivity = check_nonnegative_float("sensitivity", sensitivity)
+    if variant == "ideal":
+        return sensitivity * math.sqrt(8.0 * (math.log(2.0 / delta) + epsilon) / M) / epsilon
+    return sensitivity * math.sqrt(math.log(1.0 / delta) * math.log1p(1.0 / (n * delta)) * math.log(M / delta)) / (
+        epsilon * math.sqrt(M)
+    )
+
+
+def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0, n_samples, rng) -> tuple:
+    """Samples of the privacy loss of M shuffled Gaussian sums, one agent's record changed.
+
+    One-dimensional model: agent 1's sum is 0 (input D) or Δ (input D′, one record changed),
+    the other M − 1 agents' sums are all ``others``; each agent releases its sum plus
+    N(0, σ₀²) and the shuffler outputs the multiset.  The likelihood of a multiset y is a
+    sum over which element is agent 1's, so the privacy loss is
+    ℓ(y) = log Σ_j e^{a(y_j)} − log Σ_j e^{a′(y_j)} with a(y) = ((y − c)² − y²)/(2σ₀²) and
+    a′(y) = ((y − c)² − (y − Δ)²)/(2σ₀²).  Returns (ℓ under D, ℓ under D′), ``n_samples`` each.
+    """
+    from fedbandit._validation import check_rng
+
+    sigma0 = check_nonnegative_float("sigma0", sigma0)
+    if sigma0 == 0:
+        raise ValueError("sigma0 must be > 0")
+    M = check_positive_int("n_agents", n_agents)
+    S = check_positive_int("n_samples", n_samples)
+    rng = check_rng(rng)
+    c, D = float(others), check_nonnegative_float("sensitivity", sensitivity)
+    out = []
+    for s1 in (0.0, D):
+        y = rng.standard_normal((S, M)) * sigma0
+        y[:, 0] += s1
+        y[:, 1:] += c
+        a = ((y - c) ** 2 - y**2) / (2 * sigma0**2)
+        b = ((y - c) ** 2 - (y - D) ** 2) / (2 * sigma0**2)
+        out.append(special.logsumexp(a, axis=1) - special.logsumexp(b, axis=1))
+    return out[0], out[1]
+
+
+def _epsilon_from_losses(loss_p, loss_q, delta):
+    """Smallest ε on a fine grid with both hockey-stick estimates ≤ δ (Monte Carlo)."""
+    def d_of(e):
+        return max(np.mean(-np.expm1(np.minimum(e - loss_p, 0.0))), np.mean(-np.expm1(np.minimum(e + loss_q, 0.0))))
+
+    if d_of(0.0) <= delta:
+        return 0.0
+    hi = max(float(np.max(loss_p)), float(np.max(-loss_q)), 1e-6)
+    lo = 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if d_of(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def shuffled_gaussian_epsilon_mc(sigma0, n_agents, others, delta, *, sensitivity=1.0, n_samples=100_000, rng) -> float:
+    """ε(δ) of the shuffled Gaussian sums of :func:`shuffled_gaussian_privacy_loss`, by Monte Carlo.
+
+    δ(ε) = E_D[(1 − e^{ε − ℓ})₊] (and the other direction) is estimated by the sample mean
+    over ``n_samples`` draws; the smallest ε meeting ``delta`` is found by bisection.  An
+    estimate of the exact privacy curve of that pair of inputs -- hence, up to its Monte
+    Carlo error, a lower bound on the protocol's ε over all inputs.
+    """
+    delta = check_delta(delta)
+    lp, lq = shuffled_gaussian_privacy_loss(sigma0, n_agents, others, sensitivity=sensitivity, n_samples=n_samples,
+                                            rng=rng)
+    return _epsilon_from_losses(lp, lq, delta)
+
+
+def shuffled_gaussian_epsilon_far(sigma0, delta, *, sensitivity=1.0) -> float:
+    """The exact worst-case ε of shuffled Gaussian sums when the other agents' sums can be far away.
+
+    If the other agents' data put their sums at distance ≥ D from agent 1's, the element
+    nearest agent 1's sum is agent 1's except with probability ≤ (M − 1)·2Φ(−(D − Δ)/(2σ₀)),
+    so the shuffled view is as informative as agent 1's release alone up to that probability,
+    and no view is more informative than it (the shuffle is post-processing).  As D/σ₀ → ∞
+    the worst-case ε(δ) is therefore exactly the Gaussian mechanism's,
+    :func:`gaussian_epsilon_exact` (Δ/σ₀, δ): shuffling amplifies nothing.  Sums of n records
+    of range r reach D = (n − 1)·r, so this is the exact curve as soon as nr ≫ σ₀.
+    """
+    return gaussian_epsilon_exact(check_nonnegative_float("sensitivity", sensitivity) / sigma0, delta)
+
+
+def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivity=1.0) -> tuple[float, float]:
+    """The group-privacy route of Lowy & Razaviyayn (2021) for shuffled Gaussian sums of n records.
+
+    Each agent's Gaussian sum is (ε_r, δ_r)-DP per record (exact Gaussian profile); by group
+    privacy it is (nε_r, n e^{(n−1)ε_r} δ_r)-DP for any change of its whole dataset, i.e. an
+    (ε₀, δ₀) local randomizer; FMT22's amplification (:func:`fmt22_approx_dp`, numerical)
+    then gives (ε, δ_amp + (e^ε + 1)(1 + e^{−ε₀}/2) M δ₀).  Half of ``delta`` goes to δ_amp,
+    half to the δ₀ term; ε_r is the smallest whose group δ₀ fits.  Returns (ε, ε₀); ε = ε₀
+    (or ∞) when amplification does not help.  A valid upper bound, loose by design.
+    """
+    delta = check_delta(delta)
+    n = check_positive_int("n_records", n_records)
+    M = check_positive_int("n_agents", n_agents)
+    mu = check_nonnegative_float("sensitivity", sensitivity) / sigma0
+    best = (math.inf, math.inf)
+    for eps_r in np.geomspace(1e-4, 5.0, 60):
+        d_r = gaussian_delta_exact(float(eps_r), mu)
+        eps0 = n * float(eps_r)
+        if eps0 > 50:
+            break
+        delta0 = n * math.exp((n - 1) * eps_r) * d_r
+        if delta / 2 + 2.0 * M * delta0 > delta:  # the δ₀ term alone is too large (its factor is ≥ 2)
+            continue
+        eps = fmt22_numerical_epsilon(eps0, M, delta / 2) if M > 1 else eps0
+        total = delta / 2 + (math.exp(eps) + 1.0) * (1.0 + math.exp(-eps0) / 2.0) * M * delta0
+        if total <= delta and eps < best[0]:
+            best = (eps, eps0)
+    return best

@@ -8,6 +8,8 @@ search of :mod:`fedbandit.accounting.ddg` and the shuffle flip probabilities of
 * :func:`ldp_sigma0`, :func:`central_sigma`, :func:`gaussian_tree_sigma0` -- Gaussian tree
   node noise (Zhou & Chowdhury 2023, Thm. 6.1 and 6.3; DP20's :func:`dp20_sigma`);
 * :func:`vector_sum_parameters` -- the shuffle vector sum of Cheu, Joseph, Mao & Peng (2021);
+  :func:`authors_vector_sum_noise` and :func:`authors_vector_sum_lambda_sigma` -- the noise and
+  the λ of Zhou & Chowdhury's experiment code for it;
 * :func:`laplace_counter_scale` -- continual counting (Chan, Shi & Song 2011).
 """
 
@@ -35,6 +37,9 @@ __all__ = [
     "TREE_SIGMA_RULES",
     "gaussian_tree_sigma0",
     "vector_sum_parameters",
+    "authors_vector_sum_noise",
+    "authors_vector_sum_lambda_sigma",
+    "authors_vector_sum_constant",
     "laplace_counter_scale",
     "CJMP21_CONSTANT",
 ]
@@ -187,6 +192,60 @@ def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP
         raise ValueError(f"g must be >= max(2 sqrt(n), D, 4) = {g_min}, got {g}")
     b = int(math.ceil(constant * g**2 * math.log(4 * dim**2 / delta) ** 2 / (epsilon**2 * n_users)))
     return g, b, float(p)
+
+
+def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature_bound: float = 1.0, p: float = 0.25) -> float:
+    """Per-coordinate, per-node noise standard deviation of the authors' vector sum [authors' code].
+
+    Zhou & Chowdhury's experiment code (``Agents.py``, ``SDPFedLinUCBVecSum.update`` with the
+    1-D randomizer ``R1d`` and analyzer ``A1d``) shifts every coordinate to [0, 2L], scales it
+    by g/L, adds Bin(b, p) noise bits with b = scale·g²·log²(d²/δ)/(ε²n) (d the *feature*
+    dimension, the budget (ε, δ) of every node) and rescales by L/g, so the noise of a node
+    sum of n users has standard deviation (L/g)·sqrt(n b p(1 − p)) =
+    L·sqrt(scale)·log(d²/δ)·sqrt(p(1 − p))/ε, whatever n and g (14.96 at ε = 0.2, δ = 0.1,
+    d = 10, scale = 1).  No theorem covers scale = 1.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    dim = check_positive_int("dim", dim)
+    scale = check_positive_float("scale", scale)
+    L = check_positive_float("feature_bound", feature_bound)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie in (0, 1), got {p!r}")
+    return L * math.sqrt(scale) * math.log(dim**2 / delta) * math.sqrt(p * (1.0 - p)) / epsilon
+
+
+def authors_vector_sum_constant(delta, dim, n_coordinates, *, scale: float = 1.0) -> float:
+    """The c of :func:`vector_sum_parameters` whose node noise is the authors' [derived].
+
+    The book's encoding (coordinates in [−1, 1] mapped to [0, 1], g levels) has node noise
+    2·sqrt(c)·log(4D²/δ)·sqrt(p(1 − p))/ε (D = ``n_coordinates``, up to b's rounding up);
+    equating it with :func:`authors_vector_sum_noise` (L = 1) gives
+    c = scale·(log(d²/δ)/(2 log(4D²/δ)))²: 0.082 at δ = 0.1, d = 10, D = 65.
+    """
+    delta = check_delta(delta)
+    dim = check_positive_int("dim", dim)
+    n_coordinates = check_positive_int("n_coordinates", n_coordinates)
+    scale = check_positive_float("scale", scale)
+    return scale * (math.log(dim**2 / delta) / (2.0 * math.log(4.0 * n_coordinates**2 / delta))) ** 2
+
+
+def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_bound: float = 1.0) -> float:
+    """The σ from which the authors' code sets λ for its vector sum [authors' code].
+
+    ``SDPFedLinUCBVecSum.__init__``: noise = L·sqrt(κ log(1/δ))·log(κ d²/δ)/ε and
+    λ = sqrt(κ)·noise·(sqrt(κ + log(1/α)) + sqrt(d)), i.e. the book's
+    :func:`fedbandit.theory.linear.regularizer_lambda` with σ = sqrt(κ)·noise (4260 at
+    ε = 0.2, δ = 0.1, K = 400, d = 10, α = 0.01).  This σ is not the noise the vector sum
+    adds (:func:`authors_vector_sum_noise`): it is a separate formula of the code.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    dim = check_positive_int("dim", dim)
+    L = check_positive_float("feature_bound", feature_bound)
+    k = tree_depth(n_batches)
+    noise = L * math.sqrt(k * math.log(1.0 / delta)) * math.log(k * dim**2 / delta) / epsilon
+    return math.sqrt(k) * noise
 
 
 def laplace_counter_scale(epsilon, sensitivity: float = 1.0, *, releases: int = 1):

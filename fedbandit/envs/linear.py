@@ -113,18 +113,38 @@ class RoundBlock:
         Reward noise added to the played arm's mean.
     mask : ndarray of bool, shape (n_rounds, Rc, M, K), or None
         True for real arms when the number of arms varies (padding is False).
+    arm_ids : ndarray of int, shape (n_rounds, Rc, M, K), or None
+        When every arm is a row of the environment's fixed table ``env.arm_features``
+        (N, d): the row of each arm (0 for padded arms), so that a learner can score the
+        table once per synchronization instead of every arm of every round
+        (:func:`fedbandit.learners.linucb.table_scores`).  ``features`` is then
+        ``env.arm_features[arm_ids]``.
     """
 
     start: int
-    features: np.ndarray
+    _features: np.ndarray | None
     means: np.ndarray
     best: np.ndarray
     noise: np.ndarray
     mask: np.ndarray | None = None
+    arm_ids: np.ndarray | None = None
+    #: The table ``arm_ids`` index (``env.arm_features``); given with ``_features=None``,
+    #: ``features`` is formed from it on first use (a learner that scores the table never
+    #: needs the per-round copies).
+    table: np.ndarray | None = None
+
+    @property
+    def features(self) -> np.ndarray:
+        if self._features is None:
+            feats = self.table[self.arm_ids]
+            if self.mask is not None:
+                feats *= self.mask[..., None]  # padded arms are zero vectors
+            self._features = feats
+        return self._features
 
     @property
     def n_rounds(self) -> int:
-        return self.features.shape[0]
+        return self.means.shape[0]
 
 
 class _LinearEnvBase:
@@ -143,7 +163,11 @@ class _LinearEnvBase:
         if block_size is not None:
             return check_positive_int("block_size", block_size)
         rc = 1 if self.shared_contexts else self.n_runs
-        per_round = max(1, rc * self.n_agents * self.n_arms * self.dim * 8)
+        # Bytes per arm of a block: the features (d floats), or, for an environment whose
+        # arms are rows of a table (features formed only on request), its row index, mean
+        # and mask (17 bytes).
+        per_arm = 17 if self.arm_features is not None else self.dim * 8
+        per_round = max(1, rc * self.n_agents * self.n_arms * per_arm)
         return int(max(1, min(256, BLOCK_BYTES // per_round)))
 
     @property
@@ -158,14 +182,17 @@ class _LinearEnvBase:
             raise ValueError(f"index must be >= 0, got {index}")
         n = self.block_size if n_rounds is None else check_positive_int("n_rounds", n_rounds)
         if self.shared_contexts:
-            feats, means, mask = self._contexts(_child(self._root, _ROLE_CONTEXTS, index), n)
-            feats, means = feats[:, None], means[:, None]
+            feats, means, mask, ids = self._contexts(_child(self._root, _ROLE_CONTEXTS, index), n)
+            feats = None if feats is None else feats[:, None]
+            means = means[:, None]
             mask = None if mask is None else mask[:, None]
+            ids = None if ids is None else ids[:, None]
         else:
             parts = [self._contexts(_child(self._root, _ROLE_CONTEXTS, index, r), n) for r in range(self.n_runs)]
-            feats = np.stack([p[0] for p in parts], axis=1)
+            feats = None if parts[0][0] is None else np.stack([p[0] for p in parts], axis=1)
             means = np.stack([p[1] for p in parts], axis=1)
             mask = None if parts[0][2] is None else np.stack([p[2] for p in parts], axis=1)
+            ids = None if parts[0][3] is None else np.stack([p[3] for p in parts], axis=1)
         best = means.max(axis=-1)
         if self.noise_std > 0:
             noise = np.stack(
@@ -178,7 +205,8 @@ class _LinearEnvBase:
             noise *= self.noise_std
         else:
             noise = np.zeros((n, self.n_runs, self.n_agents))
-        return RoundBlock(index * self.block_size, feats, means, best, noise, mask)
+        return RoundBlock(index * self.block_size, feats, means, best, noise, mask, ids,
+                          None if feats is not None else self.arm_features)
 
     def iter_blocks(self, horizon: int) -> Iterator[RoundBlock]:
         """Yield the blocks covering rounds 1..``horizon`` (the last one possibly shorter)."""
@@ -188,7 +216,11 @@ class _LinearEnvBase:
             n = min(self.block_size, horizon - b * self.block_size)
             yield self.block(b, n)
 
+    #: The fixed table (N, d) whose rows are the arms (``RoundBlock.arm_ids``), or None.
+    arm_features: np.ndarray | None = None
+
     def _contexts(self, rng, n):  # pragma: no cover - abstract
+        """(features, means, mask or None, arm_ids or None) of ``n`` rounds."""
         raise NotImplementedError
 
 
@@ -280,7 +312,7 @@ class SyntheticLinearEnv(_LinearEnvBase):
         if self.basis_arms:
             feats[:, :, :d, :] = self._basis_obs
             means[:, :, :d] = self._basis_means
-        return feats, means, None
+        return feats, means, None, None
 
     def describe(self) -> dict:
         return {
@@ -385,31 +417,43 @@ class RealDataLinearEnv(_LinearEnvBase):
         self._qfeat = np.zeros((n_queries, qmax, self.dim))
         self._qmean = np.full((n_queries, qmax), -np.inf)
         self._qvalid = np.zeros((n_queries, qmax), dtype=bool)
+        # The arms of the used queries (the agents' blocks) as one table, in query order:
+        # arm_features[_qids[q, k]] is document k of query q (row 0 for padding).
+        used = per_agent * self.n_agents
+        self._qids = np.zeros((n_queries, qmax), dtype=np.int64)
+        first = np.concatenate([[0], np.cumsum(counts[:used])])
         for q in range(n_queries):
             idx = order[starts[q] : starts[q] + counts[q]]
             self._qfeat[q, : counts[q]] = obs[idx]
             self._qmean[q, : counts[q]] = mean_all[idx]
             self._qvalid[q, : counts[q]] = True
+            if q < used:
+                self._qids[q, : counts[q]] = first[q] + np.arange(counts[q])
+        self.arm_features = np.concatenate([self._qfeat[q, : counts[q]] for q in range(used)], axis=0)
         self._root = as_seed_sequence(seed)
         self.block_size = self._default_block_size(block_size)
 
     def _contexts(self, rng, n):
         M, P = self.n_agents, self.queries_per_agent
         q = rng.integers(0, P, size=(n, M)) + P * np.arange(M)
-        feats = self._qfeat[q]
+        # The features are rows of the table arm_features (RoundBlock.features forms them
+        # from arm_ids when a learner asks for them).
         means = self._qmean[q]
         valid = self._qvalid[q]
+        ids = self._qids[q]
         K = self.n_arms
-        if feats.shape[2] > K:
+        if means.shape[2] > K:
             # Keep a uniformly random subset of at most K real documents: sort random keys
             # with padding last, take the first K.
             keys = rng.random(valid.shape)
             keys[~valid] = 2.0
             sel = np.argsort(keys, axis=-1)[..., :K]
-            feats = np.take_along_axis(feats, sel[..., None], axis=2)
             means = np.take_along_axis(means, sel, axis=2)
             valid = np.take_along_axis(valid, sel, axis=2)
-        return feats, means, valid
+            ids = np.take_along_axis(ids, sel, axis=2)
+        else:
+            means, valid, ids = means[:, :, :K], valid[:, :, :K], ids[:, :, :K]
+        return None, means, valid, ids
 
     def describe(self) -> dict:
         return {

@@ -52,7 +52,16 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.learners.linucb import gather_played, regularized_inverse, select_arms, sherman_morrison_update
+from fedbandit.learners.linucb import (
+    gather_played,
+    regularized_inverse,
+    select_arms,
+    select_from_table,
+    serve_from_statistics,
+    sherman_morrison_update,
+    table_products,
+    table_scores,
+)
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import RunResult
 from fedbandit.protocols.registry import create
@@ -257,6 +266,9 @@ class FixedBatchFedLinUCB:
         bound_sq = (self.feature_bound * (1 + 1e-9)) ** 2
         # Independent agents never synchronize: they always learn from their own data.
         local = self.local_updates or not self.communicate
+        if not local:
+            self._play_from_synchronized(env, betas, bound_sq, regret, arms_rec, buf_x, buf_y, flush, u_loc, w_loc)
+            return self._result(regret, betas, arms_rec)
         since_inverse = 0
         t = 0
         theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
@@ -315,6 +327,79 @@ class FixedBatchFedLinUCB:
                     since_inverse = 0
                 else:
                     sherman_morrison_update(v_inv, x)
+        return self._result(regret, betas, arms_rec)
+
+    def _play_from_synchronized(self, env, betas, bound_sq, regret, arms_rec, buf_x, buf_y, flush, u_loc, w_loc):
+        """The private variant's rounds: every user of a batch is served from the last release.
+
+        Between two synchronizations every agent of a run uses the same V⁻¹ = (λI + W̃_syn)⁻¹
+        and θ̂ = V⁻¹Ũ_syn, so the rounds of a batch are scored together
+        (:func:`~fedbandit.learners.linucb.serve_from_statistics`; when the arms are rows of
+        a fixed table, :func:`~fedbandit.learners.linucb.table_scores` once per
+        synchronization).  The same decisions as serving them one round at a time.
+        """
+        R, M, d, B, T = env.n_runs, self.n_agents, self.dim, self.batch_size, self.horizon
+        protocol = self.protocol
+        needs_users = protocol.needs_user_data
+        L = buf_x.shape[2]
+        v_inv = np.broadcast_to(np.eye(d) / self.lam, (R, d, d)).copy()
+        theta_hat = np.zeros((R, d))
+        table = getattr(env, "arm_features", None)
+        products = None if table is None else table_products(table)
+        scored = None  # the table's scores for the current statistics
+        pos = 0
+        t = 0
+        for block in env.iter_blocks(T):
+            from_table = block.arm_ids is not None and table is not None
+            dim = table.shape[-1] if from_table else block.features.shape[-1]
+            if dim != d:
+                raise ValueError(f"environment features have dimension {dim}, expected {d}")
+            s = 0
+            while s < block.n_rounds:
+                n = min(block.n_rounds - s, B - t % B, L - pos)
+                seg = slice(s, s + n)
+                mask = None if block.mask is None else block.mask[seg]
+                if from_table:
+                    if scored is None:
+                        scored = table_scores(table, theta_hat, v_inv, products)
+                    arms = select_from_table(*scored, block.arm_ids[seg], betas[t : t + n], mask)
+                    x = table[_gather_rounds(block.arm_ids[seg], arms)]  # (n, R, M, d)
+                else:
+                    arms = serve_from_statistics(block.features[seg], theta_hat, v_inv, betas[t : t + n], mask)
+                    x = _gather_rounds(block.features[seg], arms)  # (n, R, M, d)
+                mean = _gather_rounds(block.means[seg], arms)  # (n, R, M)
+                sq = np.einsum("nrmd,nrmd->nrm", x, x)
+                if sq.max() > bound_sq:
+                    raise ValueError(
+                        f"a played feature has norm {math.sqrt(sq.max()):.6g} > feature_bound={self.feature_bound}"
+                    )
+                regret[:, t : t + n] = (np.broadcast_to(block.best[seg], (n, R, M)) - mean).sum(axis=2).T
+                if arms_rec is not None:
+                    arms_rec[:, t : t + n] = arms.transpose(1, 0, 2)
+                y = mean + block.noise[seg]
+                if self.reward_bound is not None:
+                    np.clip(y, -self.reward_bound, self.reward_bound, out=y)
+                buf_x[:, :, pos : pos + n] = x.transpose(1, 2, 0, 3)
+                buf_y[:, :, pos : pos + n] = y.transpose(1, 2, 0)
+                pos += n
+                t += n
+                s += n
+                if t % B == 0:
+                    flush(pos)
+                    users = (np.moveaxis(buf_x, 2, 0), np.moveaxis(buf_y, 2, 0)) if needs_users else None
+                    pos = 0
+                    u_syn, w_syn = protocol.synchronize(u_loc, w_loc, users=users)
+                    u_loc[:] = 0.0
+                    w_loc[:] = 0.0
+                    v_inv = regularized_inverse(w_syn, self.lam)  # (R, d, d), shared by the agents
+                    theta_hat = np.matmul(v_inv, u_syn[..., None])[..., 0]
+                    scored = None
+                elif pos == L:
+                    flush(pos)
+                    pos = 0
+
+    def _result(self, regret, betas, arms_rec) -> RunResult:
+        T = self.horizon
         return RunResult(
             t=np.arange(1, T + 1),
             regret=np.cumsum(regret, axis=1),
@@ -322,7 +407,7 @@ class FixedBatchFedLinUCB:
             accounting=self.accounting().as_dict(),
             calibration=self.calibration(float(betas[-1])),
             noise_variance=float(self.protocol.server_noise_std() ** 2) if self.communicate else 0.0,
-            extras={"arms": arms_rec} if record_arms else {},
+            extras={"arms": arms_rec} if arms_rec is not None else {},
             learner=self.name,
             protocol=self.protocol.name if self.communicate else "none",
         )
@@ -455,3 +540,11 @@ def paper_synthetic_configs(*, runs=25, T=10_000, M=100, env_seed=0, vecsum_spli
         vs["constant"] = 1.0
     out.append(vs)
     return out
+
+
+def _gather_rounds(arrays_by_arm, arms):
+    """``arrays_by_arm`` (n, Rc, M, K, ...) at ``arms`` (n, R, M): shape (n, R, M, ...)."""
+    n, R, M = arms.shape
+    Rc = arrays_by_arm.shape[1]
+    rr = np.zeros((1, 1, 1), dtype=np.intp) if Rc == 1 else np.arange(R).reshape(1, R, 1)
+    return arrays_by_arm[np.arange(n).reshape(n, 1, 1), rr, np.arange(M).reshape(1, 1, M), arms]

@@ -12,7 +12,12 @@ Chowdhury 2023, DP20's FedUCB, concurrent-shuffle LinUCB) shares it:
 * :func:`regularized_inverse` -- batched (λI + G)⁻¹;
 * :func:`sherman_morrison_update` -- (V + x xᵀ)⁻¹ from V⁻¹ in O(d²), used between
   synchronizations so that no d × d inverse is recomputed every round;
-* :func:`ucb_scores` / :func:`select_arms` -- optimistic scores and the arg-max over arms.
+* :func:`ucb_scores` / :func:`select_arms` -- optimistic scores and the arg-max over arms;
+* :func:`serve_from_statistics` / :func:`table_scores` + :func:`select_from_table` -- the
+  arms of many rounds at once when every agent of a run is served from the same statistics
+  (the private fixed-batch learner within a batch), from the rounds' features or, when the
+  arms are rows of a fixed table (the real-data instance's documents), from the table's
+  scores computed once per synchronization.
 
 Contexts shared across runs
 ---------------------------
@@ -21,6 +26,18 @@ When the context array has a run axis of length 1 while the statistics have R > 
 computed as one matrix product of the d² feature products (formed once per agent, not
 once per run) with the R flattened matrices V⁻¹: per agent an (R × d²) by (d² × K)
 product, which BLAS does far faster than R·M small (K × d)(d × d) products.  Both paths give the same scores up to rounding.
+The products are taken over the upper triangle only (d(d+1)/2 of them, the off-diagonal ones
+weighted 2 through :func:`weighted_upper`), which halves the work of the product.
+
+One set of statistics per run
+-----------------------------
+When every agent of a run is served from the same V⁻¹ and θ̂ for many rounds (the private
+fixed-batch learner serves a whole batch from the last synchronization), the work is one
+product per chunk of rounds: the (rounds·agents·arms) × d(d+1)/2 feature products against the
+R × d(d+1)/2 weighted matrices, the compute floor of exact scoring (d(d+1)/2 multiply-adds per
+arm, agent, round and run).  When the arms are rows of a fixed table of N features
+(``RoundBlock.arm_ids``), the scores of all N rows are computed once per synchronization
+(N·d² per run instead of B·M·K·d(d+1)/2) and every round gathers its arms' scores.
 
 Ties in the arg-max (up to a relative tolerance, :data:`TIE_TOL`) go to the lowest arm
 index, so that decisions do not depend on floating-point rounding.
@@ -36,6 +53,11 @@ __all__ = [
     "regularized_inverse",
     "sherman_morrison_update",
     "feature_products",
+    "weighted_upper",
+    "serve_from_statistics",
+    "table_products",
+    "table_scores",
+    "select_from_table",
     "ucb_scores",
     "select_arms",
     "TIE_TOL",
@@ -86,6 +108,18 @@ def feature_products(features: np.ndarray) -> np.ndarray:
     return np.concatenate([features[..., i : i + 1] * features[..., i:] for i in range(d)], axis=-1)
 
 
+def weighted_upper(matrices: np.ndarray) -> np.ndarray:
+    """The upper triangle of symmetric ``matrices`` (..., d, d), off-diagonal entries doubled.
+
+    Row-major, the order of :func:`feature_products`: ⟨feature_products(x), weighted_upper(A)⟩ = xᵀ A x
+    for symmetric A (for a nearly symmetric A, such as a computed inverse, the quadratic form
+    of its upper triangle).
+    """
+    d = matrices.shape[-1]
+    iu, ju = np.triu_indices(d)
+    return matrices[..., iu, ju] * np.where(iu == ju, 1.0, 2.0)
+
+
 def _check_shapes(features, theta_hat, v_inv):
     if features.ndim != 4:
         raise ValueError(f"features must have shape (runs or 1, agents, arms, d), got {features.shape}")
@@ -113,9 +147,9 @@ def _scores(features, theta_hat, v_inv, beta, mask):
         # Layout (M, ·, K) keeps K, the longest axis, contiguous: the d² feature products
         # are then a fast broadcast multiply and both products below are BLAS GEMMs.
         XT = np.ascontiguousarray(features[0].transpose(0, 2, 1))  # (M, d, K)
-        M_, _, K = XT.shape
-        PT = (XT[:, :, None, :] * XT[:, None, :, :]).reshape(M_, d * d, K)
-        G = np.ascontiguousarray(v_inv.reshape(R, M, d * d).transpose(1, 0, 2))  # (M, R, d²)
+        iu, ju = np.triu_indices(d)
+        PT = XT[:, iu, :] * XT[:, ju, :]  # (M, d(d+1)/2, K): the products x_i x_j, i <= j
+        G = np.ascontiguousarray(weighted_upper(v_inv).transpose(1, 0, 2))  # (M, R, d(d+1)/2)
         quad = np.matmul(G, PT)  # (M, R, K): x_kᵀ V⁻¹ x_k, exact for symmetric V⁻¹
         scores = np.matmul(np.ascontiguousarray(theta_hat.transpose(1, 0, 2)), XT)  # (M, R, K)
         np.maximum(quad, 0.0, out=quad)
@@ -196,3 +230,194 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
         # Index the shared array directly: (1, M, K, ...) -> (R, M, ...).
         return a[0][np.arange(M)[None, :], arms]
     return a[np.arange(R)[:, None], np.arange(M)[None, :], arms]
+
+
+#: Columns (rounds × agents × arms) scored per product in :func:`serve_from_statistics`:
+#: keeps the feature products of a chunk (columns × d(d+1)/2 floats) in cache.
+SERVE_CHUNK = 8192
+
+
+def _argmax_with_ties(scores, axis, tie_tol):
+    best = scores.max(axis=axis, keepdims=True)
+    best -= tie_tol * np.maximum(1.0, np.abs(best))
+    return np.argmax(scores >= best, axis=axis)
+
+
+def _check_served(features_shape, theta_hat, v_inv, betas):
+    if len(features_shape) != 5:
+        raise ValueError(f"features must have shape (rounds, runs or 1, agents, arms, d), got {features_shape}")
+    n, Rc, _, _, d = features_shape
+    if theta_hat.ndim != 2 or theta_hat.shape[1] != d:
+        raise ValueError(f"theta_hat must have shape (runs, {d}), got {theta_hat.shape}")
+    R = theta_hat.shape[0]
+    if v_inv.shape != (R, d, d):
+        raise ValueError(f"v_inv must have shape {(R, d, d)}, got {v_inv.shape}")
+    if Rc not in (1, R):
+        raise ValueError(f"features must have 1 or {R} runs on axis 1, got {Rc}")
+    betas = np.asarray(betas, dtype=float)
+    if betas.shape != (n,):
+        raise ValueError(f"betas must have shape ({n},) (one radius per round), got {betas.shape}")
+    return R, betas
+
+
+def _upper_products_t(xt: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Products x_i x_j (i <= j, row-major) of the columns of ``xt`` (d, n) into ``out`` (d(d+1)/2, n).
+
+    One multiply per row i into a preallocated buffer: much faster than fancy indexing.
+    """
+    d = xt.shape[0]
+    k = 0
+    for i in range(d):
+        np.multiply(xt[i], xt[i:], out=out[k : k + d - i])
+        k += d - i
+    return out
+
+
+def serve_from_statistics(features, theta_hat, v_inv, betas, mask=None, *, tie_tol: float = TIE_TOL) -> np.ndarray:
+    """LinUCB's arms for n rounds in which every agent of a run uses the same V⁻¹ and θ̂.
+
+    The decisions of :func:`select_arms` (same scores up to rounding, same tie rule) for
+    ``theta_hat`` and ``v_inv`` broadcast over the agents, round by round with radius
+    ``betas[s]``, computed in a few large products instead of one small product per
+    (round, agent) (see the module notes).
+
+    Parameters
+    ----------
+    features : ndarray, shape (n, Rc, M, K, d)
+        The rounds' arm features; ``Rc`` is R, or 1 when every run sees the same contexts.
+    theta_hat : ndarray, shape (R, d)
+    v_inv : ndarray, shape (R, d, d)
+        Symmetric V⁻¹ per run.
+    betas : ndarray, shape (n,)
+        β of every round.
+    mask : ndarray of bool, shape (n, Rc, M, K), optional
+        False for padded arms.
+
+    Returns
+    -------
+    ndarray of int, shape (n, R, M)
+    """
+    features = np.asarray(features, dtype=float)
+    theta_hat = np.asarray(theta_hat, dtype=float)
+    v_inv = np.asarray(v_inv, dtype=float)
+    R, betas = _check_served(features.shape, theta_hat, v_inv, betas)
+    n, Rc, M, K, d = features.shape
+    out = np.empty((n, R, M), dtype=np.intp)
+    if Rc == 1:
+        step = max(1, SERVE_CHUNK // (M * K))
+        G = weighted_upper(v_inv)  # (R, q)
+        buf = np.empty((G.shape[1], step * M * K))
+        for s in range(0, n, step):
+            c = min(step, n - s)
+            xt = np.ascontiguousarray(features[s : s + c, 0].reshape(-1, d).T)  # (d, c·M·K)
+            quad = G @ _upper_products_t(xt, buf[:, : xt.shape[1]])  # (R, c·M·K): x_kᵀ V⁻¹ x_k
+            np.maximum(quad, 0.0, out=quad)
+            np.sqrt(quad, out=quad)
+            quad = quad.reshape(R, c, M * K)
+            quad *= betas[None, s : s + c, None]
+            scores = quad.reshape(R, -1)
+            scores += theta_hat @ xt
+            scores = scores.reshape(R, c, M, K)
+            if mask is not None:
+                scores = np.where(mask[None, s : s + c, 0], scores, -np.inf)
+            out[s : s + c] = _argmax_with_ties(scores, 3, tie_tol).transpose(1, 0, 2)
+        return out
+    step = max(1, SERVE_CHUNK // (M * K))
+    for s in range(0, n, step):
+        X = features[s : s + step]
+        c = X.shape[0]
+        Xr = np.moveaxis(X, 1, 0).reshape(R, -1, d)  # (R, c·M·K, d)
+        quad = np.einsum("rnd,rnd->rn", np.matmul(Xr, v_inv), Xr)
+        scores = np.matmul(Xr, theta_hat[:, :, None])[..., 0]  # (R, c·M·K)
+        np.maximum(quad, 0.0, out=quad)
+        np.sqrt(quad, out=quad)
+        quad = quad.reshape(R, c, M * K)
+        quad *= betas[None, s : s + c, None]
+        scores += quad.reshape(R, -1)
+        scores = scores.reshape(R, c, M, K)
+        if mask is not None:
+            scores = np.where(np.moveaxis(mask[s : s + c], 1, 0), scores, -np.inf)
+        out[s : s + c] = _argmax_with_ties(scores, 3, tie_tol).transpose(1, 0, 2)
+    return out
+
+
+def table_products(table) -> np.ndarray:
+    """The upper-triangle products of every row of ``table`` (N, d), transposed: (d(d+1)/2, N).
+
+    Computed once per run for :func:`table_scores` (8·N·d(d+1)/2 bytes).
+    """
+    table = np.asarray(table, dtype=float)
+    if table.ndim != 2:
+        raise ValueError(f"table must have shape (N, d), got {table.shape}")
+    xt = np.ascontiguousarray(table.T)
+    d = xt.shape[0]
+    return _upper_products_t(xt, np.empty((d * (d + 1) // 2, xt.shape[1])))
+
+
+def table_scores(table, theta_hat, v_inv, products=None) -> tuple[np.ndarray, np.ndarray]:
+    """⟨x, θ̂⟩ and ‖x‖_{V⁻¹} of every row x of a fixed feature table, per run.
+
+    Parameters
+    ----------
+    table : ndarray, shape (N, d)
+    theta_hat : ndarray, shape (R, d)
+    v_inv : ndarray, shape (R, d, d)
+    products : ndarray, shape (d(d+1)/2, N), optional
+        :func:`table_products` (table), when the table is scored many times: the quadratic
+        forms are then one (R × d(d+1)/2)(d(d+1)/2 × N) product.
+
+    Returns
+    -------
+    (lin, width) : ndarrays of shape (R, N)
+        Negative quadratic forms (a noisy, indefinite V) are clipped at 0 before the root.
+    """
+    table = np.asarray(table, dtype=float)
+    theta_hat = np.asarray(theta_hat, dtype=float)
+    v_inv = np.asarray(v_inv, dtype=float)
+    if table.ndim != 2:
+        raise ValueError(f"table must have shape (N, d), got {table.shape}")
+    R, _ = _check_served((1, 1, 1, 1, table.shape[1]), theta_hat, v_inv, np.zeros(1))
+    lin = theta_hat @ table.T
+    if products is None:
+        width = np.einsum("rnd,nd->rn", np.matmul(table[None], v_inv), table)
+    else:
+        width = weighted_upper(v_inv) @ products
+    np.maximum(width, 0.0, out=width)
+    np.sqrt(width, out=width)
+    return lin, width
+
+
+def select_from_table(lin, width, arm_ids, betas, mask=None, *, tie_tol: float = TIE_TOL) -> np.ndarray:
+    """LinUCB's arms for n rounds whose arms are rows of a table scored by :func:`table_scores`.
+
+    Parameters
+    ----------
+    lin, width : ndarrays of shape (R, N)
+    arm_ids : ndarray of int, shape (n, Rc, M, K)
+        The table row of every arm (any valid row for padded arms).
+    betas : ndarray, shape (n,)
+    mask : ndarray of bool, shape (n, Rc, M, K), optional
+
+    Returns
+    -------
+    ndarray of int, shape (n, R, M)
+        The same decisions as :func:`serve_from_statistics` on the rows' features.
+    """
+    arm_ids = np.asarray(arm_ids)
+    if arm_ids.ndim != 4:
+        raise ValueError(f"arm_ids must have shape (rounds, runs or 1, agents, arms), got {arm_ids.shape}")
+    R = lin.shape[0]
+    n, Rc = arm_ids.shape[:2]
+    if Rc not in (1, R) or width.shape != lin.shape:
+        raise ValueError(f"arm_ids must have 1 or {R} runs on axis 1 and lin, width the same shape")
+    betas = np.asarray(betas, dtype=float)
+    if betas.shape != (n,):
+        raise ValueError(f"betas must have shape ({n},), got {betas.shape}")
+    run = np.arange(R).reshape(1, R, 1, 1)
+    ids = np.broadcast_to(arm_ids, (n, R) + arm_ids.shape[2:])
+    scores = width[run, ids]
+    scores *= betas[:, None, None, None]
+    scores += lin[run, ids]
+    if mask is not None:
+        scores = np.where(np.broadcast_to(mask, scores.shape), scores, -np.inf)
+    return _argmax_with_ties(scores, 3, tie_tol)

@@ -66,6 +66,8 @@ _EXPORTS = {
     "CentralTree": "statistics",
     "StatisticsProtocol": "statistics",
     "AUTO_BITS_ROUNDING_SHARE": "statistics",
+    "GRAM_NOISES": "statistics",
+    "gram_noise_scale": "statistics",
     "SCHEDULES": "statistics",
     "ExactVectors": "sums",
     "ClippedVectors": "sums",

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 
 from fedbandit._validation import check_bool, check_choice
-from fedbandit.accounting.calibration import CJMP21_CONSTANT
 from fedbandit.protocols.intermediaries import Identity, SecureAggregation, Shuffler
 from fedbandit.protocols.registry import register
 from fedbandit.protocols.statistics import (
@@ -52,38 +51,40 @@ def non_private():
 
 
 @register("central", kind="statistics", summary="trusted server with one Gaussian tree", reference="[DNPR10, CSS11]")
-def central(epsilon, delta, *, calibration="zcdp", relation="add-remove"):
+def central(epsilon, delta, *, calibration="zcdp", relation="add-remove", gram_noise="mirror"):
     return StatisticsProtocol(
-        ExactStatistics(), Identity(), CentralTree(calibration), name="central", epsilon=epsilon, delta=delta,
+        ExactStatistics(), Identity(), CentralTree(calibration, gram_noise=gram_noise), name="central", epsilon=epsilon,
+        delta=delta,
         relation=relation,
     )
 
 
 @register("silo-ldp", kind="statistics", summary="silo-level LDP: distributed Gaussian tree", reference=f"{_ZC}, Thm. 6.1")
-def silo_ldp(epsilon, delta, *, calibration="zcdp", relation="add-remove"):
+def silo_ldp(epsilon, delta, *, calibration="zcdp", relation="add-remove", gram_noise="mirror"):
     return StatisticsProtocol(
-        GaussianTree(calibration), Identity(), TreePrefix(), name="silo-ldp", epsilon=epsilon, delta=delta,
+        GaussianTree(calibration, gram_noise=gram_noise), Identity(), TreePrefix(), name="silo-ldp", epsilon=epsilon, delta=delta,
         relation=relation,
     )
 
 
 @register("sdp-amplification", kind="statistics", summary="shuffle DP by amplification: Gaussian tree + shuffler",
           reference=f"{_ZC}, Thm. 6.3")
-def sdp_amplification(epsilon, delta, *, variant="authors", force=False, relation="add-remove"):
+def sdp_amplification(epsilon, delta, *, variant="authors", force=False, relation="add-remove", gram_noise="mirror"):
     variant = check_choice("variant", variant, ("authors", "recalled", "ideal"))
     return StatisticsProtocol(
-        GaussianTree(f"amplification-{variant}", force=check_bool("force", force)), Shuffler(), TreePrefix(),
+        GaussianTree(f"amplification-{variant}", force=check_bool("force", force), gram_noise=gram_noise), Shuffler(),
+        TreePrefix(),
         name="sdp-amplification", epsilon=epsilon, delta=delta, relation=relation,
     )
 
 
 @register("sdp-vector-sum", kind="statistics", summary="shuffle DP: vector-sum protocol in every tree node",
           reference=f"{_ZC}, Thm. 6.5; Cheu et al. 2021")
-def sdp_vector_sum(epsilon, delta, *, split="advanced", constant=CJMP21_CONSTANT, relation="add-remove"):
+def sdp_vector_sum(epsilon, delta, *, split="advanced", constant=None, noise="theorem", relation="add-remove"):
     if isinstance(delta, (int, float)) and not isinstance(delta, bool) and 0.5 <= delta < 1:
         raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
     return StatisticsProtocol(
-        VectorSum(split=split, constant=constant), Shuffler(), TreePrefix(), name="sdp-vector-sum", epsilon=epsilon,
+        VectorSum(split=split, constant=constant, noise=noise), Shuffler(), TreePrefix(), name="sdp-vector-sum", epsilon=epsilon,
         delta=delta, relation=relation,
     )
 
