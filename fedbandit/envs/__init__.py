@@ -47,6 +47,7 @@ _EXPORTS = {
     "GaussianBandit": "multi_armed",
     "RewardStream": "multi_armed",
     "make_env": "multi_armed",
+    "OrthogonalArmsEnv": "orthogonal",
     "UsersEnv": "users",
     "UserSequenceEnv": "users",
 }
