@@ -581,3 +581,29 @@ def test_regret_trial_outputs():
     assert ctx["k2"].shape == (2,) and np.all(ctx["uniform"] > 0)
     with pytest.raises(ValueError, match="instance"):
         regret_trial(dict(gaps, instance="mslr"), np.random.default_rng(0))
+
+
+def test_static_scoring_equals_per_user_scoring_when_the_choice_moves():
+    """_static_arms (one context scored once per period, refined only where the choice moves with β) against
+    the LinUCB core's per-user select_arms, with β_t spanning a range over which the arg-max changes."""
+    from fedbandit.learners.concurrent_linucb import _static_arms
+    from fedbandit.learners.linucb import select_arms
+
+    rng = np.random.default_rng(5)
+    R, c, K, d = 40, 25, 4, 3
+    feats = rng.standard_normal((R, K, d))
+    theta = rng.standard_normal((R, d))
+    A = rng.standard_normal((R, d, d))
+    v_inv = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
+    betas = np.linspace(0.0, 3.0, c)
+    fast = _static_arms(feats, theta, v_inv, betas, None)
+    slow = select_arms(np.broadcast_to(feats[:, None], (R, c, K, d)), np.broadcast_to(theta[:, None], (R, c, d)),
+                       np.broadcast_to(v_inv[:, None], (R, c, d, d)), np.broadcast_to(betas, (R, c)))
+    assert np.any(slow[:, 0] != slow[:, -1])  # the choice does move within the period for some runs
+    np.testing.assert_array_equal(fast, slow)
+    mask = rng.random((R, K)) < 0.7
+    mask[:, 0] = True
+    slow_m = select_arms(np.broadcast_to(feats[:, None], (R, c, K, d)), np.broadcast_to(theta[:, None], (R, c, d)),
+                         np.broadcast_to(v_inv[:, None], (R, c, d, d)), np.broadcast_to(betas, (R, c)),
+                         np.broadcast_to(mask[:, None], (R, c, K)))
+    np.testing.assert_array_equal(_static_arms(feats, theta, v_inv, betas, mask), slow_m)
