@@ -336,7 +336,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="n_agents"):
         proto.configure(n_agents=2, dim=2, n_batches=50, batch_size=2)
     with pytest.raises(ValueError, match="batch_size"):
-        proto.configure(n_agents=1, dim=2, n_batches=25, batch_size=4)
+        proto.configure(n_agents=1, dim=2, n_batches=33, batch_size=3)  # not a multiple of b_k = 2
     with pytest.raises(ValueError, match="reward_bound"):
         proto.configure(n_agents=1, dim=2, n_batches=50, batch_size=2, reward_bound=None)
     with pytest.raises(ValueError, match="schedule"):
@@ -399,3 +399,211 @@ def test_padded_arms_are_never_played():
             lr = ConcurrentShuffleLinUCB(create(name, epsilon=3.0, delta=1e-6, **kw), n_users=n, dim=2, lean=lean)
             res = lr.run(_PaddedArmsEnv(), np.random.default_rng(0))
             assert np.all(np.isfinite(res.regret)), (name, lean)
+
+
+# ---------------------------------------------------------------------------------------
+# Periods of several batches, the vector-sum protocol, the noise-free twin, fixed arms
+# ---------------------------------------------------------------------------------------
+
+
+def _configured_period(sizes, n, period, dim=2, eps=2.0, delta=1e-6, name="concurrent-shuffle", **kw):
+    if name == "concurrent-shuffle":
+        proto = create(name, epsilon=eps, delta=delta, batch_sizes=sizes, **kw)
+    else:
+        proto = create(name, epsilon=eps, delta=delta, batch_size=sizes[0], **kw)
+    return proto.configure(n_agents=1, dim=dim, n_batches=n // period, batch_size=period, n_users=n)
+
+
+@pytest.mark.parametrize("sizes,period", [((12, 4), 4), ((12, 4), 8), ((12, 4), 24), ((8, 4, 2, 1), 1),
+                                          ((8, 4, 2, 1), 6), ((8, 2, 1), 3), ((16, 4, 1), 6), ((1,), 5), ((6,), 18)])
+def test_a_period_of_several_batches_releases_the_mixed_radix_estimate(monkeypatch, sizes, period):
+    """With the randomizer made deterministic (rounding to the nearest unary count; the shuffler's count its
+    expectation, which the analyzer debiases exactly), the estimate after every period of P users -- several
+    batches of the finer levels closing inside one period, released together -- is the mixed-radix sum computed
+    here from its definition: the full level-1 batches, then the full level-2 batches after them, ..., each
+    user's value rounded at that level's g.  (Dropping the carry of a batch begun in the previous period, or
+    not clearing the finer levels at a coarser release, fails it.)"""
+    import fedbandit.protocols.concurrent as pc
+
+    monkeypatch.setattr(pc, "_unary_round", lambda arr, g, rng: np.floor(arr * g + 0.5).astype(np.int64))
+    monkeypatch.setattr(pc, "_sample_counts", lambda ones, m, q0, q1, rng: ones * q1 + (m - ones) * q0)
+    dim, n, runs = 2, 96, 2
+    x, y, z = _users(np.random.default_rng(3), n, runs, dim)
+    proto = _configured_period(sizes, n, period).reset(n_runs=runs, rng=np.random.default_rng(0))
+    assert proto.period == period and proto.batch_sizes == sizes
+    half = record_half_range(dim)
+    z01 = np.clip((z / half + 1.0) / 2.0, 0.0, 1.0)
+    gs = proto.randomizer.resolutions
+    for t in range(period, n + 1, period):
+        total, start = np.zeros((runs, z.shape[-1])), 0
+        for b, g in zip(sizes, gs):
+            full = (t - start) // b
+            total += (np.floor(z01[start : start + full * b] * g + 0.5) / g).sum(axis=0)
+            start += full * b
+        np.testing.assert_allclose(_sync(proto, x[t - period : t], y[t - period : t]), half * (2 * total - t),
+                                   atol=1e-9)
+
+
+@pytest.mark.parametrize("sizes,period", [((12, 4), 8), ((8, 4, 2, 1), 6), ((1,), 4)])
+def test_a_period_of_several_batches_is_unbiased_with_the_stated_variance(sizes, period):
+    """The same z-test and variance bounds as test_protocol_unbiased_with_stated_variance, P > b_k."""
+    dim, n, runs = 2, 24, 4000
+    rng = np.random.default_rng(sum(sizes) + period)
+    x, y, z = _users(rng, n, 1, dim)
+    x, y = np.broadcast_to(x, (n, runs, dim)), np.broadcast_to(y, (n, runs))
+    proto = _configured_period(sizes, n, period).reset(n_runs=runs, rng=rng)
+    for k, t in enumerate(range(period, n + 1, period), start=1):
+        out = _sync(proto, x[t - period : t], y[t - period : t])
+        truth = z[:t, 0].sum(axis=0)
+        bound = proto.prefix_noise_variance(k)
+        zscore = (out.mean(axis=0) - truth) / np.sqrt(bound / runs)
+        assert np.all(np.abs(zscore) < 5), (t, zscore)
+        assert np.all(out.var(axis=0) <= 1.15 * bound), (t, out.var(axis=0), bound)
+
+
+def test_vector_sum_protocol_unbiased_with_stated_variance_and_claimed():
+    """Chowdhury & Zhou's sequential protocol: every user in one batch of B through the vector sum.
+
+    z-test per coordinate and release, |z| < 5 over 4000 runs (Bonferroni over ≤ 5 × 6 tests, false alarm
+    < 1e-4); variance within 15 % of the stated binomial + rounding bound from above and of the binomial noise
+    alone from below (sampling error of a variance from 4000 runs ≈ 2 %)."""
+    dim, n, runs, B = 2, 24, 4000, 4
+    rng = np.random.default_rng(11)
+    x, y, z = _users(rng, n, 1, dim)
+    x, y = np.broadcast_to(x, (n, runs, dim)), np.broadcast_to(y, (n, runs))
+    for period in (B, 2 * B):
+        proto = _configured_period((B,), n, period, name="sequential-vector-sum", eps=1.0, delta=1e-3,
+                                   constant=1.0).reset(n_runs=runs, rng=rng)
+        mech = proto.randomizer.mech
+        for k, t in enumerate(range(period, n + 1, period), start=1):
+            out = _sync(proto, x[t - period : t], y[t - period : t])
+            truth = z[:t, 0].sum(axis=0)
+            bound = proto.prefix_noise_variance(k)
+            zscore = (out.mean(axis=0) - truth) / np.sqrt(bound / runs)
+            assert np.all(np.abs(zscore) < 5), (t, zscore)
+            assert np.all(out.var(axis=0) <= 1.15 * bound), (t, out.var(axis=0), bound)
+            assert np.all(out.var(axis=0) >= 0.85 * (t // B) * mech.noise_std() ** 2), t
+    assert proto.accounting().status == "invalid"  # constant 1 < the theorem's
+    ok = create("sequential-vector-sum", epsilon=0.2, delta=0.1, batch_size=20)
+    ConcurrentShuffleLinUCB(ok, n_users=2000, dim=5)
+    acc = ok.accounting()
+    assert acc.status == "claimed" and acc.epsilon == 0.2 and acc.delta == 0.1 and acc.relation == "replace"
+    assert ok.calibration()["b"] > 1e9 and ok.model == "SDP"
+    auto = create("sequential-vector-sum", epsilon=1.0, delta=1e-3)
+    assert ConcurrentShuffleLinUCB(auto, n_users=10_000, dim=2).period == sequential_batch_sizes(10_000)[0]
+    with pytest.raises(ValueError, match="multiple of B"):
+        _configured_period((4,), 24, 6, name="sequential-vector-sum")
+
+
+def test_min_period_and_noise_free_twin():
+    n = 2000
+    lr = ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=4.0, delta=1e-6, k="log"), n_users=n, dim=2,
+                                 min_period=16)
+    assert lr.period == 16 and lr.protocol.batch_sizes[-1] == 16 and lr.protocol.batch_sizes[0] == 1024
+    local = ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=4.0, delta=1e-6, batch_sizes=(1,)),
+                                    n_users=n, dim=2, min_period=10)
+    assert local.period == 10 and local.protocol.batch_sizes == (1,)
+    central = ConcurrentShuffleLinUCB(create("central", epsilon=4.0, delta=1e-6, relation="replace"), n_users=n,
+                                      dim=2, min_period=8)
+    assert central.period == 8 and central.protocol.n_batches == n // 8
+    k2 = ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=4.0, delta=1e-6, k=2), n_users=n, dim=2)
+    assert ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=4.0, delta=1e-6, k=2), n_users=n, dim=2,
+                                   min_period=k2.period).period == k2.period
+    with pytest.raises(ValueError, match="min_period"):
+        ConcurrentShuffleLinUCB(create("central", epsilon=4.0, delta=1e-6), n_users=n, dim=2, min_period=0)
+    # the twin: same λ and period, exact sums (its runs do not depend on the protocol's generator), no privacy
+    twins = [ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=4.0, delta=1e-6, k=2), n_users=n, dim=2,
+                                     noise_free=True) for _ in range(2)]
+    assert twins[0].lam == k2.lam and twins[0].period == k2.period
+    res = [tw.run(_env(), np.random.default_rng(seed)) for tw, seed in zip(twins, (0, 1))]
+    np.testing.assert_array_equal(res[0].regret, res[1].regret)
+    assert res[0].accounting["status"] == "none" and res[0].calibration["noise_free"]
+    private = k2.run(_env(), np.random.default_rng(0))
+    assert not np.array_equal(private.regret, res[0].regret)
+
+
+def test_orthogonal_arms_env_and_static_scoring():
+    """The gap family: regret Δ_r per pull of a worse arm; the learner's one-context scoring of a period makes
+    the decisions of the per-user scoring (the env with its features materialized)."""
+    from fedbandit.envs.linear import RoundBlock
+    from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+
+    gaps = np.repeat([0.05, 0.2, 0.5], 2)
+    env = OrthogonalArmsEnv(gaps, dim=3, noise_std=0.1, seed=4, block_size=50)
+    assert env.n_runs == 6 and env.n_arms == 3 and env.param_norm == pytest.approx(math.sqrt(0.25 + 2 * 0.45**2))
+    blocks = list(env.iter_blocks(120))
+    assert [b.n_rounds for b in blocks] == [50, 50, 20] and blocks[0].features.strides[0] == 0
+    np.testing.assert_allclose(blocks[0].means[0, :, 0, 1], 0.5 - gaps)
+    again = list(OrthogonalArmsEnv(gaps, dim=3, noise_std=0.1, seed=4, block_size=50).iter_blocks(120))
+    np.testing.assert_array_equal(blocks[1].noise, again[1].noise)
+
+    class Materialized:
+        n_agents, n_runs, dim, n_arms = 1, env.n_runs, env.dim, env.n_arms
+
+        def iter_blocks(self, horizon):
+            for b in env.iter_blocks(horizon):
+                yield RoundBlock(b.start, b.features.copy(), b.means.copy(), b.best.copy(), b.noise, None)
+
+    n = 600
+    out = []
+    for e in (env, Materialized()):
+        lr = ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=4.0, delta=1e-6, k=2), n_users=n, dim=3,
+                                     min_period=8)
+        out.append(lr.run(e, np.random.default_rng(2), per_user=True))
+    np.testing.assert_array_equal(out[0].extras["user_regret"], out[1].extras["user_regret"])
+    per_user = out[0].extras["user_regret"]
+    assert np.all(np.isclose(per_user, 0) | np.isclose(per_user, gaps[:, None]))
+    with pytest.raises(ValueError, match="gaps"):
+        OrthogonalArmsEnv([0.0, 0.1])
+    with pytest.raises(ValueError, match="gaps"):
+        OrthogonalArmsEnv([1.2])
+    with pytest.raises(ValueError, match="dim"):
+        OrthogonalArmsEnv([0.1], dim=1)
+
+
+def test_regret_trial_outputs():
+    from fedbandit.experiments.regret import regret_trial
+
+    protos = [{"label": "k2", "protocol": "concurrent-shuffle", "k": 2},
+              {"label": "k2-twin", "protocol": "concurrent-shuffle", "k": 2, "noise_free": True},
+              {"label": "cz", "protocol": "sequential-vector-sum", "batch_size": 20, "constant": 1.0},
+              {"label": "np", "protocol": "non-private"}]
+    gaps = dict(n=400, epsilon=4.0, delta=1e-6, dim=2, instance="gaps", gaps=[0.1, 0.4], runs_per_gap=2,
+                min_period=8, protocols=protos)
+    out = regret_trial(gaps, np.random.default_rng(0))
+    for lab in ("k2", "k2-twin", "cz", "np"):
+        assert out[lab].shape == (4,) and out["curves"][lab].shape == out["checkpoints"].shape
+        assert out["syncs"][lab] == 400 // out["period"][lab] and out["wall"][lab] >= 0
+    assert out["accounting"]["k2"]["status"] == "verified" and out["accounting"]["k2-twin"]["status"] == "none"
+    assert out["accounting"]["cz"]["status"] == "invalid" and out["period"]["cz"] == 20
+    ctx = regret_trial(dict(gaps, instance="contextual", runs=2, n_arms=10, protocols=protos[:1]),
+                       np.random.default_rng(0))
+    assert ctx["k2"].shape == (2,) and np.all(ctx["uniform"] > 0)
+    with pytest.raises(ValueError, match="instance"):
+        regret_trial(dict(gaps, instance="mslr"), np.random.default_rng(0))
+
+
+def test_static_scoring_equals_per_user_scoring_when_the_choice_moves():
+    """_static_arms (one context scored once per period, refined only where the choice moves with β) against
+    the LinUCB core's per-user select_arms, with β_t spanning a range over which the arg-max changes."""
+    from fedbandit.learners.concurrent_linucb import _static_arms
+    from fedbandit.learners.linucb import select_arms
+
+    rng = np.random.default_rng(5)
+    R, c, K, d = 40, 25, 4, 3
+    feats = rng.standard_normal((R, K, d))
+    theta = rng.standard_normal((R, d))
+    A = rng.standard_normal((R, d, d))
+    v_inv = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
+    betas = np.linspace(0.0, 3.0, c)
+    fast = _static_arms(feats, theta, v_inv, betas, None)
+    slow = select_arms(np.broadcast_to(feats[:, None], (R, c, K, d)), np.broadcast_to(theta[:, None], (R, c, d)),
+                       np.broadcast_to(v_inv[:, None], (R, c, d, d)), np.broadcast_to(betas, (R, c)))
+    assert np.any(slow[:, 0] != slow[:, -1])  # the choice does move within the period for some runs
+    np.testing.assert_array_equal(fast, slow)
+    mask = rng.random((R, K)) < 0.7
+    mask[:, 0] = True
+    slow_m = select_arms(np.broadcast_to(feats[:, None], (R, c, K, d)), np.broadcast_to(theta[:, None], (R, c, d)),
+                         np.broadcast_to(v_inv[:, None], (R, c, d, d)), np.broadcast_to(betas, (R, c)),
+                         np.broadcast_to(mask[:, None], (R, c, K)))
+    np.testing.assert_array_equal(_static_arms(feats, theta, v_inv, betas, mask), slow_m)

@@ -62,7 +62,7 @@ ALLOWED_TYPED = {
     "01_dp20_gaps.ipynb": 0,
     "02_fixed_batch.ipynb": 0,
     "03_consensus_ucb.ipynb": 0,
-    "04_concurrent_shuffle.ipynb": 10,
+    "04_concurrent_shuffle.ipynb": 0,
     "05_distributed_discrete_gaussian.ipynb": 0,
     "06_side_by_side.ipynb": 7,
 }

@@ -42,7 +42,10 @@ PARAMS = {
     "sdp-vector-sum": dict(epsilon=2.0, delta=0.1),
     "dp20": dict(epsilon=2.0, delta=0.1),
     "concurrent-shuffle": dict(epsilon=2.0, delta=1e-3, k=2),
+    "sequential-vector-sum": dict(epsilon=2.0, delta=0.1, batch_size=2),
 }
+#: Protocols of users served one at a time (one agent, synchronizing every 4 users).
+USER_LEVEL = ("concurrent-shuffle", "sequential-vector-sum")
 DEFAULT_PRIVATE = dict(epsilon=2.0, delta=1e-3)
 
 
@@ -74,8 +77,8 @@ class Exercise:
 
 
 def _statistics_setting(p):
-    n_agents = 1 if p.name == "concurrent-shuffle" else M
-    batch = 4 if p.name == "concurrent-shuffle" else B
+    n_agents = 1 if p.name in USER_LEVEL else M
+    batch = 4 if p.name in USER_LEVEL else B
     return dict(n_agents=n_agents, dim=D, n_batches=K, batch_size=batch)
 
 
@@ -248,7 +251,7 @@ def test_non_private_limit(name):
         over["variant"] = "ideal"
     if name == "dp20":
         over = dict(epsilon=1e6, delta=0.4)
-    if name in ("sdp-vector-sum", "concurrent-shuffle"):
+    if name in ("sdp-vector-sum",) + USER_LEVEL:
         pytest.skip(f"{name}: its noise does not vanish within its parameter range (ε ≤ 15 per node)")
     if name == "sum-binomial-secagg":
         pytest.skip(f"{name}: cpSGD's Thm. 1 needs Np(1-p) >= 23 log(10d/δ), a floor on the noise whatever ε")
@@ -274,7 +277,7 @@ def test_measured_noise_variance_matches_stated(name):
         assert np.all(err == 0) or np.abs(err).max() < 1e-9
         return
     p = _build(name)
-    discrete = name in ("ddg-secagg", "ddg-shuffle", "sdp-vector-sum", "concurrent-shuffle", "sum-ddg-secagg")
+    discrete = name in ("ddg-secagg", "ddg-shuffle", "sdp-vector-sum", "sum-ddg-secagg") + USER_LEVEL
     for k in range(err.shape[1]):
         x = err[:, k].ravel()
         dof = x.size

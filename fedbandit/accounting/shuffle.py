@@ -10,6 +10,7 @@ from scipy import optimize, special, stats
 
 from fedbandit._validation import (
     _is_binary,
+    check_choice,
     check_batch_sizes,
     check_delta,
     check_epsilon,
@@ -18,10 +19,10 @@ from fedbandit._validation import (
     check_positive_int,
     check_unit_interval,
 )
+from fedbandit.accounting.allocation import COMPOSITIONS, composed_guarantee, mechanism_budget
 from fedbandit.accounting.composition import (
     advanced_composition,
     group_budget,
-    level_budget,
 )
 
 __all__ = [
@@ -215,7 +216,7 @@ def rr_flip_probability(n_users: int, epsilon: float, delta: float) -> float:
     return _flip_probability(n_users, epsilon, delta)
 
 
-def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolution=1) -> dict:
+def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolution=1, composition="best") -> dict:
     """Privacy accounting of the k-level algorithm with the given schedule.
 
     Returns a dict with the per-level rows (batch size b_i, number of batches, ε₀, δ₀,
@@ -223,16 +224,19 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
     messages p_i(b_i g_i − 1), the certified δ of one message, and the noise standard
     deviation of one batch sum) and the composition of the k mechanisms every user
     joins: basic (kε₀, kδ₀) and advanced (Dwork, Rothblum & Vadhan 2010) with δ' = δ/2;
-    the better of the two is at most (ε, δ), which makes the whole algorithm
-    (ε, δ)-CSDP.
+    ``guarantee``, the composition the per-level budget was split by
+    (:func:`fedbandit.accounting.allocation.mechanism_budget`), is at most (ε, δ), which
+    makes the whole algorithm (ε, δ)-CSDP.
 
     Parameters
     ----------
     resolution : int or sequence of int
         Messages per user at every level (one value for all levels, or one per level);
         1 for bits.
+    composition : {"best", "basic", "advanced"}
+        The split of (ε, δ) over the k levels.
     """
-    
+    composition = check_choice("composition", composition, COMPOSITIONS)
     n = check_positive_int("n", n)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -242,7 +246,7 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
     if len(gs) != k:
         raise ValueError(f"resolution must be one int or one per level ({k}), got {resolution!r}")
     gs = [check_positive_int("resolution", g) for g in gs]
-    eps0, delta0 = level_budget(epsilon, delta, k)
+    eps0, delta0 = mechanism_budget(epsilon, delta, k, composition=composition)
     levels = []
     for i, (b, g) in enumerate(zip(sizes, gs)):
         eps_b, delta_b = group_budget(eps0, delta0, g)
@@ -265,8 +269,8 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
         )
     basic = (k * eps0, k * delta0)
     # (advanced composition only helps for small ε₀; math.expm1 overflows for huge ones)
-    advanced = advanced_composition(eps0, delta0, k, delta / 2.0) if k > 1 and eps0 < 10 else basic
-    best = min((basic, advanced), key=lambda e: (e[0], e[1]))
+    advanced = advanced_composition(eps0, delta0, k, delta / 2.0) if eps0 < 10 else (math.inf, math.inf)
+    guarantee = composed_guarantee(eps0, delta0, k, delta, composition=composition)
     return {
         "n": n,
         "k": k,
@@ -275,7 +279,8 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
         "levels": levels,
         "basic_composition": basic,
         "advanced_composition": advanced,
-        "guarantee": best,
+        "composition": composition,
+        "guarantee": guarantee,
     }
 
 

@@ -51,6 +51,7 @@ _EXPORTS = {
     "KArmedBandit": "multi_armed",
     "RewardStream": "multi_armed",
     "make_env": "multi_armed",
+    "OrthogonalArmsEnv": "orthogonal",
     "RANKER_FILE": "recommendation",
     "DEFAULT_RANKER_PATH": "recommendation",
     "RELEVANCE_VALUES": "recommendation",

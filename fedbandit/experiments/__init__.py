@@ -19,6 +19,7 @@ _EXPORTS = {
     "package_source_hash": "grid",
     "prune_cache": "grid",
     "stack_results": "grid",
+    "regret_trial": "regret",
     "run_config": "runner",
     "RUNNER_KEYS": "runner",
     "mean_and_se": "statistics",

@@ -116,7 +116,10 @@ def psco_trial(config: dict, rng) -> dict:
         ``algorithms``: list of ``[name, k]`` pairs (k None unless the algorithm needs it),
         ``input``: ``"bernoulli"`` (i.i.d. Ber(``mean``), default 1/2) or ``"hard"`` (Δ_{n,k}
         with k = ``hard_k``); optional ``schedules``: label → batch sizes computed
-        beforehand (so that worker processes need not rerun the schedule search).
+        beforehand (so that worker processes need not rerun the schedule search), and
+        ``composition`` ("best", "basic", "advanced"; default "best"): the split of (ε, δ)
+        over the levels of the shuffle algorithms (the schedules given must be computed
+        for the same rule).
     rng : numpy.random.Generator
 
     Returns
@@ -136,10 +139,11 @@ def psco_trial(config: dict, rng) -> dict:
     else:
         x = sample_bernoulli_input(n, rng, runs=runs, mean=config.get("mean", 0.5))
     schedules = config.get("schedules") or {}
+    composition = config.get("composition", "best")
     out: dict[str, Any] = {"batch_sizes": {}}
     for name, k in config["algorithms"]:
         label = _label(name, k)
-        kwargs = {}
+        kwargs = {} if name in ("local", "central") else {"composition": composition}
         if label in schedules and name in ("concurrent", "extrapolating"):
             kwargs["batch_sizes"] = tuple(schedules[label])
         elif label in schedules and name == "sequential":

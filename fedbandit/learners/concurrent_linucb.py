@@ -23,8 +23,17 @@ Protocols (:class:`ConcurrentShuffleLinUCB` takes any of them):
   fixed-batch family's central protocol with M = 1 and B = 1, regret Õ(sqrt n).
 
 The learner synchronizes every ``period`` users: b_k, the finest batch of the concurrent
-shuffle schedule, or 1 for the fixed-batch protocols.  Neighbouring datasets differ in one
-user's record (substitution) for every model above.
+shuffle schedule, or 1 for the fixed-batch protocols -- or ``min_period`` users if that is
+more (then the concurrent-shuffle schedule is optimised with b_k = ``min_period``, the
+dyadic tree runs on blocks of ``min_period`` users, the fixed-batch protocols on batches of
+``min_period`` users, and explicit schedules release all batches closing in one period
+together).  Neighbouring datasets differ in one user's record (substitution) for every
+model above.
+
+The noise-free twin (``noise_free=True``) keeps λ, β and the period of the private learner
+but acts on the exact prefix sums: the difference between the two regrets is the cost of
+the noise itself, the difference between the twin and non-private LinUCB the cost of the
+enlarged regularizer and confidence radius.  It is not private (its accounting says so).
 
 Regularizer and radius [recalled, Shariff & Sheffet 2018; constants derived]: with σ_G,
 σ_u the per-entry noise standard deviations of the released Gram and bias sums (largest
@@ -43,6 +52,7 @@ import numpy as np
 
 from fedbandit._validation import (
     check_bool,
+    check_int_in_range,
     check_nonnegative_float,
     check_positive_float,
     check_positive_int,
@@ -50,7 +60,9 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.envs.users import UserSequenceEnv
-from fedbandit.learners.linucb import gather_played, regularized_inverse, select_arms
+from fedbandit.accounting.accountant import account
+from fedbandit.accounting.events import NonPrivateEvent
+from fedbandit.learners.linucb import TIE_TOL, gather_played, regularized_inverse, select_arms
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
@@ -94,6 +106,42 @@ def linucb_parameters(protocol, n: int, dim: int, *, alpha=0.01, noise_bound=0.1
         "param_bound": check_nonnegative_float("param_bound", param_bound),
         "feature_bound": check_positive_float("feature_bound", feature_bound),
     }
+
+
+def _tie_argmax(scores):
+    """Arg-max over the last axis with :func:`fedbandit.learners.linucb.select_arms`' tie rule."""
+    best = scores.max(axis=-1, keepdims=True)
+    best -= TIE_TOL * np.maximum(1.0, np.abs(best))
+    return np.argmax(scores >= best, axis=-1)
+
+
+def _static_arms(feats, theta, v_inv, betas, mask):
+    """LinUCB's choice for c users who face the same arms (a block whose rounds share one context).
+
+    ``feats`` (Rc, K, d), ``mask`` (Rc, K) or None, ``betas`` (c,) non-decreasing: the
+    scores m_a + β_t w_a (mean ⟨x_a, θ̂⟩, width ‖x_a‖_{V⁻¹}) of the c users differ only
+    through β_t, so m and w are computed once.  As a function of β the largest score is
+    the upper envelope of K lines, on which every arm holds an interval: a run whose
+    envelope line is the same at the first and the last β_t keeps it in between, and then
+    its choice under :func:`fedbandit.learners.linucb.select_arms`' tie rule (arms within
+    a slack convex in β of that line) is constant too if it is the same at both ends.  So
+    only the runs that fail either test are scored user by user.  Returns the arms (R, c).
+    """
+    R, c = theta.shape[0], betas.shape[0]
+    X = np.broadcast_to(feats, (R,) + feats.shape[1:])  # (R, K, d)
+    mean = np.matmul(X, theta[:, :, None])[..., 0]  # (R, K)
+    quad = np.einsum("rkd,rkd->rk", np.matmul(X, v_inv), X)
+    width = np.sqrt(np.maximum(quad, 0.0))
+    if mask is not None:
+        mean = np.where(np.broadcast_to(mask, mean.shape), mean, -np.inf)
+    end_scores = mean[:, None, :] + betas[[0, -1]][None, :, None] * width[:, None, :]  # (R, 2, K)
+    ends = _tie_argmax(end_scores)
+    top = np.argmax(end_scores, axis=-1)  # the envelope's line at both ends
+    arms = np.repeat(ends[:, :1], c, axis=1)
+    moving = np.flatnonzero((ends[:, 0] != ends[:, 1]) | (top[:, 0] != top[:, 1]))
+    if moving.size:
+        arms[moving] = _tie_argmax(mean[moving, None, :] + betas[None, :, None] * width[moving, None, :])
+    return arms
 
 
 def _beta(t, params, dim, scale):
@@ -144,6 +192,14 @@ class ConcurrentShuffleLinUCB:
         (round 1: agents 1..M, round 2: ..., :class:`fedbandit.envs.UserSequenceEnv`): the
         environment then has M agents and the result reports the group regret per round,
         the federated learners' metric.  [derived]
+    min_period : int, default 1
+        Synchronize at most once every ``min_period`` users (see the module docstring):
+        the period is max(b_k, ``min_period``), rounded up to a multiple of b_k for an
+        explicit schedule.  Fewer synchronizations make large n affordable; the regret
+        pays at most ``min_period`` users' delay per change of the statistics.
+    noise_free : bool, default False
+        The noise-free twin: the private learner's λ, β and period on the exact prefix
+        sums (not private; for decomposing the regret).
     """
 
     name = "concurrent-linucb"
@@ -163,6 +219,8 @@ class ConcurrentShuffleLinUCB:
         reward_bound=1.0,
         lean=True,
         agents_per_round=1,
+        min_period=1,
+        noise_free=False,
     ):
         if not isinstance(protocol, (ConcurrentShuffleProtocol, StatisticsProtocol)):
             raise TypeError(
@@ -186,14 +244,22 @@ class ConcurrentShuffleLinUCB:
         self.reward_bound = check_positive_float("reward_bound", reward_bound)
         self.beta_scale = check_nonnegative_float("beta_scale", beta_scale)
         self.lean = check_bool("lean", lean)
+        self.noise_free = check_bool("noise_free", noise_free)
         n, d = self.n_users, self.dim
+        self.min_period = check_int_in_range("min_period", min_period, 1, n)
         bounds = dict(feature_bound=self.feature_bound, reward_bound=self.reward_bound)
         if isinstance(protocol, ConcurrentShuffleProtocol):
-            self.period = protocol.batch_sizes_for(n, d)[-1]
+            finest = protocol.batch_sizes_for(n, d)[-1]
+            if protocol._fixed_sizes is not None:
+                self.period = finest * -(-self.min_period // finest)
+            else:
+                self.period = max(finest, self.min_period)
+            if self.period > n:
+                raise ValueError(f"min_period={min_period} gives a period of {self.period} users, more than n_users={n}")
             protocol.configure(n_agents=1, dim=d, n_batches=n // self.period, batch_size=self.period, n_users=n, **bounds)
         else:
-            self.period = 1
-            protocol.configure(n_agents=1, dim=d, n_batches=n, batch_size=1, **bounds)
+            self.period = self.min_period
+            protocol.configure(n_agents=1, dim=d, n_batches=n // self.period, batch_size=self.period, **bounds)
         self.protocol = protocol
         self.params = linucb_parameters(
             protocol, n, d, alpha=alpha, noise_bound=noise_bound, param_bound=param_bound,
@@ -245,6 +311,9 @@ class ConcurrentShuffleLinUCB:
         lam = self.lam
         protocol.reset(n_runs=R, rng=rng)
         period = self.period
+        exact = self.noise_free
+        fast_release = isinstance(protocol, ConcurrentShuffleProtocol)
+        exact_bias, exact_gram = np.zeros((R, d)), np.zeros((R, d, d))
         betas = self.beta(np.arange(1, n + 1))
         lam_eye = lam * np.eye(d)
         runs_idx = np.arange(R)
@@ -258,6 +327,12 @@ class ConcurrentShuffleLinUCB:
 
         def synchronize(x, y):
             # x (R, b, d), y (R, b): the period's users; their sums and (if needed) their records
+            if exact:
+                exact_bias[:] += np.einsum("rbd,rb->rd", x, y)
+                exact_gram[:] += np.einsum("rbd,rbe->rde", x, x)
+                return exact_bias, exact_gram
+            if fast_release:
+                return protocol.release(np.moveaxis(x, 1, 0), np.moveaxis(y, 1, 0))
             bias = np.einsum("rbd,rb->rd", x, y)[:, None]
             gram = np.einsum("rbd,rbe->rde", x, x)[:, None]
             users = (np.moveaxis(x, 1, 0)[:, :, None], np.moveaxis(y, 1, 0)[:, :, None]) if needs_users else None
@@ -286,26 +361,37 @@ class ConcurrentShuffleLinUCB:
                     y = np.clip(mean + noise_b[s], -Y, Y)
                     t += 1
                     xy = x * y[:, None]
-                    bias, gram = protocol.synchronize(
-                        xy[:, None], (x[:, :, None] * x[:, None, :])[:, None],
-                        users=(x[None, :, None], y[None, :, None]) if needs_users else None,
-                    )
+                    if exact:
+                        exact_bias += xy
+                        exact_gram += x[:, :, None] * x[:, None, :]
+                        bias, gram = exact_bias, exact_gram
+                    else:
+                        bias, gram = protocol.synchronize(
+                            xy[:, None], (x[:, :, None] * x[:, None, :])[:, None],
+                            users=(x[None, :, None], y[None, :, None]) if needs_users else None,
+                        )
                     v_inv = np.linalg.inv(gram + lam_eye)
                     theta = np.matmul(v_inv, bias[..., None])[..., 0]
                 continue
+            # a block whose rounds all show the same arms (fixed-arm instances broadcast one
+            # context over the rounds): the users of a period differ only through β_t
+            static = feats_b.shape[0] > 1 and feats_b.strides[0] == 0 and (mask_b is None or mask_b.strides[0] == 0)
             s = 0
             while s < block.n_rounds:
                 # the next c users share the current statistics: one vectorized step
                 c = min(block.n_rounds - s, period - filled)
                 feats = np.moveaxis(feats_b[s : s + c], 0, 1)  # (Rc, c, K, d)
                 means = np.moveaxis(means_b[s : s + c], 0, 1)  # (Rc, c, K)
-                arms = select_arms(
-                    feats,
-                    np.broadcast_to(theta[:, None, :], (R, c, d)),
-                    np.broadcast_to(v_inv[:, None], (R, c, d, d)),
-                    np.broadcast_to(betas[t : t + c], (R, c)),
-                    None if mask_b is None else np.moveaxis(mask_b[s : s + c], 0, 1),
-                )
+                if static:
+                    arms = _static_arms(feats_b[s], theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s])
+                else:
+                    arms = select_arms(
+                        feats,
+                        np.broadcast_to(theta[:, None, :], (R, c, d)),
+                        np.broadcast_to(v_inv[:, None], (R, c, d, d)),
+                        np.broadcast_to(betas[t : t + c], (R, c)),
+                        None if mask_b is None else np.moveaxis(mask_b[s : s + c], 0, 1),
+                    )
                 x = gather_played(feats, arms)  # (R, c, d)
                 mean = gather_played(means, arms)  # (R, c)
                 best = np.broadcast_to(np.moveaxis(best_b[s : s + c], 0, 1), (R, c))
@@ -325,17 +411,25 @@ class ConcurrentShuffleLinUCB:
         per_round = regret if M == 1 else regret.reshape(R, n // M, M).sum(axis=2)
         extras = {"user_regret": regret} if per_user else {}
         extras["agents_per_round"] = M
+        extras["noise_free"] = exact
         return RunResult(
             t=np.arange(1, n // M + 1),
             regret=np.cumsum(per_round, axis=1),
             communication={**c.as_dict(), "bits": c.bits},
-            accounting=protocol.accounting().as_dict(),
+            accounting=self.accounting().as_dict(),
             calibration=self.calibration(),
             noise_variance=float(protocol.server_noise_std() ** 2),
             extras=extras,
             learner=self.name,
             protocol=protocol.name,
         )
+
+    def accounting(self):
+        """The protocol's accounting; the noise-free twin releases exact sums (no privacy)."""
+        if self.noise_free:
+            return account(NonPrivateEvent("exact prefix sums (the noise-free twin of a private learner)"),
+                           model="none", relation=self.protocol.relation)
+        return self.protocol.accounting()
 
     def calibration(self) -> dict:
         """λ, β at n, the synchronization period and the protocol's noise parameters."""
@@ -344,6 +438,8 @@ class ConcurrentShuffleLinUCB:
             "lam": self.lam,
             "beta_n": float(self.beta(np.array([self.n_users]))[0]),
             "period": self.period,
+            "min_period": self.min_period,
+            "noise_free": self.noise_free,
             "n_users": self.n_users,
             "sigma_bias": self.params["sigma_bias"],
             "sigma_gram": self.params["sigma_gram"],

@@ -54,6 +54,7 @@ _EXPORTS = {
     "run_psco": "psco",
     "PSCO_ALGORITHMS": "psco",
     "optimal_batch_sizes": "psco",
+    "paper_batch_sizes": "psco",
     "dyadic_batch_sizes": "psco",
     "error_proxy": "psco",
     "sup_error": "psco",

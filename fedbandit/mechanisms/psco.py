@@ -24,7 +24,7 @@ with Corollary 3.3 (error Õ(k^{3/2} n^{1/(2k+1)}/ε)) and with the lower bound'
 structure: shuffler i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole
 stream, with b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
 randomized-response summation (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`) at the
-per-level budget (ε₀, δ₀) of :func:`fedbandit.accounting.composition.level_budget` (every user joins
+per-level budget (ε₀, δ₀) of :func:`fedbandit.accounting.allocation.mechanism_budget` (every user joins
 exactly k mechanisms).  The estimate after user t is the mixed-radix decomposition of
 t: all released level-1 batches, plus the level-2 batches released inside the current
 level-1 batch, ..., plus the level-k batches inside the current level-(k−1) batch; the
@@ -64,7 +64,8 @@ from fedbandit._validation import (
     check_rng,
     check_unit_interval,
 )
-from fedbandit.accounting.composition import group_budget, level_budget
+from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
+from fedbandit.accounting.composition import group_budget
 from fedbandit.accounting.shuffle import (
     local_rr_flip_probability,
     rr_estimator_variance,
@@ -88,6 +89,7 @@ __all__ = [
     "run_psco",
     "PSCO_ALGORITHMS",
     "optimal_batch_sizes",
+    "paper_batch_sizes",
     "dyadic_batch_sizes",
     "error_proxy",
     "sup_error",
@@ -215,6 +217,27 @@ def dyadic_batch_sizes(n: int) -> tuple[int, ...]:
     return tuple(2**j for j in range(levels - 1, -1, -1))
 
 
+def paper_batch_sizes(n: int, k: int) -> tuple[int, ...]:
+    """The allocation of the paper facts without constants: b_i ≈ n^{(2k+1−2i)/(2k+1)}, nested.
+
+    [derived] b_k = a = max(1, round(n^{1/(2k+1)})), ratio r = max(2, round(n^{2/(2k+1)}))
+    (lowered until b_1 = a r^{k−1} ≤ n), b_i = a r^{k−i}: the exponents of the paper facts'
+    allocation, with every constant 1, unlike :func:`optimal_batch_sizes`, which also
+    weighs the per-batch noise at the actual budget.
+    """
+    n = check_positive_int("n", n)
+    k = check_int_in_range("k", k, 1, tree_depth(n))
+    a = max(1, round(n ** (1.0 / (2 * k + 1))))
+    if k == 1:
+        return (min(a, n),)
+    r = max(2, round(n ** (2.0 / (2 * k + 1))))
+    while r > 2 and a * r ** (k - 1) > n:
+        r -= 1
+    while a > 1 and a * r ** (k - 1) > n:
+        a -= 1
+    return tuple(a * r ** (k - i) for i in range(1, k + 1))
+
+
 # One point per decade: the curve is smooth (local regime m·v₁, then a plateau), and each
 # point costs one accountant bisection.
 _M_GRID = np.unique(np.round(np.geomspace(1, 1e12, 13)).astype(np.int64))
@@ -273,9 +296,9 @@ def _schedule_objective(n, a, r, k, eps0, delta0, objective, real=False):
 @functools.lru_cache(maxsize=1024)
 def _optimal_batch_sizes(
     n: int, k: int, epsilon: float, delta: float, objective: str, streams: int = 1, real: bool = False,
-    finest: int | None = None,
+    finest: int | None = None, composition: str = "best",
 ) -> tuple[int, ...]:
-    eps0, delta0 = level_budget(epsilon, delta, k * streams)
+    eps0, delta0 = mechanism_budget(epsilon, delta, k * streams, composition=composition)
     a_grid = np.unique(np.round(np.geomspace(1, n, 600)).astype(np.int64)).astype(float)
     if finest is not None and finest not in a_grid:
         a_grid = np.unique(np.r_[a_grid, float(finest)])
@@ -307,7 +330,7 @@ def _optimal_batch_sizes(
 
 def optimal_batch_sizes(
     n: int, k: int, epsilon: float, delta: float, *, objective: str = "worst_case", streams: int = 1, values: str = "bits",
-    finest: int | None = None,
+    finest: int | None = None, composition: str = "best",
 ) -> tuple[int, ...]:
     """Nested batch sizes (b_1, ..., b_k) = (a r^{k−1}, ..., a r, a) minimising an error proxy.
 
@@ -336,6 +359,9 @@ def optimal_batch_sizes(
         Fix b_k = ``finest`` and optimise the ratio r only (a learner that synchronizes
         every ``finest`` users); the result is the unconstrained optimum when that already
         has b_k = ``finest``.
+    composition : {"best", "basic", "advanced"}
+        How the per-level budget is split over the k · streams mechanisms of a user
+        (:func:`fedbandit.accounting.allocation.mechanism_budget`).
     """
     n = check_positive_int("n", n)
     k = check_int_in_range("k", k, 1, tree_depth(n))
@@ -346,10 +372,13 @@ def optimal_batch_sizes(
     check_choice("values", values, ("bits", "real"))
     if finest is not None:
         finest = check_int_in_range("finest", finest, 1, n)
-    return _optimal_batch_sizes(n, k, epsilon, delta, objective, streams, values == "real", finest)
+    composition = check_choice("composition", composition, COMPOSITIONS)
+    return _optimal_batch_sizes(n, k, epsilon, delta, objective, streams, values == "real", finest, composition)
 
 
-def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None) -> float:
+def error_proxy(
+    name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None, composition: str = "best"
+) -> float:
     """A deterministic scale of an algorithm's sup error (the quantity the schedule search minimises).
 
     2·sqrt(largest variance of a released estimate) + the users an estimate may miss
@@ -361,10 +390,12 @@ def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | Non
     * ``"sequential"``/``"concurrent"``: 2 sqrt(⌊n/b_1⌋ v(b_1) + Σ_{i≥2} (b_{i−1}/b_i − 1) v(b_i)) + b_k − 1;
     * ``"extrapolating"``: the same noise plus one level-k batch, + sqrt(b_k).
 
-    v(b) is the exact noise variance of a batch of b users at the per-level budget.  Used
+    v(b) is the exact noise variance of a batch of b users at the per-level budget
+    (``composition``: :func:`fedbandit.accounting.allocation.mechanism_budget`).  Used
     for theory curves and for the pre-asymptotic slopes the chapter compares fits with.
     """
     check_choice("name", name, PSCO_ALGORITHMS)
+    composition = check_choice("composition", composition, COMPOSITIONS)
     n = check_positive_int("n", n)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -378,13 +409,13 @@ def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | Non
     elif batch_sizes is not None:
         sizes = check_batch_sizes(batch_sizes, n)
     elif name == "sequential":
-        sizes = optimal_batch_sizes(n, 1, epsilon, delta)
+        sizes = optimal_batch_sizes(n, 1, epsilon, delta, composition=composition)
     else:
         if k is None:
             raise ValueError(f"k is required for algorithm {name!r}")
         obj = "smooth" if name == "extrapolating" else "worst_case"
-        sizes = optimal_batch_sizes(n, k, epsilon, delta, objective=obj)
-    eps0, delta0 = level_budget(epsilon, delta, len(sizes))
+        sizes = optimal_batch_sizes(n, k, epsilon, delta, objective=obj, composition=composition)
+    eps0, delta0 = mechanism_budget(epsilon, delta, len(sizes), composition=composition)
     v = [rr_estimator_variance(b, rr_flip_probability(b, eps0, delta0)) for b in sizes]
     if name == "tree":
         return 2.0 * math.sqrt(sum(v))
@@ -486,10 +517,10 @@ def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
     return check_positive_int("resolution", resolution)
 
 
-def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto"):
+def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto", composition="best"):
     runs, n = arr.shape
     k = len(sizes)
-    eps0, delta0 = level_budget(epsilon, delta, k)
+    eps0, delta0 = mechanism_budget(epsilon, delta, k, composition=composition)
     binary = arr.dtype == np.uint8 or bool(np.all((arr == 0.0) | (arr == 1.0)))
     if binary:
         arr = arr.astype(np.uint8, copy=False)
@@ -537,6 +568,7 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
         "p": tuple(ps),
         "noise_std": tuple(math.sqrt(rr_estimator_variance(b * g, p)) / g for b, g, p in zip(sizes, gs, ps)),
         "sampling": sampling,
+        "composition": composition,
     }
     if return_levels:
         info["level_sums"] = level_sums
@@ -558,6 +590,7 @@ def concurrent_psco(
     sampling: str = "aggregate",
     return_levels: bool = False,
     resolution="auto",
+    composition: str = "best",
 ) -> ContinualRelease:
     """The k-shuffler PSCO algorithm (book's reconstruction of Tenenbaum et al., Section 3.2).
 
@@ -584,6 +617,10 @@ def concurrent_psco(
     resolution : int or "auto"
         Messages per user and batch (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`);
         "auto": 1 for bits, ⌈sqrt(b_i)⌉ at level i for other values.
+    composition : {"best", "basic", "advanced"}
+        How (ε, δ) is split over the k batches a user joins
+        (:func:`fedbandit.accounting.allocation.mechanism_budget`); the default schedule is
+        optimised for it.
 
     Returns
     -------
@@ -596,15 +633,23 @@ def concurrent_psco(
     check_choice("sampling", sampling, ("aggregate", "per_user"))
     if k > tree_depth(n):
         raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n} (nested batches), got {k}")
-    sizes = optimal_batch_sizes(n, k, epsilon, delta) if batch_sizes is None else check_batch_sizes(batch_sizes, n, k)
+    composition = check_choice("composition", composition, COMPOSITIONS)
+    sizes = (
+        optimal_batch_sizes(n, k, epsilon, delta, composition=composition)
+        if batch_sizes is None
+        else check_batch_sizes(batch_sizes, n, k)
+    )
     if resolution != "auto":
         check_positive_int("resolution", resolution)
-    values, _, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "concurrent", return_levels, resolution)
+    values, _, info = _kshuffler(
+        arr, sizes, epsilon, delta, rng, sampling, "concurrent", return_levels, resolution, composition
+    )
     return ContinualRelease(n=n, block=sizes[-1], values=values, info=info)
 
 
 def sequential_psco(
-    x, epsilon: float, delta: float, rng, *, batch_size=None, sampling: str = "aggregate", resolution="auto"
+    x, epsilon: float, delta: float, rng, *, batch_size=None, sampling: str = "aggregate", resolution="auto",
+    composition: str = "best",
 ) -> ContinualRelease:
     """Sequential shuffle model: one shuffler over consecutive batches (k = 1).
 
@@ -612,12 +657,15 @@ def sequential_psco(
     Θ̃(n^{1/3}) (Tenenbaum et al., after Cheu et al. 2022 and Chowdhury & Zhou 2022).
     """
     sizes = None if batch_size is None else (batch_size,)
-    release = concurrent_psco(x, 1, epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution)
+    release = concurrent_psco(x, 1, epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution,
+                              composition=composition)
     release.info["algorithm"] = "sequential"
     return release
 
 
-def tree_psco(x, epsilon: float, delta: float, rng, *, sampling: str = "aggregate", resolution="auto") -> ContinualRelease:
+def tree_psco(
+    x, epsilon: float, delta: float, rng, *, sampling: str = "aggregate", resolution="auto", composition: str = "best"
+) -> ContinualRelease:
     """The tree variant: k = ⌊log₂ n⌋ + 1 shufflers with dyadic batches 2^{k−1}, ..., 2, 1.
 
     The estimate at t is the binary decomposition of t (the p-sums of the tree
@@ -626,14 +674,16 @@ def tree_psco(x, epsilon: float, delta: float, rng, *, sampling: str = "aggregat
     arr = _as_runs(x)
     sizes = dyadic_batch_sizes(arr.shape[1])
     release = concurrent_psco(
-        arr, len(sizes), epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution
+        arr, len(sizes), epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution,
+        composition=composition,
     )
     release.info["algorithm"] = "tree"
     return release
 
 
 def extrapolating_psco(
-    x, k: int, epsilon: float, delta: float, rng, *, batch_sizes=None, sampling: str = "aggregate"
+    x, k: int, epsilon: float, delta: float, rng, *, batch_sizes=None, sampling: str = "aggregate",
+    composition: str = "best",
 ) -> ContinualRelease:
     """An easy-input exploiting k-shuffler algorithm: extrapolates the unfinished batch.
 
@@ -654,12 +704,15 @@ def extrapolating_psco(
     check_choice("sampling", sampling, ("aggregate", "per_user"))
     if k > tree_depth(n):
         raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n}, got {k}")
+    composition = check_choice("composition", composition, COMPOSITIONS)
     sizes = (
-        optimal_batch_sizes(n, k, epsilon, delta, objective="smooth")
+        optimal_batch_sizes(n, k, epsilon, delta, objective="smooth", composition=composition)
         if batch_sizes is None
         else check_batch_sizes(batch_sizes, n, k)
     )
-    values, level_sums, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "extrapolating", False)
+    values, level_sums, info = _kshuffler(
+        arr, sizes, epsilon, delta, rng, sampling, "extrapolating", False, composition=composition
+    )
     a = sizes[-1]
     slopes = np.empty_like(values)
     # Before the first release there is no rate to extrapolate: start from the prior

@@ -60,7 +60,7 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
-from fedbandit.accounting.composition import level_budget
+from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
 from fedbandit.accounting.events import ApproxDpEvent, ComposedEvent, ConditionalEvent, check_relation
 from fedbandit.mechanisms.psco import dyadic_batch_sizes, optimal_batch_sizes
 from fedbandit.mechanisms.randomized_response import (
@@ -81,6 +81,9 @@ __all__ = [
     "RandomizedResponseRecords",
     "MixedRadixAnalyzer",
     "ConcurrentShuffleProtocol",
+    "VectorSumRecords",
+    "BatchSumAnalyzer",
+    "SequentialVectorSumProtocol",
 ]
 
 _TKMS = "Tenenbaum, Kaplan, Mansour & Stemmer 2023"
@@ -101,17 +104,21 @@ def record_half_range(dim: int, feature_bound: float = 1.0, reward_bound: float 
     return np.r_[np.full(dim, feature_bound * reward_bound), np.full(n_coordinates(dim) - dim, feature_bound**2)]
 
 
-def concurrent_schedule(n: int, k, epsilon: float, delta: float, dim: int, *, finest: int | None = None) -> tuple[int, ...]:
+def concurrent_schedule(
+    n: int, k, epsilon: float, delta: float, dim: int, *, finest: int | None = None, composition: str = "best"
+) -> tuple[int, ...]:
     """Batch sizes of the k-shuffler PSCO on a user's D-coordinate record over n users.
 
     ``k="log"``: dyadic (2^{L−1}, ..., 1) with L = ⌊log₂ n⌋ + 1
     (:func:`fedbandit.mechanisms.psco.dyadic_batch_sizes`); otherwise
     :func:`fedbandit.mechanisms.psco.optimal_batch_sizes` with ``streams=D`` and real values
-    (the budget split over kD mechanisms, ⌈sqrt(b)⌉ messages per user and batch).
-    ``finest`` fixes b_k (a learner synchronizing every ``finest`` users): the dyadic
-    schedule over blocks of ``finest`` users, or the optimal ratio for that b_k.
+    (the budget split over kD mechanisms by ``composition``, ⌈sqrt(b)⌉ messages per user
+    and batch).  ``finest`` fixes b_k (a learner synchronizing every ``finest`` users): the
+    dyadic schedule over blocks of ``finest`` users (L = ⌊log₂(n/finest)⌋ + 1 levels), or
+    the optimal ratio for that b_k.
     """
     n = check_positive_int("n", n)
+    composition = check_choice("composition", composition, COMPOSITIONS)
     if finest is not None:
         finest = check_positive_int("finest", finest)
         if finest > n:
@@ -122,7 +129,7 @@ def concurrent_schedule(n: int, k, epsilon: float, delta: float, dim: int, *, fi
             return dyadic_batch_sizes(n)
         return tuple(finest * b for b in dyadic_batch_sizes(n // finest))
     return optimal_batch_sizes(n, check_positive_int("k", k), epsilon, delta, streams=n_coordinates(dim), values="real",
-                               finest=finest)
+                               finest=finest, composition=composition)
 
 
 def sequential_batch_sizes(n: int) -> tuple[int]:
@@ -170,7 +177,9 @@ class RandomizedResponseRecords(Randomizer):
         self.half_range = record_half_range(p.dim, p.feature_bound, p.reward_bound)
         self.n_coords = self.half_range.size
         sizes = p.batch_sizes
-        self.eps0, self.delta0 = level_budget(p.target_epsilon, p.target_delta, len(sizes) * self.n_coords)
+        self.eps0, self.delta0 = mechanism_budget(
+            p.target_epsilon, p.target_delta, len(sizes) * self.n_coords, composition=p.composition
+        )
         self.levels = [RRShuffleSummation(b, self.eps0, self.delta0, resolution=unary_resolution(b)) for b in sizes]
         self.resolutions = tuple(lvl.resolution for lvl in self.levels)
         self.certified = tuple(lvl.certified_delta <= lvl.delta_message for lvl in self.levels)
@@ -182,28 +191,52 @@ class RandomizedResponseRecords(Randomizer):
         self._ones = np.zeros((len(self.levels), protocol.n_runs, self.n_coords), dtype=np.int64)
         self._t = 0
 
+    def bits_per_user(self) -> int:
+        """One-bit messages a user sends: g_i per coordinate and level."""
+        return self.n_coords * sum(self.resolutions)
+
     def encode(self, protocol: ConcurrentShuffleProtocol, users) -> dict:
-        """The period's users' records in; the counts of every batch closing now out ({level: (R, D)}, finest first)."""
+        """The period's users' records in; the counts of the batches closing in the period out.
+
+        ``users`` = (x (c, R, d), y (c, R)), the c users of one synchronization period
+        (a multiple of b_k).  Returns {level i: (times, counts)}, finest level first, with
+        ``times`` the closing times (users so far) of the level's batches that close in the
+        period and ``counts`` (len(times), R, D) their counts of ones.
+        """
         x, y = users
-        x, y = x[:, :, 0], y[:, :, 0]
+        c = x.shape[0]
         iu, ju = _triu(x.shape[-1])
-        # every user's record, as fedbandit.protocols.statistics.user_records: (b_k, R, D)
+        # every user's record, as fedbandit.protocols.statistics.user_records: (c, R, D)
         z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
         rng = protocol._noise_rng
         z01 = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0)
         # every level's randomizer rounds independently (unary_round with one g per level:
-        # one draw for all levels at once)
-        self._ones += _unary_round(z01, self._g, rng).sum(axis=1)
-        self._t += z.shape[0]
+        # one draw for all levels at once): (k, c, R, D)
+        ones = _unary_round(z01, self._g, rng)
+        t0 = self._t
+        self._t += c
         out = {}
         # Finest level first (the analyzer then lets a coarser release at the same time
         # clear the finer batches it contains).
         for i in reversed(range(len(self.levels))):
             lvl = self.levels[i]
-            if self._t % lvl.n_users == 0:
-                # sample_rr_counts without its argument checks (0 ≤ ones ≤ b g by construction)
-                out[i] = _sample_counts(self._ones[i], lvl.n_messages, lvl.q0, lvl.q1, rng)
-                self._ones[i] = 0
+            b = lvl.n_users
+            first = (t0 // b + 1) * b
+            if first > self._t:  # no batch of this level closes in the period
+                self._ones[i] += ones[i].sum(axis=0)
+                continue
+            times = np.arange(first, self._t + 1, b)
+            if times.size == 1:
+                batch = (self._ones[i] + ones[i, : first - t0].sum(axis=0))[None]
+                self._ones[i] = ones[i, first - t0 :].sum(axis=0)
+            else:
+                cum = np.cumsum(ones[i], axis=0)
+                at = cum[times - t0 - 1]
+                batch = np.diff(at, axis=0, prepend=0)
+                batch[0] += self._ones[i]
+                self._ones[i] = cum[-1] - at[-1]
+            # sample_rr_counts without its argument checks (0 ≤ ones ≤ b g by construction)
+            out[i] = (times, _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
         return out
 
 
@@ -232,12 +265,30 @@ class MixedRadixAnalyzer(Analyzer):
         self._t = 0
 
     def analyze(self, protocol: ConcurrentShuffleProtocol, delivered: dict) -> np.ndarray:
+        """The estimate after the period from its releases ({level: (times, counts)}).
+
+        A release of level j clears the finer levels' running sums (they restart inside the
+        new level-j batch); releases at the same time are processed finest first, so a
+        level-i batch closing with a coarser one is cleared with it.  So at the end of the
+        period level i holds its releases after the last coarser release of the period
+        (or adds all of them to its old sum when no coarser level released).
+        """
         r = protocol.randomizer
-        for i, count in delivered.items():
+        last_clear = -1
+        for i in range(len(r.levels)):  # coarse to fine
+            if i not in delivered:
+                # (nested schedules: a coarser release time is a multiple of b_i, so a level
+                # without releases saw no coarser one either and keeps its sum)
+                continue
+            times, count = delivered[i]
             lvl = r.levels[i]
             b, g, p = lvl.n_users, lvl.resolution, lvl.p
-            self._since_parent[i] += (count - b * g * p / 2.0) / ((1.0 - p) * g)
-            self._since_parent[i + 1 :] = 0.0
+            sums = (count - b * g * p / 2.0) / ((1.0 - p) * g)
+            if last_clear >= 0:
+                self._since_parent[i] = sums[times > last_clear].sum(axis=0)
+            else:
+                self._since_parent[i] += sums.sum(axis=0)
+            last_clear = max(last_clear, int(times[-1]))
         self._t += protocol.period
         return r.half_range * (2.0 * self._since_parent.sum(axis=0) - self._t)
 
@@ -256,18 +307,21 @@ class ConcurrentShuffleProtocol(Protocol):
     ``batch_sizes_for(n_users, dim, period=None)``
         The schedule (b_1, ..., b_k) for n users (no state): the learner reads b_k from it
         before configuring.
-    ``configure(n_agents=1, dim=d, n_batches=⌊n/b_k⌋, batch_size=b_k, feature_bound=L, reward_bound=Y, n_users=n)``
-        Fixes the schedule -- with the finest batch b_k = ``batch_size``, the period of the
-        synchronizations (the automatic schedule is optimised for it) -- and calibrates
-        every level (no random state).  ``n_users`` (default ``n_batches·batch_size``) is
-        the number of users the noise bound covers; users after the last full period are
-        served but never synchronized.
+    ``configure(n_agents=1, dim=d, n_batches=⌊n/P⌋, batch_size=P, feature_bound=L, reward_bound=Y, n_users=n)``
+        Fixes the schedule -- ``batch_size`` P is the period of the synchronizations, a
+        multiple of the finest batch b_k (the automatic schedule is optimised with
+        b_k = P) -- and calibrates every level (no random state).  ``n_users`` (default
+        ``n_batches·batch_size``) is the number of users the noise bound covers; users
+        after the last full period are served but never synchronized.
     ``reset(n_runs=R, rng=generator)``
     ``synchronize(bias, gram, users=(x, y), runs=None) -> (bias_prefix (R, d), gram_prefix (R, d, d))``
         ``bias`` (R, 1, d) and ``gram`` (R, 1, d, d) are the period's sums (checked, not
-        used: the randomizer acts on the records), ``users`` x (b_k, R, 1, d) and
-        y (b_k, R, 1) the period's users (y already clipped to [−Y, Y]).  All runs
+        used: the randomizer acts on the records), ``users`` x (P, R, 1, d) and
+        y (P, R, 1) the period's users (y already clipped to [−Y, Y]).  All runs
         synchronize together (``runs`` must be None).
+    ``release(x, y)``
+        The same release from x (P, R, d), y (P, R) without the checks (the learner's
+        hot loop).
     ``event(relation=None)``, ``accounting(relation=None)``, ``server_noise_std()``,
     ``coordinate_noise_std()``, ``prefix_noise_variance(k)``, ``calibration()``,
     ``parts()``, ``communication`` (one-bit messages).
@@ -289,18 +343,21 @@ class ConcurrentShuffleProtocol(Protocol):
         Shufflers of the automatic schedule (:func:`concurrent_schedule`; default 1, the
         sequential shuffle model with the optimal batch); with explicit batch sizes it
         must be their number of levels, if given.
+    composition : {"best", "basic", "advanced"}, default "best"
+        How (ε, δ) is split over the k·D mechanisms of a user
+        (:func:`fedbandit.accounting.allocation.mechanism_budget`).
     """
 
     kind: ClassVar[str] = "statistics"
     supports_run_masks: ClassVar[bool] = False
+    _part_types: ClassVar[tuple] = ()  # (randomizer, intermediary, analyzer) classes, set below the class
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace", k=None):
+    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace", k=None,
+                 composition="best"):
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta, relation=relation)
-        for part, obj, cls in (
-            ("randomizer", randomizer, RandomizedResponseRecords),
-            ("intermediary", intermediary, ConcurrentShufflers),
-            ("analyzer", analyzer, MixedRadixAnalyzer),
-        ):
+        self.composition = check_choice("composition", composition, COMPOSITIONS)
+        for part, obj, cls in zip(("randomizer", "intermediary", "analyzer"), (randomizer, intermediary, analyzer),
+                                  self._part_types):
             if not isinstance(obj, cls):
                 raise TypeError(f"{part} {obj.name!r} does not fit the concurrent-shuffle protocol (needs {cls.__name__})")
         if not self.private:
@@ -338,21 +395,25 @@ class ConcurrentShuffleProtocol(Protocol):
     def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
         """The schedule (b_1, ..., b_k) for ``n_users`` users with d = ``dim`` (no state).
 
-        ``period``: the learner synchronizes every ``period`` users, which must be the
-        finest batch b_k (so that every released estimate covers all users so far): the
-        automatic schedule is then optimised with b_k fixed to it.  Without ``period`` it
-        is the unconstrained optimum, whose b_k a learner takes as its period.
+        ``period``: the learner synchronizes every ``period`` users, which must be a
+        multiple of the finest batch b_k (so that every released estimate covers all users
+        so far).  The automatic schedule is then optimised with b_k = ``period`` (a finer
+        level would release estimates nobody reads); explicit batch sizes are kept, and
+        the batches closing inside one period are released together.  Without
+        ``period`` it is the unconstrained optimum, whose b_k a learner takes as its
+        period.
         """
         n = check_positive_int("n_users", n_users)
         if self._fixed_sizes is not None:
             sizes = check_batch_sizes(self._fixed_sizes, n)
-            if period is not None and sizes[-1] != period:
+            if period is not None and period % sizes[-1]:
                 raise ValueError(
-                    f"protocol {self.name!r} with batch_sizes={list(sizes)}: synchronizations come every "
-                    f"b_k={sizes[-1]} users, so batch_size must be {sizes[-1]}, got {period}"
+                    f"protocol {self.name!r} with batch_sizes={list(sizes)}: synchronizations must come every "
+                    f"multiple of b_k={sizes[-1]} users, got batch_size={period}"
                 )
             return sizes
-        return concurrent_schedule(n, self.k_rule, self.target_epsilon, self.target_delta, dim, finest=period)
+        return concurrent_schedule(n, self.k_rule, self.target_epsilon, self.target_delta, dim, finest=period,
+                                   composition=self.composition)
 
     def configure(self, *, n_agents, dim, n_batches, batch_size, feature_bound=1.0, reward_bound=1.0, schedule="fixed",
                   n_users=None):
@@ -384,7 +445,7 @@ class ConcurrentShuffleProtocol(Protocol):
         sizes = self.batch_sizes_for(self.n_users, self.dim, period=self.batch_size)
         self.intermediary.set_batch_sizes(sizes, self.n_users)
         self.batch_sizes = sizes
-        self.period = sizes[-1]
+        self.period = self.batch_size
         self.horizon = self.n_users
         self.randomizer.configure(self)
         self._configured = True
@@ -431,18 +492,25 @@ class ConcurrentShuffleProtocol(Protocol):
                              f"{x.shape} and {y.shape}")
         if self._k >= self.n_batches:
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
+        return self.release(x[:, :, 0], y[:, :, 0])
+
+    def release(self, x, y):
+        """:meth:`synchronize` from the period's users x (P, R, d), y (P, R), without argument checks."""
+        if self._k >= self.n_batches:
+            raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
         self._k += 1
+        R, d = self.n_runs, self.dim
         counts = self.randomizer.encode(self, (x, y))
         delivered = self.intermediary.deliver(counts)
         prefix = self.analyzer.analyze(self, delivered)
         c = self.communication
         c.rounds += 1
-        bits = b * self.randomizer.n_coords * sum(self.randomizer.resolutions)
+        bits = self.period * self.randomizer.bits_per_user()
         c.messages += bits
         c.payload += float(bits)
         # fedbandit.protocols.statistics.unpack_statistics, with the cached indices
         iu, ju = _triu(d)
-        gram_prefix = np.zeros((R, d, d))
+        gram_prefix = np.empty((R, d, d))
         gram_prefix[:, iu, ju] = prefix[:, d:]
         gram_prefix[:, ju, iu] = prefix[:, d:]
         return prefix[:, :d], gram_prefix
@@ -479,7 +547,7 @@ class ConcurrentShuffleProtocol(Protocol):
 
     # ------------------------------------------------------------ reports
     def _variance_at(self, t: int) -> float:
-        """Noise variance ([0, 1] units) of the estimate after t users: the mixed-radix digits of t."""
+        """Noise variance ([0, 1] units) of the estimate after t users (t a multiple of b_k): its mixed-radix digits."""
         sizes, var = self.batch_sizes, self.randomizer.batch_variance
         total = (t // sizes[0]) * var[0]
         for i in range(1, len(sizes)):
@@ -504,7 +572,7 @@ class ConcurrentShuffleProtocol(Protocol):
         return float(self.coordinate_noise_std().max())
 
     def prefix_noise_variance(self, k) -> float:
-        """Largest per-entry noise variance of the prefix released at synchronization k (after k·b_k users)."""
+        """Largest per-entry noise variance of the prefix released at synchronization k (after k·P users)."""
         self._require()
         k = check_positive_int("k", k)
         return float(4.0 * self.randomizer.half_range.max() ** 2 * self._variance_at(k * self.period))
@@ -518,6 +586,7 @@ class ConcurrentShuffleProtocol(Protocol):
         return {
             "protocol": self.name,
             "model": self.model,
+            "composition": self.composition,
             "batch_sizes": list(self.batch_sizes),
             "k": len(self.batch_sizes),
             "period": self.period,
@@ -537,8 +606,12 @@ class ConcurrentShuffleProtocol(Protocol):
 @register("concurrent-shuffle", kind="statistics",
           summary="k concurrent shufflers: randomized response on every user's record, mixed-radix prefix sums",
           reference=f"{_TKMS}; sequential (one level): Chowdhury & Zhou 2022")
-def concurrent_shuffle(epsilon, delta, *, k=None, batch_sizes=None, relation="replace"):
-    """The concurrent-shuffle protocol: ``k`` shufflers (int, or "log" for dyadic batches; default 1) or explicit ``batch_sizes``."""
+def concurrent_shuffle(epsilon, delta, *, k=None, batch_sizes=None, relation="replace", composition="best"):
+    """The concurrent-shuffle protocol: ``k`` shufflers (int, or "log" for dyadic batches; default 1) or explicit ``batch_sizes``.
+
+    ``composition`` ("best", "basic", "advanced") splits (ε, δ) over the k·D mechanisms of
+    a user (:func:`fedbandit.accounting.allocation.mechanism_budget`).
+    """
     if isinstance(k, str):
         check_choice("k", k, ("log",))
         if batch_sizes is not None:
@@ -548,5 +621,210 @@ def concurrent_shuffle(epsilon, delta, *, k=None, batch_sizes=None, relation="re
     shufflers = ConcurrentShufflers(batch_sizes)
     return ConcurrentShuffleProtocol(
         RandomizedResponseRecords(), shufflers, MixedRadixAnalyzer(), name="concurrent-shuffle", epsilon=epsilon,
-        delta=delta, relation=relation, k=k,
+        delta=delta, relation=relation, k=k, composition=composition,
+    )
+
+
+ConcurrentShuffleProtocol._part_types = (RandomizedResponseRecords, ConcurrentShufflers, MixedRadixAnalyzer)
+
+
+# ---------------------------------------------------------------------------------------
+# The sequential shuffle model with the shuffled vector sum (Chowdhury & Zhou 2022)
+# ---------------------------------------------------------------------------------------
+
+
+class VectorSumRecords(Randomizer):
+    """R: the shuffle vector-sum randomizer (Cheu, Joseph, Mao & Peng 2021) on every user's record.
+
+    Each coordinate v ∈ [−s, s] of a record (:func:`record_half_range`) is scaled to
+    v/s ∈ [−1, 1] and encoded by :class:`fedbandit.mechanisms.VectorSumShuffle` for a
+    batch of B users at the full (ε, δ): ⌊z g⌋ + η₁ unary bits plus b Ber(p) bits per
+    coordinate, z = (v/s + 1)/2.  Every user joins one batch (one shuffler, consecutive
+    batches), so nothing is composed across batches; the D coordinates are one vector of
+    the protocol.  Aggregate sampling as in :class:`fedbandit.protocols.statistics.VectorSum`:
+    each user's rounding is drawn, the noise bits of a whole batch are one binomial draw.
+
+    Parameters
+    ----------
+    constant : float, default :data:`fedbandit.accounting.CJMP21_CONSTANT`
+        c of b; the authors' experiments use a "scale" of 1, which the theorem does not cover.
+    """
+
+    name: ClassVar[str] = "vector-sum"
+    message: ClassVar[str] = "count"
+    needs_user_data: ClassVar[bool] = True
+    private_alone: ClassVar[bool] = False
+
+    def __init__(self, *, constant=None):
+        from fedbandit.accounting.calibration import CJMP21_CONSTANT
+
+        self.constant = CJMP21_CONSTANT if constant is None else check_positive_float("constant", constant)
+
+    def describe(self) -> str:
+        return "per user and coordinate: ⌊zg⌋+η₁ unary bits plus b Ber(1/4) bits (vector-sum randomizer), one batch per user"
+
+    def configure(self, protocol) -> None:
+        from fedbandit.mechanisms.vector_sum import VectorSumShuffle
+
+        p = protocol
+        self.half_range = record_half_range(p.dim, p.feature_bound, p.reward_bound)
+        self.n_coords = self.half_range.size
+        (batch,) = p.batch_sizes
+        self.mech = VectorSumShuffle(p.target_epsilon, p.target_delta, batch, self.n_coords, constant=self.constant)
+        self.levels = (self.mech,)
+        self.g = self.mech.g
+        # binomial noise + rounding (≤ B/(4g²)) variance of one released batch sum, [0, 1] units (z = (v+1)/2)
+        self.batch_variance = ((self.mech.noise_std() / 2.0) ** 2 + batch / (4.0 * self.g**2),)
+
+    def reset(self, protocol) -> None:
+        self._ones = np.zeros((protocol.n_runs, self.n_coords))
+        self._t = 0
+
+    def bits_per_user(self) -> int:
+        return self.n_coords * (self.mech.g + self.mech.b)
+
+    def encode(self, protocol, users) -> dict:
+        """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
+        from fedbandit.mechanisms.vector_sum import _binomial
+
+        x, y = users
+        c = x.shape[0]
+        iu, ju = _triu(x.shape[-1])
+        z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
+        rng = protocol._noise_rng
+        scaled = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0) * self.g
+        low = np.floor(scaled)
+        ones = low + (rng.random(scaled.shape) < scaled - low)  # (c, R, D): every user's rounding
+        b = self.mech.n_users
+        t0 = self._t
+        self._t += c
+        first = (t0 // b + 1) * b
+        if first > self._t:
+            self._ones += ones.sum(axis=0)
+            return {}
+        times = np.arange(first, self._t + 1, b)
+        cum = np.cumsum(ones, axis=0)
+        at = cum[times - t0 - 1]
+        batch = np.diff(at, axis=0, prepend=0.0)
+        batch[0] += self._ones
+        self._ones = cum[-1] - at[-1]
+        noise = _binomial(rng, b * self.mech.b, self.mech.p, batch.shape)
+        return {0: (times, batch + noise)}
+
+
+class BatchSumAnalyzer(Analyzer):
+    """A: decode every released batch (:meth:`fedbandit.mechanisms.VectorSumShuffle.analyze`) and add it up."""
+
+    name: ClassVar[str] = "batch-sums"
+
+    def describe(self) -> str:
+        return "decode every released batch's vector sum and add it to the running totals"
+
+    def reset(self, protocol) -> None:
+        self._total = np.zeros((protocol.n_runs, protocol.randomizer.n_coords))
+
+    def analyze(self, protocol, delivered: dict) -> np.ndarray:
+        r = protocol.randomizer
+        if 0 in delivered:
+            _, ones = delivered[0]
+            self._total += r.mech.analyze(ones).sum(axis=0)
+        return r.half_range * self._total
+
+
+class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
+    """The sequential shuffle model of Chowdhury & Zhou (2022) with the shuffled vector sum.
+
+    One shuffler over consecutive batches of B users; each batch's records go through the
+    vector-sum protocol (:class:`VectorSumRecords`) at the full (ε, δ), the server adds
+    the decoded batch sums (no tree: every user is in one batch, and the prefix error grows
+    like sqrt(n/B), which gives their regret Õ(B + n^{3/4}/B^{1/4}), best Õ(n^{3/5}) at
+    B = n^{3/5}, :func:`sequential_batch_sizes`).  The interface and the learner are those
+    of :class:`ConcurrentShuffleProtocol` with k = 1.
+
+    Privacy: one vector-sum mechanism per user, (ε, δ)-DP by the theorem of Cheu, Joseph,
+    Mao & Peng [recalled: "claimed"] when b uses at least its constant, not established
+    otherwise ("invalid"); neighbouring datasets differ in one user's record.
+    """
+
+    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace",
+                 batch_size=None):
+        super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta,
+                         relation=relation, k=1)
+        self._batch = None if batch_size is None else check_positive_int("batch_size", batch_size)
+
+    @property
+    def model(self) -> str:
+        return "SDP"
+
+    @property
+    def trusted(self) -> str:
+        return self.intermediary.trusted
+
+    def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
+        """(B,): the given batch, or B = ⌈n^{3/5}⌉ (:func:`sequential_batch_sizes`); ``period`` a multiple of B."""
+        n = check_positive_int("n_users", n_users)
+        sizes = check_batch_sizes((self._batch,), n) if self._batch is not None else sequential_batch_sizes(n)
+        if period is not None and period % sizes[0]:
+            raise ValueError(f"protocol {self.name!r}: synchronizations must come every multiple of B={sizes[0]} "
+                             f"users, got batch_size={period}")
+        return sizes
+
+    def event(self, relation=None):
+        """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
+        from fedbandit.accounting.calibration import CJMP21_CONSTANT
+        from fedbandit.accounting.events import ClaimedEvent
+
+        self._require()
+        check_relation(self.relation if relation is None else relation)
+        r = self.randomizer
+        node = ClaimedEvent(self.target_epsilon, self.target_delta,
+                            f"CJMP21 shuffled vector sum, one batch of {r.mech.n_users} users per user [recalled]")
+        return ConditionalEvent(
+            node,
+            f"b uses constant c={r.constant:g} < {CJMP21_CONSTANT:g} of the theorem: privacy not established",
+            holds=r.constant >= CJMP21_CONSTANT,
+            on_failure="invalid",
+        )
+
+    def theorem(self) -> str:
+        r = self.randomizer
+        return (f"shuffled vector sum [CJMP21] per batch of {r.mech.n_users} users at (ε, δ), g={r.mech.g}, "
+                f"b={r.mech.b}, p={r.mech.p}; each user in one batch")
+
+    def calibration(self) -> dict:
+        self._require()
+        r = self.randomizer
+        std = self.coordinate_noise_std()
+        d = self.dim
+        return {
+            "protocol": self.name,
+            "model": self.model,
+            "batch_sizes": list(self.batch_sizes),
+            "k": 1,
+            "period": self.period,
+            "g": r.mech.g,
+            "b": r.mech.b,
+            "p": r.mech.p,
+            "constant": r.constant,
+            "batch_noise_std": r.mech.noise_std(),
+            "sigma_bias": float(std[:d].max()),
+            "sigma_gram": float(std[d:].max()),
+            "sigma": float(std.max()),
+            "total_variance": float(std.max()) ** 2,
+        }
+
+
+SequentialVectorSumProtocol._part_types = (VectorSumRecords, ConcurrentShufflers, BatchSumAnalyzer)
+
+
+@register("sequential-vector-sum", kind="statistics",
+          summary="one shuffler over consecutive batches of B users, shuffled vector sum per batch",
+          reference="Chowdhury & Zhou 2022 (sequential shuffle LinUCB); vector sum: Cheu, Joseph, Mao & Peng 2021")
+def sequential_vector_sum(epsilon, delta, *, batch_size=None, constant=None, relation="replace"):
+    """Chowdhury & Zhou's shuffle LinUCB protocol: batches of ``batch_size`` users (default ⌈n^{3/5}⌉),
+    the vector sum with constant ``constant`` (default the theorem's)."""
+    sizes = None if batch_size is None else (check_positive_int("batch_size", batch_size),)
+    return SequentialVectorSumProtocol(
+        VectorSumRecords(constant=constant), ConcurrentShufflers(sizes), BatchSumAnalyzer(),
+        name="sequential-vector-sum", epsilon=epsilon, delta=delta, relation=relation, batch_size=batch_size,
     )

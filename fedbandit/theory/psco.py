@@ -41,6 +41,9 @@ __all__ = [
     "c_epsilon",
     "rep_nk",
     "big_nk",
+    "rep_threshold",
+    "window_variance_inflation",
+    "big_ladder",
     "tree_levels",
     "local_error_rate",
     "sequential_error_rate",
@@ -107,6 +110,49 @@ def big_nk(n, k: int, epsilon: float):
     k = check_positive_int("k", k)
     c = c_epsilon(epsilon)
     return _out(n_arr ** ((2.0 * k - 1) / (2 * k + 1)) * c ** (2.0 / (2 * k + 1)))
+
+
+def rep_threshold(k: int, epsilon: float, run_length: float) -> float:
+    """The n at which rep_{n,k} reaches ``run_length``: n = (2R / c_ε^{2k/(2k+1)})^{2k+1}.
+
+    Below rep_{n,k} < 2 a member of Δ_{n,k} repeats no bit (runs of ⌊rep⌋ = 1 copy): it is
+    a stream of independent fair bits, no harder than Ber(1/2); the family has structure,
+    and the lower bound teeth, only beyond ``rep_threshold(k, ε, 2)``.
+    """
+    k = check_positive_int("k", k)
+    run_length = float(run_length)
+    if not run_length > 0:
+        raise ValueError(f"run_length must be > 0, got {run_length!r}")
+    c = c_epsilon(epsilon)
+    return float((2.0 * run_length / c ** (2.0 * k / (2 * k + 1))) ** (2 * k + 1))
+
+
+def window_variance_inflation(run_length: int) -> float:
+    """(1 + R²)/(R + 1): variance of a long window's sum on Δ_{n,k} (runs of R) over that on fair bits.
+
+    Every R + 1 users of the family hold one single Ber(1/2) bit and R copies of another,
+    variance (1 + R²)/4, against (R + 1)/4 for R + 1 fair bits.  It is 1 for R = 1 (the
+    family is then fair bits) and grows like R.
+    """
+    r = check_positive_int("run_length", run_length)
+    return (1.0 + r * r) / (r + 1.0)
+
+
+def big_ladder(n, k: int, epsilon: float) -> list:
+    """[N_0 = n, N_1 = Big_{N_0,k}, N_2 = Big_{N_1,k−1}, ..., N_k = Big_{N_{k−1},1}]: the thresholds of the induction.
+
+    The lower bound's proof for k shufflers splits on whether a batch of at least N_1 users
+    is ever shuffled.  If so, inside it the other k − 1 shufflers face the problem of N_1
+    users, which splits on N_2, and so on; inside a batch of N_k users no shuffler is left,
+    and the N_k users between two releases cost rep_{N_k,0} = N_k/2.  If not, the single
+    bits spaced N_j apart (Bits of the proof) are seen only through small batches, and their
+    sum costs sqrt(N_{j−1}/N_j).  rep_{N_j,k−j} = rep_{n,k} at every step (:func:`rep_nk`).
+    """
+    k = check_positive_int("k", k)
+    out = [float(_check_n(n))]
+    for j in range(k, 0, -1):
+        out.append(float(big_nk(out[-1], j, epsilon)))
+    return out
 
 
 def tree_levels(n: int) -> int:

@@ -1,0 +1,149 @@
+"""Regret experiments of private LinUCB learners serving users one at a time (the concurrent-shuffle chapter).
+
+:func:`regret_trial` runs :class:`fedbandit.learners.ConcurrentShuffleLinUCB` with a list of
+privacy protocols on one instance, every protocol on the same users (common random
+numbers), in the form :func:`fedbandit.experiments.grid.run_grid` runs:
+
+* ``instance="contextual"`` -- the synthetic contextual instance of
+  :mod:`fedbandit.envs.linear` (fresh arms for every user, mean rewards linear in the
+  observed features);
+* ``instance="gaps"`` -- the gap family of :mod:`fedbandit.envs.orthogonal` (fixed
+  orthogonal arms, one gap per run), on which the regret bounds are worst-case.
+
+Each protocol spec may ask for the learner's noise-free twin (``"noise_free": True``: the
+same λ, β and period on exact sums), which splits the privacy cost of the regret into the
+cost of the enlarged confidence set and the cost of the noise itself.  The trial records
+each learner's wall and CPU time and its number of synchronizations, for the chapter's
+speed report.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from fedbandit._validation import (
+    check_bool,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_nonnegative_float,
+    check_nonnegative_int,
+    check_positive_int,
+    check_rng,
+)
+
+__all__ = [
+    "regret_trial",
+]
+
+
+def regret_trial(config: dict, rng) -> dict:
+    """One seed of a regret experiment: every protocol of ``config["protocols"]`` on the same users.
+
+    Parameters
+    ----------
+    config : dict
+        ``n`` (users), ``epsilon``, ``delta``, ``dim``, ``noise_std`` (reward noise, also the
+        R of β), ``instance`` ("contextual" or "gaps"), optional ``beta_scale`` (default 1),
+        ``min_period`` (default 1, see the learner), and
+
+        * for ``"contextual"``: ``runs``, ``n_arms``, ``shared_contexts`` (default False),
+          ``uniform`` (default True: also measure uniformly random play);
+        * for ``"gaps"``: ``gaps`` (list) and ``runs_per_gap``; the runs are gap-major
+          (run g·S + s has gap ``gaps[g]``); S of β is the largest ‖θ*‖;
+
+        ``protocols``: a list of dicts ``{"label": ..., "protocol": name, **params}``
+        (``fedbandit.protocols.create(name, epsilon=, delta=, **params)``), optionally with
+        ``"noise_free": True`` (the learner's noise-free twin) or ``"min_period"`` (overrides
+        the config's).  Optional ``env_seed`` (int): the environment's seed, so that
+        configurations run separately (one protocol each, in parallel) see the same users.
+    rng : numpy.random.Generator
+        Split into the environment's seed (shared by all protocols; replaced by
+        ``env_seed`` if given) and one stream per protocol, in list order.
+
+    Returns
+    -------
+    dict
+        label → cumulative regret at n of every run (array (runs,)); ``"curves"``: label →
+        mean cumulative regret at ``"checkpoints"``; ``"lam"``, ``"beta_n"`` (β at n), ``"sigma"`` (the Gram noise's
+        largest per-entry std), ``"period"``, ``"syncs"``,
+        ``"batch_sizes"``, ``"accounting"``, ``"wall"``, ``"cpu"``: label → value; for
+        ``"contextual"`` also ``"uniform"``, the regret of playing uniformly at random
+        (per run).
+    """
+    from fedbandit.envs.linear import SyntheticLinearEnv
+    from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+    from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+    from fedbandit.protocols.registry import create, describe
+
+    n = check_positive_int("n", config["n"])
+    epsilon = check_epsilon(config["epsilon"])
+    delta = check_delta(config["delta"])
+    dim = check_positive_int("dim", config.get("dim", 2))
+    noise_std = check_nonnegative_float("noise_std", config.get("noise_std", 0.1))
+    instance = check_choice("instance", config.get("instance", "contextual"), ("contextual", "gaps"))
+    min_period = check_positive_int("min_period", config.get("min_period", 1))
+    beta_scale = check_nonnegative_float("beta_scale", config.get("beta_scale", 1.0))
+    specs = config["protocols"]
+    if not isinstance(specs, (list, tuple)) or not all(isinstance(sp, dict) and "protocol" in sp for sp in specs):
+        raise ValueError(f"protocols must be a list of dicts with a 'protocol' name, got {specs!r}")
+    rng = check_rng(rng)
+    env_seed, learner_rng = rng.spawn(2)
+    if "env_seed" in config:
+        env_seed = np.random.SeedSequence(check_nonnegative_int("env_seed", config["env_seed"]))
+    checkpoints = np.unique(np.geomspace(1, n, 40).astype(int))
+    out: dict[str, Any] = {key: {} for key in
+                           ("curves", "lam", "beta_n", "sigma", "period", "syncs", "batch_sizes", "accounting", "wall",
+                            "cpu")}
+    out["checkpoints"] = checkpoints
+
+    if instance == "gaps":
+        gaps = np.repeat(np.asarray(config["gaps"], dtype=float), check_positive_int("runs_per_gap", config["runs_per_gap"]))
+
+        def make_env():
+            return OrthogonalArmsEnv(gaps, dim, noise_std=noise_std, seed=env_seed)
+
+        param_bound = make_env().param_norm
+    else:
+        runs = check_positive_int("runs", config.get("runs", 1))
+        shared = check_bool("shared_contexts", config.get("shared_contexts", False))
+
+        def make_env():
+            return SyntheticLinearEnv(
+                1, n_arms=int(config.get("n_arms", 20)), dim=dim, n_runs=runs, noise_std=noise_std,
+                shared_contexts=shared, means_from_raw=False, seed=env_seed,
+            )
+
+        param_bound = 1.0
+        if check_bool("uniform", config.get("uniform", True)):
+            out["uniform"] = sum(
+                (b.best[:, :, 0] - np.mean(b.means[:, :, 0], axis=-1)).sum(axis=0) for b in make_env().iter_blocks(n)
+            )
+    for spec, proto_rng in zip(specs, learner_rng.spawn(len(specs))):
+        params = {k: v for k, v in spec.items() if k not in ("label", "protocol", "noise_free", "min_period")}
+        name = spec["protocol"]
+        label = spec.get("label", name)
+        accepted = describe(name).parameters
+        params.update({k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if k in accepted})
+        t0, c0 = time.perf_counter(), time.process_time()
+        learner = ConcurrentShuffleLinUCB(
+            create(name, **params), n_users=n, dim=dim, noise_bound=noise_std, param_bound=param_bound,
+            beta_scale=beta_scale, min_period=int(spec.get("min_period", min_period)),
+            noise_free=bool(spec.get("noise_free", False)),
+        )
+        res = learner.run(make_env(), proto_rng)
+        out["wall"][label] = time.perf_counter() - t0
+        out["cpu"][label] = time.process_time() - c0
+        out[label] = res.regret[:, -1]
+        out["curves"][label] = res.regret[:, checkpoints - 1].mean(axis=0)
+        out["lam"][label] = learner.lam
+        out["beta_n"][label] = float(learner.beta(np.array([n]))[0])
+        out["sigma"][label] = learner.params["sigma_gram"]
+        out["period"][label] = learner.period
+        out["syncs"][label] = n // learner.period
+        out["batch_sizes"][label] = res.calibration.get("batch_sizes")
+        out["accounting"][label] = res.accounting
+    return out
