@@ -299,8 +299,8 @@ def account(
         raise TypeError(f"event must be a fedbandit.accounting.DpEvent, got {type(event).__name__}")
     relation = check_relation(relation)
     private = target_epsilon is not None
-    t_eps = check_epsilon(target_epsilon, "target_epsilon") if private else math.inf
-    t_delta = check_delta(target_delta, "target_delta") if private else 0.0
+    t_eps = check_epsilon("target_epsilon", target_epsilon) if private else math.inf
+    t_delta = check_delta("target_delta", target_delta) if private else 0.0
     res = _analyze(event, t_delta if private else 1e-10, t_eps)
     status = res.status
     extra = ()

@@ -112,7 +112,7 @@ def fmt22_closed_form_validity(epsilon0: float, n: int, delta: float) -> list[Co
     """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) [recalled]."""
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
     n = check_positive_int("n", n)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     ratio = n / (16.0 * math.log(4.0 / delta))
     bound = math.log(ratio)
     return [
@@ -206,7 +206,7 @@ def fmt22_numerical_epsilon(epsilon0: float, n: int, delta: float, *, tol: float
     """
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
     n = check_positive_int("n", n)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     if epsilon0 == 0.0 or fmt22_numerical_delta(0.0, epsilon0, n) <= delta:
         return 0.0
     lo, hi = 0.0, epsilon0
@@ -256,8 +256,8 @@ def zc_amplification_validity(
 
     ``variant="ideal"`` (σ₀ = σ₀(LDP)/sqrt(M), no logarithmic factors) has the same region.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     n_agents = check_positive_int("n_agents", n_agents)
     n_batches = check_positive_int("n_batches", n_batches)
     horizon = check_positive_int("horizon", horizon)
@@ -346,7 +346,7 @@ def gaussian_delta_exact(epsilon: float, mu: float) -> float:
 def gaussian_epsilon_exact(mu: float, delta: float) -> float:
     """Smallest ε with :func:`gaussian_delta_exact` (ε, μ) ≤ δ (exact, by root finding)."""
     mu = check_nonnegative_float("mu", mu)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     if gaussian_delta_exact(0.0, mu) <= delta:
         return 0.0
     hi = 1.0

@@ -28,10 +28,10 @@ def advanced_composition(
 
     Returns (ε', kδ + δ') with ε' = sqrt(2k log(1/δ')) ε + k ε (e^ε − 1).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_nonnegative_float("delta", delta)
     k = check_positive_int("k", k)
-    delta_prime = check_delta(delta_prime, "delta_prime")
+    delta_prime = check_delta("delta_prime", delta_prime)
     # e^ε − 1 overflows a float for ε ≳ 709: the composed ε is then infinite, not an error
     growth = math.expm1(epsilon) if epsilon < 700.0 else math.inf
     eps_total = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * growth
@@ -46,8 +46,8 @@ def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, 
     :func:`advanced_composition` (ε₀, δ₀, k, δ/2)[0] = ε.  "Better" means the
     larger ε₀ (less noise for each mechanism).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     k = check_positive_int("k", k)
     basic = (epsilon / k, delta / k)
     if k == 1:
@@ -72,8 +72,8 @@ def level_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     basic and advanced composition (:func:`fedbandit.accounting.composition.split_budget_advanced`),
     the paper's route to its k^{3/2} factor.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     k = check_positive_int("k", k)
     return split_budget_advanced(epsilon, delta, k)
 
@@ -86,8 +86,8 @@ def group_budget(epsilon: float, delta: float, group_size: int) -> tuple[float, 
     the g-message encoding of values in [0, 1] (:class:`RRShuffleSummation` with
     ``resolution=g``), where one user's value moves at most g of its g bits.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     g = check_positive_int("group_size", group_size)
     eps_b = epsilon / g
     return eps_b, delta * math.exp(-(g - 1) * eps_b) / g

@@ -195,7 +195,7 @@ def ddg_epsilon(
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     steps = check_positive_int("steps", steps)
     delta2 = ddg_delta2(c, gamma, d, beta)
     if method == "zcdp":
@@ -222,7 +222,7 @@ def ddg_sigma_for_epsilon(
     :math:`\varepsilon` decreases in :math:`\sigma` (both :math:`\Delta_2/(\sqrt n\sigma)`
     and :math:`\tau` do), so the root is unique.
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
 
     def gap(log_sigma: float) -> float:
         return (
@@ -365,8 +365,8 @@ def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, 
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
     c = check_positive_float("c", c)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
     check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
     check_choice("flatten", flatten, ("hadamard", "dft"))

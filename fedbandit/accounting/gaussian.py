@@ -44,8 +44,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     sensitivity : float
         :math:`\ell_2` sensitivity :math:`\Delta > 0`.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
 
     def gap(log_sigma: float) -> float:
@@ -63,7 +63,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
     r"""Smallest :math:`\varepsilon` for which noise :math:`\sigma` gives :math:`(\varepsilon,\delta)`-DP ([BW18]_)."""
     sigma = check_positive_float("sigma", sigma)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     if analytic_gaussian_delta(0.0, sigma, sensitivity) <= delta:
         return 0.0

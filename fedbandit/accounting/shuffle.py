@@ -101,7 +101,7 @@ def rr_shuffle_delta(epsilon: float, n_users: int, p: float) -> float:
     float
         δ such that the protocol is (ε, δ)-DP with respect to one user's bit.
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     n_users = check_positive_int("n_users", n_users)
     p = check_float_in_range("p", p, 0.0, 1.0)
     return _rr_shuffle_delta(epsilon, n_users, p)
@@ -145,7 +145,7 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
     (it is a lower bound on the worst case over datasets, which
     :func:`rr_shuffle_delta` upper-bounds).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     bits = check_unit_interval("bits_others", bits_others).ravel()
     if not _is_binary(bits):
         raise ValueError("bits_others must hold 0/1 values")
@@ -162,7 +162,7 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
 
 def local_rr_flip_probability(epsilon: float) -> float:
     """p = 2/(e^ε + 1): binary randomized response that is ε-LDP on its own (q1/q0 = e^ε)."""
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return 2.0 / (math.exp(epsilon) + 1.0)
 
 
@@ -210,8 +210,8 @@ def rr_flip_probability(n_users: int, epsilon: float, delta: float) -> float:
         p in (0, 2/(e^ε + 1)].
     """
     n_users = check_positive_int("n_users", n_users)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     return _flip_probability(n_users, epsilon, delta)
 
 
@@ -234,9 +234,9 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
     """
     
     n = check_positive_int("n", n)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    sizes = check_batch_sizes(batch_sizes, n)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
+    sizes = check_batch_sizes("batch_sizes", batch_sizes, n)
     k = len(sizes)
     gs = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)
     if len(gs) != k:

@@ -213,7 +213,7 @@ def sample_statistics(mechanism, dataset, statistic, n: int, rng, *, vectorized:
     ``statistic(batch)`` an array of ``n`` values; otherwise ``mechanism(dataset, rng)``
     returns one output and ``statistic(output)`` one number.
     """
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n = check_positive_int("n", n)
     if vectorized:
         values = np.asarray(statistic(mechanism(dataset, rng, n)), dtype=float).reshape(-1)
@@ -387,7 +387,7 @@ def audit_epsilon(
         mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring
     )
     threshold = check_float_in_range("threshold", threshold, -math.inf, math.inf)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     s0, s1 = _collect(mechanism, dataset0, dataset1, statistic, n_trials, rng, vectorized, backend, n_jobs,
                       cache_dir, cache_key, n_chunks, "audit")
     return _result(s0, s1, threshold, delta, confidence, n_trials)
@@ -453,7 +453,7 @@ def audit_epsilon_split(
             f"n_select={n_select} (the threshold-selection trials; default n_trials // 4) is too few for "
             f"confidence={confidence} and delta={delta}: at least {need} are needed; raise n_trials or n_select"
         )
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     key = None if cache_key is None else f"{cache_key}|select"
     a0, a1 = _collect(mechanism, dataset0, dataset1, statistic, n_select, rng, vectorized, backend, n_jobs,
                       cache_dir, key, n_chunks, "select")

@@ -244,7 +244,7 @@ class DP20ScheduleMechanism:
         self.threshold = self.learner.threshold
 
     def __call__(self, dataset, rng, n):
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         n = check_positive_int("n", n)
         feats, means, noise = self.instance.full_data(dataset)
         env = UsersEnv(feats, means, noise, n_runs=n)
@@ -350,7 +350,7 @@ class FixedBatchScheduleMechanism:
         return learner, protocol
 
     def __call__(self, dataset, rng, n):
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         n = check_positive_int("n", n)
         T = self.instance.horizon
         feats, means, noise = self.instance.full_data(dataset)
@@ -411,7 +411,7 @@ def select_action_attack(mechanism, dataset0, dataset1, t, n_select, rng, *, del
     """
     from fedbandit.audit.epsilon import epsilon_lower_bound
 
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     t = check_positive_int("t", t)
     n_select = check_positive_int("n_select", n_select)
     a0 = np.asarray(mechanism(dataset0, rng, n_select)["actions"])[:, t - 1]

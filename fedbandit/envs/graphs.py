@@ -194,7 +194,7 @@ def erdos_renyi_graph(n_agents: int, p: float, rng, *, require_connected: bool =
     """
     M = check_int_in_range("n_agents", n_agents, 2, None)
     p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     max_tries = check_positive_int("max_tries", max_tries)
     for _ in range(max_tries if require_connected else 1):
         upper = np.triu(rng.random((M, M)) < p, k=1)

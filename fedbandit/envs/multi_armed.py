@@ -157,7 +157,7 @@ class RewardStream:
         self.n_runs = check_positive_int("n_runs", n_runs)
         self.n_agents = check_positive_int("n_agents", n_agents)
         self.block = check_positive_int("block", block)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.key = tuple(int(w) for w in rng.integers(0, 2**32, size=4, dtype=np.uint64))
         self._cached_block = -1
         self._table = None

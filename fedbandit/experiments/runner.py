@@ -65,7 +65,7 @@ def run_config(config: dict, rng):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     cls = learner_class(config.get("learner"))
     _check_keys(config, cls)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n_cp = check_int_in_range("n_checkpoints", config.get("n_checkpoints", 100), 1, None)
     start, cpu_start = time.perf_counter(), time.process_time()
     env = make_environment(config)

@@ -334,9 +334,9 @@ def audit_side_by_side(config: dict, rng) -> dict:
     confidence = check_probability("confidence", cfg.pop("confidence", 0.95))
     chunk = check_positive_int("chunk", cfg.pop("chunk", 250))
     n_select = check_positive_int("n_select", cfg.pop("n_select", max(1, n_trials // 4)))
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     m = model_of(cfg)
-    delta = check_delta(cfg["delta"]) if m.private else 0.0
+    delta = check_delta("delta", cfg["delta"]) if m.private else 0.0
     if m.learner == "independent":
         return {"epsilon_lower": math.nan, "tpr": math.nan, "fpr": math.nan, "n_trials": 0,
                 "attack": "none", "note": "n/a: nothing leaves a silo, there is no release to attack"}

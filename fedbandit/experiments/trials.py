@@ -54,7 +54,7 @@ def dme_trial(config: dict, rng) -> dict:
     """
     from fedbandit.protocols.registry import create
 
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n, d, c = int(config["n"]), int(config["d"]), float(config["c"])
     reps = int(config.get("reps", 1))
     epsilon, delta = float(config["epsilon"]), float(config["delta"])
@@ -115,10 +115,10 @@ def psco_trial(config: dict, rng) -> dict:
         and ``"batch_sizes"`` → the schedules used.
     """
     n = check_positive_int("n", config["n"])
-    epsilon = check_epsilon(config["epsilon"])
-    delta = check_delta(config["delta"])
+    epsilon = check_epsilon("epsilon", config["epsilon"])
+    delta = check_delta("delta", config["delta"])
     runs = check_positive_int("runs", config.get("runs", 1))
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     kind = check_choice("input", config.get("input", "bernoulli"), ("bernoulli", "hard"))
     if kind == "hard":
         x = sample_hard_input(n, config["hard_k"], epsilon, rng, runs=runs)
@@ -174,15 +174,15 @@ def bandit_trial(config: dict, rng) -> dict:
     from fedbandit.protocols.registry import create, describe
 
     n = check_positive_int("n", config["n"])
-    epsilon = check_epsilon(config["epsilon"])
-    delta = check_delta(config["delta"])
+    epsilon = check_epsilon("epsilon", config["epsilon"])
+    delta = check_delta("delta", config["delta"])
     runs = check_positive_int("runs", config.get("runs", 1))
     dim = check_positive_int("dim", config.get("dim", 3))
     noise_std = check_nonnegative_float("noise_std", config.get("noise_std", 0.1))
     specs = config["protocols"]
     if not isinstance(specs, (list, tuple)) or not all(isinstance(sp, dict) and "protocol" in sp for sp in specs):
         raise ValueError(f"protocols must be a list of dicts with a 'protocol' name, got {specs!r}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     env_seed, learner_rng = rng.spawn(2)
     checkpoints = np.unique(np.linspace(1, n, 40).astype(int))
     out: dict[str, Any] = {"curves": {}, "checkpoints": checkpoints, "lam": {}, "batch_sizes": {}, "accounting": {}}

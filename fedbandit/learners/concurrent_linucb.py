@@ -227,7 +227,7 @@ class ConcurrentShuffleLinUCB:
             ``agents_per_round`` = M > 1, ``t`` = 1..n/M (rounds) and the regret of each
             round's M users summed (group regret).  ``extras["agents_per_round"]`` = M.
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         per_user = check_bool("per_user", per_user)
         M = self.agents_per_round
         if getattr(env, "n_agents", None) != M:

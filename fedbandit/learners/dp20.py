@@ -384,7 +384,7 @@ class FedUCB:
               over all runs' releases;
             * ``arms`` (R, T, M) with ``record_arms=True``.
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         record_arms = check_bool("record_arms", record_arms)
         R = self._check_env(env)
         M, d, T = self.n_agents, self.dim, self.horizon

@@ -144,7 +144,7 @@ class FederatedLearner:
         the initial model (zero) are fixed.
         """
         self._check_data(data)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         R = check_positive_int("n_runs", self.n_runs if n_runs is None else n_runs)
         C, T = self.n_classes, self.rounds
         protocol = self.protocol

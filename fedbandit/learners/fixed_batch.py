@@ -192,7 +192,7 @@ class FixedBatchFedLinUCB:
             Keep the played arms (R, T, M) in ``extras["arms"]``.
         """
         self._check_env(env)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         R, M, d, B, T = env.n_runs, self.n_agents, self.dim, self.batch_size, self.horizon
         protocol = self.protocol
         protocol.reset(n_runs=R, rng=rng)

@@ -183,7 +183,7 @@ class _BatchedStreams:
         self.batch_shape = batch_shape
         self.size = int(np.prod(batch_shape)) if batch_shape else 1
         if np.ndim(epsilon) == 0:
-            self.epsilon = check_epsilon(epsilon)
+            self.epsilon = check_epsilon("epsilon", epsilon)
             self._eps_flat = None
         else:
             # One epsilon per stream (e.g. per run, to sweep epsilon in one simulation).
@@ -233,7 +233,7 @@ class _BatchedStreams:
             The private estimates after the step (unchanged for streams that did not
             advance).
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         x = check_array("x", np.broadcast_to(np.asarray(x, dtype=float), self.batch_shape))
         if where is None:
             idx = np.arange(self.size)

@@ -99,7 +99,7 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
         possible rounding (else the loop could be long; ``max_tries`` guards it).
     rng : numpy.random.Generator
     """
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     bound = check_positive_float("bound", bound)
     z = np.asarray(z, dtype=np.float64)
     flat = z.reshape(-1, z.shape[-1])
@@ -150,7 +150,7 @@ class DDGMechanism:
         if not isinstance(params, DDGParams):
             raise TypeError(f"params must be a DDGParams, got {type(params).__name__}")
         self.params = params
-        self.flattener = make_flattener(params.d, check_rng(flatten_seed), params.flatten)
+        self.flattener = make_flattener(params.d, check_rng("flatten_seed", flatten_seed), params.flatten)
         if self.flattener.d_out != params.d_pad:
             raise ValueError("flattener output dimension does not match params.d_pad")
 
@@ -170,7 +170,7 @@ class DDGMechanism:
         dict of intermediate stages when ``stages=True``).
         """
         x = self._check_x(x)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         p = self.params
         clipped = clip_l2(x, p.c)
         flat = self.flattener.flatten(clipped)

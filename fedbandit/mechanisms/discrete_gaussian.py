@@ -386,7 +386,7 @@ def sample_discrete_gaussian(sigma, size, rng, *, exact: bool = True) -> np.ndar
     """
     sig = _check_sigma(sigma)
     shape = _check_size(size)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if n == 0:
         return np.zeros(shape, dtype=np.int64)
@@ -436,7 +436,7 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
     gamma = Fraction(gamma)
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma!r}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     while gamma > 1:
         if not bernoulli_exp_reference(Fraction(1), rng):
             return False
@@ -449,7 +449,7 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
 
 def discrete_laplace_reference(t: int, rng) -> int:
     r"""Discrete Laplace with integer scale :math:`t`, mass :math:`\propto e^{-|y|/t}` ([CKS20]_ Algorithm 2)."""
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     while True:
         u = _uniform_below(t, rng)
         if not bernoulli_exp_reference(Fraction(u, t), rng):
@@ -482,7 +482,7 @@ def sample_discrete_gaussian_reference(sigma, size, rng) -> np.ndarray:
     """
     sig = _check_sigma(sigma)
     shape = _check_size(size)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     sigma2 = sig * sig
     return np.array([_cks_scalar(sigma2, rng) for _ in range(n)], dtype=np.int64).reshape(shape)

@@ -129,7 +129,7 @@ class HadamardFlattener:
     def __init__(self, d: int, rng):
         self.d = check_positive_int("d", d)
         self.d_out = next_power_of_two(self.d)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.signs = rng.choice(np.array([-1.0, 1.0]), size=self.d_out)
 
     def _check(self, x, dim, name):
@@ -170,7 +170,7 @@ class DFTFlattener:
     def __init__(self, d: int, rng):
         self.d = check_positive_int("d", d)
         self.d_out = self.d + (self.d % 2)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=self.d_out // 2)]
 
     _check = HadamardFlattener._check

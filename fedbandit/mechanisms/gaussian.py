@@ -34,7 +34,7 @@ def gaussian_mechanism(value, sigma: float, rng, *, return_noise: bool = False):
     simulation; a real server would not keep it).
     """
     sigma = check_positive_float("sigma", sigma)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     return_noise = check_bool("return_noise", return_noise)
     value = np.asarray(value, dtype=np.float64)
     noise = rng.normal(0.0, sigma, size=value.shape)

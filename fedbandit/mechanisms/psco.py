@@ -339,8 +339,8 @@ def optimal_batch_sizes(
     """
     n = check_positive_int("n", n)
     k = check_int_in_range("k", k, 1, tree_depth(n))
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     check_choice("objective", objective, ("worst_case", "smooth"))
     streams = check_positive_int("streams", streams)
     check_choice("values", values, ("bits", "real"))
@@ -366,8 +366,8 @@ def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | Non
     """
     check_choice("name", name, PSCO_ALGORITHMS)
     n = check_positive_int("n", n)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     if name == "local":
         return 2.0 * math.sqrt(n * rr_estimator_variance(1, local_rr_flip_probability(epsilon)))
     if name == "central":
@@ -376,7 +376,7 @@ def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | Non
     if name == "tree":
         sizes = dyadic_batch_sizes(n)
     elif batch_sizes is not None:
-        sizes = check_batch_sizes(batch_sizes, n)
+        sizes = check_batch_sizes("batch_sizes", batch_sizes, n)
     elif name == "sequential":
         sizes = optimal_batch_sizes(n, 1, epsilon, delta)
     else:
@@ -420,8 +420,8 @@ def local_psco(x, epsilon: float, rng) -> ContinualRelease:
     are randomized-rounded first.
     """
     arr = _as_runs(x)
-    epsilon = check_epsilon(epsilon)
-    rng = check_rng(rng)
+    epsilon = check_epsilon("epsilon", epsilon)
+    rng = check_rng("rng", rng)
     bits = _round_inputs(arr, rng)
     p = local_rr_flip_probability(epsilon)
     q0, q1 = rr_message_probabilities(p)
@@ -544,7 +544,7 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
 
 
 def _check_common(x, epsilon, delta, rng):
-    return _as_runs(x), check_epsilon(epsilon), check_delta(delta), check_rng(rng)
+    return _as_runs(x), check_epsilon("epsilon", epsilon), check_delta("delta", delta), check_rng("rng", rng)
 
 
 def concurrent_psco(
@@ -596,7 +596,7 @@ def concurrent_psco(
     check_choice("sampling", sampling, ("aggregate", "per_user"))
     if k > tree_depth(n):
         raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n} (nested batches), got {k}")
-    sizes = optimal_batch_sizes(n, k, epsilon, delta) if batch_sizes is None else check_batch_sizes(batch_sizes, n, k)
+    sizes = optimal_batch_sizes(n, k, epsilon, delta) if batch_sizes is None else check_batch_sizes("batch_sizes", batch_sizes, n, k)
     if resolution != "auto":
         check_positive_int("resolution", resolution)
     values, _, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "concurrent", return_levels, resolution)
@@ -657,7 +657,7 @@ def extrapolating_psco(
     sizes = (
         optimal_batch_sizes(n, k, epsilon, delta, objective="smooth")
         if batch_sizes is None
-        else check_batch_sizes(batch_sizes, n, k)
+        else check_batch_sizes("batch_sizes", batch_sizes, n, k)
     )
     values, level_sums, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "extrapolating", False)
     a = sizes[-1]
@@ -722,7 +722,7 @@ def run_psco(name: str, x, epsilon: float, delta: float, rng, *, k: int | None =
     """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating")."""
     check_choice("name", name, PSCO_ALGORITHMS)
     if name == "local":
-        check_delta(delta)
+        check_delta("delta", delta)
         return local_psco(x, epsilon, rng)
     if name == "sequential":
         return sequential_psco(x, epsilon, delta, rng, **kwargs)
@@ -787,8 +787,8 @@ def sample_hard_input(
     """
     n = check_positive_int("n", n)
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
-    rng = check_rng(rng)
+    epsilon = check_epsilon("epsilon", epsilon)
+    rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
     rep = _run_length(n, k, epsilon)
     if prefix_length is None:
@@ -819,7 +819,7 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
     """
     n = check_positive_int("n", n)
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     rep = _run_length(n, k, epsilon)
     ell = check_int_in_range("prefix_length", prefix_length, 0, rep)
     return np.arange(ell, n, rep + 1)
@@ -828,7 +828,7 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
 def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
     """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream."""
     n = check_positive_int("n", n)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
     mean = check_probability("mean", mean, open_interval=False)
     return (rng.random((runs, n)) < mean).astype(np.uint8)
@@ -838,7 +838,7 @@ def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndar
     """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n)."""
     n = check_positive_int("n", n)
     run_length = check_positive_int("run_length", run_length)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
     n_runs = -(-n // run_length)
     bits = rng.integers(0, 2, size=(runs, n_runs), dtype=np.uint8)

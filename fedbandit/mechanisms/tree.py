@@ -219,7 +219,7 @@ class TreeRandomizer:
         ValueError
             If ``gamma`` has the wrong shape or a tree is exhausted (k > K).
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         gamma = np.asarray(gamma, dtype=float)
         if runs is None and self.batch_shape and np.any(self.steps != self.k):
             runs = np.arange(self.steps.size)  # every run advances its own step

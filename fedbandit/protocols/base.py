@@ -186,8 +186,8 @@ class Protocol(abc.ABC):
                 raise ValueError(f"protocol {self.name!r}: delta={delta!r} given without epsilon")
             self.target_epsilon, self.target_delta = None, None
         else:
-            self.target_epsilon = check_epsilon(epsilon)
-            self.target_delta = check_delta(delta)
+            self.target_epsilon = check_epsilon("epsilon", epsilon)
+            self.target_delta = check_delta("delta", delta)
         self._configured = False
         self._reset_done = False
         self.communication = Communication()
@@ -203,7 +203,7 @@ class Protocol(abc.ABC):
         """Allocate the state of ``n_runs`` independent runs; the protocol's streams come from ``rng``."""
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self._noise_rng, self._shuffle_rng = rng.spawn(2)
         self.communication = Communication(payload_unit=self.communication.payload_unit)
         self._reset()

@@ -345,7 +345,7 @@ class ConcurrentShuffleProtocol(Protocol):
         """
         n = check_positive_int("n_users", n_users)
         if self._fixed_sizes is not None:
-            sizes = check_batch_sizes(self._fixed_sizes, n)
+            sizes = check_batch_sizes("batch_sizes", self._fixed_sizes, n)
             if period is not None and sizes[-1] != period:
                 raise ValueError(
                     f"protocol {self.name!r} with batch_sizes={list(sizes)}: synchronizations come every "
@@ -401,7 +401,7 @@ class ConcurrentShuffleProtocol(Protocol):
         """
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
-        self._noise_rng = check_rng(rng)
+        self._noise_rng = check_rng("rng", rng)
         self._shuffle_rng = None
         self.communication = Communication(payload_unit="bits")
         self.randomizer.reset(self)

@@ -384,7 +384,7 @@ class RunningSums(Analyzer):
 def _check_epsilon_runs(epsilon):
     """A number, or a 1-D array of positive finite epsilons (one per run)."""
     if np.ndim(epsilon) == 0:
-        return check_epsilon(epsilon)
+        return check_epsilon("epsilon", epsilon)
     try:
         arr = np.array(epsilon, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -507,7 +507,7 @@ class CounterProtocol(Protocol):
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
         self._check_runs(self.n_runs)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self._noise_rng = rng
         self._shuffle_rng = None
         self.communication = Communication(payload_unit="floats")

@@ -464,7 +464,7 @@ class SumProtocol(Protocol):
         """Allocate ``n_runs`` independent runs; the noise is drawn from ``rng`` itself (see the module docstring)."""
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self._noise_rng = rng
         self._shuffle_rng = None
         unit = "bits" if isinstance(self.randomizer, DDGVectors) else "floats"

@@ -57,7 +57,7 @@ def fact1_error_bound(t, epsilon: float, delta: float, *, constant: float = 1.0,
     t = np.asarray(t, dtype=float)
     if np.any(t < 1):
         raise ValueError("t must be >= 1")
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_probability("delta", delta)
     constant = check_positive_float("constant", constant)
     sensitivity = check_positive_float("sensitivity", sensitivity)
@@ -76,7 +76,7 @@ def hybrid_error_bound(t, epsilon: float, delta: float, *, sensitivity: float = 
     t = np.asarray(t, dtype=np.int64)
     if np.any(t < 1):
         raise ValueError("t must be >= 1")
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_probability("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     k = np.frexp(t.astype(float))[1] - 1
@@ -104,7 +104,7 @@ def paper_regret_order(T, n_agents: int, n_arms: int, epsilon: float, *, constan
     T = np.asarray(T, dtype=float)
     M = check_positive_int("n_agents", n_agents)
     K = check_positive_int("n_arms", n_arms)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return constant * M * K * np.log(T) ** 2.25 / epsilon
 
 
@@ -143,7 +143,7 @@ def width_pulls(width, target, n_max: float = 1e12, n_grid: int = 4000) -> float
 
 def _check_common(epsilon, rho, sigma, privacy_width, sensitivity):
     if epsilon is not None:
-        check_epsilon(epsilon)
+        check_epsilon("epsilon", epsilon)
     if not (isinstance(rho, (int, float, np.floating)) and rho > 1 and math.isfinite(rho)):
         raise ValueError(f"rho must be a finite number > 1, got {rho!r}")
     check_positive_float("sigma", sigma)

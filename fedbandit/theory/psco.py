@@ -75,7 +75,7 @@ def c_epsilon(epsilon: float) -> float:
 
     It lies in (0, 1/2) and decreases in ε (c_ε → 1/2 as ε → 0).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     # e^ε/(e^{2ε}+1) = 1/(e^ε + e^{−ε}) avoids overflow for large ε.
     return 1.0 / (math.exp(epsilon) + math.exp(-epsilon)) if epsilon < 700 else 0.0
 
@@ -116,7 +116,7 @@ def tree_levels(n: int) -> int:
 
 def local_error_rate(n, epsilon: float):
     """sqrt(n)/ε: optimal PSCO (and plain summation) error in the local model (Vadhan 2017)."""
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(np.sqrt(_check_n(n)) / epsilon)
 
 
@@ -127,21 +127,21 @@ def sequential_error_rate(n, epsilon: float = 1.0):
     uncounted users of the current batch; balancing gives n^{1/3}/ε^{2/3} (the paper's
     Θ̃(n^{1/3}) for constant ε).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(_check_n(n) ** (1.0 / 3.0) * epsilon ** (-2.0 / 3.0))
 
 
 def concurrent_error_rate(n, k: int, epsilon: float):
     """k^{3/2} n^{1/(2k+1)} / ε: Corollary 3.3 of Tenenbaum et al. (polylogs dropped)."""
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(k**1.5 * _check_n(n) ** (1.0 / (2 * k + 1)) / epsilon)
 
 
 def tree_error_rate(n, epsilon: float):
     """Corollary 3.3 at k = ⌊log₂ n⌋ + 1: k^{3/2} n^{1/(2k+1)}/ε = O(log^{3/2}(n)/ε)."""
     n_arr = _check_n(n)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     k = np.floor(np.log2(n_arr)) + 1
     return _out(k**1.5 * n_arr ** (1.0 / (2 * k + 1)) / epsilon)
 
@@ -152,7 +152,7 @@ def central_error_rate(n, epsilon: float):
     Laplace(log n/ε) noise on each of the ≤ log n nodes of a prefix sum.
     """
     n_arr = _check_n(n)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(np.maximum(np.log2(n_arr), 1.0) ** 1.5 / epsilon)
 
 
@@ -184,7 +184,7 @@ def bandit_regret_rate(n, k: int, epsilon: float):
     sqrt(n · ρ_max) with ρ_max = k^{3/2} n^{1/(2k+1)}/ε from Corollary 3.3.
     """
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(k**0.75 * _check_n(n) ** ((k + 1.0) / (2 * k + 1)) / math.sqrt(epsilon))
 
 
