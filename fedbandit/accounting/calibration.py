@@ -19,6 +19,7 @@ from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
+    check_float_in_range,
     check_positive_float,
     check_positive_int,
 )
@@ -55,8 +56,8 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     σ₀ = sqrt(κ/ρ) (each statistic's sensitivity counted once, [BS16] Prop. 1.6, Lemma 2.3;
     converted with [CKS20]).  Multiplied by ``sensitivity``.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     check_choice("calibration", calibration, CALIBRATIONS)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     k = tree_depth(n_batches_)
@@ -97,8 +98,8 @@ def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
     treats σ² as the *total* noise variance at the server; every silo adding it makes the
     total Mσ² (Zhou & Chowdhury 2023, Section 4).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     L = check_positive_float("feature_bound", feature_bound)
     m = dp20_m(horizon)
     return math.sqrt(16.0 * m) * L * math.log(1.0 / delta) / epsilon
@@ -170,12 +171,15 @@ def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP
 
     g = max(⌈2 sqrt n⌉, D, 4) (or a given larger g), b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with
     c = :data:`CJMP21_CONSTANT` (the theorem's; smaller values are not covered by it),
-    p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.
+    p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.  Another blanket probability
+    p ∈ (0, 1/2] is accepted for experiments (the theorem covers p = 1/4 only; p = 0 would
+    send the users' bits without noise and is refused).
     """
-    epsilon = check_epsilon(epsilon)
+    p = check_float_in_range("p", p, 0.0, 0.5, low_inclusive=False)
+    epsilon = check_epsilon("epsilon", epsilon)
     if epsilon > 15:
         raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     if delta >= 0.5:
         raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
     n_users = check_positive_int("n_users", n_users)

@@ -77,6 +77,7 @@ from fedbandit._validation import (
     check_choice,
     check_float_in_range,
     check_int_in_range,
+    check_positive_array,
     check_positive_float,
     check_positive_int,
     check_rng,
@@ -156,7 +157,19 @@ def privacy_width_numerator(kind: str, t: int, scale, rho):
     ``(s/eps) (log2 t)^{1.5} ln(1/delta_t)`` at ``delta_t = t^{-rho}`` (``scale = s/eps``;
     the width is this divided by the count); ``"std"``: ``sqrt(2 rho ln t)`` times the
     noise-std scale (the width is this times the protocol's ``sd_factor(n)/n``).
+    ``scale`` must be positive and ``rho`` > 1 (scalars or per-run arrays).
     """
+    kind = check_choice("kind", kind, ("fact1", "std"))
+    t = check_positive_int("t", t)
+    scale = check_positive_array("scale", scale)
+    rho = np.asarray(check_positive_array("rho", rho))
+    if np.any(rho <= 1.0):
+        raise ValueError(f"rho must lie in (1, inf), got {rho!r}")
+    return _privacy_width_numerator(kind, t, scale, rho)
+
+
+def _privacy_width_numerator(kind, t, scale, rho):
+    # the learners' per-slot fast path (arguments validated by the learner's constructor)
     lt = np.log(max(t, 2))
     if kind == "fact1":
         return scale * np.log2(max(t, 2)) ** 1.5 * rho * lt
@@ -316,7 +329,7 @@ class _CounterLearner:
 
     def _start(self, env, rng, record_actions):
         env = _check_env(env, self.n_arms)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         check_bool("record_actions", record_actions)
         sigma = env.sigma if self.sigma is None else self.sigma
         stream = RewardStream(env, self.n_runs, self.n_agents, rng)
@@ -336,7 +349,7 @@ class _CounterLearner:
         """Per-run privacy-width factor (R,), or None when there is no privacy width."""
         if self._width_scale is None:
             return None
-        return privacy_width_numerator(self.privacy_width, t, self._width_scale, self.rho)
+        return _privacy_width_numerator(self.privacy_width, t, self._width_scale, self.rho)
 
     # ---------------------------------------------------------------- reports
     def accounting(self):
