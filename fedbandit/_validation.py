@@ -16,7 +16,8 @@ Conventions (``tests/test_api_fuzz.py`` holds every public callable to them):
   never truthy strings such as ``"no"``;
 * counts that set a function's running time or memory (horizons, users, steps) are
   capped where the cost is proportional to them: :data:`MAX_STEPS` for loops and
-  per-step arrays, :data:`MAX_COUNT` for counts that only enter closed forms as numbers.
+  per-step arrays, :data:`MAX_COUNT` for counts that only enter closed forms as numbers;
+* finite reals are at most :data:`MAX_MAGNITUDE` in magnitude.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 __all__ = [
     "MAX_STEPS",
     "MAX_COUNT",
+    "MAX_MAGNITUDE",
     "check_positive_float",
     "check_finite_float",
     "check_nonnegative_float",
@@ -45,6 +47,7 @@ __all__ = [
     "check_bool",
     "check_unit_interval",
     "check_batch_sizes",
+    "check_str",
     "check_callable",
     "check_instance",
     "check_positive_array",
@@ -59,6 +62,11 @@ MAX_STEPS = 10**9
 #: 2^62 it no longer fits NumPy's int64 and float64 loses integer precision.
 MAX_COUNT = 2**62
 
+#: Largest magnitude of a finite real parameter: no parameter of the package is meaningful
+#: beyond it, and squares and products of larger values overflow float64 (1e300**2 raises
+#: OverflowError in Python).  ±inf is left to each check (``allow_inf``).
+MAX_MAGNITUDE = 1e100
+
 
 def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -71,9 +79,17 @@ def _is_int(value: Any) -> bool:
 def _require_real(name: str, value: Any) -> float:
     if not _is_real(value):
         raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float64
+        raise ValueError(f"{name} must be at most {MAX_MAGNITUDE:g} in magnitude, got {value!r}") from None
     if np.isnan(value):
         raise ValueError(f"{name} must not be NaN")
+    if np.isfinite(value) and abs(value) > MAX_MAGNITUDE:
+        raise ValueError(
+            f"{name} must be at most {MAX_MAGNITUDE:g} in magnitude (larger values overflow float64 in the "
+            f"formulas), got {value!r}"
+        )
     return value
 
 
@@ -201,6 +217,13 @@ def check_choice(name: str, value: Any, choices) -> Any:
     choices = tuple(choices)
     if not any(_same(value, c) for c in choices):
         raise ValueError(f"{name} must be one of {choices!r}, got {value!r}")
+    return value
+
+
+def check_str(name: str, value: Any) -> str:
+    """Return ``value`` if it is a ``str`` (free text: labels, notes, theorem names)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {value!r:.80} of type {type(value).__name__}")
     return value
 
 

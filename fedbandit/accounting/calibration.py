@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from fedbandit._validation import (
+    check_bool,
     check_choice,
     check_delta,
     check_epsilon,
     check_float_in_range,
+    check_positive_array,
     check_positive_float,
     check_positive_int,
 )
@@ -60,7 +64,7 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     delta = check_delta("delta", delta)
     check_choice("calibration", calibration, CALIBRATIONS)
     sensitivity = check_positive_float("sensitivity", sensitivity)
-    k = tree_depth(n_batches_)
+    k = tree_depth(check_positive_int("n_batches", n_batches_))
     if calibration == "zcdp":
         return sensitivity * math.sqrt(k / approx_dp_to_zcdp(epsilon, delta))
     if calibration == "paper":
@@ -71,6 +75,7 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
 def ldp_total_variance(epsilon, delta, n_batches_, n_agents, *, calibration: str = "paper") -> float:
     """σ² = M κ σ₀²: total per-entry noise variance at the server (bound over k) [paper]."""
     n_agents = check_positive_int("n_agents", n_agents)
+    n_batches_ = check_positive_int("n_batches", n_batches_)
     s0 = ldp_sigma0(epsilon, delta, n_batches_, calibration=calibration)
     return n_agents * tree_depth(n_batches_) * s0**2
 
@@ -156,6 +161,9 @@ def gaussian_tree_sigma0(
     rule = check_choice("rule", rule, TREE_SIGMA_RULES)
     parties = check_positive_int("parties", parties)
     n_agents = check_positive_int("n_agents", n_agents)
+    n_batches = check_positive_int("n_batches", n_batches)
+    horizon = check_positive_int("horizon", horizon)
+    force = check_bool("force", force)
     if rule in CALIBRATIONS:
         return ldp_sigma0(epsilon, delta, n_batches, calibration=rule, sensitivity=sensitivity) / math.sqrt(parties)
     if rule.startswith("amplification-"):
@@ -199,8 +207,12 @@ def laplace_counter_scale(epsilon, sensitivity: float = 1.0, *, releases: int = 
     The binary mechanism over T steps puts every item in L = bit_length(T) nodes
     (``releases=L``), the logarithmic mechanism in one release, and the hybrid mechanism
     spends ε/2 on each part (Chan, Shi & Song 2011).  ``epsilon`` may be an array (one
-    budget per stream).
+    budget per stream); every entry must lie in (0, inf).
     """
+    if np.ndim(epsilon) == 0:
+        epsilon = check_epsilon("epsilon", epsilon)
+    else:
+        epsilon = check_positive_array("epsilon", epsilon)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     releases = check_positive_int("releases", releases)
     return releases * sensitivity / epsilon

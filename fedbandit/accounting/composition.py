@@ -57,6 +57,11 @@ def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, 
     def gap(e0: float) -> float:
         return advanced_composition(e0, delta / (2 * k), k, delta_prime)[0] - epsilon
 
+    # gap increases in ε₀, so advanced composition beats basic (root above ε/k) iff
+    # gap(ε/k) < 0.  Otherwise return basic at once: for large ε (where it never wins) the
+    # bracket [1e-300, ε] below is too wide for brentq, which failed to converge.
+    if not gap(basic[0]) < 0:
+        return basic
     eps_adv = optimize.brentq(gap, 1e-300, epsilon, xtol=1e-15, rtol=1e-14)
     if eps_adv > basic[0]:
         return eps_adv, delta / (2.0 * k)

@@ -9,6 +9,7 @@ from scipy import optimize, special
 from fedbandit._validation import (
     check_delta,
     check_epsilon,
+    check_nonnegative_float,
     check_positive_float,
 )
 
@@ -21,7 +22,7 @@ __all__ = [
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
     r"""The exact :math:`\delta(\varepsilon)` of the Gaussian mechanism ([BW18]_ Theorem 8)."""
-    epsilon = check_positive_float("epsilon", epsilon) if epsilon != 0 else 0.0
+    epsilon = check_nonnegative_float("epsilon", epsilon)
     sigma = check_positive_float("sigma", sigma)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     a = sensitivity / (2.0 * sigma)
