@@ -51,6 +51,8 @@ __all__ = [
     "check_callable",
     "check_instance",
     "check_positive_array",
+    "check_shape",
+    "check_int_array",
 ]
 
 #: Largest number of steps (rounds, users, tree leaves) of a function whose running time or
@@ -288,6 +290,62 @@ def check_array(
             raise ValueError(f"{name} must have shape {want}, got {arr.shape}")
     if finite and np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must contain only finite values")
+    return arr
+
+
+def check_shape(name: str, value: Any, *, allow_empty: bool = True, allow_zero: bool = False,
+                max_size: int = MAX_STEPS) -> tuple[int, ...]:
+    """Return an array shape (an int or a sequence of ints) as a tuple of ints.
+
+    Every entry must be >= 1 (>= 0 with ``allow_zero``) and the number of elements at most
+    ``max_size`` (:data:`MAX_STEPS`: an array of the shape is allocated).
+    """
+    if _is_int(value):
+        value = (value,)
+    if isinstance(value, (str, bytes, dict, set)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {value!r:.80} of type {type(value).__name__}")
+    items = tuple(value)
+    if not all(_is_int(v) for v in items):
+        raise TypeError(f"{name} must be an int or a tuple of ints, got {value!r:.80}")
+    shape = tuple(int(v) for v in items)
+    low = 0 if allow_zero else 1
+    if any(v < low for v in shape) or (not shape and not allow_empty):
+        raise ValueError(f"{name} must be a {'non-empty ' if not allow_empty else ''}tuple of ints >= {low}, got {shape!r}")
+    size = 1
+    for v in shape:
+        size *= v
+    if size > max_size:
+        raise ValueError(f"{name}={shape!r} has {size} elements, more than {_power(max_size)} (an array of it is allocated)")
+    return shape
+
+
+def check_int_array(name: str, value: Any, *, low: int | None = 0, high: int | None = MAX_COUNT) -> np.ndarray:
+    """Return ``value`` (an int or an array of ints) as an int64 array with entries in [low, high].
+
+    Floats are refused unless every entry is an integer (counts computed in float arrays);
+    NaN, inf and bools are refused.
+    """
+    if isinstance(value, (str, bytes, dict, set)) or value is None or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int or an array of ints, got {value!r:.80}")
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an int or an array of ints, got {value!r:.80}") from exc
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must be an int or an array of ints, got {value!r:.80} (dtype {arr.dtype})")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold integers, got {value!r:.80}")
+        if arr.size and np.max(np.abs(arr)) > MAX_COUNT:
+            raise ValueError(f"{name} must hold integers in [{low}, {_power(high or MAX_COUNT)}], got {value!r:.80}")
+        arr = arr.astype(np.int64)
+    elif arr.dtype == np.uint64 and arr.size and arr.max() > MAX_COUNT:
+        raise ValueError(f"{name} must hold integers at most {_power(MAX_COUNT)}, got {value!r:.80}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and ((low is not None and arr.min() < low) or (high is not None and arr.max() > high)):
+        lo = "-inf" if low is None else _power(low)
+        hi = "inf" if high is None else _power(high)
+        raise ValueError(f"{name} must hold integers in [{lo}, {hi}], got values in [{arr.min()}, {arr.max()}]")
     return arr
 
 

@@ -54,10 +54,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_COUNT,
+    MAX_STEPS,
     check_batch_sizes,
+    check_bool,
     check_choice,
     check_delta,
     check_epsilon,
+    check_instance,
     check_int_in_range,
     check_positive_int,
     check_probability,
@@ -156,6 +160,26 @@ class ContinualRelease:
         return self.estimates(np.arange(self.n + 1))
 
 
+#: Largest ε of the shuffle algorithms: beyond it the randomized-response flip
+#: probabilities 2/(e^ε + 1) underflow and the noise-variance curves take log(0).
+MAX_PSCO_EPSILON = 700.0
+
+
+def _check_psco_epsilon(epsilon) -> float:
+    epsilon = check_epsilon("epsilon", epsilon)
+    if epsilon > MAX_PSCO_EPSILON:
+        raise ValueError(
+            f"epsilon must lie in (0, {MAX_PSCO_EPSILON:g}] (beyond, the flip probability 2/(e^ε + 1) underflows), "
+            f"got {epsilon!r}"
+        )
+    return epsilon
+
+
+def _check_input_size(n: int, runs: int) -> None:
+    if n * runs > MAX_STEPS:
+        raise ValueError(f"runs={runs} sequences of n={n} users hold {n * runs} bits, more than 10^9")
+
+
 def _as_runs(x, name: str = "x") -> np.ndarray:
     arr = check_unit_interval(name, x)
     if arr.ndim == 1:
@@ -180,6 +204,7 @@ def sup_error(release: ContinualRelease, x) -> np.ndarray:
     two ends, because S_t is non-decreasing (x_t ≥ 0); so only O(n / block) estimates are
     compared, plus one pass over x for the block sums.
     """
+    check_instance("release", release, ContinualRelease)
     arr = _as_runs(x)
     runs, n = arr.shape
     if n != release.n or runs != release.runs:
@@ -337,9 +362,9 @@ def optimal_batch_sizes(
         every ``finest`` users); the result is the unconstrained optimum when that already
         has b_k = ``finest``.
     """
-    n = check_positive_int("n", n)
+    n = check_positive_int("n", n, max_value=MAX_COUNT, reason="counts are int64")
     k = check_int_in_range("k", k, 1, tree_depth(n))
-    epsilon = check_epsilon("epsilon", epsilon)
+    epsilon = _check_psco_epsilon(epsilon)
     delta = check_delta("delta", delta)
     check_choice("objective", objective, ("worst_case", "smooth"))
     streams = check_positive_int("streams", streams)
@@ -365,8 +390,8 @@ def error_proxy(name: str, n: int, epsilon: float, delta: float, *, k: int | Non
     for theory curves and for the pre-asymptotic slopes the chapter compares fits with.
     """
     check_choice("name", name, PSCO_ALGORITHMS)
-    n = check_positive_int("n", n)
-    epsilon = check_epsilon("epsilon", epsilon)
+    n = check_positive_int("n", n, max_value=MAX_COUNT, reason="counts are int64")
+    epsilon = _check_psco_epsilon(epsilon)
     delta = check_delta("delta", delta)
     if name == "local":
         return 2.0 * math.sqrt(n * rr_estimator_variance(1, local_rr_flip_probability(epsilon)))
@@ -420,7 +445,7 @@ def local_psco(x, epsilon: float, rng) -> ContinualRelease:
     are randomized-rounded first.
     """
     arr = _as_runs(x)
-    epsilon = check_epsilon("epsilon", epsilon)
+    epsilon = _check_psco_epsilon(epsilon)
     rng = check_rng("rng", rng)
     bits = _round_inputs(arr, rng)
     p = local_rr_flip_probability(epsilon)
@@ -483,7 +508,7 @@ def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
         # Bits need one message; values in [0, 1] get g ≈ sqrt(m) messages, which makes
         # the rounding variance m/(4g²) ≤ 1/4 (see RRShuffleSummation).
         return 1 if binary else unary_resolution(batch_size)
-    return check_positive_int("resolution", resolution)
+    return check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
 
 
 def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto"):
@@ -544,7 +569,7 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
 
 
 def _check_common(x, epsilon, delta, rng):
-    return _as_runs(x), check_epsilon("epsilon", epsilon), check_delta("delta", delta), check_rng("rng", rng)
+    return _as_runs(x), _check_psco_epsilon(epsilon), check_delta("delta", delta), check_rng("rng", rng)
 
 
 def concurrent_psco(
@@ -594,11 +619,12 @@ def concurrent_psco(
     arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
     n = arr.shape[1]
     check_choice("sampling", sampling, ("aggregate", "per_user"))
+    return_levels = check_bool("return_levels", return_levels)
     if k > tree_depth(n):
         raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n} (nested batches), got {k}")
     sizes = optimal_batch_sizes(n, k, epsilon, delta) if batch_sizes is None else check_batch_sizes("batch_sizes", batch_sizes, n, k)
-    if resolution != "auto":
-        check_positive_int("resolution", resolution)
+    if not (isinstance(resolution, str) and resolution == "auto"):
+        check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
     values, _, info = _kshuffler(arr, sizes, epsilon, delta, rng, sampling, "concurrent", return_levels, resolution)
     return ContinualRelease(n=n, block=sizes[-1], values=values, info=info)
 
@@ -790,6 +816,7 @@ def sample_hard_input(
     epsilon = check_epsilon("epsilon", epsilon)
     rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
+    _check_input_size(n, runs)
     rep = _run_length(n, k, epsilon)
     if prefix_length is None:
         ell = rng.integers(0, rep + 1, size=runs)
@@ -817,7 +844,7 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
     Bits_{n,k} of the proof is the subset of these spaced about Big_{n,k} apart
     (:func:`big_nk`).
     """
-    n = check_positive_int("n", n)
+    n = check_positive_int("n", n, max_value=MAX_STEPS, reason="an array of the positions is returned")
     k = check_positive_int("k", k)
     epsilon = check_epsilon("epsilon", epsilon)
     rep = _run_length(n, k, epsilon)
@@ -831,6 +858,7 @@ def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> 
     rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
     mean = check_probability("mean", mean, open_interval=False)
+    _check_input_size(n, runs)
     return (rng.random((runs, n)) < mean).astype(np.uint8)
 
 
@@ -840,6 +868,8 @@ def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndar
     run_length = check_positive_int("run_length", run_length)
     rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
+    _check_input_size(n, runs)
+    run_length = min(run_length, n)  # longer runs are cut at n anyway
     n_runs = -(-n // run_length)
     bits = rng.integers(0, 2, size=(runs, n_runs), dtype=np.uint8)
     return np.repeat(bits, run_length, axis=1)[:, :n]

@@ -30,7 +30,16 @@ import math
 import numpy as np
 from scipy import stats
 
-from fedbandit._validation import _is_binary, check_delta, check_epsilon, check_positive_int, check_rng, check_unit_interval
+from fedbandit._validation import (
+    MAX_STEPS,
+    _is_binary,
+    check_delta,
+    check_epsilon,
+    check_int_array,
+    check_positive_int,
+    check_rng,
+    check_unit_interval,
+)
 from fedbandit.accounting.composition import group_budget
 from fedbandit.accounting.shuffle import (
     rr_estimator_variance,
@@ -93,6 +102,10 @@ def rr_debias(count, n_users, p: float):
     q0, _ = rr_message_probabilities(p)
     if p >= 1.0:
         raise ValueError("p must be < 1 for the randomized-response count to carry information")
+    m = check_int_array("n_users", n_users, low=1)
+    z = check_int_array("count", count, low=0)
+    if np.any(z > m):
+        raise ValueError(f"count must lie in [0, n_users] (a count of ones among n_users messages), got {count!r:.80}")
     return (np.asarray(count, dtype=float) - np.asarray(n_users, dtype=float) * q0) / (1.0 - p)
 
 
@@ -115,9 +128,12 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
     """
     rng = check_rng("rng", rng)
     q0, q1 = rr_message_probabilities(p)
-    ones = np.asarray(ones, dtype=np.int64)
-    m_arr = np.asarray(n_users, dtype=np.int64)
-    m = np.broadcast_to(m_arr, ones.shape)
+    ones = check_int_array("ones", ones, low=0)
+    m_arr = check_int_array("n_users", n_users, low=1)
+    try:
+        m = np.broadcast_to(m_arr, ones.shape)
+    except ValueError:
+        raise ValueError(f"n_users of shape {m_arr.shape} does not broadcast to ones of shape {ones.shape}") from None
     if np.any(ones < 0) or np.any(ones > m):
         raise ValueError("ones must lie in [0, n_users] for every batch")
     if m_arr.ndim == 0:
@@ -233,7 +249,7 @@ class RRShuffleSummation:
         self.n_users = check_positive_int("n_users", n_users)
         self.epsilon = check_epsilon("epsilon", epsilon)
         self.delta = check_delta("delta", delta)
-        self.resolution = check_positive_int("resolution", resolution)
+        self.resolution = check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
         self.epsilon_message, self.delta_message = group_budget(self.epsilon, self.delta, self.resolution)
         self.n_messages = self.n_users * self.resolution
         self.p = rr_flip_probability(self.n_messages, self.epsilon_message, self.delta_message)

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from fedbandit._validation import check_array, check_choice, check_epsilon, check_positive_int
+from fedbandit._validation import check_array, check_choice, check_epsilon, check_nonnegative_int, check_positive_array, check_positive_int
 
 __all__ = [
     "ALGORITHMS",
@@ -60,10 +60,7 @@ ALGORITHMS = ("local", "sequential", "concurrent", "tree", "central")
 
 def _check_n(n):
     # The formulas are evaluated at real "sizes" too (rep_{Big_{n,k}, k−1}), so any n > 0.
-    arr = np.asarray(n, dtype=float)
-    if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"n must be finite and > 0, got {n!r}")
-    return arr
+    return check_positive_array("n", n)
 
 
 def _out(x):
@@ -88,9 +85,7 @@ def rep_nk(n, k: int, epsilon: float):
     ``n`` may be an array; ``k = 0`` (no shuffler) gives ½ n.
     """
     n_arr = _check_n(n)
-    k = int(k)
-    if k < 0:
-        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    k = check_nonnegative_int("k", k)
     c = c_epsilon(epsilon)
     return _out(0.5 * n_arr ** (1.0 / (2 * k + 1)) * c ** (2.0 * k / (2 * k + 1)))
 
