@@ -90,7 +90,7 @@ def n_batches(horizon, batch_size) -> int:
 
 def kappa(n_batches_: int) -> int:
     """κ = ⌊log₂ K⌋ + 1 = 1 + log K (rounded down) [paper, Algorithm 2]."""
-    return tree_depth(n_batches_)
+    return tree_depth(check_positive_int("n_batches", n_batches_))
 
 
 def regularizer_lambda(
