@@ -28,6 +28,7 @@ import numpy as np
 
 from fedbandit._validation import (
     check_array,
+    check_choice,
     check_int_in_range,
     check_positive_float,
     check_positive_int,
@@ -121,11 +122,11 @@ class GaussianBandit(_KArmedBandit):
 
 def make_env(kind: str, means, *, sigma: float = 0.1):
     """Build ``BernoulliBandit(means)`` (``kind="bernoulli"``) or ``GaussianBandit(means, sigma)``."""
+    check_choice("kind", kind, ("bernoulli", "gaussian"))
+    means = check_array("means", means)
     if kind == "bernoulli":
-        return BernoulliBandit(np.asarray(means, dtype=float))
-    if kind == "gaussian":
-        return GaussianBandit(np.asarray(means, dtype=float), sigma)
-    raise ValueError(f"kind must be one of ('bernoulli', 'gaussian'), got {kind!r}")
+        return BernoulliBandit(means)
+    return GaussianBandit(means, sigma)
 
 
 class RewardStream:
