@@ -44,7 +44,7 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fedbandit._validation import check_positive_int, check_rng
+from fedbandit._validation import MAX_STEPS, check_positive_int, check_rng
 from fedbandit.accounting.accountant import Accounting, account
 from fedbandit.accounting.events import DpEvent, check_relation
 
@@ -202,7 +202,7 @@ class Protocol(abc.ABC):
     def reset(self, *, n_runs, rng):
         """Allocate the state of ``n_runs`` independent runs; the protocol's streams come from ``rng``."""
         self._require()
-        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS, reason="the state has one row per run")
         rng = check_rng("rng", rng)
         self._noise_rng, self._shuffle_rng = rng.spawn(2)
         self.communication = Communication(payload_unit=self.communication.payload_unit)

@@ -58,6 +58,7 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_choice,
     check_epsilon,
     check_float_in_range,
@@ -505,7 +506,7 @@ class CounterProtocol(Protocol):
         ``rng`` before), the order the loop references of ``tests/`` follow.
         """
         self._require()
-        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS, reason="the state has one row per run")
         self._check_runs(self.n_runs)
         rng = check_rng("rng", rng)
         self._noise_rng = rng

@@ -27,9 +27,11 @@ import numpy as np
 from fedbandit._validation import (
     check_batch_sizes,
     check_choice,
+    check_instance,
     check_nonnegative_int,
     check_positive_int,
     check_rng,
+    check_shape,
 )
 from fedbandit.mechanisms.randomized_response import RRShuffleSummation
 from fedbandit.protocols.base import Intermediary, Randomizer
@@ -383,13 +385,15 @@ class MixedRadixServer:
     """
 
     def __init__(self, batch_sizes: Sequence[int], protocols: Sequence[RRShuffleSummation]):
-        self.batch_sizes = tuple(int(b) for b in batch_sizes)
-        self.protocols = list(protocols)
+        self.batch_sizes = check_shape("batch_sizes", batch_sizes, allow_empty=False, max_size=2**62)
+        if isinstance(protocols, (str, bytes, dict)) or not hasattr(protocols, "__iter__"):
+            raise TypeError(f"protocols must be a sequence of RRShuffleSummation, got {protocols!r:.80}")
+        self.protocols = [check_instance("protocols", p, RRShuffleSummation) for p in protocols]
         if len(self.protocols) != len(self.batch_sizes):
             raise ValueError("protocols must have one entry per level of batch_sizes")
         for b, proto in zip(self.batch_sizes, self.protocols):
             if proto.n_users != b:
-                raise ValueError(f"protocol for batch size {b} was calibrated for {proto.n_users} users")
+                raise ValueError(f"protocols: the one for batch size {b} (batch_sizes={self.batch_sizes}) was calibrated for {proto.n_users} users")
 
     def allocate(self, t, inactive, releases):
         return [

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fedbandit._registry import Registry
+from fedbandit._validation import check_choice
 from fedbandit.protocols.base import KINDS, Protocol
 
 __all__ = ["register", "available", "create", "describe", "ProtocolInfo"]
@@ -62,8 +63,8 @@ def register(name: str, *, kind: str, summary: str, reference: str = ""):
 
 def available(kind: str | None = None) -> tuple[str, ...]:
     """Every registered protocol name, in registration order (of ``kind`` only, if given)."""
-    if kind is not None and kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS} or None, got {kind!r}")
+    if kind is not None:
+        check_choice("kind", kind, KINDS)
     return tuple(n for n, info in _REGISTRY.items() if kind is None or info.kind == kind)
 
 

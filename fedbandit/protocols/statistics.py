@@ -31,9 +31,12 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
     check_bool,
     check_choice,
     check_float_in_range,
+    check_int_array,
     check_int_in_range,
     check_positive_float,
     check_positive_int,
@@ -82,6 +85,20 @@ AUTO_BITS_ROUNDING_SHARE = 0.01
 # ---------------------------------------------------------------------------------------
 
 
+def check_setting(n_agents, dim, n_batches, batch_size) -> tuple[int, int, int, int]:
+    """(M, d, K, B) of a statistics protocol's setting, checked: the trees hold κ·M·D floats per
+    run (D = d + d(d+1)/2) and a run serves K·B rounds, each capped at 10^9."""
+    M = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS, reason="arrays hold one row per agent")
+    d = check_positive_int("dim", dim, max_value=40_000, reason="the packed statistics have d + d(d+1)/2 entries")
+    K = check_positive_int("n_batches", n_batches, max_value=MAX_STEPS, reason="the run serves n_batches·batch_size rounds")
+    B = check_positive_int("batch_size", batch_size, max_value=MAX_STEPS, reason="the run serves n_batches·batch_size rounds")
+    if K * B > MAX_STEPS:
+        raise ValueError(f"n_batches·batch_size = {K * B} rounds exceed 10^9 (n_batches={K}, batch_size={B})")
+    if M * (d + d * (d + 1) // 2) > MAX_STEPS:
+        raise ValueError(f"n_agents={M} agents with dim={d} statistics hold more than 10^9 floats per run and tree level")
+    return M, d, K, B
+
+
 def n_coordinates(dim: int) -> int:
     """D = d + d(d+1)/2: coordinates of one packed record (bias x y and the Gram's upper triangle)."""
     dim = check_positive_int("dim", dim)
@@ -90,6 +107,10 @@ def n_coordinates(dim: int) -> int:
 
 def pack_statistics(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     """Concatenate bias (..., d) and the upper triangle of gram (..., d, d): (..., d + d(d+1)/2)."""
+    bias = check_array("bias", bias, finite=False)
+    gram = check_array("gram", gram, finite=False)
+    if bias.ndim < 1 or gram.shape != bias.shape + bias.shape[-1:]:
+        raise ValueError(f"bias (..., d) and gram (..., d, d) must match, got shapes bias {bias.shape}, gram {gram.shape}")
     d = bias.shape[-1]
     iu, ju = np.triu_indices(d)
     return np.concatenate([bias, gram[..., iu, ju]], axis=-1)
@@ -101,12 +122,21 @@ def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     The per-user form of :func:`pack_statistics`, for randomizers that act on each record
     (the vector sum, DDG's per-record rounding, randomized response).
     """
+    x = check_array("x", x, finite=False)
+    y = check_array("y", y, finite=False)
+    if x.ndim < 1 or y.shape != x.shape[:-1]:
+        raise ValueError(f"x (..., d) and y (...) must match, got shapes x {x.shape}, y {y.shape}")
     iu, ju = np.triu_indices(x.shape[-1])
     return np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
 
 
 def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Inverse of :func:`pack_statistics` (the Gram matrix symmetrized)."""
+    d = check_positive_int("d", d)
+    packed = check_array("packed", packed, finite=False)
+    if packed.ndim < 1 or packed.shape[-1] != d + d * (d + 1) // 2:
+        raise ValueError(f"packed must have a last axis of d + d(d+1)/2 = {d + d * (d + 1) // 2} entries (d={d}), "
+                         f"got shape {packed.shape}")
     iu, ju = np.triu_indices(d)
     bias = packed[..., :d]
     gram = np.zeros(packed.shape[:-1] + (d, d))
@@ -742,10 +772,7 @@ class StatisticsProtocol(Protocol):
         then unknown and private protocols report status "invalid" (they calibrate as if
         |y| ≤ 1, the papers' assumption, which Gaussian rewards violate).
         """
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        self.dim = check_positive_int("dim", dim)
-        self.n_batches = check_positive_int("n_batches", n_batches)
-        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.n_agents, self.dim, self.n_batches, self.batch_size = check_setting(n_agents, dim, n_batches, batch_size)
         self.horizon = self.n_batches * self.batch_size
         self.feature_bound = check_positive_float("feature_bound", feature_bound)
         self.reward_bound = None if reward_bound is None else check_positive_float("reward_bound", reward_bound)
@@ -759,9 +786,16 @@ class StatisticsProtocol(Protocol):
         db, dg = self.record_sensitivities(self.relation)
         self.sensitivity_bias, self.sensitivity_gram = db, dg
         self.sensitivity = max(db, dg)
-        self.randomizer.configure(self)
-        if hasattr(self.analyzer, "configure"):
-            self.analyzer.configure(self)
+        try:
+            self.randomizer.configure(self)
+            if hasattr(self.analyzer, "configure"):
+                self.analyzer.configure(self)
+        except ValueError as exc:  # a calibration that cannot meet the target in this setting: say which setting
+            exc.args = (
+                f"protocol {self.name!r} cannot be configured with n_agents={self.n_agents}, dim={self.dim}, "
+                f"n_batches={self.n_batches}, batch_size={self.batch_size}: {exc}",
+            )
+            raise
         self._configured = True
         self._reset_done = False
         return self
@@ -785,14 +819,14 @@ class StatisticsProtocol(Protocol):
         if runs is not None:
             if not self.supports_run_masks:
                 raise ValueError(f"protocol {self.name!r} synchronizes all runs together: runs= is not supported")
-            runs = np.asarray(runs, dtype=np.int64)
+            runs = check_int_array("runs", runs, low=0)
             if runs.ndim != 1 or runs.size == 0 or np.any(np.diff(runs) <= 0) or runs[0] < 0 or runs[-1] >= R:
                 raise ValueError(f"runs must be increasing run indices in [0, {R}), got {runs!r}")
             if runs.size == R:
                 runs = None
         n_s = R if runs is None else runs.size
-        bias = np.asarray(bias, dtype=float)
-        gram = np.asarray(gram, dtype=float)
+        bias = check_array("bias", bias, finite=False)
+        gram = check_array("gram", gram, finite=False)
         if bias.shape != (n_s, M, d):
             raise ValueError(f"bias must have shape (runs, agents, d) = {(n_s, M, d)}, got {bias.shape}")
         if gram.shape != (n_s, M, d, d):

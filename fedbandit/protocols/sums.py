@@ -63,6 +63,8 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
     check_bool,
     check_choice,
     check_float_in_range,
@@ -450,12 +452,19 @@ class SumProtocol(Protocol):
             c, the ℓ2 clipping norm of one party's vector (required by the private
             protocols; the non-private sum is exact and does not clip).
         """
-        self.n_parties = check_positive_int("n_parties", n_parties)
-        self.dim = check_positive_int("dim", dim)
-        self.n_rounds = check_positive_int("n_rounds", n_rounds)
+        self.n_parties = check_positive_int("n_parties", n_parties, max_value=MAX_STEPS, reason="one row per party")
+        self.dim = check_positive_int("dim", dim, max_value=MAX_STEPS, reason="vectors of dim entries")
+        self.n_rounds = check_positive_int("n_rounds", n_rounds, max_value=MAX_STEPS, reason="rounds are composed")
         self.clip = None if clip is None else check_positive_float("clip", clip)
-        self.randomizer.configure(self)
-        self.analyzer.configure(self)
+        try:
+            self.randomizer.configure(self)
+            self.analyzer.configure(self)
+        except ValueError as exc:  # a calibration that cannot meet the target in this setting: say which setting
+            exc.args = (
+                f"protocol {self.name!r} cannot be configured with n_parties={self.n_parties}, dim={self.dim}, "
+                f"n_rounds={self.n_rounds}, clip={self.clip}: {exc}",
+            )
+            raise
         self._configured = True
         self._reset_done = False
         return self
@@ -493,7 +502,7 @@ class SumProtocol(Protocol):
         """
         self._require(reset=True)
         return_noise = check_bool("return_noise", return_noise)
-        x = np.asarray(vectors, dtype=np.float64)
+        x = check_array("vectors", vectors, finite=False)
         R, n, d = self.n_runs, self.n_parties, self.dim
         single = x.ndim == 2
         if single:
