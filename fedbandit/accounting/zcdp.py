@@ -141,6 +141,12 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
     lo, hi = -60.0, 10.0
     while gap(hi) < 0:
         hi += 10.0
+        if hi > 230.0:  # ρ = e^230 ~ 1e100 still gives less: ε is beyond the float range of the conversion
+            raise ValueError(f"epsilon={epsilon!r} is too large to convert to zCDP (rho would exceed 1e100)")
+    while gap(lo) > 0:
+        lo -= 10.0
+        if lo < -690.0:
+            raise ValueError(f"epsilon={epsilon!r} is too small to convert to zCDP (rho would be below 1e-300)")
     return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_array,
     check_bool,
     check_choice,
@@ -53,13 +54,13 @@ def make_environment(config: dict):
     if instance in ("synthetic", "real"):
         if "M" not in config:
             raise ValueError(f"config must give 'M' (the number of agents) for instance {instance!r}")
-        check_positive_int("M", config["M"])
+        check_positive_int("M", config["M"], max_value=MAX_STEPS)
         check_nonnegative_float("noise_std", config.get("noise_std", 0.5))
     if instance == "synthetic":
         from fedbandit.envs.linear import SyntheticLinearEnv
 
-        check_positive_int("K", config.get("K", 100))
-        check_positive_int("d", config.get("d", 10))
+        check_positive_int("K", config.get("K", 100), max_value=MAX_STEPS)
+        check_positive_int("d", config.get("d", 10), max_value=MAX_STEPS)
         return SyntheticLinearEnv(
             config["M"], config.get("K", 100), config.get("d", 10), n_runs=runs,
             noise_std=config.get("noise_std", 0.5),

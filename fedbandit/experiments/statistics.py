@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbandit._validation import (
+    check_int_in_range,
     check_array,
     check_probability,
 )
@@ -31,7 +32,10 @@ __all__ = [
 
 def mean_and_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard error of the mean along ``axis`` (ddof = 1; 0 for one sample)."""
-    values = np.asarray(values, dtype=float)
+    values = check_array("values", values, finite=False)
+    if values.ndim == 0:
+        raise ValueError("values must have at least one axis (the samples)")
+    axis = check_int_in_range("axis", axis, -values.ndim, values.ndim - 1)
     n = values.shape[axis]
     mean = values.mean(axis=axis)
     if n < 2:
@@ -71,7 +75,7 @@ def regret_interval(values, confidence: float = 0.95) -> tuple[float, float, flo
     from scipy import stats
 
     confidence = check_probability("confidence", confidence)
-    v = np.asarray(values, dtype=float).ravel()
+    v = check_array("values", values, finite=False).ravel()
     if v.size == 0:
         raise ValueError("values must not be empty")
     m = float(v.mean())
@@ -120,11 +124,12 @@ def fit_exponent(x, values, *, n_boot: int = 1000, confidence: float = 0.95, see
         ``slope`` (NaN if a mean is not positive), ``se`` (standard deviation of the
         bootstrap slopes), ``low``/``high`` (percentile interval).
     """
-    from fedbandit._validation import check_positive_int
+    from fedbandit._validation import check_nonnegative_int, check_positive_int
 
     x = check_array("x", x, ndim=1)
     values = check_array("values", values, ndim=2)
-    n_boot = check_positive_int("n_boot", n_boot)
+    n_boot = check_positive_int("n_boot", n_boot, max_value=10**6, reason="each resample is a fit in a Python loop")
+    seed = check_nonnegative_int("seed", seed)
     confidence = check_probability("confidence", confidence)
     if values.shape[0] != x.size or np.any(x <= 0):
         raise ValueError(f"values must have shape (len(x), runs) with x > 0, got {values.shape} for {x.size} x values")
