@@ -17,7 +17,8 @@ Conventions (``tests/test_api_fuzz.py`` holds every public callable to them):
 * counts that set a function's running time or memory (horizons, users, steps) are
   capped where the cost is proportional to them: :data:`MAX_STEPS` for loops and
   per-step arrays, :data:`MAX_COUNT` for counts that only enter closed forms as numbers;
-* finite reals are at most :data:`MAX_MAGNITUDE` in magnitude.
+* finite reals are at most :data:`MAX_MAGNITUDE` in magnitude; ε is at least
+  :data:`MIN_EPSILON` and δ at least :data:`MIN_DELTA`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ __all__ = [
     "MAX_STEPS",
     "MAX_COUNT",
     "MAX_MAGNITUDE",
+    "MIN_EPSILON",
+    "MIN_DELTA",
     "check_positive_float",
     "check_finite_float",
     "check_nonnegative_float",
@@ -68,6 +71,13 @@ MAX_COUNT = 2**62
 #: beyond it, and squares and products of larger values overflow float64 (1e300**2 raises
 #: OverflowError in Python).  ±inf is left to each check (``allow_inf``).
 MAX_MAGNITUDE = 1e100
+
+#: Smallest ε: noise scales grow like 1/ε, and below 1e-50 they leave the range where the
+#: calibrations (which square them) stay finite.
+MIN_EPSILON = 1e-50
+
+#: Smallest δ: log(1/δ) of a subnormal δ loses precision and the solvers' brackets break.
+MIN_DELTA = 1e-300
 
 
 def _is_real(value: Any) -> bool:
@@ -148,13 +158,19 @@ def check_probability(name: str, value: Any, *, open_interval: bool = True) -> f
 
 
 def check_epsilon(name: str, value: Any) -> float:
-    """Privacy parameter ε (``name`` is the parameter's name): must lie in (0, inf)."""
-    return check_positive_float(name, value)
+    """Privacy parameter ε (``name`` is the parameter's name): must lie in [:data:`MIN_EPSILON`, inf)."""
+    value = check_positive_float(name, value)
+    if value < MIN_EPSILON:
+        raise ValueError(f"{name} must be at least {MIN_EPSILON:g} (noise scales grow like 1/{name}), got {value!r}")
+    return value
 
 
 def check_delta(name: str, value: Any) -> float:
-    """Privacy parameter δ (``name`` is the parameter's name): must lie in (0, 1)."""
-    return check_probability(name, value)
+    """Privacy parameter δ (``name`` is the parameter's name): must lie in [:data:`MIN_DELTA`, 1)."""
+    value = check_probability(name, value)
+    if value < MIN_DELTA:
+        raise ValueError(f"{name} must lie in [{MIN_DELTA:g}, 1) (below, log(1/{name}) loses precision), got {value!r}")
+    return value
 
 
 def check_positive_int(name: str, value: Any, *, max_value: int | None = None, reason: str = "") -> int:

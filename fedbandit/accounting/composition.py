@@ -32,6 +32,11 @@ def advanced_composition(
     delta = check_nonnegative_float("delta", delta)
     k = check_positive_int("k", k)
     delta_prime = check_delta("delta_prime", delta_prime)
+    return _advanced_composition(epsilon, delta, k, delta_prime)
+
+
+def _advanced_composition(epsilon: float, delta: float, k: int, delta_prime: float) -> tuple[float, float]:
+    # (the solver below evaluates it at ε₀ down to 1e-300, below check_epsilon's floor)
     # e^ε − 1 overflows a float for ε ≳ 709: the composed ε is then infinite, not an error
     growth = math.expm1(epsilon) if epsilon < 700.0 else math.inf
     eps_total = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * growth
@@ -55,7 +60,7 @@ def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, 
     delta_prime = delta / 2.0
 
     def gap(e0: float) -> float:
-        return advanced_composition(e0, delta / (2 * k), k, delta_prime)[0] - epsilon
+        return _advanced_composition(e0, delta / (2 * k), k, delta_prime)[0] - epsilon
 
     # gap increases in ε₀, so advanced composition beats basic (root above ε/k) iff
     # gap(ε/k) < 0.  Otherwise return basic at once: for large ε (where it never wins) the

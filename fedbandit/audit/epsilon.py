@@ -139,7 +139,9 @@ def min_trials(confidence: float = 0.95, delta: float = 0.0) -> int:
     delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
     a = (1 - confidence) / 2
     # n > ln(a) / ln((1 + delta)/2)
-    n = math.log(a) / math.log((1 + delta) / 2)
+    half = (1 + delta) / 2
+    # (for δ within 1e-16 of 1, (1 + δ)/2 rounds to 1: log1p keeps the exact value)
+    n = math.log(a) / (math.log(half) if half < 1.0 else math.log1p((delta - 1) / 2))
     return max(1, math.floor(n) + 1)
 
 

@@ -129,8 +129,9 @@ class Graph:
         return bool(seen.all())
 
 
-#: Largest number of agents of a graph: its adjacency and consensus matrices have M² entries.
-MAX_AGENTS = 30_000
+#: Largest number of agents of a graph: its adjacency and consensus matrices have M² entries
+#: (5000 agents: 200 MB each, about a second to build).
+MAX_AGENTS = 5_000
 
 
 def _check_agents(n_agents, low=2) -> int:

@@ -367,7 +367,7 @@ def optimal_batch_sizes(
     epsilon = _check_psco_epsilon(epsilon)
     delta = check_delta("delta", delta)
     check_choice("objective", objective, ("worst_case", "smooth"))
-    streams = check_positive_int("streams", streams)
+    streams = check_positive_int("streams", streams, max_value=MAX_STEPS, reason="the budget is split over k·streams")
     check_choice("values", values, ("bits", "real"))
     if finest is not None:
         finest = check_int_in_range("finest", finest, 1, n)

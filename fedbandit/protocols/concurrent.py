@@ -116,6 +116,7 @@ def concurrent_schedule(n: int, k, epsilon: float, delta: float, dim: int, *, fi
     schedule over blocks of ``finest`` users, or the optimal ratio for that b_k.
     """
     n = check_positive_int("n", n)
+    dim = check_positive_int("dim", dim, max_value=40_000, reason="a record has d + d(d+1)/2 entries")
     if finest is not None:
         finest = check_positive_int("finest", finest)
         if finest > n:
