@@ -298,7 +298,7 @@ def account(
     if not isinstance(event, DpEvent):
         raise TypeError(f"event must be a fedbandit.accounting.DpEvent, got {type(event).__name__}")
     relation = check_relation(relation)
-    model, theorem, notes = (check_str(k, v) for k, v in (("model", model), ("theorem", theorem), ("notes", notes)))
+    model, theorem, notes = check_str("model", model), check_str("theorem", theorem), check_str("notes", notes)
     private = target_epsilon is not None
     t_eps = check_epsilon("target_epsilon", target_epsilon) if private else math.inf
     t_delta = check_delta("target_delta", target_delta) if private else 0.0

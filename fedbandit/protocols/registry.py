@@ -89,4 +89,17 @@ def create(name: str, **params) -> Protocol:
     extra = [k for k in params if k not in allowed]
     if extra:
         raise TypeError(f"protocol {name!r} takes no parameter {', '.join(map(repr, extra))}; it takes {', '.join(allowed)}")
+    required = inspect.signature(info.factory).parameters
+    if "epsilon" in params and params["epsilon"] is None and required["epsilon"].default is inspect.Parameter.empty:
+        # A private family with epsilon=None would be built and fail only at configure(); None never means
+        # "no privacy" for it (that is create('non-private'), 'counter-exact' or 'sum-non-private').
+        raise ValueError(
+            f"protocol {name!r} is private and needs epsilon (a number > 0), got epsilon=None; for exact statistics "
+            f"use the non-private protocol of its kind ({', '.join(available_nonprivate(info.kind))})"
+        )
     return info.factory(**params)
+
+
+def available_nonprivate(kind: str) -> tuple[str, ...]:
+    """The registered protocols of ``kind`` whose factory takes no epsilon (the exact ones)."""
+    return tuple(n for n in available(kind) if "epsilon" not in describe(n).parameters)
