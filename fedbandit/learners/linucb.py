@@ -60,7 +60,7 @@ def regularized_inverse(gram, lam: float) -> np.ndarray:
 def _require_arrays(**arrays) -> None:
     """Cheap type check of the per-round helpers' array arguments (their shapes are checked below)."""
     for name, a in arrays.items():
-        if not isinstance(a, np.ndarray) or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf":  # (dtype.kind: ~20x cheaper than issubdtype)
             raise TypeError(f"{name} must be a numeric numpy array, got {type(a).__name__}")
 
 
@@ -193,7 +193,7 @@ def select_arms(features, theta_hat, v_inv, beta, mask=None, *, tie_tol: float =
     scores mathematically equal in the first rounds); without a tolerance, which of them
     wins would depend on floating-point rounding, i.e. on how the scores were computed.
     """
-    if not isinstance(tie_tol, (float, int)) or isinstance(tie_tol, bool) or not 0.0 <= tie_tol < 1.0:
+    if type(tie_tol) is not float or not 0.0 <= tie_tol < 1.0:  # (one comparison on the per-round path)
         tie_tol = check_float_in_range("tie_tol", tie_tol, 0.0, 1.0, high_inclusive=False)
     scores, agents_first = _scores(features, theta_hat, v_inv, beta, mask)
     best = scores.max(axis=-1, keepdims=True)

@@ -111,6 +111,11 @@ def pack_statistics(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     gram = check_array("gram", gram, finite=False)
     if bias.ndim < 1 or gram.shape != bias.shape + bias.shape[-1:]:
         raise ValueError(f"bias (..., d) and gram (..., d, d) must match, got shapes bias {bias.shape}, gram {gram.shape}")
+    return _pack_statistics(bias, gram)
+
+
+def _pack_statistics(bias, gram):
+    # the protocols' per-synchronization path (shapes checked by synchronize)
     d = bias.shape[-1]
     iu, ju = np.triu_indices(d)
     return np.concatenate([bias, gram[..., iu, ju]], axis=-1)
@@ -126,6 +131,11 @@ def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     y = check_array("y", y, finite=False)
     if x.ndim < 1 or y.shape != x.shape[:-1]:
         raise ValueError(f"x (..., d) and y (...) must match, got shapes x {x.shape}, y {y.shape}")
+    return _user_records(x, y)
+
+
+def _user_records(x, y):
+    # the randomizers' path (shapes checked by synchronize)
     iu, ju = np.triu_indices(x.shape[-1])
     return np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
 
@@ -137,6 +147,10 @@ def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarra
     if packed.ndim < 1 or packed.shape[-1] != d + d * (d + 1) // 2:
         raise ValueError(f"packed must have a last axis of d + d(d+1)/2 = {d + d * (d + 1) // 2} entries (d={d}), "
                          f"got shape {packed.shape}")
+    return _unpack_statistics(packed, d)
+
+
+def _unpack_statistics(packed, d):
     iu, ju = np.triu_indices(d)
     bias = packed[..., :d]
     gram = np.zeros(packed.shape[:-1] + (d, d))
@@ -415,7 +429,7 @@ class DiscreteGaussianTree(_TreeRandomizerBase):
         from fedbandit.mechanisms.ddg import clip_l2, conditional_randomized_round
 
         x, y = users
-        v = user_records(x, y)  # (B, R, M, D)
+        v = _user_records(x, y)  # (B, R, M, D)
         flat = self.mechanism.flattener.flatten(clip_l2(v, self.clip)) / self.params.gamma
         rounded = conditional_randomized_round(flat, self.params.delta2_int, protocol._noise_rng)
         j, alpha_hat = self._tree.release(rounded.sum(axis=0).astype(np.float64), protocol._noise_rng)
@@ -531,7 +545,7 @@ class VectorSum(_TreeRandomizerBase):
         from fedbandit.mechanisms.vector_sum import _binomial
 
         x, y = users
-        v = user_records(x, y)  # (B, R, M, D)
+        v = _user_records(x, y)  # (B, R, M, D)
         B, R, M, D = v.shape
         # Users of this batch: rounding drawn once per user, summed over users (B and M axes).
         counts = self.levels[0].rounded_counts(v.transpose(0, 2, 1, 3).reshape(B * M, R, D), protocol._noise_rng)
@@ -843,13 +857,13 @@ class StatisticsProtocol(Protocol):
         if runs is None and self._k >= self.n_batches:
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
         self._k += 1
-        leaf = pack_statistics(bias, gram)
+        leaf = _pack_statistics(bias, gram)
         j, messages = self.randomizer.encode(self, leaf, users, runs)
         modulus = self.randomizer.params.modulus if self.randomizer.message == "integer" else None
         delivered = self.intermediary.deliver(messages, self._shuffle_rng, modulus=modulus)
         prefix = self.analyzer.analyze(self, j, delivered, runs)
         self._count_messages(n_s)
-        return unpack_statistics(prefix, d)
+        return _unpack_statistics(prefix, d)
 
     def _count_messages(self, n_runs_synced):
         M, D = self.n_agents, n_coordinates(self.dim)
