@@ -17,11 +17,12 @@ QUICK_HTML := $(QUICK_DIR)/_build/html
 NPM_DIR := _build/npm
 SCALE_LOG := _build/scale.log
 
-.PHONY: help book test unit notebooks canary web-assets book-quick browser bench clean venv
+.PHONY: help book test unit notebooks canary web-assets book-quick executed browser bench clean venv
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
-	@echo "make test   unit tests, nbval on every chapter (quick scale), quick book build, browser check"
+	@echo "make test   unit tests, nbval on every chapter (quick scale), quick book build and its executed"
+	@echo "            notebooks' outputs, browser check"
 	@echo "make bench  benchmarks side by side with their peers -> benchmarks/results/{results.md,results.json} (about 10 min)"
 	@echo "make clean  remove build outputs (keeps .venv and the experiment cache)"
 
@@ -57,11 +58,13 @@ book: $(VENV)/.book-installed
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 test: $(VENV)/.test-installed
-	$(MAKE) --no-print-directory unit notebooks canary book-quick browser
+	$(MAKE) --no-print-directory unit notebooks canary book-quick executed browser
 	@echo "make test: all stages passed"
 
 unit: $(VENV)/.test-installed
 	FEDBANDIT_SCALE=quick $(BIN)/pytest -n $(JOBS) -m "not browser" tests
+	@cd / && $(CURDIR)/$(PY) -c 'import fedbandit' 2>/dev/null \
+		|| { echo "fedbandit is no longer installed in $(VENV): a unit test uninstalled it (the notebooks' kernels need it)"; exit 1; }
 
 notebooks: $(VENV)/.test-installed
 	mkdir -p _build && rm -f $(SCALE_LOG)
@@ -84,6 +87,15 @@ book-quick: $(VENV)/.test-installed web-assets
 	$(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache
 	if [ -d $(NPM_DIR)/node_modules/mathjax ]; then export FEDBANDIT_NPM_MODULES=$(CURDIR)/$(NPM_DIR)/node_modules; fi; \
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
+
+# The figure classification of tests/test_book_structure.py against the outputs the quick
+# build really produced: the notebooks it executed are kept in its jupyter_execute folder,
+# so nothing is executed again.
+EXECUTED_DIR := $(QUICK_DIR)/_build/jupyter_execute/chapters
+
+executed: $(VENV)/.test-installed
+	FEDBANDIT_EXECUTED_NOTEBOOKS=$(CURDIR)/$(EXECUTED_DIR) $(BIN)/pytest -q -rs -p no:cacheprovider \
+		tests/test_book_structure.py -k figure_classification_matches_executed_outputs
 
 browser: $(VENV)/.test-installed
 	FEDBANDIT_BOOK_HTML=$(CURDIR)/$(QUICK_HTML) $(BIN)/pytest -q -rs -m browser -p no:cacheprovider tests/test_browser.py

@@ -50,6 +50,8 @@ class Registry:
     def get(self, name):
         """The entry of ``name``; an unknown name is refused, listing the known ones."""
         self._load()
-        if name not in self._entries:
-            raise ValueError(f"unknown {self.what} {name!r}; available: {', '.join(self._entries)}")
+        if not isinstance(name, str) or name not in self._entries:
+            raise ValueError(
+                f"unknown {self.what} {name!r:.80}; available: {', '.join(self._entries)} (the name must be one of these)"
+            )
         return self._entries[name]

@@ -184,8 +184,10 @@ def test_ranker_table_ships_with_a_wheel_install(tmp_path):
     (wheel,) = wheels.glob("fedbandit-*.whl")
     assert any(n.endswith(".data/data/share/fedbandit/data/mslr_rankers.npz") for n in zipfile.ZipFile(wheel).namelist())
     prefix = tmp_path / "prefix"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--prefix", str(prefix),
-                    str(wheel)], check=True, capture_output=True)
+    # --ignore-installed: without it pip "upgrades" the environment's own (editable) fedbandit,
+    # uninstalling it from the running venv, which every later notebook kernel then lacks
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
+                    "--prefix", str(prefix), str(wheel)], check=True, capture_output=True)
     (site,) = prefix.glob("lib/python*/site-packages")
     code = ("import fedbandit.envs.recommendation as r; p = r.ranker_table_path(); "
             "print(p); print(r.ranker_bandit(10).features[0]); print(r.__file__)")

@@ -319,12 +319,12 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="ones"):
         sample_rr_counts([5], 3, 0.3, rng)
     with pytest.raises(ValueError, match="batch_sizes"):
-        check_batch_sizes((8, 3), 20)
+        check_batch_sizes("batch_sizes", (8, 3), 20)
     with pytest.raises(ValueError, match="batch_sizes"):
-        check_batch_sizes((4, 8), 20)
+        check_batch_sizes("batch_sizes", (4, 8), 20)
     with pytest.raises(ValueError, match="batch_sizes"):
-        check_batch_sizes((32, 8), 20)
+        check_batch_sizes("batch_sizes", (32, 8), 20)
     with pytest.raises(ValueError, match="batch_sizes"):
-        check_batch_sizes((8, 4), 20, k=3)
+        check_batch_sizes("batch_sizes", (8, 4), 20, k=3)
     with pytest.raises(ValueError, match="batch_sizes"):
-        check_batch_sizes((8, 0), 20)
+        check_batch_sizes("batch_sizes", (8, 0), 20)

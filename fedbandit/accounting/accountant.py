@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from fedbandit._validation import check_delta, check_epsilon
+from fedbandit._validation import check_delta, check_epsilon, check_str
 from fedbandit.accounting.events import (
     ApproxDpEvent,
     ClaimedEvent,
@@ -298,9 +298,10 @@ def account(
     if not isinstance(event, DpEvent):
         raise TypeError(f"event must be a fedbandit.accounting.DpEvent, got {type(event).__name__}")
     relation = check_relation(relation)
+    model, theorem, notes = check_str("model", model), check_str("theorem", theorem), check_str("notes", notes)
     private = target_epsilon is not None
-    t_eps = check_epsilon(target_epsilon, "target_epsilon") if private else math.inf
-    t_delta = check_delta(target_delta, "target_delta") if private else 0.0
+    t_eps = check_epsilon("target_epsilon", target_epsilon) if private else math.inf
+    t_delta = check_delta("target_delta", target_delta) if private else 0.0
     res = _analyze(event, t_delta if private else 1e-10, t_eps)
     status = res.status
     extra = ()

@@ -64,8 +64,8 @@ def mechanism_budget(epsilon: float, delta: float, n_mechanisms: int, *, composi
     (float, float)
         ε₀ and δ₀; :func:`composed_guarantee` (ε₀, δ₀, m, δ, composition) is within (ε, δ).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     m = check_positive_int("n_mechanisms", n_mechanisms)
     composition = check_choice("composition", composition, COMPOSITIONS)
     if composition == "best":
@@ -97,8 +97,8 @@ def advanced_wins_from(epsilon: float, delta: float, *, max_mechanisms: int = 10
 
     Raises ValueError if that does not happen up to ``max_mechanisms``.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     max_mechanisms = check_positive_int("max_mechanisms", max_mechanisms)
     lo, hi = 1, 2
     while mechanism_budget(epsilon, delta, hi, composition="advanced")[0] <= epsilon / hi:

@@ -49,11 +49,15 @@ from scipy import optimize, special, stats
 from scipy.special import log_ndtr, ndtr
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_bool,
     check_choice,
     check_delta,
     check_epsilon,
+    check_float_in_range,
     check_nonnegative_float,
     check_positive_int,
+    check_probability,
 )
 from fedbandit.mechanisms.tree import tree_depth
 
@@ -117,14 +121,14 @@ def fmt22_closed_form_validity(epsilon0: float, n: int, delta: float) -> list[Co
     """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) [recalled]."""
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
     n = check_positive_int("n", n)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     ratio = n / (16.0 * math.log(4.0 / delta))
     bound = math.log(ratio)
     return [
         Condition(
             "ε₀ < ln(n / (16 ln(4/δ)))",
             epsilon0 < bound,
-            f"ε₀={epsilon0:.4g}, ln(n/(16 ln(4/δ)))={bound:.4g} at n={n}, δ={delta:.3g}",
+            f"epsilon0={epsilon0:.4g}, ln(n/(16 ln(4/δ)))={bound:.4g} at n={n}, delta={delta:.3g}",
         )
     ]
 
@@ -140,8 +144,11 @@ def fmt22_closed_form_epsilon(epsilon0: float, n: int, delta: float, *, force: b
     AmplificationValidityError
         If ε₀ ≥ ln(n / (16 ln(4/δ))) and ``force`` is False.
     """
+    force = check_bool("force", force)
     conds = fmt22_closed_form_validity(epsilon0, n, delta)
     _enforce(conds, "The FMT22 closed-form bound", force)
+    if epsilon0 > 700.0:  # forced far outside the region: e^{ε₀} overflows, the bound is vacuous
+        return math.inf
     a = 8.0 * math.sqrt(math.exp(epsilon0) * math.log(4.0 / delta) / n)
     c = 8.0 * math.exp(epsilon0) / n
     e_prime = math.log1p(a + c)
@@ -166,11 +173,15 @@ def fmt22_numerical_delta(epsilon: float, epsilon0: float, n: int, *, tail: floa
     p = e^{ε₀}/(e^{ε₀} + 1) and B_c the Bin(c, 1/2) pmf.  (By the symmetry a ↔ c + 1 − a
     the two directions of the divergence coincide.)  Values of c whose total probability
     is below ``tail`` are skipped and that mass is added to δ, so the result stays an
-    upper bound.
+    upper bound.  ``n`` is at most :data:`fedbandit._validation.MAX_STEPS` (the exact sum
+    costs time proportional to n).
     """
     epsilon = check_nonnegative_float("epsilon", epsilon)
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
-    n = check_positive_int("n", n)
+    n = check_positive_int("n", n, max_value=MAX_STEPS, reason="the exact sum costs time proportional to n")
+    tail = check_float_in_range("tail", tail, 0.0, 1.0, high_inclusive=False)
+    # δ(ε) is non-increasing in ε, so δ(700) bounds δ(ε) for larger ε (e^ε overflows a float)
+    epsilon = min(epsilon, 700.0)
     if n == 1:
         # No one to hide among: δ(ε) of the ε₀-LDP randomizer itself (two-point worst case).
         p = 1.0 / (1.0 + math.exp(-epsilon0))
@@ -207,11 +218,13 @@ def fmt22_numerical_delta(epsilon: float, epsilon0: float, n: int, *, tail: floa
 def fmt22_numerical_epsilon(epsilon0: float, n: int, delta: float, *, tol: float = 1e-7) -> float:
     """Smallest ε with :func:`fmt22_numerical_delta` (ε, ε₀, n) ≤ δ, by bisection on [0, ε₀].
 
-    Always valid for ε₀-LDP randomizers on single records; never larger than ε₀.
+    Always valid for ε₀-LDP randomizers on single records; never larger than ε₀.  ``tol``
+    (relative, in [1e-12, 1)) is the bisection's stopping width.
     """
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
-    n = check_positive_int("n", n)
-    delta = check_delta(delta)
+    n = check_positive_int("n", n, max_value=MAX_STEPS, reason="the exact sum costs time proportional to n")
+    delta = check_delta("delta", delta)
+    tol = check_float_in_range("tol", tol, 1e-12, 1.0, high_inclusive=False)
     if epsilon0 == 0.0 or fmt22_numerical_delta(0.0, epsilon0, n) <= delta:
         return 0.0
     lo, hi = 0.0, epsilon0
@@ -233,13 +246,16 @@ def fmt22_approx_dp(
     ``"closed_form"`` (which has a validity condition, see
     :func:`fmt22_closed_form_epsilon`).
     """
-    delta0 = check_nonnegative_float("delta0", delta0)
+    delta0 = check_probability("delta0", delta0, open_interval=False)
     check_choice("method", method, ("numerical", "closed_form"))
+    force = check_bool("force", force)
     if method == "numerical":
         eps = fmt22_numerical_epsilon(epsilon0, n, delta)
     else:
         eps = fmt22_closed_form_epsilon(epsilon0, n, delta, force=force)
-    return eps, delta + (math.exp(eps) + 1.0) * (1.0 + math.exp(-epsilon0) / 2.0) * n * delta0
+    if delta0 == 0.0:
+        return eps, delta
+    return eps, delta + (math.exp(min(eps, 700.0)) + 1.0) * (1.0 + math.exp(-epsilon0) / 2.0) * n * delta0
 
 
 # ---------------------------------------------------------------------------------
@@ -261,21 +277,21 @@ def zc_amplification_validity(
 
     ``variant="ideal"`` (σ₀ = σ₀(LDP)/sqrt(M), no logarithmic factors) has the same region.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     n_agents = check_positive_int("n_agents", n_agents)
     n_batches = check_positive_int("n_batches", n_batches)
     horizon = check_positive_int("horizon", horizon)
     check_choice("variant", variant, ZC_VARIANTS)
     need = 16.0 * math.log(4.0 / delta)
     conds = [
-        Condition("ε ≤ 1 (small ε)", epsilon <= 1.0, f"ε={epsilon:.3g}"),
-        Condition("M ≥ 16 ln(4/δ)", n_agents >= need, f"M={n_agents}, 16 ln(4/δ)={need:.1f} at δ={delta:.3g}"),
+        Condition("ε ≤ 1 (small ε)", epsilon <= 1.0, f"epsilon={epsilon:.3g}"),
+        Condition("M ≥ 16 ln(4/δ)", n_agents >= need, f"M = n_agents={n_agents}, 16 ln(4/δ)={need:.1f} at delta={delta:.3g}"),
     ]
     if variant == "recalled":
         kappa = tree_depth(n_batches)
         r = kappa / (delta * horizon)
-        conds.append(Condition("κ/(δT) > 1", r > 1.0, f"κ/(δT)={r:.3g}"))
+        conds.append(Condition("κ/(δT) > 1", r > 1.0, f"κ/(δT)={r:.3g} at n_batches={n_batches}, horizon={horizon}, delta={delta:.3g}"))
     return conds
 
 
@@ -308,6 +324,7 @@ def zc_amplification_sigma0(
     """
     conds = zc_amplification_validity(epsilon, delta, n_agents, n_batches, horizon, variant)
     sensitivity = check_nonnegative_float("sensitivity", sensitivity)
+    force = check_bool("force", force)
     _enforce(conds, f"The Zhou–Chowdhury amplification lemma (variant {variant!r})", force)
     kappa = tree_depth(n_batches)
     if variant == "ideal":
@@ -351,12 +368,18 @@ def gaussian_delta_exact(epsilon: float, mu: float) -> float:
 def gaussian_epsilon_exact(mu: float, delta: float) -> float:
     """Smallest ε with :func:`gaussian_delta_exact` (ε, μ) ≤ δ (exact, by root finding)."""
     mu = check_nonnegative_float("mu", mu)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
+    if mu > 1e6:
+        # ε ~ μ²/2 beyond 5e11 (no privacy at all): in δ(ε) = Φ(a) − e^{ε + log Φ(b)} the
+        # exponent is a difference of two numbers ~ μ²ε, whose rounding overflows e^x
+        raise ValueError(f"mu must lie in [0, 1e6] (larger mu means epsilon > 5e11), got {mu!r}")
     if gaussian_delta_exact(0.0, mu) <= delta:
         return 0.0
     hi = 1.0
     while gaussian_delta_exact(hi, mu) > delta:
         hi *= 2.0
+        if hi > 1e300:
+            raise ValueError(f"mu={mu!r} is too large: no finite epsilon has delta(epsilon) <= {delta!r}")
     return float(optimize.brentq(lambda e: gaussian_delta_exact(e, mu) - delta, 0.0, hi, xtol=1e-14, rtol=1e-12))
 
 
@@ -378,8 +401,8 @@ def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", s
     Δ sqrt(8(log(2/δ) + ε))/(ε sqrt M), the silo-LDP calibration divided by sqrt(M) ("roughly
     1/M of the LDP noise").  No validity region is applied (the check is of the formula).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     M = check_positive_int("n_agents", n_agents)
     n = check_positive_int("n_records", n_records)
     check_choice("variant", variant, ("authors", "ideal"))
@@ -408,7 +431,7 @@ def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0,
         raise ValueError("sigma0 must be > 0")
     M = check_positive_int("n_agents", n_agents)
     S = check_positive_int("n_samples", n_samples)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     c, D = float(others), check_nonnegative_float("sensitivity", sensitivity)
     out = []
     for s1 in (0.0, D):
@@ -447,7 +470,7 @@ def shuffled_gaussian_epsilon_mc(sigma0, n_agents, others, delta, *, sensitivity
     estimate of the exact privacy curve of that pair of inputs -- hence, up to its Monte
     Carlo error, a lower bound on the protocol's ε over all inputs.
     """
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     lp, lq = shuffled_gaussian_privacy_loss(sigma0, n_agents, others, sensitivity=sensitivity, n_samples=n_samples,
                                             rng=rng)
     return _epsilon_from_losses(lp, lq, delta)
@@ -477,7 +500,7 @@ def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivi
     half to the δ₀ term; ε_r is the smallest whose group δ₀ fits.  Returns (ε, ε₀); ε = ε₀
     (or ∞) when amplification does not help.  A valid upper bound, loose by design.
     """
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     n = check_positive_int("n_records", n_records)
     M = check_positive_int("n_agents", n_agents)
     mu = check_nonnegative_float("sensitivity", sensitivity) / sigma0

@@ -112,7 +112,7 @@ def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensi
     trials = check_positive_float("trials", trials)
     p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
     s = check_positive_float("s", s)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     d1, d2, dinf = sensitivities
     if not cpsgd_condition(trials, p, s, d, delta, dinf):
         return math.inf
@@ -212,8 +212,8 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
     c = check_positive_float("c", c)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
     steps = check_positive_int("steps", steps)
     q = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)

@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from fedbandit._validation import (
+    check_bool,
     check_choice,
     check_delta,
     check_epsilon,
+    check_float_in_range,
+    check_positive_array,
     check_positive_float,
     check_positive_int,
 )
@@ -60,11 +65,11 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     σ₀ = sqrt(κ/ρ) (each statistic's sensitivity counted once, [BS16] Prop. 1.6, Lemma 2.3;
     converted with [CKS20]).  Multiplied by ``sensitivity``.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     check_choice("calibration", calibration, CALIBRATIONS)
     sensitivity = check_positive_float("sensitivity", sensitivity)
-    k = tree_depth(n_batches_)
+    k = tree_depth(check_positive_int("n_batches", n_batches_))
     if calibration == "zcdp":
         return sensitivity * math.sqrt(k / approx_dp_to_zcdp(epsilon, delta))
     if calibration == "paper":
@@ -75,6 +80,7 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
 def ldp_total_variance(epsilon, delta, n_batches_, n_agents, *, calibration: str = "paper") -> float:
     """σ² = M κ σ₀²: total per-entry noise variance at the server (bound over k) [paper]."""
     n_agents = check_positive_int("n_agents", n_agents)
+    n_batches_ = check_positive_int("n_batches", n_batches_)
     s0 = ldp_sigma0(epsilon, delta, n_batches_, calibration=calibration)
     return n_agents * tree_depth(n_batches_) * s0**2
 
@@ -102,8 +108,8 @@ def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
     treats σ² as the *total* noise variance at the server; every silo adding it makes the
     total Mσ² (Zhou & Chowdhury 2023, Section 4).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     L = check_positive_float("feature_bound", feature_bound)
     m = dp20_m(horizon)
     return math.sqrt(16.0 * m) * L * math.log(1.0 / delta) / epsilon
@@ -160,6 +166,9 @@ def gaussian_tree_sigma0(
     rule = check_choice("rule", rule, TREE_SIGMA_RULES)
     parties = check_positive_int("parties", parties)
     n_agents = check_positive_int("n_agents", n_agents)
+    n_batches = check_positive_int("n_batches", n_batches)
+    horizon = check_positive_int("horizon", horizon)
+    force = check_bool("force", force)
     if rule in CALIBRATIONS:
         return ldp_sigma0(epsilon, delta, n_batches, calibration=rule, sensitivity=sensitivity) / math.sqrt(parties)
     if rule.startswith("amplification-"):
@@ -175,12 +184,15 @@ def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP
 
     g = max(⌈2 sqrt n⌉, D, 4) (or a given larger g), b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with
     c = :data:`CJMP21_CONSTANT` (the theorem's; smaller values are not covered by it),
-    p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.
+    p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.  Another blanket probability
+    p ∈ (0, 1/2] is accepted for experiments (the theorem covers p = 1/4 only; p = 0 would
+    send the users' bits without noise and is refused).
     """
-    epsilon = check_epsilon(epsilon)
+    p = check_float_in_range("p", p, 0.0, 0.5, low_inclusive=False)
+    epsilon = check_epsilon("epsilon", epsilon)
     if epsilon > 15:
         raise ValueError(f"epsilon must lie in (0, 15] for the vector-sum protocol, got {epsilon!r}")
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     if delta >= 0.5:
         raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
     n_users = check_positive_int("n_users", n_users)
@@ -205,8 +217,8 @@ def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature
     L·sqrt(scale)·log(d²/δ)·sqrt(p(1 − p))/ε, whatever n and g (14.96 at ε = 0.2, δ = 0.1,
     d = 10, scale = 1).  No theorem covers scale = 1.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     dim = check_positive_int("dim", dim)
     scale = check_positive_float("scale", scale)
     L = check_positive_float("feature_bound", feature_bound)
@@ -223,7 +235,7 @@ def authors_vector_sum_constant(delta, dim, n_coordinates, *, scale: float = 1.0
     equating it with :func:`authors_vector_sum_noise` (L = 1) gives
     c = scale·(log(d²/δ)/(2 log(4D²/δ)))²: 0.082 at δ = 0.1, d = 10, D = 65.
     """
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     dim = check_positive_int("dim", dim)
     n_coordinates = check_positive_int("n_coordinates", n_coordinates)
     scale = check_positive_float("scale", scale)
@@ -239,8 +251,8 @@ def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_b
     ε = 0.2, δ = 0.1, K = 400, d = 10, α = 0.01).  This σ is not the noise the vector sum
     adds (:func:`authors_vector_sum_noise`): it is a separate formula of the code.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     dim = check_positive_int("dim", dim)
     L = check_positive_float("feature_bound", feature_bound)
     k = tree_depth(n_batches)
@@ -254,8 +266,12 @@ def laplace_counter_scale(epsilon, sensitivity: float = 1.0, *, releases: int = 
     The binary mechanism over T steps puts every item in L = bit_length(T) nodes
     (``releases=L``), the logarithmic mechanism in one release, and the hybrid mechanism
     spends ε/2 on each part (Chan, Shi & Song 2011).  ``epsilon`` may be an array (one
-    budget per stream).
+    budget per stream); every entry must lie in (0, inf).
     """
+    if np.ndim(epsilon) == 0:
+        epsilon = check_epsilon("epsilon", epsilon)
+    else:
+        epsilon = check_positive_array("epsilon", epsilon)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     releases = check_positive_int("releases", releases)
     return releases * sensitivity / epsilon

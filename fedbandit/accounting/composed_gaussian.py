@@ -61,8 +61,8 @@ def composed_gaussian_sigma(epsilon, delta, sensitivity, n_releases=1, *, calibr
         ``"analytic"``: exact, σ = analytic Gaussian σ at sensitivity Δ√T ([BW18]_ Thm. 8);
         ``"zcdp"``: through zCDP and the [CKS20]_ conversion.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     n_releases = check_positive_int("n_releases", n_releases)
     check_choice("calibration", calibration, COMPOSED_GAUSSIAN_CALIBRATIONS)

@@ -28,10 +28,15 @@ def advanced_composition(
 
     Returns (ε', kδ + δ') with ε' = sqrt(2k log(1/δ')) ε + k ε (e^ε − 1).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_nonnegative_float("delta", delta)
     k = check_positive_int("k", k)
-    delta_prime = check_delta(delta_prime, "delta_prime")
+    delta_prime = check_delta("delta_prime", delta_prime)
+    return _advanced_composition(epsilon, delta, k, delta_prime)
+
+
+def _advanced_composition(epsilon: float, delta: float, k: int, delta_prime: float) -> tuple[float, float]:
+    # (the solver below evaluates it at ε₀ down to 1e-300, below check_epsilon's floor)
     # e^ε − 1 overflows a float for ε ≳ 709: the composed ε is then infinite, not an error
     growth = math.expm1(epsilon) if epsilon < 700.0 else math.inf
     eps_total = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * growth
@@ -46,8 +51,8 @@ def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, 
     :func:`advanced_composition` (ε₀, δ₀, k, δ/2)[0] = ε.  "Better" means the
     larger ε₀ (less noise for each mechanism).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     k = check_positive_int("k", k)
     basic = (epsilon / k, delta / k)
     if k == 1:
@@ -55,8 +60,13 @@ def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, 
     delta_prime = delta / 2.0
 
     def gap(e0: float) -> float:
-        return advanced_composition(e0, delta / (2 * k), k, delta_prime)[0] - epsilon
+        return _advanced_composition(e0, delta / (2 * k), k, delta_prime)[0] - epsilon
 
+    # gap increases in ε₀, so advanced composition beats basic (root above ε/k) iff
+    # gap(ε/k) < 0.  Otherwise return basic at once: for large ε (where it never wins) the
+    # bracket [1e-300, ε] below is too wide for brentq, which failed to converge.
+    if not gap(basic[0]) < 0:
+        return basic
     eps_adv = optimize.brentq(gap, 1e-300, epsilon, xtol=1e-15, rtol=1e-14)
     if eps_adv > basic[0]:
         return eps_adv, delta / (2.0 * k)
@@ -72,8 +82,8 @@ def level_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     basic and advanced composition (:func:`fedbandit.accounting.composition.split_budget_advanced`),
     the paper's route to its k^{3/2} factor.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     k = check_positive_int("k", k)
     return split_budget_advanced(epsilon, delta, k)
 
@@ -86,8 +96,8 @@ def group_budget(epsilon: float, delta: float, group_size: int) -> tuple[float, 
     the g-message encoding of values in [0, 1] (:class:`RRShuffleSummation` with
     ``resolution=g``), where one user's value moves at most g of its g bits.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     g = check_positive_int("group_size", group_size)
     eps_b = epsilon / g
     return eps_b, delta * math.exp(-(g - 1) * eps_b) / g

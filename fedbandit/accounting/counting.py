@@ -21,10 +21,9 @@ and states the target as (ε, 0).
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
-from fedbandit._validation import check_positive_int
+from fedbandit._validation import MIN_DELTA, check_positive_int
 from fedbandit.accounting.accountant import Accounting, account
 from fedbandit.accounting.calibration import laplace_counter_scale
 from fedbandit.accounting.events import DpEvent
@@ -67,9 +66,9 @@ def account_pure(event: DpEvent, *, target_epsilon: float, model: str = "", rela
 
     :func:`~fedbandit.accounting.account` takes a target δ in (0, 1); a pure-DP target is
     met iff the event's ε is at most ``target_epsilon`` with δ = 0, which holds for every
-    positive target δ, so the smallest positive float is passed and the result's target
+    positive target δ, so the smallest δ the accountant takes (1e-300) is passed and the result's target
     δ reported as 0 (an event with a positive δ then comes out "invalid").
     """
-    acc = account(event, target_epsilon=target_epsilon, target_delta=math.ulp(0.0), model=model, relation=relation,
+    acc = account(event, target_epsilon=target_epsilon, target_delta=MIN_DELTA, model=model, relation=relation,
                   theorem=theorem, notes=notes)
     return replace(acc, target_delta=0.0)

@@ -53,6 +53,8 @@ import numpy as np
 from scipy import optimize
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
     check_choice,
     check_delta,
     check_epsilon,
@@ -86,14 +88,28 @@ __all__ = [
 RDP_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 1.0, 200)[:-1], np.geomspace(2.0, 1e5, 600)])
 
 
+_TAU_CHUNK = 1 << 22
+
+
+def _check_n(n, name="n") -> int:
+    # τ sums n − 1 terms: the time is proportional to n
+    return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
+
+
 def ddg_tau(sigma_over_gamma: float, n: int) -> float:
     r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1)."""
     s = check_positive_float("sigma_over_gamma", sigma_over_gamma)
-    n = check_positive_int("n", n)
+    n = _check_n(n)
     if n == 1:
         return 0.0
-    k = np.arange(1, n, dtype=np.float64)
-    return float(10.0 * np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
+    if n <= _TAU_CHUNK:
+        k = np.arange(1, n, dtype=np.float64)
+        return float(10.0 * np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
+    total = 0.0  # the same sum in chunks, so that memory does not grow with n
+    for start in range(1, n, _TAU_CHUNK):
+        k = np.arange(start, min(start + _TAU_CHUNK, n), dtype=np.float64)
+        total += float(np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
+    return 10.0 * total
 
 
 def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
@@ -129,7 +145,7 @@ def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) 
     delta2 = check_positive_float("delta2", delta2)
     sigma = check_positive_float("sigma", sigma)
     gamma = check_positive_float("gamma", gamma)
-    n = check_positive_int("n", n)
+    n = _check_n(n)
     d = check_positive_int("d", d)
     tau = ddg_tau(sigma / gamma, n)
     a = delta2**2 / (n * sigma**2)
@@ -142,13 +158,13 @@ def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, d
     ``delta1`` is an :math:`\ell_1` sensitivity bound; the default
     :math:`\sqrt d\,\Delta_2` makes the middle term equal to the last one.
     """
-    alpha = np.asarray(orders, dtype=np.float64)
-    if np.any(alpha <= 1.0):
-        raise ValueError("orders must all be > 1")
+    alpha = check_array("orders", orders)
+    if alpha.ndim > 1 or alpha.size == 0 or np.any(alpha <= 1.0):
+        raise ValueError(f"orders must be a non-empty 1-D array of values > 1, got {orders!r:.80}")
     delta2 = check_positive_float("delta2", delta2)
     sigma = check_positive_float("sigma", sigma)
     gamma = check_positive_float("gamma", gamma)
-    n = check_positive_int("n", n)
+    n = _check_n(n)
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
     tau = ddg_tau(sigma / gamma, n)
@@ -205,7 +221,7 @@ def ddg_epsilon(
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     steps = check_positive_int("steps", steps)
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
@@ -244,7 +260,12 @@ def ddg_sigma_for_epsilon(
     :math:`\varepsilon` decreases in :math:`\sigma` (both :math:`\Delta_2/(\sqrt n\sigma)`
     and :math:`\tau` do), so the root is unique.
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
+    ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
+    n = _check_n(n)
+    delta = check_delta("delta", delta)
+    steps = check_positive_int("steps", steps)
+    check_choice("method", method, ("rdp", "zcdp"))
 
     def gap(log_sigma: float) -> float:
         return (
@@ -259,10 +280,16 @@ def ddg_sigma_for_epsilon(
     guess = math.log(c * math.sqrt(2.0 * steps * math.log(1.0 / delta)) * min(1.0, 2.0 * sampling_rate)
                      / (math.sqrt(n) * epsilon) + gamma)
     lo, hi = guess - 3.0, guess + 3.0
+    # ε(σ) decreases from ∞ (σ → 0) to 0 (σ → ∞): the bracket exists unless σ leaves the
+    # float range (an ε so large or small that no representable σ reaches it)
     while gap(lo) < 0:
         lo -= 3.0
+        if lo < -690.0:
+            raise ValueError(f"epsilon={epsilon!r} is too large: even sigma = {math.exp(lo + 3.0):.3g} achieves less")
     while gap(hi) > 0:
         hi += 3.0
+        if hi > 690.0:
+            raise ValueError(f"epsilon={epsilon!r} is too small: no sigma up to {math.exp(hi - 3.0):.3g} achieves it")
     return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=300))
 
 
@@ -292,7 +319,7 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     """
     sensitivity = check_nonnegative_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
-    n = check_positive_int("n", n)
+    n = _check_n(n)
     tau = ddg_tau(sigma, n)  # here the grid step is 1
     a = sensitivity**2 / (n * sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
@@ -390,11 +417,11 @@ class DDGParams:
 def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps):
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_positive_float("k", k)
-    n = check_positive_int("n", n)
-    d = check_positive_int("d", d)
+    n = _check_n(n)
+    d = check_positive_int("d", d, max_value=MAX_STEPS, reason="the flattening works on vectors of d entries")
     c = check_positive_float("c", c)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
     check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
     check_choice("flatten", flatten, ("hadamard", "dft"))
@@ -493,7 +520,7 @@ def ddg_params(
         if tries > 40:
             raise ValueError(
                 f"no valid gamma for bits={bits}: the modular range 2^bits * gamma never covers "
-                f"{k:g} standard deviations of the aggregate (epsilon={epsilon}, n={n}, d={d}); use more bits"
+                f"{k:g} standard deviations of the aggregate (epsilon={epsilon}, n={n}, d={d}, steps={steps}); use more bits"
             )
     log_gamma = optimize.brentq(f, lo, hi, xtol=1e-10, rtol=1e-10, maxiter=200)
     gamma = math.exp(log_gamma)
@@ -575,6 +602,14 @@ def ddg_tree_params(
     ``n_agents``·σ² [reconstruction: the book's rule; [KLS21] pick the width for a one-shot
     sum, whereas tree nodes grow with the users they hold].
     """
+
+    n_parties = _check_n(n_parties, "n_parties")
+    n_agents = check_positive_int("n_agents", n_agents)
+    dim = check_positive_int("dim", dim, max_value=MAX_STEPS, reason="the flattening works on vectors of dim entries")
+    clip = check_positive_float("clip", clip)
+    k = check_positive_float("k", k)
+    n_signal = check_positive_int("n_signal", n_signal)
+    rounding_share = check_positive_float("rounding_share", rounding_share)
 
     def params_for(b):
         return ddg_params(b, k, n_parties, dim, clip, epsilon, delta, beta, norm_growth=norm_growth, flatten=flatten,

@@ -9,6 +9,7 @@ from scipy import optimize, special
 from fedbandit._validation import (
     check_delta,
     check_epsilon,
+    check_nonnegative_float,
     check_positive_float,
 )
 
@@ -21,7 +22,7 @@ __all__ = [
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
     r"""The exact :math:`\delta(\varepsilon)` of the Gaussian mechanism ([BW18]_ Theorem 8)."""
-    epsilon = check_positive_float("epsilon", epsilon) if epsilon != 0 else 0.0
+    epsilon = check_nonnegative_float("epsilon", epsilon)
     sigma = check_positive_float("sigma", sigma)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     a = sensitivity / (2.0 * sigma)
@@ -44,8 +45,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     sensitivity : float
         :math:`\ell_2` sensitivity :math:`\Delta > 0`.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
 
     def gap(log_sigma: float) -> float:
@@ -63,7 +64,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
     r"""Smallest :math:`\varepsilon` for which noise :math:`\sigma` gives :math:`(\varepsilon,\delta)`-DP ([BW18]_)."""
     sigma = check_positive_float("sigma", sigma)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     if analytic_gaussian_delta(0.0, sigma, sensitivity) <= delta:
         return 0.0

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from fedbandit._validation import (
+    MAX_COUNT,
     _is_binary,
     check_choice,
     check_batch_sizes,
@@ -54,7 +55,7 @@ def _blanket_hockey(epsilon: float, n_blanket: np.ndarray, p: float) -> np.ndarr
     tail z ≥ z*; the sum is two binomial survival functions (closed form, O(1) per N).
     """
     q0, q1 = p / 2.0, 1.0 - p / 2.0
-    e = math.exp(epsilon)
+    e = math.exp(min(epsilon, 700.0))  # δ(ε) is non-increasing: δ(700) bounds δ at larger ε
     a = q1 - e * q0
     if a <= 0.0:  # the user's own message alone is ε-LDP: no δ needed
         return np.zeros(np.shape(n_blanket))
@@ -102,8 +103,8 @@ def rr_shuffle_delta(epsilon: float, n_users: int, p: float) -> float:
     float
         δ such that the protocol is (ε, δ)-DP with respect to one user's bit.
     """
-    epsilon = check_epsilon(epsilon)
-    n_users = check_positive_int("n_users", n_users)
+    epsilon = check_epsilon("epsilon", epsilon)
+    n_users = check_positive_int("n_users", n_users, max_value=MAX_COUNT, reason="counts are int64")
     p = check_float_in_range("p", p, 0.0, 1.0)
     return _rr_shuffle_delta(epsilon, n_users, p)
 
@@ -122,8 +123,7 @@ def _rr_shuffle_delta(epsilon: float, n_users: int, p: float, max_grid: int = 51
     t_down = math.sqrt(2.0 * log_inv * mu)
     lo = max(int(math.floor(mu - t_down)), 0)
     hi = min(int(math.ceil(mu + t_up)), others)
-    n_grid = np.arange(lo, hi + 1, dtype=float)
-    if n_grid.size > max_grid:
+    if hi - lo + 1 > max_grid:  # (the window is never allocated: it can hold ~sqrt(m) values)
         # Wide window: bin it; h_N is non-increasing in N (adding an independent uniform
         # bit is post-processing), so the left edge of each bin bounds h on the bin.
         edges = np.unique(np.linspace(lo, hi + 1, max_grid + 1).astype(np.int64))
@@ -131,6 +131,7 @@ def _rr_shuffle_delta(epsilon: float, n_users: int, p: float, max_grid: int = 51
         h = _blanket_hockey(epsilon, edges[:-1].astype(float), p)
         inside = float(np.sum(mass * h))
     else:
+        n_grid = np.arange(lo, hi + 1, dtype=float)
         mass = stats.binom.pmf(n_grid, others, p)
         inside = float(np.sum(mass * _blanket_hockey(epsilon, n_grid, p)))
     below = min(float(stats.binom.cdf(lo - 1, others, p)), 1e-20) if lo > 0 else 0.0
@@ -146,24 +147,28 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
     (it is a lower bound on the worst case over datasets, which
     :func:`rr_shuffle_delta` upper-bounds).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     bits = check_unit_interval("bits_others", bits_others).ravel()
     if not _is_binary(bits):
         raise ValueError("bits_others must hold 0/1 values")
     p = check_float_in_range("p", p, 0.0, 1.0)
     q0, q1 = rr_message_probabilities(p)
+    if bits.size > 100_000:
+        raise ValueError(f"bits_others must hold at most 100000 bits (the exact divergence costs O(m²)), got {bits.size}")
     c = int(np.sum(bits))
     m0 = bits.size - c
     base = np.convolve(stats.binom.pmf(np.arange(c + 1), c, q1), stats.binom.pmf(np.arange(m0 + 1), m0, q0))
     p1 = np.convolve(base, [1.0 - q1, q1])
     p0 = np.convolve(base, [1.0 - q0, q0])
-    e = math.exp(epsilon)
+    e = math.exp(min(epsilon, 700.0))  # δ(ε) is non-increasing: δ(700) bounds δ at larger ε
     return float(max(np.sum(np.maximum(p1 - e * p0, 0.0)), np.sum(np.maximum(p0 - e * p1, 0.0))))
 
 
 def local_rr_flip_probability(epsilon: float) -> float:
     """p = 2/(e^ε + 1): binary randomized response that is ε-LDP on its own (q1/q0 = e^ε)."""
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
+    if epsilon > 700.0:  # the same value without overflowing e^ε
+        return 2.0 * math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
     return 2.0 / (math.exp(epsilon) + 1.0)
 
 
@@ -210,9 +215,9 @@ def rr_flip_probability(n_users: int, epsilon: float, delta: float) -> float:
     float
         p in (0, 2/(e^ε + 1)].
     """
-    n_users = check_positive_int("n_users", n_users)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    n_users = check_positive_int("n_users", n_users, max_value=MAX_COUNT, reason="counts are int64")
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     return _flip_probability(n_users, epsilon, delta)
 
 
@@ -238,14 +243,15 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
     """
     composition = check_choice("composition", composition, COMPOSITIONS)
     n = check_positive_int("n", n)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    sizes = check_batch_sizes(batch_sizes, n)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
+    sizes = check_batch_sizes("batch_sizes", batch_sizes, n)
     k = len(sizes)
     gs = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)
     if len(gs) != k:
         raise ValueError(f"resolution must be one int or one per level ({k}), got {resolution!r}")
-    gs = [check_positive_int("resolution", g) for g in gs]
+    gs = [check_positive_int("resolution", g, max_value=MAX_COUNT // sizes[0], reason="b·g messages per batch are int64")
+          for g in gs]
     eps0, delta0 = mechanism_budget(epsilon, delta, k, composition=composition)
     levels = []
     for i, (b, g) in enumerate(zip(sizes, gs)):

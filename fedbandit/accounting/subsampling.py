@@ -269,7 +269,7 @@ def subsampled_epsilon(base_rdp: Callable, q: float, steps: int, delta: float, a
     from fedbandit.accounting.zcdp import rdp_to_approx_dp
 
     steps = check_positive_int("steps", steps)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     orders = SUBSAMPLING_ORDERS if orders is None else _check_orders(orders)
     rdp = steps * subsampled_rdp(orders, q, base_rdp, amplification)
     finite = np.isfinite(rdp)
@@ -291,7 +291,7 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
     z = check_positive_float("noise_multiplier", noise_multiplier)
     steps = check_positive_int("steps", steps)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     orders = SUBSAMPLING_ORDERS
     if amplification == "poisson":
         rdp = steps * sampled_gaussian_rdp(orders, q, z)
@@ -305,7 +305,7 @@ def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, st
 
     ε decreases in z, so the root is unique; found on log z by Brent's method.
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
 
     def gap(log_z: float) -> float:
         return sampled_gaussian_epsilon(math.exp(log_z), q, steps, delta, amplification) - epsilon

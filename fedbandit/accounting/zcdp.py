@@ -103,7 +103,7 @@ def zcdp_to_approx_dp(rho: float, delta: float, method: str = "cks") -> float:
         ε (0 when ρ = 0).
     """
     rho = check_nonnegative_float("rho", rho)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     check_choice("method", method, ("cks", "simple"))
     if rho == 0.0:
         return 0.0
@@ -132,8 +132,8 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
     Inverse of :func:`zcdp_to_approx_dp` (``method="cks"``), found by root finding
     (ε is increasing in ρ).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
 
     def gap(log_rho: float) -> float:
         return zcdp_to_approx_dp(math.exp(log_rho), delta) - epsilon
@@ -141,6 +141,12 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
     lo, hi = -60.0, 10.0
     while gap(hi) < 0:
         hi += 10.0
+        if hi > 230.0:  # ρ = e^230 ~ 1e100 still gives less: ε is beyond the float range of the conversion
+            raise ValueError(f"epsilon={epsilon!r} is too large to convert to zCDP (rho would exceed 1e100)")
+    while gap(lo) > 0:
+        lo -= 10.0
+        if lo < -690.0:
+            raise ValueError(f"epsilon={epsilon!r} is too small to convert to zCDP (rho would be below 1e-300)")
     return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500))
 
 
@@ -168,7 +174,7 @@ def rdp_to_approx_dp(
     """
     alpha = check_array("orders", orders, ndim=1)
     values = check_array("rdp", rdp, ndim=1)
-    delta = check_delta(delta)
+    delta = check_delta("delta", delta)
     check_choice("method", method, ("cks", "classic"))
     if alpha.size == 0:
         raise ValueError("orders must not be empty")
@@ -194,8 +200,8 @@ def calibrate_gaussian_sigma(
     compose to kΔ²/(2σ²)-zCDP, converted with [CKS20].  So
     σ = Δ sqrt(k / (2ρ)) with ρ = :func:`approx_dp_to_zcdp` (ε, δ).
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     n_compositions = check_positive_int("n_compositions", n_compositions)
     rho = approx_dp_to_zcdp(epsilon, delta)

@@ -246,7 +246,7 @@ class EndToEndMechanism:
             scale_noise_in_place(protocol, _QUIET.get(type(protocol.randomizer).__name__, 1e-12))
 
     def __call__(self, world, rng, n):
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         n = check_positive_int("n", n)
         w = world[1] if isinstance(world, tuple) else int(world)
         fam = self.spec.family
@@ -612,7 +612,7 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     """
     if not isinstance(spec, EndToEndSpec):
         raise TypeError(f"spec must be an EndToEndSpec, got {type(spec).__name__}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -662,7 +662,7 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
 
     if spec.family != "linear" or spec.learner != "fixed-batch":
         raise ValueError(f"first_release_audit audits the fixed-batch learner, got {spec.name!r}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
     quiet = EndToEndMechanism(spec, variant, quiet=True)

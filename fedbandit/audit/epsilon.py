@@ -39,7 +39,14 @@ import numpy as np
 from scipy import stats as _stats
 
 from fedbandit._validation import (
+    MAX_COUNT,
+    MAX_STEPS,
+    check_array,
+    check_bool,
+    check_callable,
     check_float_in_range,
+    check_int_in_range,
+    check_nonnegative_int,
     check_positive_int,
     check_probability,
     check_rng,
@@ -100,8 +107,9 @@ def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
 
     ``lower`` holds with probability ``>= 1 - alpha`` and so does ``upper`` (each one-sided).
     """
-    n = check_positive_int("n", n)
-    if not (0 <= k <= n):
+    n = check_positive_int("n", n, max_value=MAX_COUNT, reason="trial counts are int64")
+    k = check_nonnegative_int("k", k)
+    if not k <= n:
         raise ValueError(f"k must lie in [0, n={n}], got {k!r}")
     alpha = check_probability("alpha", alpha)
     lo = 0.0 if k == 0 else float(_stats.beta.ppf(alpha, k, n - k + 1))
@@ -131,7 +139,9 @@ def min_trials(confidence: float = 0.95, delta: float = 0.0) -> int:
     delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
     a = (1 - confidence) / 2
     # n > ln(a) / ln((1 + delta)/2)
-    n = math.log(a) / math.log((1 + delta) / 2)
+    half = (1 + delta) / 2
+    # (for δ within 1e-16 of 1, (1 + δ)/2 rounds to 1: log1p keeps the exact value)
+    n = math.log(a) / (math.log(half) if half < 1.0 else math.log1p((delta - 1) / 2))
     return max(1, math.floor(n) + 1)
 
 
@@ -164,9 +174,12 @@ def epsilon_lower_bound(
     confidence = check_probability("confidence", confidence)
     delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
     slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
+    n1 = check_positive_int("n1", n1, max_value=MAX_COUNT, reason="trial counts are int64")
+    n0 = check_positive_int("n0", n0, max_value=MAX_COUNT, reason="trial counts are int64")
+    k1, k0 = check_int_in_range("k1", k1, 0, n1), check_int_in_range("k0", k0, 0, n0)
     alpha = (1 - confidence) / 2
-    tpr_ci = clopper_pearson(int(k1), int(n1), alpha)
-    fpr_ci = clopper_pearson(int(k0), int(n0), alpha)
+    tpr_ci = clopper_pearson(k1, n1, alpha)
+    fpr_ci = clopper_pearson(k0, n0, alpha)
     if slack:
         tpr_ci = (max(0.0, tpr_ci[0] - slack), min(1.0, tpr_ci[1] + slack))
         fpr_ci = (max(0.0, fpr_ci[0] - slack), min(1.0, fpr_ci[1] + slack))
@@ -174,13 +187,15 @@ def epsilon_lower_bound(
     return max(0.0, eps), tpr_ci, fpr_ci
 
 
-def _as_sequence(d):
+def _as_sequence(d, name="dataset"):
     if isinstance(d, np.ndarray):
         return list(d) if d.ndim > 0 else [d]
+    if isinstance(d, (str, bytes, dict)):
+        raise TypeError(f"{name} must be a sequence (list, tuple, array), got {type(d).__name__}")
     try:
         return list(d)
     except TypeError as exc:
-        raise TypeError(f"datasets must be sequences (lists, tuples, arrays), got {type(d).__name__}") from exc
+        raise TypeError(f"{name} must be a sequence (list, tuple, array), got {type(d).__name__}") from exc
 
 
 def _equal(a, b) -> bool:
@@ -200,9 +215,11 @@ def is_neighbouring(dataset0, dataset1, relation="replace_one") -> bool:
     """
     if callable(relation):
         return bool(relation(dataset0, dataset1))
-    if relation not in NEIGHBOURING_RELATIONS:
-        raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS!r} or a callable, got {relation!r}")
-    a, b = _as_sequence(dataset0), _as_sequence(dataset1)
+    if not (isinstance(relation, str) and relation in NEIGHBOURING_RELATIONS):
+        raise ValueError(
+            f"neighbouring (relation) must be one of {NEIGHBOURING_RELATIONS!r} or a callable, got {relation!r:.80}"
+        )
+    a, b = _as_sequence(dataset0, "dataset0"), _as_sequence(dataset1, "dataset1")
     if relation == "replace_one":
         if len(a) != len(b):
             return False
@@ -223,8 +240,11 @@ def sample_statistics(mechanism, dataset, statistic, n: int, rng, *, vectorized:
     ``statistic(batch)`` an array of ``n`` values; otherwise ``mechanism(dataset, rng)``
     returns one output and ``statistic(output)`` one number.
     """
-    rng = check_rng(rng)
-    n = check_positive_int("n", n)
+    mechanism = check_callable("mechanism", mechanism)
+    statistic = check_callable("statistic", statistic)
+    rng = check_rng("rng", rng)
+    n = check_positive_int("n", n, max_value=MAX_STEPS, reason="n outputs are collected")
+    vectorized = check_bool("vectorized", vectorized)
     if vectorized:
         values = np.asarray(statistic(mechanism(dataset, rng, n)), dtype=float).reshape(-1)
         if values.size != n:
@@ -301,7 +321,7 @@ def _validate_common(mechanism, statistic, dataset0, dataset1, n_trials, delta, 
         raise TypeError(f"statistic must be callable, got {statistic!r}")
     confidence = check_probability("confidence", confidence)
     delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
-    n_trials = check_positive_int("n_trials", n_trials)
+    n_trials = check_positive_int("n_trials", n_trials, max_value=MAX_STEPS, reason="n_trials outputs are collected")
     need = min_trials(confidence, delta)
     if n_trials < need:
         raise ValueError(
@@ -401,7 +421,8 @@ def audit_epsilon(
         mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring
     )
     threshold = check_float_in_range("threshold", threshold, -math.inf, math.inf)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
+    vectorized = check_bool("vectorized", vectorized)
     s0, s1 = _collect(mechanism, dataset0, dataset1, statistic, n_trials, rng, vectorized, backend, n_jobs,
                       cache_dir, cache_key, n_chunks, "audit")
     return _result(s0, s1, threshold, delta, confidence, n_trials)
@@ -418,11 +439,11 @@ def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 
     returned threshold on fresh trials (:func:`audit_epsilon_split` does), never on the
     same ones.
     """
-    s0 = np.asarray(stats0, dtype=float).reshape(-1)
-    s1 = np.asarray(stats1, dtype=float).reshape(-1)
+    s0 = check_array("stats0", stats0, finite=False).reshape(-1)
+    s1 = check_array("stats1", stats1, finite=False).reshape(-1)
     if s0.size == 0 or s1.size == 0:
         raise ValueError("stats0 and stats1 must be non-empty")
-    n_candidates = check_positive_int("n_candidates", n_candidates)
+    n_candidates = check_positive_int("n_candidates", n_candidates, max_value=10**6, reason="each is scored")
     pooled = np.concatenate([s0, s1])
     q = np.linspace(0.0, 1.0, n_candidates + 2)[1:-1]
     low = 5.0 / pooled.size
@@ -488,7 +509,8 @@ def audit_epsilon_split(
     n_trials, delta, confidence = _validate_common(
         mechanism, statistic, dataset0, dataset1, n_trials, delta, confidence, neighbouring
     )
-    n_select = max(1, n_trials // 4) if n_select is None else check_positive_int("n_select", n_select)
+    n_select = max(1, n_trials // 4) if n_select is None else check_positive_int(
+        "n_select", n_select, max_value=MAX_STEPS, reason="n_select outputs are collected")
     need = min_trials(confidence, delta)
     if n_select < need:
         raise ValueError(
@@ -496,7 +518,8 @@ def audit_epsilon_split(
             f"confidence={confidence} and delta={delta}: at least {need} are needed; raise n_trials or n_select"
         )
     slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
+    vectorized = check_bool("vectorized", vectorized)
     key = None if cache_key is None else f"{cache_key}|select"
     fitted = callable(getattr(statistic, "fit", None))
     if fitted:

@@ -43,10 +43,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_array,
+    check_bool,
+    check_callable,
     check_float_in_range,
     check_int_in_range,
     check_nonnegative_float,
+    check_positive_float,
     check_positive_int,
     check_rng,
 )
@@ -68,6 +72,19 @@ __all__ = [
     "ActionIs",
     "select_action_attack",
 ]
+
+
+def _check_learner_kwargs(learner_kwargs, cls, set_here=("protocol", "n_agents", "dim", "horizon")):
+    """Refuse keys of ``learner_kwargs`` that ``cls`` does not accept (or that the mechanism sets)."""
+    import inspect
+
+    if not learner_kwargs:
+        return
+    accepted = set(inspect.signature(cls).parameters) - set(set_here)
+    bad = sorted(str(k) for k in learner_kwargs if k not in accepted)
+    if bad:
+        raise TypeError(f"learner_kwargs has keys {bad} that {cls.__name__} does not accept here; it accepts "
+                        f"{sorted(accepted)}")
 
 
 def _users(rng, n, M, K, d, r_low, r_high):
@@ -158,8 +175,14 @@ def alice_tracy_instance(
     K = check_positive_int("n_arms", n_arms)
     d = check_positive_int("dim", dim)
     T = check_positive_int("horizon", horizon)
+    if T * M * K * d > MAX_STEPS:
+        raise ValueError(f"horizon·n_agents·n_arms·dim = {T * M * K * d} features exceed 10^9 (horizon={T}, "
+                         f"n_agents={M}, n_arms={K}, dim={d})")
     r_typical = check_float_in_range("r_typical", r_typical, 0.0, 1.0, low_inclusive=False)
-    lo, hi = (check_float_in_range("r_alice", float(v), 0.0, 1.0, low_inclusive=False) for v in r_alice)
+    if isinstance(r_alice, (str, bytes)) or not hasattr(r_alice, "__len__") or len(r_alice) != 2:
+        raise TypeError(f"r_alice must be a pair (low, high) of norms, got {r_alice!r:.80}")
+    lo, hi = (check_float_in_range("r_alice", v, 0.0, 1.0, low_inclusive=False) for v in r_alice)
+    close_call = check_bool("close_call", close_call)
     if not (r_typical < lo <= hi):
         raise ValueError(f"r_alice must be an interval above r_typical={r_typical}, got {r_alice!r}")
     noise_std = check_nonnegative_float("noise_std", noise_std)
@@ -192,7 +215,9 @@ def alice_threshold(lam0, r_typical=0.5, r_alice_min=0.9) -> float:
 
     The geometric middle of the two log-det increases [derived].
     """
-    lam0 = check_nonnegative_float("lam0", lam0)
+    lam0 = check_positive_float("lam0", lam0)
+    r_typical = check_float_in_range("r_typical", r_typical, 0.0, 1.0, low_inclusive=False)
+    r_alice_min = check_float_in_range("r_alice_min", r_alice_min, 0.0, 1.0, low_inclusive=False)
     a = math.log1p(r_typical**2 / lam0)
     b = math.log1p(r_alice_min**2 / lam0)
     if not a < b:
@@ -228,6 +253,7 @@ class DP20ScheduleMechanism:
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
         if learner_kwargs is not None and not isinstance(learner_kwargs, dict):
             raise TypeError(f"learner_kwargs must be a dict or None, got {type(learner_kwargs).__name__}")
+        _check_learner_kwargs(learner_kwargs, FedUCB)
         self.instance = instance
         T, M, K, d = instance.features.shape
         kw = dict(learner_kwargs or {})
@@ -244,7 +270,7 @@ class DP20ScheduleMechanism:
         self.threshold = self.learner.threshold
 
     def __call__(self, dataset, rng, n):
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         n = check_positive_int("n", n)
         feats, means, noise = self.instance.full_data(dataset)
         env = UsersEnv(feats, means, noise, n_runs=n)
@@ -332,6 +358,12 @@ class FixedBatchScheduleMechanism:
     def __init__(self, instance: AliceTracyInstance, epsilon, delta, batch_size, learner_kwargs=None):
         if not isinstance(instance, AliceTracyInstance):
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
+        if learner_kwargs is not None and not isinstance(learner_kwargs, dict):
+            raise TypeError(f"learner_kwargs must be a dict or None, got {type(learner_kwargs).__name__}")
+        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
+
+        _check_learner_kwargs(learner_kwargs, FixedBatchFedLinUCB,
+                              ("protocol", "n_agents", "dim", "horizon", "batch_size"))
         self.instance = instance
         self.epsilon, self.delta, self.batch_size = epsilon, delta, batch_size
         self.learner_kwargs = dict(learner_kwargs or {})
@@ -350,7 +382,7 @@ class FixedBatchScheduleMechanism:
         return learner, protocol
 
     def __call__(self, dataset, rng, n):
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         n = check_positive_int("n", n)
         T = self.instance.horizon
         feats, means, noise = self.instance.full_data(dataset)
@@ -411,10 +443,15 @@ def select_action_attack(mechanism, dataset0, dataset1, t, n_select, rng, *, del
     """
     from fedbandit.audit.epsilon import epsilon_lower_bound
 
-    rng = check_rng(rng)
-    t = check_positive_int("t", t)
-    n_select = check_positive_int("n_select", n_select)
-    a0 = np.asarray(mechanism(dataset0, rng, n_select)["actions"])[:, t - 1]
+    mechanism = check_callable("mechanism", mechanism)
+    rng = check_rng("rng", rng)
+    horizon = getattr(getattr(mechanism, "instance", None), "horizon", None)
+    t = check_int_in_range("t", t, 1, horizon)
+    n_select = check_positive_int("n_select", n_select, max_value=MAX_STEPS, reason="n_select runs are simulated")
+    out0 = np.asarray(mechanism(dataset0, rng, n_select)["actions"])
+    if out0.ndim != 2 or t > out0.shape[1]:
+        raise ValueError(f"t must lie in [1, {out0.shape[-1]}] (the rounds of the mechanism's actions), got {t}")
+    a0 = out0[:, t - 1]
     a1 = np.asarray(mechanism(dataset1, rng, n_select)["actions"])[:, t - 1]
     n_arms = int(max(a0.max(), a1.max())) + 1
     c0 = np.bincount(a0, minlength=n_arms)

@@ -219,7 +219,7 @@ class TightAudit:
         if not isinstance(protocol, StatisticsProtocol):
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.check_runs = check_positive_int("check_runs", check_runs)
         self.protocol = protocol
         self.view, self.s = _view_of(protocol)
@@ -368,7 +368,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         ``kind="tight"``; ``exact_epsilon`` is the exact ε of the attacked releases, the
         most any audit of them can find.
     """
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
     t0, c0 = time.perf_counter(), time.process_time()

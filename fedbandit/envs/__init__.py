@@ -18,6 +18,7 @@ _EXPORTS = {
     "INSTANCES": "factory",
     "Graph": "graphs",
     "DisconnectedGraphError": "graphs",
+    "MAX_AGENTS": "graphs",
     "complete_graph": "graphs",
     "ring_graph": "graphs",
     "star_graph": "graphs",

@@ -38,7 +38,7 @@ def load_digits_federated(n_clients: int = 100, *, test_fraction: float = 0.2, r
     from sklearn.datasets import load_digits  # shipped with scikit-learn, no network
 
     test_fraction = check_probability("test_fraction", test_fraction)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     data = load_digits()
     X = data.data.astype(np.float64) / 16.0
     y = data.target.astype(np.int64)

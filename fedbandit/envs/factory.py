@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from fedbandit._validation import check_bool, check_choice, check_positive_int
+import numpy as np
+
+from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
+    check_bool,
+    check_choice,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+    check_rng,
+)
 
 __all__ = ["make_environment", "ENVIRONMENT_KEYS", "INSTANCES"]
 
@@ -37,9 +49,21 @@ def make_environment(config: dict):
     instance = check_choice("instance", config.get("instance", "synthetic"), INSTANCES)
     runs = check_positive_int("runs", config.get("runs", 1))
     seed = config.get("env_seed", 0)
+    if not isinstance(seed, (np.random.Generator, np.random.SeedSequence)):  # (a Generator would be consumed)
+        from fedbandit.envs.linear import as_seed_sequence
+
+        as_seed_sequence(seed, "env_seed")
+    # the config's names (M, K, d, ...) are checked here, so that a refusal names the key the user wrote
+    if instance in ("synthetic", "real"):
+        if "M" not in config:
+            raise ValueError(f"config must give 'M' (the number of agents) for instance {instance!r}")
+        check_positive_int("M", config["M"], max_value=MAX_STEPS)
+        check_nonnegative_float("noise_std", config.get("noise_std", 0.5))
     if instance == "synthetic":
         from fedbandit.envs.linear import SyntheticLinearEnv
 
+        check_positive_int("K", config.get("K", 100), max_value=MAX_STEPS)
+        check_positive_int("d", config.get("d", 10), max_value=MAX_STEPS)
         return SyntheticLinearEnv(
             config["M"], config.get("K", 100), config.get("d", 10), n_runs=runs,
             noise_std=config.get("noise_std", 0.5),
@@ -49,6 +73,8 @@ def make_environment(config: dict):
         from fedbandit.envs.linear import RealDataLinearEnv
         from fedbandit.envs.mslr import load_mslr_instance
 
+        if config.get("max_arms") is not None:
+            check_positive_int("max_arms", config["max_arms"])
         return RealDataLinearEnv(
             load_mslr_instance(), config["M"], n_runs=runs, noise_std=config.get("noise_std", 0.0),
             shared_contexts=check_bool("shared_contexts", config.get("shared_contexts", False)),
@@ -57,6 +83,8 @@ def make_environment(config: dict):
     if instance == "digits":
         from fedbandit.envs.digits import load_digits_federated
 
+        check_probability("test_fraction", config.get("test_fraction", 0.2))
+        check_rng("split_seed", config.get("split_seed", 0))
         return load_digits_federated(
             check_positive_int("n_clients", config.get("n_clients", 100)),
             test_fraction=config.get("test_fraction", 0.2), rng=config.get("split_seed", 0),
@@ -69,4 +97,6 @@ def make_environment(config: dict):
 
     if "means" not in config:
         raise ValueError(f"instance {instance!r} needs 'means', the arms' mean rewards")
+    check_array("means", config["means"])
+    check_positive_float("env_sigma", config.get("env_sigma", 0.1))
     return make_env(instance, config["means"], sigma=config.get("env_sigma", 0.1))

@@ -24,7 +24,10 @@ import numpy as np
 
 from fedbandit._validation import (
     check_array,
+    check_bool,
+    check_choice,
     check_float_in_range,
+    check_instance,
     check_int_in_range,
     check_positive_int,
     check_rng,
@@ -33,6 +36,7 @@ from fedbandit._validation import (
 __all__ = [
     "Graph",
     "DisconnectedGraphError",
+    "MAX_AGENTS",
     "complete_graph",
     "ring_graph",
     "star_graph",
@@ -125,15 +129,24 @@ class Graph:
         return bool(seen.all())
 
 
+#: Largest number of agents of a graph: its adjacency and consensus matrices have M² entries
+#: (5000 agents: 200 MB each, about a second to build).
+MAX_AGENTS = 5_000
+
+
+def _check_agents(n_agents, low=2) -> int:
+    return check_int_in_range("n_agents", n_agents, low, MAX_AGENTS, reason="the matrices of the graph have M² entries")
+
+
 def complete_graph(n_agents: int) -> Graph:
     """Complete graph on ``n_agents`` vertices (every pair linked)."""
-    M = check_positive_int("n_agents", n_agents)
+    M = _check_agents(n_agents, 1)
     return Graph(np.ones((M, M)) - np.eye(M), name="complete")
 
 
 def ring_graph(n_agents: int) -> Graph:
     """Cycle ``0 - 1 - ... - (M-1) - 0`` (a path of two vertices when ``M = 2``)."""
-    M = check_int_in_range("n_agents", n_agents, 2, None)
+    M = _check_agents(n_agents)
     A = np.zeros((M, M))
     idx = np.arange(M)
     A[idx, (idx + 1) % M] = 1
@@ -144,7 +157,7 @@ def ring_graph(n_agents: int) -> Graph:
 
 def star_graph(n_agents: int) -> Graph:
     """Star: agent 0 is linked to every other agent, no other links."""
-    M = check_int_in_range("n_agents", n_agents, 2, None)
+    M = _check_agents(n_agents)
     A = np.zeros((M, M))
     A[0, 1:] = 1
     A[1:, 0] = 1
@@ -153,8 +166,10 @@ def star_graph(n_agents: int) -> Graph:
 
 def grid_graph(n_rows: int, n_cols: int) -> Graph:
     """2-D grid (4-neighbour lattice) of ``n_rows x n_cols`` agents, numbered row by row."""
-    r = check_positive_int("n_rows", n_rows)
-    c = check_positive_int("n_cols", n_cols)
+    r = check_positive_int("n_rows", n_rows, max_value=MAX_AGENTS)
+    c = check_positive_int("n_cols", n_cols, max_value=MAX_AGENTS)
+    if r * c > MAX_AGENTS:
+        raise ValueError(f"n_rows * n_cols must be at most {MAX_AGENTS} agents, got {r}x{c}")
     if r * c < 2:
         raise ValueError(f"n_rows * n_cols must be >= 2, got {r}x{c}")
     A = np.zeros((r * c, r * c))
@@ -192,10 +207,11 @@ def erdos_renyi_graph(n_agents: int, p: float, rng, *, require_connected: bool =
     max_tries : int, default 1000
         Number of draws allowed when ``require_connected``.
     """
-    M = check_int_in_range("n_agents", n_agents, 2, None)
+    M = _check_agents(n_agents)
     p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     max_tries = check_positive_int("max_tries", max_tries)
+    require_connected = check_bool("require_connected", require_connected)
     for _ in range(max_tries if require_connected else 1):
         upper = np.triu(rng.random((M, M)) < p, k=1)
         g = Graph((upper | upper.T).astype(float), name=f"Erdős–Rényi p={p:g}")
@@ -213,9 +229,8 @@ def make_graph(topology: str, n_agents: int, *, p: float = 0.3, rng=None) -> Gra
     ``"grid"`` uses the most nearly square factorization ``n_rows x n_cols = M`` (a 1 x M
     path when M is prime); ``"erdos_renyi"`` needs ``rng`` and uses edge probability ``p``.
     """
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"topology must be one of {TOPOLOGIES!r}, got {topology!r}")
-    M = check_int_in_range("n_agents", n_agents, 2, None)
+    check_choice("topology", topology, TOPOLOGIES)
+    M = _check_agents(n_agents)
     if topology == "complete":
         return complete_graph(M)
     if topology == "ring":
@@ -243,7 +258,7 @@ def default_kappa(graph: Graph) -> float:
     It makes every diagonal entry of ``P`` at least ``1 / (d_max + 1) > 0``, so ``P`` is
     aperiodic (no eigenvalue -1) on every connected graph, bipartite ones included.
     """
-    d = graph.d_max
+    d = check_instance("graph", graph, Graph).d_max
     return d / (d + 1.0)
 
 

@@ -53,7 +53,9 @@ from typing import Iterator
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_array,
+    check_bool,
     check_nonnegative_float,
     check_positive_int,
 )
@@ -273,18 +275,21 @@ class SyntheticLinearEnv(_LinearEnvBase):
         seed=0,
         block_size=None,
     ):
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        self.n_arms = check_positive_int("n_arms", n_arms)
-        self.dim = check_positive_int("dim", dim)
+        self.n_agents = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS)
+        self.n_arms = check_positive_int("n_arms", n_arms, max_value=MAX_STEPS)
+        self.dim = check_positive_int("dim", dim, max_value=MAX_STEPS)
+        if self.n_agents * self.n_arms * self.dim > MAX_STEPS:
+            raise ValueError(f"n_agents·n_arms·dim = {self.n_agents * self.n_arms * self.dim} features per round exceed "
+                             f"10^9 (n_agents={self.n_agents}, n_arms={self.n_arms}, dim={self.dim})")
         if self.dim < 2:
             raise ValueError(f"dim must be >= 2 (a direction plus the bias coordinate), got {dim!r}")
-        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS)
         self.noise_std = check_nonnegative_float("noise_std", noise_std)
-        self.shared_contexts = bool(shared_contexts)
-        self.basis_arms = bool(basis_arms)
+        self.shared_contexts = check_bool("shared_contexts", shared_contexts)
+        self.basis_arms = check_bool("basis_arms", basis_arms)
         if self.basis_arms and self.n_arms < self.dim:
             raise ValueError(f"n_arms must be >= dim={self.dim} when basis_arms=True, got {n_arms!r}")
-        self.means_from_raw = bool(means_from_raw)
+        self.means_from_raw = check_bool("means_from_raw", means_from_raw)
         self._root = as_seed_sequence(seed)
         rng = _child(self._root, _ROLE_INSTANCE)
         v = rng.standard_normal(self.dim - 1)
@@ -372,11 +377,14 @@ class RealDataLinearEnv(_LinearEnvBase):
         seed=0,
         block_size=None,
     ):
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.n_agents = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS)
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS)
         self.noise_std = check_nonnegative_float("noise_std", noise_std)
-        self.shared_contexts = bool(shared_contexts)
-        self.means_from_raw = bool(means_from_raw)
+        self.shared_contexts = check_bool("shared_contexts", shared_contexts)
+        self.means_from_raw = check_bool("means_from_raw", means_from_raw)
+        if not isinstance(instance, dict):
+            raise TypeError(f"instance must be a dict with 'features', 'query' and 'theta' (see load_mslr_instance), "
+                            f"got {type(instance).__name__}")
         try:
             raw = instance["features"]
             query = instance["query"]

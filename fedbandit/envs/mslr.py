@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import sys
 import tarfile
 from pathlib import Path
@@ -217,8 +218,10 @@ def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
 
 def load_mslr_instance(path=None) -> dict:
     """Load the stored real-data instance (default :func:`mslr_path`; see ``data/README.md`` to regenerate it)."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike (or None), got {path!r:.80} of type {type(path).__name__}")
     path = mslr_path() if path is None else Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found; regenerate it with `python -m fedbandit.envs.linear build-mslr <rankeval-0.8.2.tar.gz>` "
             "(see data/README.md)"

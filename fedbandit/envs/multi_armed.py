@@ -28,6 +28,7 @@ import numpy as np
 
 from fedbandit._validation import (
     check_array,
+    check_choice,
     check_int_in_range,
     check_positive_float,
     check_positive_int,
@@ -183,11 +184,11 @@ KArmedBandit = _KArmedBandit
 
 def make_env(kind: str, means, *, sigma: float = 0.1):
     """Build ``BernoulliBandit(means)`` (``kind="bernoulli"``) or ``GaussianBandit(means, sigma)``."""
+    check_choice("kind", kind, ("bernoulli", "gaussian"))
+    means = check_array("means", means)
     if kind == "bernoulli":
-        return BernoulliBandit(np.asarray(means, dtype=float))
-    if kind == "gaussian":
-        return GaussianBandit(np.asarray(means, dtype=float), sigma)
-    raise ValueError(f"kind must be one of ('bernoulli', 'gaussian'), got {kind!r}")
+        return BernoulliBandit(means)
+    return GaussianBandit(means, sigma)
 
 
 class RewardStream:
@@ -230,7 +231,7 @@ class RewardStream:
                 raise ValueError(f"run_keys must be {self.n_runs} non-negative integers (one per run), got {run_keys!r}")
             run_keys = run_keys.astype(np.int64)
         self.run_keys = run_keys
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.key = tuple(int(w) for w in rng.integers(0, 2**32, size=4, dtype=np.uint64))
         self._cached_block = -1
         self._table = None

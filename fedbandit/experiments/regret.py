@@ -80,8 +80,8 @@ def regret_trial(config: dict, rng) -> dict:
     from fedbandit.protocols.registry import create, describe
 
     n = check_positive_int("n", config["n"])
-    epsilon = check_epsilon(config["epsilon"])
-    delta = check_delta(config["delta"])
+    epsilon = check_epsilon("epsilon", config["epsilon"])
+    delta = check_delta("delta", config["delta"])
     dim = check_positive_int("dim", config.get("dim", 2))
     noise_std = check_nonnegative_float("noise_std", config.get("noise_std", 0.1))
     instance = check_choice("instance", config.get("instance", "contextual"), ("contextual", "gaps"))
@@ -90,7 +90,7 @@ def regret_trial(config: dict, rng) -> dict:
     specs = config["protocols"]
     if not isinstance(specs, (list, tuple)) or not all(isinstance(sp, dict) and "protocol" in sp for sp in specs):
         raise ValueError(f"protocols must be a list of dicts with a 'protocol' name, got {specs!r}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     env_seed, learner_rng = rng.spawn(2)
     if "env_seed" in config:
         env_seed = np.random.SeedSequence(check_nonnegative_int("env_seed", config["env_seed"]))

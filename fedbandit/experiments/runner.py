@@ -12,10 +12,12 @@ environment is a function of the configuration (common random numbers across lea
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 import warnings
 
-from fedbandit._validation import check_int_in_range, check_rng
+from fedbandit._validation import MAX_STEPS, check_int_in_range, check_positive_int, check_rng
 from fedbandit.accounting.amplification import AmplificationValidityWarning
 
 __all__ = ["run_config", "RUNNER_KEYS"]
@@ -31,6 +33,48 @@ def _max_rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     except ImportError:  # pragma: no cover - not on POSIX
         return float("nan")
+
+
+#: The learners' and environments' parameter names that stand for configuration keys.
+CONFIG_NAMES = {
+    "horizon": ("T",),
+    "n_agents": ("M",),
+    "batch_size": ("B",),
+    "n_arms": ("K",),
+    "dim": ("d",),
+    "n_runs": ("runs",),
+    "n_users": ("M", "T"),
+    "n_batches": ("T", "B"),
+    "n_parties": ("M", "n_clients"),
+    "n_clients": ("n_clients",),
+    "graph": ("topology", "M"),
+}
+
+
+def _available_learners():
+    from fedbandit.learners.registry import available_learners
+
+    return available_learners()
+
+
+@contextlib.contextmanager
+def _config_names(config):
+    """Append to a refusal the configuration keys behind the parameter it names.
+
+    The environment and learner constructors name their own parameters (``horizon``,
+    ``n_agents``); the user wrote ``T``, ``M``: a refusal says both.
+    """
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        keys = []
+        for param, names in CONFIG_NAMES.items():
+            if re.search(rf"\b{param}\b", msg):
+                keys += [k for k in names if k in config and k not in keys]
+        if keys:
+            exc.args = (msg + " [from the config: " + ", ".join(f"{k}={config[k]!r}" for k in keys) + "]",)
+        raise
 
 
 def _check_keys(config, cls):
@@ -63,17 +107,24 @@ def run_config(config: dict, rng):
 
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if "learner" not in config:
+        raise ValueError(f"config must give 'learner' (one of {', '.join(_available_learners())}); it has {sorted(config)}")
     cls = learner_class(config.get("learner"))
     _check_keys(config, cls)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n_cp = check_int_in_range("n_checkpoints", config.get("n_checkpoints", 100), 1, None)
+    if "T" in config:
+        check_positive_int("T", config["T"], max_value=MAX_STEPS, reason="a run plays T rounds")
+    if "runs" in config:
+        check_positive_int("runs", config["runs"], max_value=MAX_STEPS, reason="runs are simulated side by side")
     start, cpu_start = time.perf_counter(), time.process_time()
-    env = make_environment(config)
-    with warnings.catch_warnings():
-        # A forced amplification setting (force=True) is reported through the accounting ("unproven").
-        warnings.simplefilter("ignore", AmplificationValidityWarning)
-        learner = cls.from_config(config, env)
-    result = learner.run(env, rng).at_checkpoints(n_cp)
+    with _config_names(config):
+        env = make_environment(config)
+        with warnings.catch_warnings():
+            # A forced amplification setting (force=True) is reported through the accounting ("unproven").
+            warnings.simplefilter("ignore", AmplificationValidityWarning)
+            learner = cls.from_config(config, env)
+        result = learner.run(env, rng).at_checkpoints(n_cp)
     result.seconds = time.perf_counter() - start
     result.cpu_seconds = time.process_time() - cpu_start
     result.peak_rss_mb = _max_rss_mb()

@@ -128,14 +128,18 @@ COMPARISON_RELATION = "add-remove"
 
 def model(key: str) -> Model:
     """The :class:`Model` of a row key."""
-    if key not in _BY_KEY:
-        raise ValueError(f"unknown model {key!r}; models: {', '.join(_BY_KEY)}")
+    if not isinstance(key, str) or key not in _BY_KEY:
+        raise ValueError(f"unknown model key {key!r:.80}; models: {', '.join(_BY_KEY)}")
     return _BY_KEY[key]
 
 
 def model_of(config: dict) -> Model:
     """The model a configuration of :func:`model_config` belongs to (by its ``tag``)."""
-    return model(config.get("tag"))
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if "tag" not in config:
+        raise ValueError(f"config has no 'tag' (the model key model_config writes); it has {sorted(config)}")
+    return model(config["tag"])
 
 
 # ---------------------------------------------------------------------------------------
@@ -377,9 +381,9 @@ def audit_side_by_side(config: dict, rng) -> dict:
     check_runs = check_positive_int("check_runs", cfg.pop("check_runs", 1000))
     for k in ("chunk", "n_select"):
         cfg.pop(k, None)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     m = model_of(cfg)
-    delta = check_delta(cfg["delta"]) if m.private else 0.0
+    delta = check_delta("delta", cfg["delta"]) if m.private else 0.0
     if m.learner == "independent":
         return {"epsilon_lower": math.nan, "tpr": math.nan, "fpr": math.nan, "n_trials": 0, "kind": "none",
                 "claimed_epsilon": 0.0, "ratio": math.nan, "exact_epsilon": 0.0, "broken": "",
@@ -489,6 +493,9 @@ TABLE_COLUMNS = (
 
 def format_value(v, digits=3) -> str:
     """A number for the table: ``digits`` significant digits, ∞, 0 or n/a (None, NaN)."""
+    digits = check_positive_int("digits", digits, max_value=17, reason="float64 has 17 significant digits")
+    if not (v is None or isinstance(v, (str, int, float, np.integer, np.floating))) or isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"v must be a number, a str or None, got {v!r:.80} of type {type(v).__name__}")
     if isinstance(v, str):
         return v
     if v is None or (isinstance(v, float) and math.isnan(v)):

@@ -7,10 +7,14 @@ from typing import Any
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_choice,
     check_delta,
     check_epsilon,
+    check_float_in_range,
+    check_int_in_range,
     check_nonnegative_float,
+    check_positive_float,
     check_positive_int,
     check_rng,
 )
@@ -27,6 +31,14 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Distributed mean estimation trial ([KLS21] Sec. 6.1), shared by the chapter and benchmarks
 # ---------------------------------------------------------------------------
+def _check_config(config, required) -> None:
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    missing = [k for k in required if k not in config]
+    if missing:
+        raise ValueError(f"config lacks {missing} (it has {sorted(config)})")
+
+
 def dme_trial(config: dict, rng) -> dict:
     r"""One distributed-mean-estimation configuration, ``reps`` repetitions vectorized ([KLS21]_ Sec. 6.1).
 
@@ -59,10 +71,18 @@ def dme_trial(config: dict, rng) -> dict:
     from fedbandit.theory.ddg import ddg_mse_bound
     from fedbandit.protocols.registry import create
 
-    rng = check_rng(rng)
-    n, d, c = int(config["n"]), int(config["d"]), float(config["c"])
-    reps = int(config.get("reps", 1))
-    epsilon, delta = float(config["epsilon"]), float(config["delta"])
+    _check_config(config, ("n", "d", "c", "bits", "k", "epsilon", "delta"))
+    rng = check_rng("rng", rng)
+    n = check_positive_int("n", config["n"], max_value=MAX_STEPS, reason="n vectors per repetition are drawn")
+    d = check_positive_int("d", config["d"], max_value=MAX_STEPS, reason="vectors of d entries are drawn")
+    c = check_positive_float("c", config["c"])
+    reps = check_positive_int("reps", config.get("reps", 1), max_value=MAX_STEPS, reason="repetitions are vectorized")
+    if reps * n * d > MAX_STEPS:
+        raise ValueError(f"reps·n·d = {reps * n * d} entries exceed 10^9 (reps={reps}, n={n}, d={d})")
+    epsilon, delta = check_epsilon("epsilon", config["epsilon"]), check_delta("delta", config["delta"])
+    check_int_in_range("bits", config["bits"], 2, 62)
+    check_positive_float("k", config["k"])
+    check_float_in_range("beta", config.get("beta", DEFAULT_BETA), 0.0, 1.0, high_inclusive=False)
     setting = dict(n_parties=n, dim=d, n_rounds=1, clip=c)
     ddg = create(
         "sum-ddg-secagg", epsilon=epsilon, delta=delta, bits=int(config["bits"]), k=float(config["k"]),
@@ -128,12 +148,17 @@ def psco_trial(config: dict, rng) -> dict:
         ``"<name>"`` or ``"<name>-<k>"`` → sup errors of the runs (array of shape (runs,)),
         and ``"batch_sizes"`` → the schedules used.
     """
+    _check_config(config, ("n", "epsilon", "delta", "algorithms"))
     n = check_positive_int("n", config["n"])
-    epsilon = check_epsilon(config["epsilon"])
-    delta = check_delta(config["delta"])
+    epsilon = check_epsilon("epsilon", config["epsilon"])
+    delta = check_delta("delta", config["delta"])
     runs = check_positive_int("runs", config.get("runs", 1))
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     kind = check_choice("input", config.get("input", "bernoulli"), ("bernoulli", "hard"))
+    algorithms = config["algorithms"]
+    if (isinstance(algorithms, (str, bytes, dict)) or not hasattr(algorithms, "__iter__")
+            or not all(isinstance(a, (list, tuple)) and len(a) == 2 for a in algorithms)):
+        raise TypeError(f"algorithms must be a list of [name, k] pairs, got {algorithms!r:.80}")
     if kind == "hard":
         x = sample_hard_input(n, config["hard_k"], epsilon, rng, runs=runs)
     else:
@@ -188,16 +213,19 @@ def bandit_trial(config: dict, rng) -> dict:
     from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
     from fedbandit.protocols.registry import create, describe
 
-    n = check_positive_int("n", config["n"])
-    epsilon = check_epsilon(config["epsilon"])
-    delta = check_delta(config["delta"])
-    runs = check_positive_int("runs", config.get("runs", 1))
+    _check_config(config, ("n", "epsilon", "delta", "protocols"))
+    n = check_positive_int("n", config["n"], max_value=MAX_STEPS, reason="a run serves n users")
+    epsilon = check_epsilon("epsilon", config["epsilon"])
+    delta = check_delta("delta", config["delta"])
+    runs = check_positive_int("runs", config.get("runs", 1), max_value=MAX_STEPS, reason="runs are simulated side by side")
     dim = check_positive_int("dim", config.get("dim", 3))
     noise_std = check_nonnegative_float("noise_std", config.get("noise_std", 0.1))
+    check_positive_int("n_arms", config.get("n_arms", 20))
+    check_nonnegative_float("beta_scale", config.get("beta_scale", 1.0))
     specs = config["protocols"]
     if not isinstance(specs, (list, tuple)) or not all(isinstance(sp, dict) and "protocol" in sp for sp in specs):
         raise ValueError(f"protocols must be a list of dicts with a 'protocol' name, got {specs!r}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     env_seed, learner_rng = rng.spawn(2)
     checkpoints = np.unique(np.linspace(1, n, 40).astype(int))
     out: dict[str, Any] = {"curves": {}, "checkpoints": checkpoints, "lam": {}, "batch_sizes": {}, "accounting": {}}

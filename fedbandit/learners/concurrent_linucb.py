@@ -51,6 +51,7 @@ import math
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_bool,
     check_int_in_range,
     check_nonnegative_float,
@@ -85,6 +86,8 @@ def _noise_levels(protocol, dim: int) -> tuple[float, float]:
 
 def linucb_parameters(protocol, n: int, dim: int, *, alpha=0.01, noise_bound=0.1, param_bound=1.0, feature_bound=1.0):
     """λ and the ingredients of β_t for a configured protocol's noise level (see the module docstring)."""
+    if not isinstance(protocol, (ConcurrentShuffleProtocol, StatisticsProtocol)):
+        raise TypeError(f"protocol must be a configured statistics protocol, got {type(protocol).__name__}")
     n = check_positive_int("n", n)
     dim = check_positive_int("dim", dim)
     alpha = check_probability("alpha", alpha)
@@ -233,7 +236,7 @@ class ConcurrentShuffleLinUCB:
                 "learner's one agent is the server itself, which receives every user's record: only the concurrent "
                 "shuffle ('concurrent-shuffle') or a trusted server ('central', 'non-private') applies"
             )
-        self.n_users = check_positive_int("n_users", n_users)
+        self.n_users = check_positive_int("n_users", n_users, max_value=MAX_STEPS, reason="a run serves n_users users")
         self.agents_per_round = check_positive_int("agents_per_round", agents_per_round)
         if self.n_users % self.agents_per_round:
             raise ValueError(
@@ -293,7 +296,7 @@ class ConcurrentShuffleLinUCB:
             ``agents_per_round`` = M > 1, ``t`` = 1..n/M (rounds) and the regret of each
             round's M users summed (group regret).  ``extras["agents_per_round"]`` = M.
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         per_user = check_bool("per_user", per_user)
         M = self.agents_per_round
         if getattr(env, "n_agents", None) != M:

@@ -84,10 +84,15 @@ import contextlib
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
     check_bool,
     check_choice,
+    check_epsilon,
     check_float_in_range,
+    check_int_array,
     check_int_in_range,
+    check_positive_array,
     check_positive_float,
     check_positive_int,
     check_rng,
@@ -126,8 +131,8 @@ PRIVACY_WIDTHS = PRIVACY_WIDTH_KINDS
 
 def default_checkpoints(horizon: int, n: int = 60) -> np.ndarray:
     """About ``n`` log-spaced slots in ``[1, horizon]``, always including ``horizon``."""
-    horizon = check_positive_int("horizon", horizon)
-    n = check_positive_int("n", n)
+    horizon = check_positive_int("horizon", horizon, max_value=MAX_STEPS, reason="a run plays horizon slots")
+    n = check_positive_int("n", n, max_value=10**6, reason="an array of n slots is built")
     pts = np.unique(np.round(np.logspace(0, np.log10(horizon), n)).astype(np.int64))
     return np.unique(np.append(pts[(pts >= 1) & (pts <= horizon)], horizon))
 
@@ -135,7 +140,7 @@ def default_checkpoints(horizon: int, n: int = 60) -> np.ndarray:
 def _check_checkpoints(checkpoints, horizon):
     if checkpoints is None:
         return default_checkpoints(horizon)
-    c = np.unique(np.asarray(checkpoints, dtype=np.int64))
+    c = np.unique(check_int_array("checkpoints", checkpoints, low=None))
     if c.size == 0 or c.min() < 1 or c.max() > horizon:
         raise ValueError(f"checkpoints must be slots in [1, horizon={horizon}], got {checkpoints!r}")
     return c
@@ -168,7 +173,19 @@ def privacy_width_numerator(kind: str, t: int, scale, rho):
     ``(s/eps) (log2 t)^{1.5} ln(1/delta_t)`` at ``delta_t = t^{-rho}`` (``scale = s/eps``;
     the width is this divided by the count); ``"std"``: ``sqrt(2 rho ln t)`` times the
     noise-std scale (the width is this times the protocol's ``sd_factor(n)/n``).
+    ``scale`` must be positive and ``rho`` > 1 (scalars or per-run arrays).
     """
+    kind = check_choice("kind", kind, ("fact1", "std"))
+    t = check_positive_int("t", t)
+    scale = check_positive_array("scale", scale)
+    rho = np.asarray(check_positive_array("rho", rho))
+    if np.any(rho <= 1.0):
+        raise ValueError(f"rho must lie in (1, inf), got {rho!r}")
+    return _privacy_width_numerator(kind, t, scale, rho)
+
+
+def _privacy_width_numerator(kind, t, scale, rho):
+    # the learners' per-slot fast path (arguments validated by the learner's constructor)
     lt = np.log(max(t, 2))
     if kind == "fact1":
         return scale * np.log2(max(t, 2)) ** 1.5 * rho * lt
@@ -177,7 +194,9 @@ def privacy_width_numerator(kind: str, t: int, scale, rho):
 
 def _per_run(name, value, R, check):
     """Scalar or (R,) array -> (R,) float array, each entry validated by ``check``."""
-    arr = np.asarray(value, dtype=float)
+    if isinstance(value, (str, bytes)) or value is None:
+        return np.full(R, check(name, value))
+    arr = check_array(name, value, finite=False)
     if arr.ndim == 0:
         return np.full(R, check(name, float(arr)))
     if arr.shape != (R,):
@@ -232,12 +251,19 @@ def expand_grid(epsilon, rho, runs: int):
     grid : dict
         ``shape`` = (n_epsilon, n_rho, runs), ``epsilon`` and ``rho`` (the lists), ``runs``.
     """
-    runs = check_positive_int("runs", runs)
+    runs = check_positive_int("runs", runs, max_value=MAX_STEPS, reason="runs are simulated side by side")
     eps_list, rho_list = _as_list(epsilon), _as_list(rho)
     if not eps_list or not rho_list:
         raise ValueError(f"epsilon and rho must be non-empty (got epsilon={epsilon!r}, rho={rho!r})")
     if eps_list != [None] and any(e is None for e in eps_list):
         raise ValueError(f"epsilon must be all numbers or None alone, got {epsilon!r}")
+    if eps_list != [None]:
+        for e in eps_list:
+            check_epsilon("epsilon", e)
+    for r in rho_list:
+        _check_rho_value("rho", r)
+    if len(eps_list) * len(rho_list) * runs > MAX_STEPS:
+        raise ValueError(f"the grid of {len(eps_list)} epsilon x {len(rho_list)} rho x runs={runs} runs exceeds 10^9 runs")
     nE, nP = len(eps_list), len(rho_list)
     eps_runs = None if eps_list == [None] else np.repeat(np.asarray(eps_list, dtype=float), nP * runs)
     rho_runs = np.tile(np.repeat(np.asarray(rho_list, dtype=float), runs), nE)
@@ -255,7 +281,9 @@ def grid_view(result: RunResult, values=None) -> np.ndarray:
     if not isinstance(result, RunResult):
         raise TypeError(f"result must be a fedbandit.learners.RunResult, got {type(result).__name__}")
     shape = tuple(result.extras.get("grid", {}).get("shape", (result.n_runs,)))
-    values = result.regret if values is None else np.asarray(values)
+    values = result.regret if values is None else check_array("values", values, finite=False)
+    if values.ndim < 1 or values.shape[0] != result.n_runs:
+        raise ValueError(f"values must have the run axis first, of length {result.n_runs}, got shape {values.shape}")
     return values.reshape(shape + values.shape[1:])
 
 
@@ -316,10 +344,13 @@ class _CounterLearner:
                 "protocol must be a fedbandit.protocols.CounterProtocol (fedbandit.protocols.create('counter-hybrid', "
                 f"epsilon=...)), got {type(protocol).__name__}"
             )
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        self.n_arms = check_int_in_range("n_arms", n_arms, 2, None)
-        self.horizon = check_int_in_range("horizon", horizon, self.n_arms, None)
-        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.n_agents = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS)
+        self.n_arms = check_int_in_range("n_arms", n_arms, 2, MAX_STEPS)
+        self.horizon = check_int_in_range("horizon", horizon, self.n_arms, MAX_STEPS, reason="a run plays horizon slots")
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS)
+        if self.n_runs * self.n_agents * self.n_arms > MAX_STEPS:
+            raise ValueError(f"n_runs·n_agents·n_arms = {self.n_runs * self.n_agents * self.n_arms} streams exceed 10^9 "
+                             f"(n_runs={self.n_runs}, n_agents={self.n_agents}, n_arms={self.n_arms})")
         self.rho = _per_run("rho", rho, self.n_runs, _check_rho_value)
         self.privacy_width = check_choice("privacy_width", privacy_width, PRIVACY_WIDTHS)
         self.sigma = None if sigma is None else check_positive_float("sigma", sigma)
@@ -337,7 +368,7 @@ class _CounterLearner:
 
     def _start(self, env, rng, record_actions):
         env = _check_env(env, self.n_arms)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         check_bool("record_actions", record_actions)
         sigma = env.sigma if self.sigma is None else self.sigma
         reward_seed = getattr(self, "reward_seed", None)
@@ -364,7 +395,7 @@ class _CounterLearner:
         """Per-run privacy-width factor (R,), or None when there is no privacy width."""
         if self._width_scale is None:
             return None
-        return privacy_width_numerator(self.privacy_width, t, self._width_scale, self.rho)
+        return _privacy_width_numerator(self.privacy_width, t, self._width_scale, self.rho)
 
     # ---------------------------------------------------------------- reports
     def accounting(self):

@@ -75,6 +75,7 @@ import math
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_bool,
     check_choice,
     check_int_in_range,
@@ -218,9 +219,9 @@ class FedUCB:
                 f"protocol {protocol.name!r} acts on every user's record, but FedUCB hands the protocol batch sums "
                 "only; use a protocol whose randomizer takes the sums (non-private, central, silo-ldp, dp20, ...)"
             )
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        self.dim = check_positive_int("dim", dim)
-        self.horizon = check_positive_int("horizon", horizon)
+        self.n_agents = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS)
+        self.dim = check_positive_int("dim", dim, max_value=40_000, reason="the statistics have d + d(d+1)/2 entries")
+        self.horizon = check_positive_int("horizon", horizon, max_value=MAX_STEPS, reason="a run plays horizon rounds")
         self.schedule = check_choice("schedule", schedule, SCHEDULES)
         if self.schedule == "adaptive":
             if threshold is None:
@@ -385,7 +386,7 @@ class FedUCB:
               over all runs' releases;
             * ``arms`` (R, T, M) with ``record_arms=True``.
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         record_arms = check_bool("record_arms", record_arms)
         R = self._check_env(env)
         M, d, T = self.n_agents, self.dim, self.horizon

@@ -42,6 +42,7 @@ import numpy as np
 
 from fedbandit._validation import (
     check_choice,
+    MAX_STEPS,
     check_float_in_range,
     check_int_in_range,
     check_positive_float,
@@ -136,11 +137,13 @@ class FederatedLearner:
                 f"protocol must be a fedbandit.protocols.SumProtocol (fedbandit.protocols.create('sum-...', ...)), "
                 f"got {type(protocol).__name__}"
             )
-        self.n_clients = check_positive_int("n_clients", n_clients)
-        self.n_features = check_positive_int("n_features", n_features)
-        self.n_classes = check_int_in_range("n_classes", n_classes, 2, None)
-        self.rounds = check_positive_int("rounds", rounds)
-        self.local_steps = check_positive_int("local_steps", local_steps)
+        self.n_clients = check_positive_int("n_clients", n_clients, max_value=MAX_STEPS)
+        self.n_features = check_positive_int("n_features", n_features, max_value=10**6, reason="the model has n_features·n_classes weights")
+        self.n_classes = check_int_in_range("n_classes", n_classes, 2, 10**6)
+        if (self.n_features + 1) * self.n_classes > MAX_STEPS:
+            raise ValueError(f"(n_features + 1)·n_classes = {(self.n_features + 1) * self.n_classes} model weights exceed 10^9")
+        self.rounds = check_positive_int("rounds", rounds, max_value=MAX_STEPS)
+        self.local_steps = check_positive_int("local_steps", local_steps, max_value=10**6, reason="steps per round are a loop")
         self.lr = check_positive_float("lr", lr)
         self.momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
         self.clip = check_positive_float("clip", clip)
@@ -176,7 +179,7 @@ class FederatedLearner:
         (zero) are fixed.
         """
         self._check_data(data)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         R = check_positive_int("n_runs", self.n_runs if n_runs is None else n_runs)
         C, T = self.n_classes, self.rounds
         protocol = self.protocol

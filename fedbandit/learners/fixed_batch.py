@@ -168,7 +168,7 @@ class FixedBatchFedLinUCB:
         self.n_batches = self.horizon // self.batch_size
         self.feature_bound = check_positive_float("feature_bound", feature_bound)
         self.reward_bound = None if reward_bound is None else check_positive_float("reward_bound", reward_bound)
-        self.communicate = bool(communicate)
+        self.communicate = check_bool("communicate", communicate)
         self.refresh = check_positive_int("refresh", refresh)
         self.local_updates = check_bool("local_updates", local_updates)
         self.protocol = protocol.configure(
@@ -187,15 +187,13 @@ class FixedBatchFedLinUCB:
         else:
             self.lam = check_positive_float("lam", lam)
         self.beta_scale = check_nonnegative_float("beta_scale", beta_scale)
-        self.noise_bound = float(noise_bound)
-        self.param_bound = param_bound
+        self.noise_bound = check_nonnegative_float("noise_bound", noise_bound)
+        self.param_bound = None if param_bound is None else check_nonnegative_float("param_bound", param_bound)
         if isinstance(beta, str):
             check_choice("beta", beta, ("auto",))
             self._beta_const = None
         else:
-            self._beta_const = float(beta)
-            if not math.isfinite(self._beta_const) or self._beta_const < 0:
-                raise ValueError(f"beta must be a finite number >= 0 or 'auto', got {beta!r}")
+            self._beta_const = check_nonnegative_float("beta", beta)
 
     def beta(self, t):
         """β_t (scalar or array over t)."""
@@ -233,7 +231,7 @@ class FixedBatchFedLinUCB:
             Keep the played arms (R, T, M) in ``extras["arms"]``.
         """
         self._check_env(env)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         R, M, d, B, T = env.n_runs, self.n_agents, self.dim, self.batch_size, self.horizon
         protocol = self.protocol
         protocol.reset(n_runs=R, rng=rng)
@@ -529,6 +527,7 @@ def paper_synthetic_configs(*, runs=25, T=10_000, M=100, env_seed=0, vecsum_spli
     at ε = 0.2, δ = 0.1 (the vector sum with the budget split over the tree nodes by
     default).  The paper's silo-LDP calibration (Thm. 6.1) throughout.
     """
+    check_choice("vecsum_split", vecsum_split, ("advanced", "none"))
     base = dict(learner="fixed-batch", instance="synthetic", M=M, T=T, B=25, K=100, d=10, runs=runs, env_seed=env_seed)
     out = []
     for eps in (1e-4, 1e-3):

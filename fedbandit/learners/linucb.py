@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbandit._validation import check_positive_float
+from fedbandit._validation import check_array, check_float_in_range, check_positive_float
 
 __all__ = [
     "regularized_inverse",
@@ -72,11 +72,18 @@ def regularized_inverse(gram, lam: float) -> np.ndarray:
     LU (``numpy.linalg.inv``), not Cholesky, so it exists whenever λI + G is nonsingular.
     """
     lam = check_positive_float("lam", lam)
-    gram = np.asarray(gram, dtype=float)
+    gram = check_array("gram", gram, finite=False)
     if gram.ndim < 2 or gram.shape[-1] != gram.shape[-2]:
         raise ValueError(f"gram must have shape (..., d, d), got {gram.shape}")
     d = gram.shape[-1]
     return np.linalg.inv(gram + lam * np.eye(d))
+
+
+def _require_arrays(**arrays) -> None:
+    """Cheap type check of the per-round helpers' array arguments (their shapes are checked below)."""
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf":  # (dtype.kind: ~20x cheaper than issubdtype)
+            raise TypeError(f"{name} must be a numeric numpy array, got {type(a).__name__}")
 
 
 def sherman_morrison_update(v_inv: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -89,7 +96,8 @@ def sherman_morrison_update(v_inv: np.ndarray, x: np.ndarray) -> np.ndarray:
     x : ndarray, shape (..., d)
         One feature vector per matrix.
     """
-    if v_inv.shape[:-1] != x.shape or v_inv.shape[-1] != x.shape[-1]:
+    _require_arrays(v_inv=v_inv, x=x)
+    if x.ndim < 1 or v_inv.shape[:-1] != x.shape or v_inv.shape[-1] != x.shape[-1]:
         raise ValueError(f"v_inv must have shape x.shape + (d,) = {x.shape + x.shape[-1:]}, got {v_inv.shape}")
     z = np.matmul(v_inv, x[..., None])[..., 0]
     denom = 1.0 + np.einsum("...i,...i->...", x, z)
@@ -103,6 +111,9 @@ def feature_products(features: np.ndarray) -> np.ndarray:
     ``features`` of shape (..., d) gives (..., d(d+1)/2); with the weights 1 (i = j) and
     2 (i < j) on the upper triangle of a symmetric A, ⟨products, w·triu(A)⟩ = xᵀ A x.
     """
+    _require_arrays(features=features)
+    if features.ndim < 1:
+        raise ValueError(f"features must have at least one axis, got shape {features.shape}")
     d = features.shape[-1]
     # d slices instead of fancy indexing: much faster for the (M, K, d) arrays used here.
     return np.concatenate([features[..., i : i + 1] * features[..., i:] for i in range(d)], axis=-1)
@@ -121,6 +132,7 @@ def weighted_upper(matrices: np.ndarray) -> np.ndarray:
 
 
 def _check_shapes(features, theta_hat, v_inv):
+    _require_arrays(features=features, theta_hat=theta_hat, v_inv=v_inv)
     if features.ndim != 4:
         raise ValueError(f"features must have shape (runs or 1, agents, arms, d), got {features.shape}")
     if theta_hat.ndim != 3:
@@ -142,7 +154,15 @@ def _scores(features, theta_hat, v_inv, beta, mask):
     """Scores in the cheapest layout: (scores, agents_first) with scores (M, R, K) if
     ``agents_first`` else (R, M, K)."""
     R, M, d = _check_shapes(features, theta_hat, v_inv)
-    beta = np.broadcast_to(np.asarray(beta, dtype=float), (R, M))
+    try:
+        beta = np.broadcast_to(np.asarray(beta, dtype=float), (R, M))
+    except (TypeError, ValueError):
+        raise TypeError(f"beta must be a number or an array broadcastable to (runs, agents) = {(R, M)}, "
+                        f"got {beta!r:.80}") from None
+    if mask is not None:
+        _require_arrays(mask=mask)
+        if mask.shape != features.shape[:-1]:
+            raise ValueError(f"mask must have shape {features.shape[:-1]} (features without d), got {mask.shape}")
     if features.shape[0] == 1 and R > 1:
         # Layout (M, ·, K) keeps K, the longest axis, contiguous: the d² feature products
         # are then a fast broadcast multiply and both products below are BLAS GEMMs.
@@ -207,6 +227,8 @@ def select_arms(features, theta_hat, v_inv, beta, mask=None, *, tie_tol: float =
     scores mathematically equal in the first rounds); without a tolerance, which of them
     wins would depend on floating-point rounding, i.e. on how the scores were computed.
     """
+    if type(tie_tol) is not float or not 0.0 <= tie_tol < 1.0:  # (one comparison on the per-round path)
+        tie_tol = check_float_in_range("tie_tol", tie_tol, 0.0, 1.0, high_inclusive=False)
     scores, agents_first = _scores(features, theta_hat, v_inv, beta, mask)
     best = scores.max(axis=-1, keepdims=True)
     best -= tie_tol * np.maximum(1.0, np.abs(best))
@@ -219,8 +241,9 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
 
     Returns shape (R, M, ...); a run axis of length 1 is broadcast.
     """
+    _require_arrays(arrays_by_arm=arrays_by_arm)
     arms = np.asarray(arms)
-    if arms.ndim != 2:
+    if arms.ndim != 2 or not np.issubdtype(arms.dtype, np.integer):
         raise ValueError(f"arms must have shape (runs, agents), got {arms.shape}")
     R, M = arms.shape
     a = arrays_by_arm

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 
 from fedbandit._registry import Registry
+from fedbandit._validation import check_bool
 
 __all__ = ["register_learner", "learner_class", "available_learners", "split_params"]
 
@@ -71,6 +72,11 @@ def split_params(config: dict, cls, *, protocol: bool = True):
     """
     from fedbandit.protocols.registry import create, describe
 
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if not isinstance(cls, type):
+        raise TypeError(f"cls must be a learner class, got {cls!r:.80}")
+    protocol = check_bool("protocol", protocol)
     proto = None
     if protocol:
         name = config.get("protocol")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedbandit._validation import MAX_STEPS, check_array, check_positive_int
+
 __all__ = ["Result", "RunResult", "checkpoint_indices", "time_average_regret"]
 
 
@@ -22,15 +24,18 @@ def checkpoint_indices(horizon: int, n_checkpoints: int | None) -> np.ndarray:
 
     ``None`` keeps every round.
     """
+    horizon = check_positive_int("horizon", horizon, max_value=MAX_STEPS, reason="an array of the rounds is built")
     if n_checkpoints is None:
         return np.arange(horizon)
-    n_cp = min(int(n_checkpoints), horizon)
+    n_cp = min(check_positive_int("n_checkpoints", n_checkpoints), horizon)
     return np.unique(np.linspace(horizon / n_cp, horizon, n_cp).astype(int)) - 1
 
 
 def time_average_regret(regret) -> np.ndarray:
     """Cumulative regret divided by t along the last axis (per-round regret in, the papers' plotted metric out)."""
-    regret = np.asarray(regret, dtype=float)
+    regret = check_array("regret", regret, finite=False)
+    if regret.ndim < 1:
+        raise ValueError(f"regret must have a round axis (the last), got shape {regret.shape}")
     t = np.arange(1, regret.shape[-1] + 1)
     return np.cumsum(regret, axis=-1) / t
 

@@ -52,13 +52,13 @@ class BinomialMechanism:
         if not isinstance(params, BinomialParams):
             raise TypeError(f"params must be a BinomialParams, got {type(params).__name__}")
         self.params = params
-        self.flattener = make_flattener(params.d, check_rng(flatten_seed), flatten)
+        self.flattener = make_flattener(params.d, check_rng("flatten_seed", flatten_seed), flatten)
         if self.flattener.d_out != params.d_pad:
             raise ValueError("flattener output dimension does not match params.d_pad")
 
     def encode(self, x, rng) -> np.ndarray:
         """Client side: int64 residues in [0, m) of shape ``x.shape[:-1] + (d_pad,)``."""
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         p = self.params
         x = np.asarray(x, dtype=np.float64)
         if x.ndim < 1 or x.shape[-1] != p.d:

@@ -49,12 +49,16 @@ from __future__ import annotations
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_array,
+    check_bool,
+    check_int_array,
     check_epsilon,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_rng,
+    check_shape,
 )
 from fedbandit.accounting.counting import (
     binary_counter_scale,
@@ -89,6 +93,11 @@ del _t
 
 def lowest_set_bit_index(n) -> np.ndarray:
     """Index ``i`` of the lowest set bit of integers ``n >= 0`` (``n & -n == 2^i``; 0 for ``n = 0``)."""
+    return _lowest_set_bit_index(check_int_array("n", n, low=0))
+
+
+def _lowest_set_bit_index(n) -> np.ndarray:
+    # the mechanisms' fast path: n holds non-negative integers
     n = np.asarray(n, dtype=np.int64)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
         return _LSB[n].astype(np.int64)
@@ -98,6 +107,11 @@ def lowest_set_bit_index(n) -> np.ndarray:
 
 def floor_log2(n) -> np.ndarray:
     """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``)."""
+    return _floor_log2(check_int_array("n", n, low=0, high=2**53 - 1))
+
+
+def _floor_log2(n) -> np.ndarray:
+    # the mechanisms' and counters' fast path: n holds integers in [0, 2^53)
     n = np.asarray(n, dtype=np.int64)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
         return _FLOOR_LOG2[n].astype(np.int64)
@@ -112,6 +126,13 @@ def draw_standard_laplace(rng, size: int) -> np.ndarray:
     ``size`` exponentials are the ``E_1``'s; every mechanism here draws its noise through
     this function, and the loop references do too, so they see the same values.
     """
+    rng = check_rng("rng", rng)
+    size = check_nonnegative_int("size", size, max_value=MAX_STEPS, reason="an array of size variates is drawn")
+    return _draw_standard_laplace(rng, size)
+
+
+def _draw_standard_laplace(rng, size: int) -> np.ndarray:
+    # the mechanisms' fast path (one call per step)
     e = rng.standard_exponential(2 * size)
     return e[:size] - e[size:]
 
@@ -127,14 +148,14 @@ def _popcount(n) -> np.ndarray:
 
 def binary_noise_variance(n, n_steps: int, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
     """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``."""
-    n = np.asarray(n, dtype=np.int64)
+    n = check_int_array("n", n, low=0)
     b = binary_counter_scale(epsilon, n_steps, sensitivity)
     return _popcount(n) * 2.0 * b * b
 
 
 def per_item_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
     """Variance of the per-item Laplace mechanism's error at count ``n``: ``n`` releases of ``Lap(s/eps)``, ``2 n b^2``."""
-    n = np.asarray(n, dtype=np.int64)
+    n = check_int_array("n", n, low=0)
     b = per_item_counter_scale(epsilon, sensitivity)
     return n * 2.0 * b * b
 
@@ -146,9 +167,9 @@ def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.nda
     ``Lap(2 s / eps)`` plus ``popcount(tau)`` binary nodes of ``Lap(2 k s / eps)``; a
     Laplace variable of scale ``b`` has variance ``2 b^2``.  Zero at ``n = 0``.
     """
-    n = np.asarray(n, dtype=np.int64)
+    n = check_int_array("n", n, low=0, high=2**53 - 1)
     pos = np.maximum(n, 1)
-    k = floor_log2(pos)
+    k = _floor_log2(pos)
     tau = pos - (np.int64(1) << k)
     b_log, b_level = hybrid_counter_scales(epsilon, sensitivity)
     b_bin = b_level * k
@@ -164,7 +185,7 @@ def hybrid_sd_bound_by_level(max_level: int = 64) -> np.ndarray:
     ``popcount(tau) <= k`` nodes of ``Lap(2ks/eps)``) divided by ``(2s/eps)^2``, with
     ``popcount(tau)`` replaced by its maximum ``k``.  [derived]
     """
-    max_level = check_nonnegative_int("max_level", max_level)
+    max_level = check_nonnegative_int("max_level", max_level, max_value=1024, reason="counts below 2^1024")
     k = np.arange(max_level + 1, dtype=float)
     return np.sqrt(2.0 * (k + 1) + 2.0 * k**3)
 
@@ -174,16 +195,11 @@ class _BatchedStreams:
 
     def __init__(self, epsilon, batch_shape, sensitivity):
         self.sensitivity = check_positive_float("sensitivity", sensitivity)
-        if isinstance(batch_shape, (int, np.integer)):
-            batch_shape = (int(batch_shape),)
-        try:
-            batch_shape = tuple(check_nonnegative_int("batch_shape entry", b) for b in batch_shape)
-        except TypeError as exc:
-            raise TypeError(f"batch_shape must be a tuple of non-negative ints, got {batch_shape!r}") from exc
+        batch_shape = check_shape("batch_shape", batch_shape, allow_zero=True, max_size=MAX_STEPS // 64)
         self.batch_shape = batch_shape
         self.size = int(np.prod(batch_shape)) if batch_shape else 1
         if np.ndim(epsilon) == 0:
-            self.epsilon = check_epsilon(epsilon)
+            self.epsilon = check_epsilon("epsilon", epsilon)
             self._eps_flat = None
         else:
             # One epsilon per stream (e.g. per run, to sweep epsilon in one simulation).
@@ -233,7 +249,7 @@ class _BatchedStreams:
             The private estimates after the step (unchanged for streams that did not
             advance).
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         x = check_array("x", np.broadcast_to(np.asarray(x, dtype=float), self.batch_shape))
         if where is None:
             idx = np.arange(self.size)
@@ -311,13 +327,13 @@ class BinaryMechanism(_BatchedStreams):
         self._count[idx] = n
         self._true[idx] += x
         scale = self.node_scale if self._eps_flat is None else self.node_scale[idx]
-        z = draw_standard_laplace(rng, idx.size) * scale
-        i = lowest_set_bit_index(n)
+        z = _draw_standard_laplace(rng, idx.size) * scale
+        i = _lowest_set_bit_index(n)
         rest = n & (n - 1)
         W = self.n_levels
         Hf = self._H.reshape(-1)
         has_rest = rest > 0
-        base = np.where(has_rest, Hf[idx * W + lowest_set_bit_index(np.maximum(rest, 1))], 0.0)
+        base = np.where(has_rest, Hf[idx * W + _lowest_set_bit_index(np.maximum(rest, 1))], 0.0)
         noise = base + z
         Hf[idx * W + i] = noise
         self._noise[idx] = noise
@@ -357,7 +373,7 @@ class LogarithmicMechanism(_BatchedStreams):
         self._true[idx] += x
         since = self._since[idx] + x
         pow2 = (n & (n - 1)) == 0
-        z = draw_standard_laplace(rng, idx.size) * (self._scale if self._eps_flat is None else self._scale[idx])
+        z = _draw_standard_laplace(rng, idx.size) * (self._scale if self._eps_flat is None else self._scale[idx])
         self._released[idx] = np.where(pow2, self._released[idx] + since + z, self._released[idx])
         self._since[idx] = np.where(pow2, 0.0, since)
         return self._released[idx]
@@ -391,7 +407,7 @@ class HybridMechanism(_BatchedStreams):
 
     def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0, track_true: bool = True):
         super().__init__(epsilon, batch_shape, sensitivity)
-        self.track_true = bool(track_true)
+        self.track_true = check_bool("track_true", track_true)
         self._log = np.zeros(self.size)  # L(2^k), noisy
         self._since = np.zeros(self.size)  # exact sum of the items after 2^k
         self._bin = np.zeros(self.size)  # noise of B_k(tau)
@@ -444,7 +460,7 @@ class HybridMechanism(_BatchedStreams):
             k = _FLOOR_LOG2[n]
             lsb = self._lsb
         else:
-            k = floor_log2(n)
+            k = _floor_log2(n)
             lsb = None
         tau = n - (np.int64(1) << k)
         pow2 = tau == 0
@@ -457,7 +473,7 @@ class HybridMechanism(_BatchedStreams):
             c_level = c if self._c_level is self._c else self._c_level[idx]
         # One draw per step: the log release's Lap(2s/eps) at powers of two, otherwise the
         # node noise Lap(2ks/eps) of the binary node that tau closes.
-        z = draw_standard_laplace(rng, idx.size)
+        z = _draw_standard_laplace(rng, idx.size)
         z *= np.where(pow2, c, c_level * k)
         since = self._since[idx] + x
         # Logarithmic mechanism: release at n = 2^k; the binary tree then restarts.
@@ -475,8 +491,8 @@ class HybridMechanism(_BatchedStreams):
             base = Hf[row0 + lsb[rest]]
             col = lsb[tau]
         else:
-            base = Hf[row0 + np.where(rest > 0, lowest_set_bit_index(np.maximum(rest, 1)), self._W)]
-            col = np.where(pow2, self._W, lowest_set_bit_index(np.maximum(tau, 1)))
+            base = Hf[row0 + np.where(rest > 0, _lowest_set_bit_index(np.maximum(rest, 1)), self._W)]
+            col = np.where(pow2, self._W, _lowest_set_bit_index(np.maximum(tau, 1)))
         noise = (base + z) * ~pow2
         Hf[row0 + col] = noise  # at tau = 0 this writes 0 into the zero column
         old_bin = self._bin[idx]
@@ -527,7 +543,7 @@ class PerItemLaplaceMechanism(_BatchedStreams):
         self._count[idx] += 1
         self._true[idx] += x
         scale = self.scale if self._eps_flat is None else self.scale[idx]
-        noisy = x + draw_standard_laplace(rng, idx.size) * scale
+        noisy = x + _draw_standard_laplace(rng, idx.size) * scale
         out = self._out[idx] + noisy
         self._out[idx] = out
         return out, noisy

@@ -54,7 +54,12 @@ import math
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
+    check_int_array,
+    check_int_in_range,
     check_positive_float,
+    check_positive_int,
     check_rng,
 )
 from fedbandit.accounting.ddg import DDGParams
@@ -75,7 +80,9 @@ __all__ = [
 def clip_l2(x, c: float) -> np.ndarray:
     r"""Scale each vector (last axis) to norm at most ``c``: :math:`x \min(1, c/\|x\|_2)`."""
     c = check_positive_float("c", c)
-    x = np.asarray(x, dtype=np.float64)
+    x = check_array("x", x)
+    if x.ndim < 1:
+        raise ValueError(f"x must have at least one axis (vectors along the last), got shape {x.shape}")
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     factor = np.minimum(1.0, c / np.maximum(norms, 1e-300))
     return x * factor
@@ -99,9 +106,12 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
         possible rounding (else the loop could be long; ``max_tries`` guards it).
     rng : numpy.random.Generator
     """
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     bound = check_positive_float("bound", bound)
-    z = np.asarray(z, dtype=np.float64)
+    max_tries = check_positive_int("max_tries", max_tries, max_value=MAX_STEPS, reason="each try costs a pass")
+    z = check_array("z", z)
+    if z.ndim < 1 or (z.size and np.max(np.abs(z)) > 2.0**52):
+        raise ValueError(f"z must have at least one axis and entries of magnitude at most 2^52, got shape {z.shape}")
     flat = z.reshape(-1, z.shape[-1])
     fl = np.floor(flat)
     frac = flat - fl
@@ -113,7 +123,10 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
     while todo.size:
         tries += 1
         if tries > max_tries:
-            raise RuntimeError(f"conditional rounding did not meet the norm bound after {max_tries} tries")
+            raise ValueError(
+                f"bound={bound!r} is too small for z: conditional rounding did not meet it after max_tries={max_tries} "
+                "tries (bound must be at least the norm of z plus the largest rounding, sqrt(d))"
+            )
         redo = base[todo] + (rng.random((todo.size, flat.shape[1])) < frac[todo])
         out[todo] = redo
         todo = todo[np.einsum("ij,ij->i", redo, redo) > limit]
@@ -122,7 +135,8 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
 
 def modular_clip(s, modulus: int) -> np.ndarray:
     r"""Map residues mod :math:`m` to the representatives in :math:`[-m/2, m/2)` ([KLS21]_ Def. 33)."""
-    s = np.asarray(s, dtype=np.int64)
+    modulus = check_int_in_range("modulus", modulus, 2, 2**62)
+    s = check_int_array("s", s, low=None, high=None)
     half = modulus // 2
     return np.mod(s + half, modulus) - half
 
@@ -150,13 +164,13 @@ class DDGMechanism:
         if not isinstance(params, DDGParams):
             raise TypeError(f"params must be a DDGParams, got {type(params).__name__}")
         self.params = params
-        self.flattener = make_flattener(params.d, check_rng(flatten_seed), params.flatten)
+        self.flattener = make_flattener(params.d, check_rng("flatten_seed", flatten_seed), params.flatten)
         if self.flattener.d_out != params.d_pad:
             raise ValueError("flattener output dimension does not match params.d_pad")
 
     # -- client ------------------------------------------------------------
     def _check_x(self, x) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+        x = check_array("x", x, finite=False)
         if x.ndim < 1 or x.shape[-1] != self.params.d:
             raise ValueError(f"x must have last axis of length d={self.params.d}, got shape {x.shape}")
         if not np.all(np.isfinite(x)):
@@ -170,7 +184,7 @@ class DDGMechanism:
         dict of intermediate stages when ``stages=True``).
         """
         x = self._check_x(x)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         p = self.params
         clipped = clip_l2(x, p.c)
         flat = self.flattener.flatten(clipped)

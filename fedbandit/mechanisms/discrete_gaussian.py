@@ -71,7 +71,15 @@ from numbers import Rational
 
 import numpy as np
 
-from fedbandit._validation import check_nonnegative_int, check_positive_float, check_rng
+from fedbandit._validation import (
+    check_array,
+    check_bool,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_rng,
+    check_shape,
+)
 
 __all__ = [
     "MAX_TABLE_SIGMA",
@@ -329,25 +337,28 @@ def _sample_float(sigma: float, n: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+#: Largest σ of the samplers: the samples are int64 (and exact in float64 below 2^53).
+MAX_SAMPLER_SIGMA = 1e15
+
+
 def _check_sigma(sigma) -> Fraction:
     if isinstance(sigma, Fraction):
         if sigma <= 0:
             raise ValueError(f"sigma must lie in (0, inf), got {sigma!r}")
-        return sigma
-    check_positive_float("sigma", sigma)
-    return _as_fraction(sigma)
+    else:
+        check_positive_float("sigma", sigma)
+    if sigma > MAX_SAMPLER_SIGMA:
+        raise ValueError(
+            f"sigma must be at most {MAX_SAMPLER_SIGMA:g} (the samples are int64, exact in float64 below 2^53), "
+            f"got {sigma!r}"
+        )
+    return sigma if isinstance(sigma, Fraction) else _as_fraction(sigma)
 
 
 def _check_size(size) -> tuple[int, ...]:
     if size is None:
         return ()
-    if isinstance(size, (int, np.integer)):
-        size = (int(size),)
-    try:
-        shape = tuple(size)
-    except TypeError as exc:
-        raise TypeError(f"size must be an int or a tuple of ints, got {size!r}") from exc
-    return tuple(check_nonnegative_int(f"size[{i}]", s) for i, s in enumerate(shape))
+    return check_shape("size", size, allow_zero=True)
 
 
 def sample_discrete_gaussian(sigma, size, rng, *, exact: bool = True) -> np.ndarray:
@@ -386,7 +397,8 @@ def sample_discrete_gaussian(sigma, size, rng, *, exact: bool = True) -> np.ndar
     """
     sig = _check_sigma(sigma)
     shape = _check_size(size)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
+    exact = check_bool("exact", exact)
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if n == 0:
         return np.zeros(shape, dtype=np.int64)
@@ -433,10 +445,12 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
     :math:`\lfloor\gamma\rfloor` independent Bernoulli(:math:`e^{-1}`) draws with one
     Bernoulli(:math:`e^{-(\gamma - \lfloor\gamma\rfloor)}`).  Exact, no floating point.
     """
+    if not isinstance(gamma, Fraction):
+        check_nonnegative_float("gamma", gamma)
     gamma = Fraction(gamma)
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma!r}")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     while gamma > 1:
         if not bernoulli_exp_reference(Fraction(1), rng):
             return False
@@ -449,7 +463,8 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
 
 def discrete_laplace_reference(t: int, rng) -> int:
     r"""Discrete Laplace with integer scale :math:`t`, mass :math:`\propto e^{-|y|/t}` ([CKS20]_ Algorithm 2)."""
-    rng = check_rng(rng)
+    t = check_positive_int("t", t)
+    rng = check_rng("rng", rng)
     while True:
         u = _uniform_below(t, rng)
         if not bernoulli_exp_reference(Fraction(u, t), rng):
@@ -482,7 +497,7 @@ def sample_discrete_gaussian_reference(sigma, size, rng) -> np.ndarray:
     """
     sig = _check_sigma(sigma)
     shape = _check_size(size)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
     sigma2 = sig * sig
     return np.array([_cks_scalar(sigma2, rng) for _ in range(n)], dtype=np.int64).reshape(shape)
@@ -491,17 +506,31 @@ def sample_discrete_gaussian_reference(sigma, size, rng) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # The exact pmf and variance (for tests and accounting)
 # ---------------------------------------------------------------------------
+#: Above this σ the pmf's normaliser and the variance take their Poisson-summation closed
+#: forms (σ sqrt(2π) and σ²: the corrections e^{-2π²σ²} vanish in float64), instead of a sum
+#: over 80σ integers.
+_POISSON_SIGMA = 1e6
+
+
+def _check_sum_sigma(sigma) -> float:
+    return check_positive_float("sigma", sigma)
+
+
 def discrete_gaussian_pmf(y, sigma) -> np.ndarray:
     r"""Probability mass :math:`P(Y = y) = e^{-y^2/(2\sigma^2)} / \sum_z e^{-z^2/(2\sigma^2)}`.
 
     The normaliser is summed over :math:`|z| \le \lceil 40\sigma\rceil + 40` (the rest is
     below 1e-300); for :math:`\sigma < 1` the sum converges within a few terms.
     """
-    sig = float(check_positive_float("sigma", float(sigma)))
-    y = np.asarray(y)
-    zmax = int(math.ceil(40 * sig)) + 40
-    z = np.arange(-zmax, zmax + 1, dtype=np.float64)
-    norm = np.sum(np.exp(-(z**2) / (2 * sig * sig)))
+    sig = _check_sum_sigma(sigma)
+    y = check_array("y", y)
+    if sig > _POISSON_SIGMA:
+        # Poisson summation: Σ_z e^{-z²/2σ²} = σ sqrt(2π) (1 + 2 Σ_k e^{-2π²σ²k²}); the sum is 0 in float64
+        norm = sig * math.sqrt(2.0 * math.pi)
+    else:
+        zmax = int(math.ceil(40 * sig)) + 40
+        z = np.arange(-zmax, zmax + 1, dtype=np.float64)
+        norm = np.sum(np.exp(-(z**2) / (2 * sig * sig)))
     return np.exp(-(y.astype(np.float64) ** 2) / (2 * sig * sig)) / norm
 
 
@@ -511,7 +540,10 @@ def discrete_gaussian_variance(sigma) -> float:
     By Poisson summation the variance equals :math:`\sigma^2` up to a term of order
     :math:`e^{-2\pi^2\sigma^2}`; it is computed here by direct summation.
     """
-    sig = float(check_positive_float("sigma", float(sigma)))
+    sig = _check_sum_sigma(sigma)
+    if sig > _POISSON_SIGMA:
+        # Poisson summation: the variance is σ² minus a term of order σ⁴ e^{-2π²σ²}, which is 0 in float64
+        return sig * sig
     zmax = int(math.ceil(40 * sig)) + 40
     z = np.arange(-zmax, zmax + 1, dtype=np.float64)
     w = np.exp(-(z**2) / (2 * sig * sig))

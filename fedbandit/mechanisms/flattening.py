@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbandit._validation import check_choice, check_positive_int, check_rng
+from fedbandit._validation import MAX_STEPS, check_array, check_bool, check_choice, check_positive_int, check_rng
 
 __all__ = ["fwht", "next_power_of_two", "HadamardFlattener", "DFTFlattener", "make_flattener"]
 
@@ -83,7 +83,8 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
         ``d`` must be a power of two.
     normalize : bool, default True
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = check_array("x", x, finite=False)
+    normalize = check_bool("normalize", normalize)
     if x.ndim == 0:
         raise ValueError("x must have at least one axis")
     d = x.shape[-1]
@@ -137,13 +138,13 @@ class HadamardFlattener:
     rho = 1.0  # subgaussian flatness constant (Lemma 29)
 
     def __init__(self, d: int, rng):
-        self.d = check_positive_int("d", d)
+        self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = next_power_of_two(self.d)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.signs = rng.choice(np.array([-1.0, 1.0]), size=self.d_out)
 
     def _check(self, x, dim, name):
-        x = np.asarray(x, dtype=np.float64)
+        x = check_array(name, x, finite=False)
         if x.ndim == 0 or x.shape[-1] != dim:
             raise ValueError(f"{name} must have last axis of length {dim}, got shape {x.shape}")
         return x
@@ -178,9 +179,9 @@ class DFTFlattener:
     rho = 1.0
 
     def __init__(self, d: int, rng):
-        self.d = check_positive_int("d", d)
+        self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = self.d + (self.d % 2)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=self.d_out // 2)]
 
     _check = HadamardFlattener._check

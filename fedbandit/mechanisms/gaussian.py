@@ -18,9 +18,7 @@ References
 
 from __future__ import annotations
 
-import numpy as np
-
-from fedbandit._validation import check_bool, check_positive_float, check_rng
+from fedbandit._validation import check_array, check_bool, check_positive_float, check_rng
 
 __all__ = [
     "gaussian_mechanism",
@@ -34,8 +32,8 @@ def gaussian_mechanism(value, sigma: float, rng, *, return_noise: bool = False):
     simulation; a real server would not keep it).
     """
     sigma = check_positive_float("sigma", sigma)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     return_noise = check_bool("return_noise", return_noise)
-    value = np.asarray(value, dtype=np.float64)
+    value = check_array("value", value)
     noise = rng.normal(0.0, sigma, size=value.shape)
     return (value + noise, noise) if return_noise else value + noise

@@ -54,10 +54,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_COUNT,
+    MAX_STEPS,
     check_batch_sizes,
+    check_bool,
     check_choice,
     check_delta,
     check_epsilon,
+    check_instance,
     check_int_in_range,
     check_positive_int,
     check_probability,
@@ -158,6 +162,26 @@ class ContinualRelease:
         return self.estimates(np.arange(self.n + 1))
 
 
+#: Largest ε of the shuffle algorithms: beyond it the randomized-response flip
+#: probabilities 2/(e^ε + 1) underflow and the noise-variance curves take log(0).
+MAX_PSCO_EPSILON = 700.0
+
+
+def _check_psco_epsilon(epsilon) -> float:
+    epsilon = check_epsilon("epsilon", epsilon)
+    if epsilon > MAX_PSCO_EPSILON:
+        raise ValueError(
+            f"epsilon must lie in (0, {MAX_PSCO_EPSILON:g}] (beyond, the flip probability 2/(e^ε + 1) underflows), "
+            f"got {epsilon!r}"
+        )
+    return epsilon
+
+
+def _check_input_size(n: int, runs: int) -> None:
+    if n * runs > MAX_STEPS:
+        raise ValueError(f"runs={runs} sequences of n={n} users hold {n * runs} bits, more than 10^9")
+
+
 def _as_runs(x, name: str = "x") -> np.ndarray:
     arr = check_unit_interval(name, x)
     if arr.ndim == 1:
@@ -182,6 +206,7 @@ def sup_error(release: ContinualRelease, x) -> np.ndarray:
     two ends, because S_t is non-decreasing (x_t ≥ 0); so only O(n / block) estimates are
     compared, plus one pass over x for the block sums.
     """
+    check_instance("release", release, ContinualRelease)
     arr = _as_runs(x)
     runs, n = arr.shape
     if n != release.n or runs != release.runs:
@@ -363,12 +388,12 @@ def optimal_batch_sizes(
         How the per-level budget is split over the k · streams mechanisms of a user
         (:func:`fedbandit.accounting.allocation.mechanism_budget`).
     """
-    n = check_positive_int("n", n)
+    n = check_positive_int("n", n, max_value=MAX_COUNT, reason="counts are int64")
     k = check_int_in_range("k", k, 1, tree_depth(n))
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = _check_psco_epsilon(epsilon)
+    delta = check_delta("delta", delta)
     check_choice("objective", objective, ("worst_case", "smooth"))
-    streams = check_positive_int("streams", streams)
+    streams = check_positive_int("streams", streams, max_value=MAX_STEPS, reason="the budget is split over k·streams")
     check_choice("values", values, ("bits", "real"))
     if finest is not None:
         finest = check_int_in_range("finest", finest, 1, n)
@@ -396,9 +421,9 @@ def error_proxy(
     """
     check_choice("name", name, PSCO_ALGORITHMS)
     composition = check_choice("composition", composition, COMPOSITIONS)
-    n = check_positive_int("n", n)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    n = check_positive_int("n", n, max_value=MAX_COUNT, reason="counts are int64")
+    epsilon = _check_psco_epsilon(epsilon)
+    delta = check_delta("delta", delta)
     if name == "local":
         return 2.0 * math.sqrt(n * rr_estimator_variance(1, local_rr_flip_probability(epsilon)))
     if name == "central":
@@ -407,7 +432,7 @@ def error_proxy(
     if name == "tree":
         sizes = dyadic_batch_sizes(n)
     elif batch_sizes is not None:
-        sizes = check_batch_sizes(batch_sizes, n)
+        sizes = check_batch_sizes("batch_sizes", batch_sizes, n)
     elif name == "sequential":
         sizes = optimal_batch_sizes(n, 1, epsilon, delta, composition=composition)
     else:
@@ -451,8 +476,8 @@ def local_psco(x, epsilon: float, rng) -> ContinualRelease:
     are randomized-rounded first.
     """
     arr = _as_runs(x)
-    epsilon = check_epsilon(epsilon)
-    rng = check_rng(rng)
+    epsilon = _check_psco_epsilon(epsilon)
+    rng = check_rng("rng", rng)
     bits = _round_inputs(arr, rng)
     p = local_rr_flip_probability(epsilon)
     q0, q1 = rr_message_probabilities(p)
@@ -514,7 +539,7 @@ def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
         # Bits need one message; values in [0, 1] get g ≈ sqrt(m) messages, which makes
         # the rounding variance m/(4g²) ≤ 1/4 (see RRShuffleSummation).
         return 1 if binary else unary_resolution(batch_size)
-    return check_positive_int("resolution", resolution)
+    return check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
 
 
 def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto", composition="best"):
@@ -576,7 +601,7 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
 
 
 def _check_common(x, epsilon, delta, rng):
-    return _as_runs(x), check_epsilon(epsilon), check_delta(delta), check_rng(rng)
+    return _as_runs(x), _check_psco_epsilon(epsilon), check_delta("delta", delta), check_rng("rng", rng)
 
 
 def concurrent_psco(
@@ -631,16 +656,17 @@ def concurrent_psco(
     arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
     n = arr.shape[1]
     check_choice("sampling", sampling, ("aggregate", "per_user"))
+    return_levels = check_bool("return_levels", return_levels)
     if k > tree_depth(n):
         raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n} (nested batches), got {k}")
     composition = check_choice("composition", composition, COMPOSITIONS)
     sizes = (
         optimal_batch_sizes(n, k, epsilon, delta, composition=composition)
         if batch_sizes is None
-        else check_batch_sizes(batch_sizes, n, k)
+        else check_batch_sizes("batch_sizes", batch_sizes, n, k)
     )
-    if resolution != "auto":
-        check_positive_int("resolution", resolution)
+    if not (isinstance(resolution, str) and resolution == "auto"):
+        check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
     values, _, info = _kshuffler(
         arr, sizes, epsilon, delta, rng, sampling, "concurrent", return_levels, resolution, composition
     )
@@ -708,7 +734,7 @@ def extrapolating_psco(
     sizes = (
         optimal_batch_sizes(n, k, epsilon, delta, objective="smooth", composition=composition)
         if batch_sizes is None
-        else check_batch_sizes(batch_sizes, n, k)
+        else check_batch_sizes("batch_sizes", batch_sizes, n, k)
     )
     values, level_sums, info = _kshuffler(
         arr, sizes, epsilon, delta, rng, sampling, "extrapolating", False, composition=composition
@@ -775,7 +801,7 @@ def run_psco(name: str, x, epsilon: float, delta: float, rng, *, k: int | None =
     """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating")."""
     check_choice("name", name, PSCO_ALGORITHMS)
     if name == "local":
-        check_delta(delta)
+        check_delta("delta", delta)
         return local_psco(x, epsilon, rng)
     if name == "sequential":
         return sequential_psco(x, epsilon, delta, rng, **kwargs)
@@ -840,9 +866,10 @@ def sample_hard_input(
     """
     n = check_positive_int("n", n)
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
-    rng = check_rng(rng)
+    epsilon = check_epsilon("epsilon", epsilon)
+    rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
+    _check_input_size(n, runs)
     rep = _run_length(n, k, epsilon)
     if prefix_length is None:
         ell = rng.integers(0, rep + 1, size=runs)
@@ -870,9 +897,9 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
     Bits_{n,k} of the proof is the subset of these spaced about Big_{n,k} apart
     (:func:`big_nk`).
     """
-    n = check_positive_int("n", n)
+    n = check_positive_int("n", n, max_value=MAX_STEPS, reason="an array of the positions is returned")
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     rep = _run_length(n, k, epsilon)
     ell = check_int_in_range("prefix_length", prefix_length, 0, rep)
     return np.arange(ell, n, rep + 1)
@@ -881,9 +908,10 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
 def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
     """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream."""
     n = check_positive_int("n", n)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
     mean = check_probability("mean", mean, open_interval=False)
+    _check_input_size(n, runs)
     return (rng.random((runs, n)) < mean).astype(np.uint8)
 
 
@@ -891,8 +919,10 @@ def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndar
     """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n)."""
     n = check_positive_int("n", n)
     run_length = check_positive_int("run_length", run_length)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
+    _check_input_size(n, runs)
+    run_length = min(run_length, n)  # longer runs are cut at n anyway
     n_runs = -(-n // run_length)
     bits = rng.integers(0, 2, size=(runs, n_runs), dtype=np.uint8)
     return np.repeat(bits, run_length, axis=1)[:, :n]

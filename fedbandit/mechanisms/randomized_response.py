@@ -30,7 +30,16 @@ import math
 import numpy as np
 from scipy import stats
 
-from fedbandit._validation import _is_binary, check_delta, check_epsilon, check_positive_int, check_rng, check_unit_interval
+from fedbandit._validation import (
+    MAX_STEPS,
+    _is_binary,
+    check_delta,
+    check_epsilon,
+    check_int_array,
+    check_positive_int,
+    check_rng,
+    check_unit_interval,
+)
 from fedbandit.accounting.composition import group_budget
 from fedbandit.accounting.shuffle import (
     rr_estimator_variance,
@@ -63,7 +72,7 @@ def randomized_round(x, rng) -> np.ndarray:
     Σ x(1 − x): it is part of the error of any summation that rounds.
     """
     arr = check_unit_interval("x", x)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     if arr.dtype == np.uint8:
         return arr
     return (rng.random(arr.shape) < arr).astype(np.uint8)
@@ -79,7 +88,7 @@ def rr_randomize(bits, p: float, rng) -> np.ndarray:
     arr = check_unit_interval("bits", bits)
     if arr.dtype != np.uint8 and not _is_binary(arr):
         raise ValueError("bits must hold 0/1 values; round values in [0, 1] with randomized_round first")
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     u = rng.random(arr.shape)
     return (u < np.where(arr.astype(bool), q1, q0)).astype(np.uint8)
 
@@ -93,6 +102,10 @@ def rr_debias(count, n_users, p: float):
     q0, _ = rr_message_probabilities(p)
     if p >= 1.0:
         raise ValueError("p must be < 1 for the randomized-response count to carry information")
+    m = check_int_array("n_users", n_users, low=1)
+    z = check_int_array("count", count, low=0)
+    if np.any(z > m):
+        raise ValueError(f"count must lie in [0, n_users] (a count of ones among n_users messages), got {count!r:.80}")
     return (np.asarray(count, dtype=float) - np.asarray(n_users, dtype=float) * q0) / (1.0 - p)
 
 
@@ -113,11 +126,14 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
         Blanket probability in [0, 1].
     rng : numpy.random.Generator
     """
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     q0, q1 = rr_message_probabilities(p)
-    ones = np.asarray(ones, dtype=np.int64)
-    m_arr = np.asarray(n_users, dtype=np.int64)
-    m = np.broadcast_to(m_arr, ones.shape)
+    ones = check_int_array("ones", ones, low=0)
+    m_arr = check_int_array("n_users", n_users, low=1)
+    try:
+        m = np.broadcast_to(m_arr, ones.shape)
+    except ValueError:
+        raise ValueError(f"n_users of shape {m_arr.shape} does not broadcast to ones of shape {ones.shape}") from None
     if np.any(ones < 0) or np.any(ones > m):
         raise ValueError("ones must lie in [0, n_users] for every batch")
     if m_arr.ndim == 0:
@@ -178,7 +194,7 @@ def unary_round(x, resolution, rng) -> np.ndarray:
         if not levels:
             raise ValueError("resolution must be a positive int or a non-empty sequence of positive ints")
         g = np.array(levels, dtype=float).reshape((-1,) + (1,) * arr.ndim)
-    rng = check_rng(rng)
+    rng = check_rng("rng", rng)
     if arr.dtype == np.uint8:
         return (arr.astype(np.int64) * g).astype(np.int64)
     return _unary_round(arr, g, rng)
@@ -231,9 +247,9 @@ class RRShuffleSummation:
 
     def __init__(self, n_users: int, epsilon: float, delta: float, resolution: int = 1):
         self.n_users = check_positive_int("n_users", n_users)
-        self.epsilon = check_epsilon(epsilon)
-        self.delta = check_delta(delta)
-        self.resolution = check_positive_int("resolution", resolution)
+        self.epsilon = check_epsilon("epsilon", epsilon)
+        self.delta = check_delta("delta", delta)
+        self.resolution = check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
         self.epsilon_message, self.delta_message = group_budget(self.epsilon, self.delta, self.resolution)
         self.n_messages = self.n_users * self.resolution
         self.p = rr_flip_probability(self.n_messages, self.epsilon_message, self.delta_message)
@@ -261,7 +277,7 @@ class RRShuffleSummation:
 
     def encode(self, x: float, rng) -> np.ndarray:
         """R for one user's value x in [0, 1]: its g randomized bits."""
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         ones = int(unary_round(np.array([float(x)]), self.resolution, rng)[0])
         bits = np.arange(self.resolution) < ones
         return (rng.random(self.resolution) < np.where(bits, self.q1, self.q0)).astype(np.uint8)

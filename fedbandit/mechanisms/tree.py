@@ -25,13 +25,19 @@ so one step of many independent trees is a handful of array operations.
 from __future__ import annotations
 
 
+import math
+
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_COUNT,
+    MAX_STEPS,
+    check_bool,
     check_choice,
     check_nonnegative_float,
     check_positive_int,
     check_rng,
+    check_shape,
 )
 
 __all__ = [
@@ -94,15 +100,22 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
 
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError as exc:
-        raise TypeError(f"{name} must be a tuple of positive ints, got {shape!r}") from exc
-    if any(s < 1 for s in shape):
-        raise ValueError(f"{name} must contain positive ints, got {shape!r}")
-    return shape
+    return check_shape(name, shape)
+
+
+def _check_tree_shapes(n_steps, item_shape, batch_shape):
+    """(K, item_shape, batch_shape, κ), checked; the trees hold κ · batch · item floats."""
+    n_steps = check_positive_int("n_steps", n_steps)
+    item_shape = check_shape("item_shape", item_shape, allow_empty=False)
+    batch_shape = check_shape("batch_shape", batch_shape)
+    kappa = tree_depth(n_steps)
+    size = kappa * math.prod(batch_shape) * math.prod(item_shape)
+    if size > MAX_STEPS:
+        raise ValueError(
+            f"batch_shape={batch_shape} and item_shape={item_shape} over n_steps={n_steps} need {size} stored floats, "
+            f"more than 10^9"
+        )
+    return n_steps, item_shape, batch_shape, kappa
 
 
 def draw_noise(
@@ -119,6 +132,18 @@ def draw_noise(
     and above the diagonal are independent and mirrored below it (the symmetric noise
     of Algorithm 2 for Gram matrices; the hypotheses of Zhou & Chowdhury Lemma 6.7).
     """
+    rng = check_rng("rng", rng)
+    shape = check_shape("shape", shape)
+    scale = check_nonnegative_float("scale", scale)
+    noise = check_choice("noise", noise, NOISES)
+    symmetric = check_bool("symmetric", symmetric)
+    if symmetric and (len(shape) < 2 or shape[-1] != shape[-2]):
+        raise ValueError(f"symmetric=True needs a shape ending in square matrices (..., d, d), got shape={shape}")
+    return _draw_noise(rng, shape, scale, noise, symmetric)
+
+
+def _draw_noise(rng, shape, scale, noise="gaussian", symmetric=False):
+    # the randomizers' fast path (arguments checked by their constructors)
     if scale == 0.0:
         return np.zeros(shape)
     if noise == "discrete_gaussian":
@@ -180,11 +205,10 @@ class TreeRandomizer:
     """
 
     def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian", segments=None):
-        self.n_steps = check_positive_int("n_steps", n_steps)
-        self.item_shape = _check_shape("item_shape", item_shape)
-        self.batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
+        self.n_steps, self.item_shape, self.batch_shape, _ = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.sigma0 = check_nonnegative_float("sigma0", sigma0)
         self.noise = check_choice("noise", noise, NOISES)
+        symmetric = check_bool("symmetric", symmetric)
         if symmetric and (len(self.item_shape) != 2 or self.item_shape[0] != self.item_shape[1]):
             raise ValueError(f"symmetric=True needs a square item_shape (d, d), got {self.item_shape}")
         self.symmetric = bool(symmetric)
@@ -201,8 +225,8 @@ class TreeRandomizer:
 
     def _noise(self, rng, shape):
         if self.segments is None:
-            return draw_noise(rng, shape, self.sigma0, self.noise, self.symmetric)
-        return np.concatenate([draw_noise(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
+            return _draw_noise(rng, shape, self.sigma0, self.noise, self.symmetric)
+        return np.concatenate([_draw_noise(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
 
     def release(self, gamma, rng, *, runs=None, return_noise=False):
         """Take γ_k and return (j, α̂_j) for the next step k.
@@ -219,7 +243,7 @@ class TreeRandomizer:
         ValueError
             If ``gamma`` has the wrong shape or a tree is exhausted (k > K).
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         gamma = np.asarray(gamma, dtype=float)
         if runs is None and self.batch_shape and np.any(self.steps != self.k):
             runs = np.arange(self.steps.size)  # every run advances its own step
@@ -259,7 +283,7 @@ class TreeRandomizer:
 def _check_segments(segments, item_shape, symmetric):
     if segments is None:
         return None
-    segs = tuple(int(s) for s in segments)
+    segs = check_shape("segments", segments, allow_empty=False, max_size=MAX_COUNT)
     if symmetric or len(item_shape) != 1 or sum(segs) != item_shape[0] or any(s < 1 for s in segs):
         raise ValueError(f"segments must be positive lengths adding up to the 1-D item_shape {item_shape}, got {segments!r}")
     return segs
@@ -282,10 +306,7 @@ class TreeAnalyzer:
     """
 
     def __init__(self, n_steps, item_shape, *, batch_shape=()):
-        self.n_steps = check_positive_int("n_steps", n_steps)
-        self.item_shape = _check_shape("item_shape", item_shape)
-        self.batch_shape = _check_shape("batch_shape", batch_shape) if batch_shape != () else ()
-        self.kappa = tree_depth(self.n_steps)
+        self.n_steps, self.item_shape, self.batch_shape, self.kappa = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)

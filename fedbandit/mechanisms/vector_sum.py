@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from fedbandit._validation import (
+    check_array,
     check_choice,
     check_rng,
 )
@@ -57,8 +58,8 @@ class VectorSumShuffle:
 
     @property
     def covered_by_theorem(self) -> bool:
-        """Whether c is at least the theorem's constant."""
-        return self.constant >= CJMP21_CONSTANT
+        """Whether the theorem covers these parameters: c at least its constant and p = 1/4."""
+        return self.constant >= CJMP21_CONSTANT and self.p == 0.25
 
     def noise_std(self) -> float:
         """Per-coordinate standard deviation of the binomial noise in Σ v (≥ the rounding's)."""
@@ -77,11 +78,16 @@ class VectorSumShuffle:
 
     def run(self, v, rng, *, method="aggregate") -> np.ndarray:
         """Estimate Σ_users v for v of shape (n, D) (or (n, ..., D) for independent copies)."""
-        rng = check_rng(rng)
-        v = np.asarray(v, dtype=float)
-        if v.shape[0] != self.n_users or v.shape[-1] != self.dim:
+        rng = check_rng("rng", rng)
+        v = check_array("v", v)
+        if v.ndim < 2 or v.shape[0] != self.n_users or v.shape[-1] != self.dim:
             raise ValueError(f"v must have shape ({self.n_users}, ..., {self.dim}), got {v.shape}")
         check_choice("method", method, ("aggregate", "per_user"))
+        if method == "per_user" and v.size * (self.g + self.b) > _PER_USER_MAX_BITS:
+            raise ValueError(
+                f"method='per_user' would draw {v.size * (self.g + self.b):.3g} bits (n·D·(g + b)), more than "
+                f"{_PER_USER_MAX_BITS:.0e}; use method='aggregate' (equal in distribution)"
+            )
         if method == "aggregate":
             ones = self.rounded_counts(v, rng) + _binomial(rng, self.n_users * self.b, self.p, v.shape[1:])
         else:
@@ -93,6 +99,10 @@ class VectorSumShuffle:
             noise_bits = (rng.random(v.shape + (self.b,)) < self.p).sum(axis=-1)
             ones = (unary + noise_bits).sum(axis=0)
         return self.analyze(ones)
+
+
+#: Largest number of message bits the per-user sampler draws (memory ~ 1 byte per bit).
+_PER_USER_MAX_BITS = 10**8
 
 
 def _binomial(rng, n, p, size):

@@ -44,7 +44,7 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fedbandit._validation import check_positive_int, check_rng
+from fedbandit._validation import MAX_STEPS, check_positive_int, check_rng
 from fedbandit.accounting.accountant import Accounting, account
 from fedbandit.accounting.events import DpEvent, check_relation
 
@@ -186,8 +186,8 @@ class Protocol(abc.ABC):
                 raise ValueError(f"protocol {self.name!r}: delta={delta!r} given without epsilon")
             self.target_epsilon, self.target_delta = None, None
         else:
-            self.target_epsilon = check_epsilon(epsilon)
-            self.target_delta = check_delta(delta)
+            self.target_epsilon = check_epsilon("epsilon", epsilon)
+            self.target_delta = check_delta("delta", delta)
         self._configured = False
         self._reset_done = False
         self.communication = Communication()
@@ -202,8 +202,8 @@ class Protocol(abc.ABC):
     def reset(self, *, n_runs, rng):
         """Allocate the state of ``n_runs`` independent runs; the protocol's streams come from ``rng``."""
         self._require()
-        self.n_runs = check_positive_int("n_runs", n_runs)
-        rng = check_rng(rng)
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS, reason="the state has one row per run")
+        rng = check_rng("rng", rng)
         self._noise_rng, self._shuffle_rng = rng.spawn(2)
         self.communication = Communication(payload_unit=self.communication.payload_unit)
         self._reset()

@@ -72,7 +72,7 @@ from fedbandit.mechanisms.randomized_response import (
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
 from fedbandit.protocols.intermediaries import ConcurrentShufflers
 from fedbandit.protocols.registry import register
-from fedbandit.protocols.statistics import SCHEDULES, n_coordinates
+from fedbandit.protocols.statistics import SCHEDULES, check_setting, n_coordinates
 
 __all__ = [
     "record_half_range",
@@ -96,9 +96,13 @@ def _triu(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(dim)
 
 
+def _is_int_like(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def record_half_range(dim: int, feature_bound: float = 1.0, reward_bound: float = 1.0) -> np.ndarray:
     """s of every coordinate of a record: L·Y for the d bias entries, L² for the Gram entries (packed order)."""
-    dim = check_positive_int("dim", dim)
+    dim = check_positive_int("dim", dim, max_value=40_000, reason="a record has d + d(d+1)/2 entries")
     feature_bound = check_positive_float("feature_bound", feature_bound)
     reward_bound = check_positive_float("reward_bound", reward_bound)
     return np.r_[np.full(dim, feature_bound * reward_bound), np.full(n_coordinates(dim) - dim, feature_bound**2)]
@@ -119,6 +123,7 @@ def concurrent_schedule(
     """
     n = check_positive_int("n", n)
     composition = check_choice("composition", composition, COMPOSITIONS)
+    dim = check_positive_int("dim", dim, max_value=40_000, reason="a record has d + d(d+1)/2 entries")
     if finest is not None:
         finest = check_positive_int("finest", finest)
         if finest > n:
@@ -364,9 +369,9 @@ class ConcurrentShuffleProtocol(Protocol):
             raise ValueError(f"protocol {self.name!r} needs a target (epsilon, delta)")
         self._fixed_sizes = intermediary.batch_sizes
         if self._fixed_sizes is None:
-            self.k_rule = 1 if k is None else k if k == "log" else check_positive_int("k", k)
+            self.k_rule = 1 if k is None else k if (isinstance(k, str) and k == "log") else check_positive_int("k", k)
         else:
-            if k is not None and k != len(self._fixed_sizes):
+            if k is not None and not (_is_int_like(k) and k == len(self._fixed_sizes)):
                 raise ValueError(
                     f"k={k!r} does not match batch_sizes={list(self._fixed_sizes)} ({len(self._fixed_sizes)} levels)"
                 )
@@ -405,7 +410,7 @@ class ConcurrentShuffleProtocol(Protocol):
         """
         n = check_positive_int("n_users", n_users)
         if self._fixed_sizes is not None:
-            sizes = check_batch_sizes(self._fixed_sizes, n)
+            sizes = check_batch_sizes("batch_sizes", self._fixed_sizes, n)
             if period is not None and period % sizes[-1]:
                 raise ValueError(
                     f"protocol {self.name!r} with batch_sizes={list(sizes)}: synchronizations must come every "
@@ -424,9 +429,7 @@ class ConcurrentShuffleProtocol(Protocol):
                 "federated instance's users in sequence with fedbandit.envs.UserSequenceEnv)"
             )
         self.n_agents = 1
-        self.dim = check_positive_int("dim", dim)
-        self.n_batches = check_positive_int("n_batches", n_batches)
-        self.batch_size = check_positive_int("batch_size", batch_size)
+        _, self.dim, self.n_batches, self.batch_size = check_setting(1, dim, n_batches, batch_size)
         if check_choice("schedule", schedule, SCHEDULES) != "fixed":
             raise ValueError(f"protocol {self.name!r} serves only a fixed schedule (its shufflers' batches are fixed)")
         self.n_users = self.n_batches * self.batch_size if n_users is None else check_positive_int("n_users", n_users)
@@ -462,7 +465,7 @@ class ConcurrentShuffleProtocol(Protocol):
         """
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
-        self._noise_rng = check_rng(rng)
+        self._noise_rng = check_rng("rng", rng)
         self._shuffle_rng = None
         self.communication = Communication(payload_unit="bits")
         self.randomizer.reset(self)
@@ -763,7 +766,7 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
         """(B,): the given batch, or B = ⌈n^{3/5}⌉ (:func:`sequential_batch_sizes`); ``period`` a multiple of B."""
         n = check_positive_int("n_users", n_users)
-        sizes = check_batch_sizes((self._batch,), n) if self._batch is not None else sequential_batch_sizes(n)
+        sizes = check_batch_sizes("batch_sizes", (self._batch,), n) if self._batch is not None else sequential_batch_sizes(n)
         if period is not None and period % sizes[0]:
             raise ValueError(f"protocol {self.name!r}: synchronizations must come every multiple of B={sizes[0]} "
                              f"users, got batch_size={period}")

@@ -58,6 +58,7 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_choice,
     check_epsilon,
     check_float_in_range,
@@ -86,7 +87,7 @@ from fedbandit.mechanisms.continual_counting import (
     HybridMechanism,
     PerItemLaplaceMechanism,
     binary_noise_variance,
-    floor_log2,
+    _floor_log2,
     hybrid_noise_variance,
     hybrid_sd_bound_by_level,
     per_item_noise_variance,
@@ -190,7 +191,7 @@ class HybridCounter(CounterRandomizer):
         s = protocol.sensitivity
         b_log, b_level = hybrid_counter_scales(epsilon, s)
         # The deepest interval a stream of at most T items reaches (every k gives the same ε).
-        k = max(1, int(floor_log2(max(protocol.horizon or 2, 2))))
+        k = max(1, int(_floor_log2(max(protocol.horizon or 2, 2))))
         return ComposedEvent((LaplaceEvent(s, b_log), SelfComposedEvent(LaplaceEvent(s, b_level * k), k)))
 
     def noise_variance(self, protocol, n, epsilon):
@@ -207,7 +208,7 @@ class HybridCounter(CounterRandomizer):
 
     def sd_factor(self, n):
         """``g(floor(log2 n))`` (:func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_bound_by_level`)."""
-        return _G[floor_log2(n.astype(np.int64))]
+        return _G[_floor_log2(n.astype(np.int64))]
 
     def sd_factor_float(self, n_hat):
         # n̂ >= 1 after the round-robin slots, so frexp's exponent is floor(log2 n̂) + 1.
@@ -269,7 +270,7 @@ class BinaryCounter(CounterRandomizer):
         return binary_counter_scale(protocol.epsilon, self.n_steps(protocol), protocol.sensitivity)
 
     def sd_factor(self, n):
-        return np.sqrt(2.0 * (floor_log2(n.astype(np.int64)) + 1))
+        return np.sqrt(2.0 * (_floor_log2(n.astype(np.int64)) + 1))
 
     def sd_factor_float(self, n_hat):
         return np.sqrt(2.0 * np.frexp(n_hat)[1])
@@ -384,7 +385,7 @@ class RunningSums(Analyzer):
 def _check_epsilon_runs(epsilon):
     """A number, or a 1-D array of positive finite epsilons (one per run)."""
     if np.ndim(epsilon) == 0:
-        return check_epsilon(epsilon)
+        return check_epsilon("epsilon", epsilon)
     try:
         arr = np.array(epsilon, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -505,9 +506,9 @@ class CounterProtocol(Protocol):
         ``rng`` before), the order the loop references of ``tests/`` follow.
         """
         self._require()
-        self.n_runs = check_positive_int("n_runs", n_runs)
+        self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS, reason="the state has one row per run")
         self._check_runs(self.n_runs)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self._noise_rng = rng
         self._shuffle_rng = None
         self.communication = Communication(payload_unit="floats")

@@ -27,9 +27,11 @@ import numpy as np
 from fedbandit._validation import (
     check_batch_sizes,
     check_choice,
+    check_instance,
     check_nonnegative_int,
     check_positive_int,
     check_rng,
+    check_shape,
 )
 from fedbandit.mechanisms.randomized_response import RRShuffleSummation
 from fedbandit.protocols.base import Intermediary, Randomizer
@@ -106,7 +108,7 @@ class Shuffler(Intermediary):
         same permutation is applied to all of them (one message per sender may be split
         across arrays).
         """
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         R, M = messages[0].shape[0], messages[0].shape[axis]
         perm = np.argsort(rng.random((R, M)), axis=1)
         out = []
@@ -146,7 +148,7 @@ class Shuffler(Intermediary):
 
     def release(self, rng) -> np.ndarray:
         """Return the batch's messages in a uniformly random order and become inactive."""
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         if not self.full:
             raise RuntimeError(f"shuffler {self.index} can only release a full batch")
         out = np.asarray(self._messages)[rng.permutation(self.batch_size)]
@@ -238,12 +240,12 @@ class ConcurrentShufflers(Intermediary):
         self.k = None
         if batch_sizes is not None:
             # nested and positive here; checked against the number of users by set_batch_sizes
-            self.batch_sizes = check_batch_sizes(batch_sizes, sys.maxsize)
+            self.batch_sizes = check_batch_sizes("batch_sizes", batch_sizes, sys.maxsize)
             self.k = len(self.batch_sizes)
 
     def set_batch_sizes(self, batch_sizes, n: int) -> None:
         """Fix the schedule (b_1, ..., b_k), checked against n users (:func:`fedbandit._validation.check_batch_sizes`)."""
-        self.batch_sizes = check_batch_sizes(batch_sizes, check_positive_int("n", n))
+        self.batch_sizes = check_batch_sizes("batch_sizes", batch_sizes, check_positive_int("n", n))
         self.k = len(self.batch_sizes)
 
     def check(self, randomizer: Randomizer) -> None:
@@ -337,7 +339,7 @@ class ConcurrentShuffleModel:
 
     def run(self, x, rng) -> Transcript:
         """Run users with values ``x`` (1-D, in the randomizers' domain) through the model."""
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         values = np.asarray(x)
         if values.ndim != 1:
             raise ValueError(f"x must be 1-D (one value per user), got shape {values.shape}")
@@ -383,13 +385,15 @@ class MixedRadixServer:
     """
 
     def __init__(self, batch_sizes: Sequence[int], protocols: Sequence[RRShuffleSummation]):
-        self.batch_sizes = tuple(int(b) for b in batch_sizes)
-        self.protocols = list(protocols)
+        self.batch_sizes = check_shape("batch_sizes", batch_sizes, allow_empty=False, max_size=2**62)
+        if isinstance(protocols, (str, bytes, dict)) or not hasattr(protocols, "__iter__"):
+            raise TypeError(f"protocols must be a sequence of RRShuffleSummation, got {protocols!r:.80}")
+        self.protocols = [check_instance("protocols", p, RRShuffleSummation) for p in protocols]
         if len(self.protocols) != len(self.batch_sizes):
             raise ValueError("protocols must have one entry per level of batch_sizes")
         for b, proto in zip(self.batch_sizes, self.protocols):
             if proto.n_users != b:
-                raise ValueError(f"protocol for batch size {b} was calibrated for {proto.n_users} users")
+                raise ValueError(f"protocols: the one for batch size {b} (batch_sizes={self.batch_sizes}) was calibrated for {proto.n_users} users")
 
     def allocate(self, t, inactive, releases):
         return [

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fedbandit._registry import Registry
+from fedbandit._validation import check_choice
 from fedbandit.protocols.base import KINDS, Protocol
 
 __all__ = ["register", "available", "create", "describe", "ProtocolInfo"]
@@ -62,8 +63,8 @@ def register(name: str, *, kind: str, summary: str, reference: str = ""):
 
 def available(kind: str | None = None) -> tuple[str, ...]:
     """Every registered protocol name, in registration order (of ``kind`` only, if given)."""
-    if kind is not None and kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS} or None, got {kind!r}")
+    if kind is not None:
+        check_choice("kind", kind, KINDS)
     return tuple(n for n, info in _REGISTRY.items() if kind is None or info.kind == kind)
 
 
@@ -88,4 +89,17 @@ def create(name: str, **params) -> Protocol:
     extra = [k for k in params if k not in allowed]
     if extra:
         raise TypeError(f"protocol {name!r} takes no parameter {', '.join(map(repr, extra))}; it takes {', '.join(allowed)}")
+    required = inspect.signature(info.factory).parameters
+    if "epsilon" in params and params["epsilon"] is None and required["epsilon"].default is inspect.Parameter.empty:
+        # A private family with epsilon=None would be built and fail only at configure(); None never means
+        # "no privacy" for it (that is create('non-private'), 'counter-exact' or 'sum-non-private').
+        raise ValueError(
+            f"protocol {name!r} is private and needs epsilon (a number > 0), got epsilon=None; for exact statistics "
+            f"use the non-private protocol of its kind ({', '.join(available_nonprivate(info.kind))})"
+        )
     return info.factory(**params)
+
+
+def available_nonprivate(kind: str) -> tuple[str, ...]:
+    """The registered protocols of ``kind`` whose factory takes no epsilon (the exact ones)."""
+    return tuple(n for n in available(kind) if "epsilon" not in describe(n).parameters)

@@ -31,9 +31,12 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
     check_bool,
     check_choice,
     check_float_in_range,
+    check_int_array,
     check_int_in_range,
     check_positive_float,
     check_positive_int,
@@ -84,6 +87,20 @@ AUTO_BITS_ROUNDING_SHARE = 0.01
 # ---------------------------------------------------------------------------------------
 
 
+def check_setting(n_agents, dim, n_batches, batch_size) -> tuple[int, int, int, int]:
+    """(M, d, K, B) of a statistics protocol's setting, checked: the trees hold κ·M·D floats per
+    run (D = d + d(d+1)/2) and a run serves K·B rounds, each capped at 10^9."""
+    M = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS, reason="arrays hold one row per agent")
+    d = check_positive_int("dim", dim, max_value=40_000, reason="the packed statistics have d + d(d+1)/2 entries")
+    K = check_positive_int("n_batches", n_batches, max_value=MAX_STEPS, reason="the run serves n_batches·batch_size rounds")
+    B = check_positive_int("batch_size", batch_size, max_value=MAX_STEPS, reason="the run serves n_batches·batch_size rounds")
+    if K * B > MAX_STEPS:
+        raise ValueError(f"n_batches·batch_size = {K * B} rounds exceed 10^9 (n_batches={K}, batch_size={B})")
+    if M * (d + d * (d + 1) // 2) > MAX_STEPS:
+        raise ValueError(f"n_agents={M} agents with dim={d} statistics hold more than 10^9 floats per run and tree level")
+    return M, d, K, B
+
+
 def n_coordinates(dim: int) -> int:
     """D = d + d(d+1)/2: coordinates of one packed record (bias x y and the Gram's upper triangle)."""
     dim = check_positive_int("dim", dim)
@@ -92,6 +109,15 @@ def n_coordinates(dim: int) -> int:
 
 def pack_statistics(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     """Concatenate bias (..., d) and the upper triangle of gram (..., d, d): (..., d + d(d+1)/2)."""
+    bias = check_array("bias", bias, finite=False)
+    gram = check_array("gram", gram, finite=False)
+    if bias.ndim < 1 or gram.shape != bias.shape + bias.shape[-1:]:
+        raise ValueError(f"bias (..., d) and gram (..., d, d) must match, got shapes bias {bias.shape}, gram {gram.shape}")
+    return _pack_statistics(bias, gram)
+
+
+def _pack_statistics(bias, gram):
+    # the protocols' per-synchronization path (shapes checked by synchronize)
     d = bias.shape[-1]
     iu, ju = np.triu_indices(d)
     return np.concatenate([bias, gram[..., iu, ju]], axis=-1)
@@ -103,12 +129,30 @@ def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     The per-user form of :func:`pack_statistics`, for randomizers that act on each record
     (the vector sum, DDG's per-record rounding, randomized response).
     """
+    x = check_array("x", x, finite=False)
+    y = check_array("y", y, finite=False)
+    if x.ndim < 1 or y.shape != x.shape[:-1]:
+        raise ValueError(f"x (..., d) and y (...) must match, got shapes x {x.shape}, y {y.shape}")
+    return _user_records(x, y)
+
+
+def _user_records(x, y):
+    # the randomizers' path (shapes checked by synchronize)
     iu, ju = np.triu_indices(x.shape[-1])
     return np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
 
 
 def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Inverse of :func:`pack_statistics` (the Gram matrix symmetrized)."""
+    d = check_positive_int("d", d)
+    packed = check_array("packed", packed, finite=False)
+    if packed.ndim < 1 or packed.shape[-1] != d + d * (d + 1) // 2:
+        raise ValueError(f"packed must have a last axis of d + d(d+1)/2 = {d + d * (d + 1) // 2} entries (d={d}), "
+                         f"got shape {packed.shape}")
+    return _unpack_statistics(packed, d)
+
+
+def _unpack_statistics(packed, d):
     iu, ju = np.triu_indices(d)
     bias = packed[..., :d]
     gram = np.zeros(packed.shape[:-1] + (d, d))
@@ -418,7 +462,7 @@ class DiscreteGaussianTree(_TreeRandomizerBase):
         from fedbandit.mechanisms.ddg import clip_l2, conditional_randomized_round
 
         x, y = users
-        v = user_records(x, y)  # (B, R, M, D)
+        v = _user_records(x, y)  # (B, R, M, D)
         flat = self.mechanism.flattener.flatten(clip_l2(v, self.clip)) / self.params.gamma
         rounded = conditional_randomized_round(flat, self.params.delta2_int, protocol._noise_rng)
         j, alpha_hat = self._tree.release(rounded.sum(axis=0).astype(np.float64), protocol._noise_rng)
@@ -556,7 +600,7 @@ class VectorSum(_TreeRandomizerBase):
         from fedbandit.mechanisms.vector_sum import _binomial
 
         x, y = users
-        v = user_records(x, y)  # (B, R, M, D)
+        v = _user_records(x, y)  # (B, R, M, D)
         B, R, M, D = v.shape
         # Users of this batch: rounding drawn once per user, summed over users (B and M axes).
         counts = self.levels[0].rounded_counts(v.transpose(0, 2, 1, 3).reshape(B * M, R, D), protocol._noise_rng)
@@ -823,10 +867,7 @@ class StatisticsProtocol(Protocol):
         then unknown and private protocols report status "invalid" (they calibrate as if
         |y| ≤ 1, the papers' assumption, which Gaussian rewards violate).
         """
-        self.n_agents = check_positive_int("n_agents", n_agents)
-        self.dim = check_positive_int("dim", dim)
-        self.n_batches = check_positive_int("n_batches", n_batches)
-        self.batch_size = check_positive_int("batch_size", batch_size)
+        self.n_agents, self.dim, self.n_batches, self.batch_size = check_setting(n_agents, dim, n_batches, batch_size)
         self.horizon = self.n_batches * self.batch_size
         self.feature_bound = check_positive_float("feature_bound", feature_bound)
         self.reward_bound = None if reward_bound is None else check_positive_float("reward_bound", reward_bound)
@@ -840,9 +881,16 @@ class StatisticsProtocol(Protocol):
         db, dg = self.record_sensitivities(self.relation)
         self.sensitivity_bias, self.sensitivity_gram = db, dg
         self.sensitivity = max(db, dg)
-        self.randomizer.configure(self)
-        if hasattr(self.analyzer, "configure"):
-            self.analyzer.configure(self)
+        try:
+            self.randomizer.configure(self)
+            if hasattr(self.analyzer, "configure"):
+                self.analyzer.configure(self)
+        except ValueError as exc:  # a calibration that cannot meet the target in this setting: say which setting
+            exc.args = (
+                f"protocol {self.name!r} cannot be configured with n_agents={self.n_agents}, dim={self.dim}, "
+                f"n_batches={self.n_batches}, batch_size={self.batch_size}: {exc}",
+            )
+            raise
         self._configured = True
         self._reset_done = False
         return self
@@ -866,14 +914,14 @@ class StatisticsProtocol(Protocol):
         if runs is not None:
             if not self.supports_run_masks:
                 raise ValueError(f"protocol {self.name!r} synchronizes all runs together: runs= is not supported")
-            runs = np.asarray(runs, dtype=np.int64)
+            runs = check_int_array("runs", runs, low=0)
             if runs.ndim != 1 or runs.size == 0 or np.any(np.diff(runs) <= 0) or runs[0] < 0 or runs[-1] >= R:
                 raise ValueError(f"runs must be increasing run indices in [0, {R}), got {runs!r}")
             if runs.size == R:
                 runs = None
         n_s = R if runs is None else runs.size
-        bias = np.asarray(bias, dtype=float)
-        gram = np.asarray(gram, dtype=float)
+        bias = check_array("bias", bias, finite=False)
+        gram = check_array("gram", gram, finite=False)
         if bias.shape != (n_s, M, d):
             raise ValueError(f"bias must have shape (runs, agents, d) = {(n_s, M, d)}, got {bias.shape}")
         if gram.shape != (n_s, M, d, d):
@@ -890,13 +938,13 @@ class StatisticsProtocol(Protocol):
         if runs is None and self._k >= self.n_batches:
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
         self._k += 1
-        leaf = pack_statistics(bias, gram)
+        leaf = _pack_statistics(bias, gram)
         j, messages = self.randomizer.encode(self, leaf, users, runs)
         modulus = self.randomizer.params.modulus if self.randomizer.message == "integer" else None
         delivered = self.intermediary.deliver(messages, self._shuffle_rng, modulus=modulus)
         prefix = self.analyzer.analyze(self, j, delivered, runs)
         self._count_messages(n_s)
-        return unpack_statistics(prefix, d)
+        return _unpack_statistics(prefix, d)
 
     def _count_messages(self, n_runs_synced):
         M, D = self.n_agents, n_coordinates(self.dim)

@@ -83,6 +83,8 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
     check_bool,
     check_choice,
     check_float_in_range,
@@ -611,9 +613,9 @@ class SumProtocol(Protocol):
             ``"poisson"``: each of the N = ``n_parties`` clients joins with probability q
             (the vectors of the absent ones are masked out, :meth:`aggregate`).
         """
-        self.n_parties = check_positive_int("n_parties", n_parties)
-        self.dim = check_positive_int("dim", dim)
-        self.n_rounds = check_positive_int("n_rounds", n_rounds)
+        self.n_parties = check_positive_int("n_parties", n_parties, max_value=MAX_STEPS, reason="one row per party")
+        self.dim = check_positive_int("dim", dim, max_value=MAX_STEPS, reason="vectors of dim entries")
+        self.n_rounds = check_positive_int("n_rounds", n_rounds, max_value=MAX_STEPS, reason="rounds are composed")
         self.clip = None if clip is None else check_positive_float("clip", clip)
         self.sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
         self.sampling = check_choice("sampling", sampling, SAMPLING_SCHEMES)
@@ -624,8 +626,15 @@ class SumProtocol(Protocol):
                 "for exactly n_parties shares in the sum, and a Poisson sample has a random number of parties; "
                 "use sampling='fixed'"
             )
-        self.randomizer.configure(self)
-        self.analyzer.configure(self)
+        try:
+            self.randomizer.configure(self)
+            self.analyzer.configure(self)
+        except ValueError as exc:  # a calibration that cannot meet the target in this setting: say which setting
+            exc.args = (
+                f"protocol {self.name!r} cannot be configured with n_parties={self.n_parties}, dim={self.dim}, "
+                f"n_rounds={self.n_rounds}, clip={self.clip}: {exc}",
+            )
+            raise
         self._configured = True
         self._reset_done = False
         return self
@@ -634,7 +643,7 @@ class SumProtocol(Protocol):
         """Allocate ``n_runs`` independent runs; the noise is drawn from ``rng`` itself (see the module docstring)."""
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
-        rng = check_rng(rng)
+        rng = check_rng("rng", rng)
         self._noise_rng = rng
         self._shuffle_rng = None
         unit = "bits" if isinstance(self.randomizer, (DDGVectors, BinomialVectors)) else "floats"
@@ -667,7 +676,7 @@ class SumProtocol(Protocol):
         """
         self._require(reset=True)
         return_noise = check_bool("return_noise", return_noise)
-        x = np.asarray(vectors, dtype=np.float64)
+        x = check_array("vectors", vectors, finite=False)
         R, n, d = self.n_runs, self.n_parties, self.dim
         single = x.ndim == 2
         if single:

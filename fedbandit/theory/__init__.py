@@ -31,6 +31,7 @@ _EXPORTS = {
     "communication_rounds": "linear",
     "optimal_batch_size": "linear",
     "PRIVACY_COST_EXPONENT_M": "linear",
+    "MAX_HORIZON": "linear",
     "ALGORITHMS": "psco",
     "c_epsilon": "psco",
     "rep_nk": "psco",

@@ -24,8 +24,13 @@ import numpy as np
 
 from fedbandit._validation import (
     check_array,
+    check_callable,
+    check_choice,
     check_epsilon,
+    check_float_in_range,
+    check_int_array,
     check_int_in_range,
+    check_positive_array,
     check_positive_float,
     check_positive_int,
     check_probability,
@@ -54,10 +59,8 @@ def fact1_error_bound(t, epsilon: float, delta: float, *, constant: float = 1.0,
     ``constant = 1`` it is the paper's literal statement (log base 2, the tree depth); the
     chapter measures which constant makes it hold.
     """
-    t = np.asarray(t, dtype=float)
-    if np.any(t < 1):
-        raise ValueError("t must be >= 1")
-    epsilon = check_epsilon(epsilon)
+    t = _check_horizons("t", t)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_probability("delta", delta)
     constant = check_positive_float("constant", constant)
     sensitivity = check_positive_float("sensitivity", sensitivity)
@@ -73,10 +76,8 @@ def hybrid_error_bound(t, epsilon: float, delta: float, *, sensitivity: float = 
     [recalled]): with ``nu = max(sqrt(sum b_i^2), b_max sqrt(ln(2/delta)))``,
     ``P(|Y| > nu sqrt(8 ln(2/delta))) <= delta``.
     """
-    t = np.asarray(t, dtype=np.int64)
-    if np.any(t < 1):
-        raise ValueError("t must be >= 1")
-    epsilon = check_epsilon(epsilon)
+    t = check_int_array("t", t, low=1)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_probability("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     k = np.frexp(t.astype(float))[1] - 1
@@ -101,11 +102,20 @@ def paper_regret_order(T, n_agents: int, n_arms: int, epsilon: float, *, constan
     The theorems' constants are not in the available text; the chapter scales this curve
     to the measurements to compare *shapes*.
     """
-    T = np.asarray(T, dtype=float)
+    T = _check_horizons("T", T)
     M = check_positive_int("n_agents", n_agents)
     K = check_positive_int("n_arms", n_arms)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
+    constant = check_positive_float("constant", constant)
     return constant * M * K * np.log(T) ** 2.25 / epsilon
+
+
+def _check_horizons(name, T) -> np.ndarray:
+    """Horizons (real, >= 1; scalar or array) of the bound curves."""
+    T = check_positive_array(name, T)
+    if np.any(T < 1):
+        raise ValueError(f"{name} must be >= 1, got {T!r:.80}")
+    return T
 
 
 def _g(n):
@@ -136,6 +146,10 @@ def width_pulls(width, target, n_max: float = 1e12, n_grid: int = 4000) -> float
 
     ``width`` is a vectorized function of the (real) count; returns ``n_max`` if never.
     """
+    width = check_callable("width", width)
+    target = check_positive_float("target", target)
+    n_max = check_float_in_range("n_max", n_max, 1.0, 1e100)
+    n_grid = check_positive_int("n_grid", n_grid, max_value=10**7, reason="the grid is allocated")
     grid = np.logspace(0, math.log10(n_max), n_grid)
     ok = np.nonzero(width(grid) <= target)[0]
     return float(grid[ok[0]]) if ok.size else float(n_max)
@@ -143,13 +157,12 @@ def width_pulls(width, target, n_max: float = 1e12, n_grid: int = 4000) -> float
 
 def _check_common(epsilon, rho, sigma, privacy_width, sensitivity):
     if epsilon is not None:
-        check_epsilon(epsilon)
+        check_epsilon("epsilon", epsilon)
     if not (isinstance(rho, (int, float, np.floating)) and rho > 1 and math.isfinite(rho)):
         raise ValueError(f"rho must be a finite number > 1, got {rho!r}")
     check_positive_float("sigma", sigma)
     check_positive_float("sensitivity", sensitivity)
-    if privacy_width not in ("std", "fact1", "none"):
-        raise ValueError(f"privacy_width must be one of ('std', 'fact1', 'none'), got {privacy_width!r}")
+    check_choice("privacy_width", privacy_width, ("std", "fact1", "none"))
 
 
 def _check_gaps(gaps):
@@ -172,7 +185,7 @@ def master_worker_regret_bound(T, gaps, n_agents: int, epsilon, *, rho: float = 
     g = _check_gaps(gaps)
     M = check_positive_int("n_agents", n_agents)
     out = []
-    for TT in np.atleast_1d(np.asarray(T, dtype=float)):
+    for TT in np.atleast_1d(_check_horizons("T", T)):
         width = _private_ucb_width(TT, sigma, rho, epsilon, privacy_width, sensitivity)
         total = sum(d * min(2 * width_pulls(width, d / 2) + 1, TT) for d in g)
         out.append(M * total)
@@ -194,7 +207,7 @@ def decentralized_regret_bound(T, gaps, c_i, epsilon, *, rho: float = 2.0, sigma
     M = c.size
     cmax = float(c.max())
     out = []
-    for TT in np.atleast_1d(np.asarray(T, dtype=float)):
+    for TT in np.atleast_1d(_check_horizons("T", T)):
         def width(n, TT=TT):
             v = (n + cmax) / n**2
             ucb = sigma * np.sqrt(2 * rho * v * math.log(TT) / M)
@@ -214,7 +227,7 @@ def ucb_regret_bound(T, gaps, n_agents: int = 1, *, rho: float = 2.0, sigma: flo
     g = _check_gaps(gaps)
     M = check_positive_int("n_agents", n_agents)
     out = []
-    for TT in np.atleast_1d(np.asarray(T, dtype=float)):
+    for TT in np.atleast_1d(_check_horizons("T", T)):
         width = _private_ucb_width(TT, sigma, rho, epsilon, privacy_width, sensitivity)
         out.append(M * sum(d * min(width_pulls(width, d / 2) + 1, TT) for d in g))
     return np.array(out)
@@ -226,7 +239,7 @@ def centralized_regret_bound(T, gaps, n_agents: int, *, rho: float = 2.0, sigma:
     g = _check_gaps(gaps)
     M = check_positive_int("n_agents", n_agents)
     out = []
-    for TT in np.atleast_1d(np.asarray(T, dtype=float)):
+    for TT in np.atleast_1d(_check_horizons("T", T)):
         def width(n, TT=TT):
             return sigma * np.sqrt(2 * rho * math.log(M * TT) / n)
         out.append(sum(d * min(width_pulls(width, d / 2) + M, M * TT) for d in g))
@@ -235,10 +248,8 @@ def centralized_regret_bound(T, gaps, n_agents: int, *, rho: float = 2.0, sigma:
 
 def master_worker_communications(T, n_arms: int) -> np.ndarray:
     """Communication rounds of DP-Master-worker UCB up to ``T``: slots ``2^p`` with ``K < 2^p <= T``."""
-    T = np.asarray(T, dtype=np.int64)
+    T = check_int_array("T", T, low=1)
     K = check_int_in_range("n_arms", n_arms, 1, None)
-    if np.any(T < 1):
-        raise ValueError("T must be >= 1")
     # 2^p <= T  <=>  p <= floor(log2 T);  2^p > K  <=>  p >= floor(log2 K) + 1.
     fl = np.frexp(T.astype(float))[1] - 1
     return np.maximum(fl - (K.bit_length() - 1), 0).astype(np.int64)

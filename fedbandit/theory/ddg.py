@@ -56,7 +56,7 @@ def theorem2_sigma(c: float, n: int, epsilon: float) -> float:
     r"""Per-client noise of Theorem 2's proof: :math:`\sigma = 2c/(\varepsilon\sqrt n)` ([KLS21]_, [paper])."""
     c = check_positive_float("c", c)
     n = check_positive_int("n", n)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return 2.0 * c / (epsilon * math.sqrt(n))
 
 

@@ -22,6 +22,7 @@ from fedbandit._validation import (
     check_delta,
     check_epsilon,
     check_nonnegative_float,
+    check_positive_array,
     check_positive_float,
     check_positive_int,
     check_probability,
@@ -43,6 +44,7 @@ __all__ = [
     "communication_rounds",
     "optimal_batch_size",
     "PRIVACY_COST_EXPONENT_M",
+    "MAX_HORIZON",
 ]
 
 #: Exponent of M in the privacy cost of the regret [paper]: Õ(M^{3/4} sqrt(T/ε)) under
@@ -50,9 +52,24 @@ __all__ = [
 PRIVACY_COST_EXPONENT_M = {"silo-LDP": 0.75, "SDP": 0.5, "central": 0.5}
 
 
+#: Largest horizon of the functions that search the divisors of T (√T steps) [a cap on the
+#: running time: 10^6 steps; the book's horizons are at most ~10^5].
+MAX_HORIZON = 10**12
+_HORIZON_REASON = "the divisor search over T takes sqrt(T) steps"
+
+
+def _check_horizon(horizon) -> int:
+    return check_positive_int("horizon", horizon, max_value=MAX_HORIZON, reason=_HORIZON_REASON)
+
+
+def _divisors(T: int) -> list[int]:
+    small = [b for b in range(1, math.isqrt(T) + 1) if T % b == 0]
+    return sorted(set(small + [T // b for b in small]))
+
+
 def check_batch_schedule(horizon, batch_size) -> tuple[int, int]:
     """Validate T and B (B divides T, Algorithm 1's assumption [paper]); return (T, B)."""
-    horizon = check_positive_int("horizon", horizon)
+    horizon = _check_horizon(horizon)
     batch_size = check_positive_int("batch_size", batch_size)
     if batch_size > horizon:
         raise ValueError(f"batch_size must be <= horizon={horizon}, got {batch_size}")
@@ -60,7 +77,7 @@ def check_batch_schedule(horizon, batch_size) -> tuple[int, int]:
         raise ValueError(
             f"horizon T={horizon} must be divisible by batch_size B={batch_size} "
             f"(Algorithm 1 assumes T/B batches); nearest valid B: "
-            f"{max(b for b in range(1, batch_size + 1) if horizon % b == 0)}"
+            f"{max(b for b in _divisors(horizon) if b <= batch_size)}"
         )
     return horizon, batch_size
 
@@ -73,7 +90,7 @@ def n_batches(horizon, batch_size) -> int:
 
 def kappa(n_batches_: int) -> int:
     """κ = ⌊log₂ K⌋ + 1 = 1 + log K (rounded down) [paper, Algorithm 2]."""
-    return tree_depth(n_batches_)
+    return tree_depth(check_positive_int("n_batches", n_batches_))
 
 
 def regularizer_lambda(
@@ -130,7 +147,7 @@ def confidence_radius(
     scale = check_nonnegative_float("scale", scale)
     check_choice("rule", rule, ("authors", "paper"))
     S = math.sqrt(dim) if param_bound is None else check_nonnegative_float("param_bound", param_bound)
-    t = np.asarray(t, dtype=float)
+    t = check_positive_array("t", t, allow_zero=True)
     log_det = dim * np.log1p(t * n_agents * feature_bound**2 / (dim * lam))
     if rule == "authors":
         beta = math.sqrt(lam) * S + noise_std * np.sqrt(log_det + math.log(1.0 / alpha))
@@ -161,7 +178,7 @@ def regret_bound_ldp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
 
     ``batch_size`` defaults to the paper's choice B = sqrt(T/M) rounded to a divisor of T.
     """
-    T = check_positive_int("horizon", horizon)
+    T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
     B = optimal_batch_size(T, M) if batch_size is None else batch_size
     K = n_batches(T, B)
@@ -176,7 +193,7 @@ def regret_bound_sdp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
     LDP noise"), so that the shape in M is the theorem's, without the validity caveats of
     :func:`fedbandit.accounting.amplification.zc_amplification_sigma0`.
     """
-    T = check_positive_int("horizon", horizon)
+    T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
     B = optimal_batch_size(T, M) if batch_size is None else batch_size
     K = n_batches(T, B)
@@ -192,15 +209,15 @@ def regret_bound_super_agent(horizon, n_agents, dim, epsilon, delta) -> float:
     T = check_positive_int("horizon", horizon)
     M = check_positive_int("n_agents", n_agents)
     d = check_positive_int("dim", dim)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     n = M * T
     return d * math.sqrt(n) + math.sqrt(n) * d**0.75 * math.log(1.0 / delta) ** 0.25 / math.sqrt(epsilon)
 
 
 def regret_bound_nonprivate(horizon, n_agents, dim, batch_size=None, alpha=0.01) -> float:
     """Lemma 6.7 without noise (σ = 0): d M B log T + d sqrt(MT) log(MT/α) [recalled]."""
-    T = check_positive_int("horizon", horizon)
+    T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
     B = optimal_batch_size(T, M) if batch_size is None else batch_size
     return lemma67_regret_bound(T, M, B, dim, 0.0, alpha)
@@ -216,9 +233,7 @@ def optimal_batch_size(horizon, n_agents) -> int:
 
     Ties go to the smaller divisor (more communication, less delay).
     """
-    T = check_positive_int("horizon", horizon)
+    T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
     target = math.sqrt(T / M)
-    small = [b for b in range(1, math.isqrt(T) + 1) if T % b == 0]
-    divisors = sorted(set(small + [T // b for b in small]))
-    return min(divisors, key=lambda b: (abs(math.log(b / target)), b))
+    return min(_divisors(T), key=lambda b: (abs(math.log(b / target)), b))

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from fedbandit._validation import check_array, check_choice, check_epsilon, check_positive_int
+from fedbandit._validation import check_array, check_choice, check_epsilon, check_nonnegative_int, check_positive_array, check_positive_int
 
 __all__ = [
     "ALGORITHMS",
@@ -63,10 +63,7 @@ ALGORITHMS = ("local", "sequential", "concurrent", "tree", "central")
 
 def _check_n(n):
     # The formulas are evaluated at real "sizes" too (rep_{Big_{n,k}, k−1}), so any n > 0.
-    arr = np.asarray(n, dtype=float)
-    if np.any(~np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"n must be finite and > 0, got {n!r}")
-    return arr
+    return check_positive_array("n", n)
 
 
 def _out(x):
@@ -78,7 +75,7 @@ def c_epsilon(epsilon: float) -> float:
 
     It lies in (0, 1/2) and decreases in ε (c_ε → 1/2 as ε → 0).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     # e^ε/(e^{2ε}+1) = 1/(e^ε + e^{−ε}) avoids overflow for large ε.
     return 1.0 / (math.exp(epsilon) + math.exp(-epsilon)) if epsilon < 700 else 0.0
 
@@ -91,9 +88,7 @@ def rep_nk(n, k: int, epsilon: float):
     ``n`` may be an array; ``k = 0`` (no shuffler) gives ½ n.
     """
     n_arr = _check_n(n)
-    k = int(k)
-    if k < 0:
-        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    k = check_nonnegative_int("k", k)
     c = c_epsilon(epsilon)
     return _out(0.5 * n_arr ** (1.0 / (2 * k + 1)) * c ** (2.0 * k / (2 * k + 1)))
 
@@ -162,7 +157,7 @@ def tree_levels(n: int) -> int:
 
 def local_error_rate(n, epsilon: float):
     """sqrt(n)/ε: optimal PSCO (and plain summation) error in the local model (Vadhan 2017)."""
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(np.sqrt(_check_n(n)) / epsilon)
 
 
@@ -173,21 +168,21 @@ def sequential_error_rate(n, epsilon: float = 1.0):
     uncounted users of the current batch; balancing gives n^{1/3}/ε^{2/3} (the paper's
     Θ̃(n^{1/3}) for constant ε).
     """
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(_check_n(n) ** (1.0 / 3.0) * epsilon ** (-2.0 / 3.0))
 
 
 def concurrent_error_rate(n, k: int, epsilon: float):
     """k^{3/2} n^{1/(2k+1)} / ε: Corollary 3.3 of Tenenbaum et al. (polylogs dropped)."""
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(k**1.5 * _check_n(n) ** (1.0 / (2 * k + 1)) / epsilon)
 
 
 def tree_error_rate(n, epsilon: float):
     """Corollary 3.3 at k = ⌊log₂ n⌋ + 1: k^{3/2} n^{1/(2k+1)}/ε = O(log^{3/2}(n)/ε)."""
     n_arr = _check_n(n)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     k = np.floor(np.log2(n_arr)) + 1
     return _out(k**1.5 * n_arr ** (1.0 / (2 * k + 1)) / epsilon)
 
@@ -198,7 +193,7 @@ def central_error_rate(n, epsilon: float):
     Laplace(log n/ε) noise on each of the ≤ log n nodes of a prefix sum.
     """
     n_arr = _check_n(n)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(np.maximum(np.log2(n_arr), 1.0) ** 1.5 / epsilon)
 
 
@@ -230,7 +225,7 @@ def bandit_regret_rate(n, k: int, epsilon: float):
     sqrt(n · ρ_max) with ρ_max = k^{3/2} n^{1/(2k+1)}/ε from Corollary 3.3.
     """
     k = check_positive_int("k", k)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     return _out(k**0.75 * _check_n(n) ** ((k + 1.0) / (2 * k + 1)) / math.sqrt(epsilon))
 
 
