@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from fedbandit._validation import check_choice, check_delta, check_epsilon, check_positive_int
+from fedbandit._validation import MIN_EPSILON, check_choice, check_delta, check_epsilon, check_positive_int
 from fedbandit.accounting.composition import advanced_composition, split_budget_advanced
 
 __all__ = [
@@ -43,7 +43,12 @@ def _advanced_eps0(epsilon: float, delta: float, m: int) -> float:
     def gap(e0: float) -> float:
         return advanced_composition(e0, delta / (2 * m), m, delta / 2.0)[0] - epsilon
 
-    return optimize.brentq(gap, 1e-300, epsilon, xtol=1e-15, rtol=1e-14)
+    # the lower end must itself be a valid epsilon (>= MIN_EPSILON) at which the composition undershoots
+    low = max(MIN_EPSILON, epsilon * 1e-15)
+    if gap(low) > 0:
+        raise ValueError(f"epsilon={epsilon!r} is too small to split over n_mechanisms={m} by advanced composition "
+                         f"(even epsilon0={low:g} composes above it)")
+    return optimize.brentq(gap, low, epsilon, xtol=1e-300, rtol=1e-14)
 
 
 def mechanism_budget(epsilon: float, delta: float, n_mechanisms: int, *, composition: str = "best") -> tuple[float, float]:
