@@ -25,7 +25,7 @@ def _configured(name):
             return p.configure(n_agents=2, n_arms=2, horizon=16)
         if info.kind == "sum":
             return p.configure(n_parties=3, dim=2, n_rounds=2, clip=1.0)
-        if name == "concurrent-shuffle":
+        if name in ("concurrent-shuffle", "sequential-vector-sum"):  # users one at a time, one agent
             period = p.batch_sizes_for(64, 2)[-1]
             return p.configure(n_agents=1, dim=2, n_batches=64 // period, batch_size=period, n_users=64)
         return p.configure(n_agents=3, dim=2, n_batches=8, batch_size=2)

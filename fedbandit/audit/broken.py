@@ -59,14 +59,18 @@ def _scale_statistics(p, f):
 
 def _scale_concurrent(p, f):
     from fedbandit.mechanisms.randomized_response import rr_message_probabilities
+    from fedbandit.protocols.concurrent import VectorSumRecords
 
+    if isinstance(p.randomizer, VectorSumRecords):  # the vector sum's noise: b Ber(p) bits, std ∝ sqrt(b)
+        p.randomizer.mech.b = max(1, int(round(p.randomizer.mech.b * f * f)))
+        return
     for level in p.randomizer.levels:
         level.p = min(1.0, level.p * f * f)
         level.q0, level.q1 = rr_message_probabilities(level.p)
 
 
 def _scale_sum(p, f):
-    from fedbandit.protocols.sums import DDGVectors, GaussianSum
+    from fedbandit.protocols.sums import BinomialVectors, DDGVectors, GaussianSum
 
     r, a = p.randomizer, p.analyzer
     if isinstance(a, GaussianSum):
@@ -77,6 +81,14 @@ def _scale_sum(p, f):
         r.params = dataclasses.replace(r.params, sigma=r.params.sigma * f)
         if r.flatten_seed is not None:
             r.mechanism = DDGMechanism(r.params, r.flatten_seed)
+    elif isinstance(r, BinomialVectors):
+        from fedbandit.mechanisms.binomial import BinomialMechanism
+
+        # the noise's standard deviation grows like sqrt(N): N f² trials (kept even, as calibrated)
+        trials = max(2, 2 * round(r.params.trials_per_client * f * f / 2))
+        r.params = dataclasses.replace(r.params, trials_per_client=trials)
+        if r.flatten_seed is not None:
+            r.mechanism = BinomialMechanism(r.params, r.flatten_seed, r.flatten)
     else:
         raise TypeError(f"protocol {p.name!r} (randomizer {r.name!r}) adds no noise to scale")
 

@@ -211,6 +211,20 @@ def _worlds_relation(a, b):
     return isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and {a[1], b[1]} == {0, 1}
 
 
+def _first_batches_view(tap, batch_sizes, period) -> np.ndarray:
+    """The released counts of the first batch of every level of a concurrent shuffle, (R, sum D).
+
+    Level i's first batch closes at time b_i, inside synchronization period (b_i − 1) // period;
+    each delivery the tap recorded is {level: (closing times, counts (m, R, D))}.
+    """
+    feats = []
+    for i, b in enumerate(batch_sizes):
+        times, counts = tap.records[(b - 1) // period][i]
+        (j,) = np.flatnonzero(np.asarray(times) == b)
+        feats.append(np.asarray(counts[j], dtype=float))
+    return np.concatenate(feats, axis=1)
+
+
 class EndToEndMechanism:
     """``mechanism((key, world), rng, n) -> views (n, F)``: n runs of the spec's learner on input ``world``.
 
@@ -305,12 +319,8 @@ class EndToEndMechanism:
             return np.zeros((n, 1))  # nothing is released
         if isinstance(proto, ConcurrentShuffleProtocol):
             # the server's view: the count of ones of every released batch; user 1 is in the
-            # first batch of every level, released at synchronization b_i / period
-            feats = []
-            for i, b in enumerate(proto.batch_sizes):
-                sync = b // proto.period - 1
-                feats.append(np.asarray(tap.records[sync][i], dtype=float))
-            return np.concatenate(feats, axis=1)
+            # first batch of every level
+            return _first_batches_view(tap, proto.batch_sizes, proto.period)
         steps = np.asarray(tree_nodes_containing(1, len(rec.records))) - 1
         direct = (proto.intermediary.view == "messages" and not isinstance(proto.analyzer, CentralTree)
                   and not isinstance(proto.randomizer, ExactStatistics))
@@ -431,10 +441,7 @@ class EndToEndMechanism:
             bias = np.einsum("brmd,brm->rmd", xs, ys)
             gram = np.einsum("brmi,brmj->rmij", xs, xs)
             p.synchronize(bias, gram, users=(xs, ys))
-        feats = []
-        for i, b in enumerate(p.batch_sizes):  # user 1's batch at every level
-            feats.append(np.asarray(tap.records[b // period - 1][i], dtype=float))
-        return np.concatenate(feats, axis=1)
+        return _first_batches_view(tap, p.batch_sizes, period)  # user 1's batch at every level
 
     # -- DP20: the schedule attack (fedbandit.audit.schedule) -------------------------------------
     def _run_schedule(self, world, rng, n):
@@ -780,6 +787,16 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     for k in (1, "log"):
         out.append(EndToEndSpec(f"stream/concurrent-shuffle (k = {k})", "stream", None, "concurrent-shuffle",
                                 dict(e, k=k), {}, dict(n=64)))
+    # Chowdhury & Zhou's sequential shuffle (one shuffler, consecutive batches of B users):
+    # its server sees the same kind of batch counts, so it is audited over its stream alike.  The
+    # theorem's constant makes its noise far larger than one user's signal (std ~ 3000× at n = 64),
+    # so only a variant with almost all noise removed is visibly broken.
+    out.append(EndToEndSpec("stream/sequential-vector-sum", "stream", None, "sequential-vector-sum", dict(e), {},
+                            dict(n=64), noise_factor=1e-4))
+    # the binomial mechanism's noise is calibrated conservatively (cpSGD's bound): a quarter of
+    # it still audits below the claim, a tenth does not
+    out.append(EndToEndSpec("mean estimation/sum-binomial-secagg", "sum", None, "sum-binomial-secagg", dict(e), {},
+                            dme, noise_factor=0.1))
     out.append(EndToEndSpec("feducb/dp20", "schedule", "feducb", "dp20", dict(e), {}, dict(M=3, K=20, d=3, T=32),
                             broken=""))
     # protocols registered later (by other modules) get the generic audit of their kind
