@@ -243,10 +243,10 @@ def dyadic_batch_sizes(n: int) -> tuple[int, ...]:
 
 
 def paper_batch_sizes(n: int, k: int) -> tuple[int, ...]:
-    """The allocation of the paper facts without constants: b_i ≈ n^{(2k+1−2i)/(2k+1)}, nested.
+    """The paper's allocation without constants: b_i ≈ n^{(2k+1−2i)/(2k+1)}, nested.
 
     [derived] b_k = a = max(1, round(n^{1/(2k+1)})), ratio r = max(2, round(n^{2/(2k+1)}))
-    (lowered until b_1 = a r^{k−1} ≤ n), b_i = a r^{k−i}: the exponents of the paper facts'
+    (lowered until b_1 = a r^{k−1} ≤ n), b_i = a r^{k−i}: the exponents of the paper's
     allocation, with every constant 1, unlike :func:`optimal_batch_sizes`, which also
     weighs the per-batch noise at the actual budget.
     """
