@@ -694,3 +694,14 @@ def test_reconstructions_page_shows_every_reason_in_full():
         _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
     problems = reconstruction_problems(HTML)
     assert not problems, "\n".join(problems)
+
+
+def test_the_text_check_fails_on_the_old_introduction_paragraph():
+    """What the old introduction showed readers: Markdown made the reward formula's "+" line a
+    bullet, so MathJax never typeset it and its TeX was visible text ("• \\eta_{t,i}$.")."""
+    old = ["Agent i sees a feature vector $x_{t,i}\\in\\mathbb{R}^d$ and observes a reward "
+           "$y_{t,i} = \\langle \\theta^*, x_{t,i}\\rangle", "\\eta_{t,i}$. The agents want a small group regret"]
+    assert len(raw_text_problems(old)) == 2
+    # the fixed page: the formula is typeset, so the walker (which skips MathJax output) sees none of it
+    fixed = ["Agent i sees a feature vector and observes a reward . The agents want a small group regret"]
+    assert not raw_text_problems(fixed)
