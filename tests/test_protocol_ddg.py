@@ -59,7 +59,7 @@ def test_prefix_error_is_unbiased_with_tree_variance():
 
 
 def test_real_secure_aggregation_gives_the_ideal_output():
-    """The four-round SecAgg of fedbandit.secagg.protocol computes exactly the ideal modular sum."""
+    """The five-round SecAgg of fedbandit.secagg.protocol computes exactly the ideal modular sum."""
     M, d, B, K, R = 3, 2, 2, 3, 2
     outs = []
     for mode in ("ideal", "real"):
