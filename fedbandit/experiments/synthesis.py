@@ -459,7 +459,7 @@ def end_to_end_audit(config: dict, rng) -> dict:
     specs = {s.name: s for s in end_to_end_specs(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))}
     name = config.get("spec")
     if name not in specs:
-        raise ValueError(f"unknown end-to-end audit {name!r}; audits: {', '.join(specs)}")
+        raise ValueError(f"unknown end-to-end audit config['spec']={name!r}; audits: {', '.join(specs)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rep = audit_end_to_end(specs[name], check_positive_int("n_trials", config.get("n_trials", 6000)), rng=rng,
