@@ -138,8 +138,8 @@ class Control:
         kind = self.kind
         if kind is None:
             kind = "slider" if all(_is_number(v) for v in values) else "dropdown"
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS!r}, got {kind!r}")
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS!r}, got {kind!r:.80}")
         object.__setattr__(self, "kind", kind)
 
     def widget(self, name: str):
