@@ -112,6 +112,8 @@ def load_ranker_table(path=None) -> dict:
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be None or a path (str or os.PathLike), got {path!r:.80} of type {type(path).__name__}")
     path = ranker_table_path() if path is None else Path(path)
+    if path.is_dir():
+        raise ValueError(f"path must be a .npz file, got the directory {str(path)!r}")
     if not path.exists():
         raise FileNotFoundError(
             f"{path} not found; regenerate it with `python -m fedbandit.envs.recommendation build-rankers "
