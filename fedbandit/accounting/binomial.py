@@ -160,10 +160,10 @@ def binomial_run_epsilon(eps0: float, delta0: float, steps: int, q: float, slack
     steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
     q = check_float_in_range("q", q, 0.0, 1.0, low_inclusive=False)
     slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
-    if q < 1.0 and eps0 > 700.0:  # log(1 + q(e^ε₀ − 1)) = ε₀ + log q + log(1 + (1/q − 1)e^−ε₀), e^ε₀ overflowing
-        e = eps0 + math.log(q)
-    else:
+    try:
         e = math.log1p(q * math.expm1(eps0)) if q < 1.0 else eps0
+    except OverflowError:  # e^ε₀ beyond float64: log(1 + q(e^ε₀ − 1)) = ε₀ + log q up to e^−ε₀
+        e = eps0 + math.log(q)
     if steps == 1:
         return e
     basic = steps * e

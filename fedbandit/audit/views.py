@@ -33,7 +33,7 @@ import copy
 
 import numpy as np
 
-from fedbandit._validation import MAX_COUNT, check_array, check_positive_int
+from fedbandit._validation import MAX_COUNT, check_array, check_nonnegative_int, check_positive_int
 from fedbandit.protocols.base import Intermediary, Protocol
 
 __all__ = [
@@ -142,7 +142,7 @@ def tree_nodes_containing(batch: int, n_batches: int) -> list[int]:
     """The steps k at which the tree releases a node containing ``batch`` (1-based): the
     node of level j closing at ⌈batch/2^j⌉·2^j, for every level with that step ≤ K."""
     batch = check_positive_int("batch", batch, max_value=MAX_COUNT)
-    n_batches = check_positive_int("n_batches", n_batches, max_value=MAX_COUNT)
+    n_batches = check_nonnegative_int("n_batches", n_batches, max_value=MAX_COUNT)
     out = []
     j = 0
     while 2**j <= n_batches:
