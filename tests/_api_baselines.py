@@ -11,6 +11,8 @@ fuzz the parameters of one registered protocol through :func:`fedbandit.protocol
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 A = ((), {})
@@ -140,6 +142,37 @@ def _ranker_path():
     from fedbandit.envs import ranker_table_path
 
     return ranker_table_path()
+
+
+@functools.lru_cache(maxsize=1)
+def _explorer_state_json():
+    """Saved widget state of a tiny static explorer (what a page embeds), as JSON."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from ipywidgets.embed import dependency_state
+
+    from fedbandit.book import make_explorer
+
+    def figure(a):
+        fig, ax = plt.subplots(figsize=(1.0, 1.0))
+        ax.bar([0], [a])
+        return fig
+
+    w = make_explorer(figure, {"a": [1, 2]}, name="fuzz", mode="static", dpi=10)
+    state = dependency_state(w, drop_defaults=False)
+    for link in getattr(w, "explorer_links", []):
+        state.update(dependency_state(link, drop_defaults=False))
+    return json.dumps({"version_major": 2, "version_minor": 0, "state": state})
+
+
+def _explorer_state():
+    import json
+
+    return json.loads(_explorer_state_json())
 
 
 def _model_config(key):
@@ -589,6 +622,7 @@ BASELINES = {
     # ---- book
     "book.Control": kw(values=[1, 2, 3]),
     "book.explorer_mode": kw(),
+    "book.decode_explorer": lambda: ((), dict(state=_explorer_state(), name="fuzz")),
     # ---- envs
     "envs.CategoricalBandit": kw(means=np.array([0.5, 0.25]), values=np.array([0.0, 1.0]),
                                  probs=np.array([[0.5, 0.5], [0.75, 0.25]])),
@@ -672,7 +706,6 @@ UNFUZZED = {
     "experiments.markdown_table": "formats rows of table_rows",
     "envs.KArmedBandit": "the (abstract) base class of the K-armed bandits (fuzzed through Bernoulli-, Gaussian- and CategoricalBandit)",
     "book.DecodedExplorer": "a record built by decode_explorer from saved widget state (its fields are not user input)",
-    "book.decode_explorer": "reads the saved ipywidgets state of an executed notebook (tested in tests/test_explorer.py)",
     "book.make_explorer": "builds ipywidgets and renders matplotlib figures per grid point (tested in tests/test_explorer.py)",
     "book.sync_execution_cache": "deletes a directory and writes a stamp file next to it (tested in tests/test_experiments.py)",
     "experiments.prune_cache": "deletes cache folders on disk (tested in tests/test_experiments.py)",

@@ -476,16 +476,26 @@ def decode_explorer(state: Mapping[str, Any], name: str) -> DecodedExplorer:
         If no (or more than one) explorer of that name is in the state, or its structure is
         not controls + linked stacks.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (the explorer's name), got {name!r:.80} of type {type(name).__name__}")
     models = state.get("state", state) if isinstance(state, Mapping) else None
     if not isinstance(models, Mapping):
         raise ValueError("state must be saved widget state (a mapping of model ids to models)")
+    try:
+        return _decode(models, name)
+    except (AttributeError, KeyError, TypeError, IndexError) as exc:  # a malformed saved document
+        raise ValueError(f"state is not well-formed saved widget state ({type(exc).__name__}: {exc})") from exc
+
+
+def _decode(models: Mapping[str, Any], name: str) -> DecodedExplorer:
     cls = f"{EXPLORER_CLASS}-{name}"
     roots = [
         mid for mid, m in models.items()
         if cls in (m.get("state", {}).get("_dom_classes") or []) and m.get("model_name") == "VBoxModel"
     ]
     if len(roots) != 1:
-        raise ValueError(f"expected one static explorer {name!r} (a VBox with class {cls}), found {len(roots)}")
+        raise ValueError(f"expected one static explorer {name!r} (a VBox with class {cls}), found {len(roots)} "
+                         "with that name")
     box = models[roots[0]]["state"]
     children = [_ref(c) for c in box.get("children", [])]
     if len(children) != 2 or models[children[1]]["model_name"] != "StackModel":
