@@ -144,25 +144,28 @@ def _ranker_path():
     return ranker_table_path()
 
 
+def _explorer_figure(a):
+    """A tiny figure of one control (an explorer's function)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.0, 1.0))
+    ax.bar([0], [a])
+    return fig
+
+
 @functools.lru_cache(maxsize=1)
 def _explorer_state_json():
     """Saved widget state of a tiny static explorer (what a page embeds), as JSON."""
     import json
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from ipywidgets.embed import dependency_state
 
     from fedbandit.book import make_explorer
 
-    def figure(a):
-        fig, ax = plt.subplots(figsize=(1.0, 1.0))
-        ax.bar([0], [a])
-        return fig
-
-    w = make_explorer(figure, {"a": [1, 2]}, name="fuzz", mode="static", dpi=10)
+    w = make_explorer(_explorer_figure, {"a": [1, 2]}, name="fuzz", mode="static", dpi=10)
     state = dependency_state(w, drop_defaults=False)
     for link in getattr(w, "explorer_links", []):
         state.update(dependency_state(link, drop_defaults=False))
@@ -623,6 +626,8 @@ BASELINES = {
     "book.Control": kw(values=[1, 2, 3]),
     "book.explorer_mode": kw(),
     "book.decode_explorer": lambda: ((), dict(state=_explorer_state(), name="fuzz")),
+    "book.make_explorer": lambda: ((), dict(func=_explorer_figure, controls={"a": [1, 2]}, name="fuzz", mode="static",
+                                            dpi=10)),
     # ---- envs
     "envs.CategoricalBandit": kw(means=np.array([0.5, 0.25]), values=np.array([0.0, 1.0]),
                                  probs=np.array([[0.5, 0.5], [0.75, 0.25]])),
@@ -706,7 +711,6 @@ UNFUZZED = {
     "experiments.markdown_table": "formats rows of table_rows",
     "envs.KArmedBandit": "the (abstract) base class of the K-armed bandits (fuzzed through Bernoulli-, Gaussian- and CategoricalBandit)",
     "book.DecodedExplorer": "a record built by decode_explorer from saved widget state (its fields are not user input)",
-    "book.make_explorer": "builds ipywidgets and renders matplotlib figures per grid point (tested in tests/test_explorer.py)",
     "book.sync_execution_cache": "deletes a directory and writes a stamp file next to it (tested in tests/test_experiments.py)",
     "experiments.prune_cache": "deletes cache folders on disk (tested in tests/test_experiments.py)",
     "envs.build_ranker_table": "reads the rankeval source archive (not shipped; tested with a synthetic file)",

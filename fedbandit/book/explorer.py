@@ -300,8 +300,8 @@ def make_explorer(
     except ValueError:  # no signature (a builtin): found out on the first call
         pass
     mode = explorer_mode() if mode is None else mode
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES!r}, got {mode!r}")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES!r}, got {mode!r:.80}")
     if isinstance(dpi, bool) or not isinstance(dpi, numbers.Real) or not math.isfinite(dpi) or not 10 <= dpi <= 400:
         raise ValueError(f"dpi must be a number in [10, 400], got {dpi!r}")
     if isinstance(max_outputs, bool) or not isinstance(max_outputs, numbers.Integral) or max_outputs < 1:
