@@ -843,6 +843,8 @@ CONFIG_PARAMS = {
     "experiments.psco_trial": ("config",),
     "experiments.bandit_trial": ("config",),
     "experiments.dme_trial": ("config",),
+    "experiments.regret_trial": ("config",),
+    "experiments.end_to_end_audit": ("config",),
     **{label: ("config",) for label in METHODS if label.startswith("experiments.run_config[")},
 }
 

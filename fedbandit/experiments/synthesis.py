@@ -458,8 +458,8 @@ def end_to_end_audit(config: dict, rng) -> dict:
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     specs = {s.name: s for s in end_to_end_specs(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))}
     name = config.get("spec")
-    if name not in specs:
-        raise ValueError(f"unknown end-to-end audit config['spec']={name!r}; audits: {', '.join(specs)}")
+    if not isinstance(name, str) or name not in specs:
+        raise ValueError(f"unknown end-to-end audit config['spec']={name!r:.80}; audits: {', '.join(specs)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rep = audit_end_to_end(specs[name], check_positive_int("n_trials", config.get("n_trials", 6000)), rng=rng,
