@@ -845,6 +845,7 @@ CONFIG_PARAMS = {
     "experiments.dme_trial": ("config",),
     "experiments.regret_trial": ("config",),
     "experiments.end_to_end_audit": ("config",),
+    "experiments.accounting_under": ("config",),
     **{label: ("config",) for label in METHODS if label.startswith("experiments.run_config[")},
 }
 

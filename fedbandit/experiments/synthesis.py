@@ -289,13 +289,18 @@ def random_play_regret(config: dict) -> np.ndarray:
 
 def _learner_of(config: dict):
     from fedbandit.envs.factory import make_environment
+    from fedbandit.experiments.runner import _config_names
     from fedbandit.learners.registry import learner_class
 
     cfg = {k: v for k, v in config.items() if k not in ("n_trials", "n_select", "confidence", "chunk")}
-    env = make_environment(dict(cfg, runs=1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return learner_class(cfg["learner"]).from_config(cfg, env)
+    if "learner" not in cfg:
+        raise ValueError(f"config must give 'learner'; it has {sorted(cfg)}")
+    cls = learner_class(cfg["learner"])
+    with _config_names(cfg):  # a refusal of horizon, n_agents, ... also names T, M, ...
+        env = make_environment(dict(cfg, runs=1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cls.from_config(cfg, env)
 
 
 def accounting_under(config: dict, relation: str) -> dict:
