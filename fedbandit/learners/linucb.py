@@ -89,7 +89,7 @@ def _require_arrays(**arrays) -> None:
 def _float_array(name, value) -> np.ndarray:
     """``value`` as a float array, refused by name if it is not numeric (no copy of a float array, no
     scan of its entries: the per-segment helpers run inside the learners' loops)."""
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+    if isinstance(value, np.ndarray) and value.dtype == np.float64:
         return value
     if isinstance(value, (str, bytes, dict, set)) or value is None:
         raise TypeError(f"{name} must be a numeric array, got {value!r:.80}")
