@@ -11,6 +11,8 @@ fuzz the parameters of one registered protocol through :func:`fedbandit.protocol
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 A = ((), {})
@@ -108,6 +110,80 @@ def _mechanism(dataset, rng, n):  # a tiny audit mechanism: the dataset's sum pl
 
 def _statistic(x):
     return np.asarray(x, dtype=float)
+
+
+def _binomial_params():
+    from fedbandit.accounting import binomial_params
+
+    return binomial_params(bits=16, k=3.0, n=8, d=4, c=1.0, epsilon=2.0, delta=1e-5)
+
+
+_BINOMIAL = _binomial_params()  # frozen: shared by every call
+
+
+def _gaussian_rdp(alpha):  # RDP of the Gaussian mechanism with noise multiplier 1
+    return np.asarray(alpha, dtype=float) / 2.0
+
+
+def _audit_result():
+    from fedbandit.audit import AuditResult
+
+    return AuditResult(epsilon_lower=0.1, tpr=0.5, fpr=0.4, tpr_ci=(0.4, 0.6), fpr_ci=(0.3, 0.5), epsilon_point=0.2,
+                       n_trials=100, threshold=0.0, delta=0.0, confidence=0.95)
+
+
+def _spec(name):
+    from fedbandit.audit import end_to_end_specs
+
+    return next(s for s in end_to_end_specs() if s.name == name)
+
+
+def _ranker_path():
+    from fedbandit.envs import ranker_table_path
+
+    return ranker_table_path()
+
+
+def _explorer_figure(a):
+    """A tiny figure of one control (an explorer's function)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.0, 1.0))
+    ax.bar([0], [a])
+    return fig
+
+
+@functools.lru_cache(maxsize=1)
+def _explorer_state_json():
+    """Saved widget state of a tiny static explorer (what a page embeds), as JSON."""
+    import json
+
+    from ipywidgets.embed import dependency_state
+
+    from fedbandit.book import make_explorer
+
+    w = make_explorer(_explorer_figure, {"a": [1, 2]}, name="fuzz", mode="static", dpi=10)
+    state = dependency_state(w, drop_defaults=False)
+    for link in getattr(w, "explorer_links", []):
+        state.update(dependency_state(link, drop_defaults=False))
+    return json.dumps({"version_major": 2, "version_minor": 0, "state": state})
+
+
+def _explorer_state():
+    import json
+
+    return json.loads(_explorer_state_json())
+
+
+def _model_config(key):
+    from fedbandit.experiments import model, model_config
+
+    tiny = dict(instance="synthetic", M=2, T=8, B=2, K=4, d=2, runs=2, env_seed=0, epsilon=4.0, delta=1e-5,
+                param_bound=1.0, n_checkpoints=4)
+    return model_config(tiny, model(key))
 
 
 _BITS = np.array([0, 1, 1, 0, 1, 0, 0, 1])
@@ -245,7 +321,7 @@ BASELINES = {
     "envs.NetworkTerms": kw(eigenvalues=np.array([1.0, 0.5]), lambda_2=0.5, spectral_gap=0.5, epsilon_n=0.1,
                             c_i=np.array([1.0, 1.0]), c_0=1.0),
     "envs.network_terms": lambda: ((), dict(P=__import__("fedbandit.envs", fromlist=["x"]).consensus_matrix(_graph()))),
-    "envs.RoundBlock": kw(start=0, features=np.zeros((2, 1, 3, 2)), means=np.zeros((2, 1, 3)), best=np.zeros((2, 1)),
+    "envs.RoundBlock": kw(start=0, _features=np.zeros((2, 1, 3, 2)), means=np.zeros((2, 1, 3)), best=np.zeros((2, 1)),
                           noise=np.zeros((2, 1))),
     "envs.SyntheticLinearEnv": kw(n_agents=2, n_arms=4, dim=2, n_runs=2),
     "envs.RealDataLinearEnv": lambda: ((), dict(instance=__import__("fedbandit.envs", fromlist=["x"]).load_mslr_instance(),
@@ -488,6 +564,118 @@ BASELINES = {
     "theory.bandit_regret_rate": kw(n=64, k=2, epsilon=1.0),
     "theory.sequential_bandit_regret": kw(n=64, batch_size=8),
     "theory.predicted_regret_exponent": kw(algorithm="concurrent", k=2),
+    # ---- accounting (allocation, binomial, subsampling, amplification, calibration)
+    "accounting.BinomialParams": lambda: ((), {f: getattr(_BINOMIAL, f) for f in (
+        "bits", "k", "n", "d", "d_pad", "c", "epsilon", "delta", "p", "scale", "trials_per_client", "eps_round",
+        "delta_round", "steps", "sampling_rate", "relation", "norm_growth")}),
+    "accounting.binomial_params": kw(bits=16, k=3.0, n=8, d=4, c=1.0, epsilon=2.0, delta=1e-5),
+    "accounting.binomial_run_epsilon": kw(eps0=0.5, delta0=1e-6, steps=4, q=0.5, slack=1e-6),
+    "accounting.binomial_sensitivities": kw(c=1.0, s=0.01, d=4),
+    "accounting.cpsgd_condition": kw(trials=1e6, p=0.5, s=0.01, d=4, delta=1e-5, delta_inf=100.0),
+    "accounting.cpsgd_epsilon": kw(trials=1e6, p=0.5, s=0.01, d=4, delta=1e-5, sensitivities=(200.0, 100.0, 100.0)),
+    "accounting.advanced_wins_from": kw(epsilon=1.0, delta=1e-5),
+    "accounting.composed_guarantee": kw(eps0=0.1, delta0=1e-7, n_mechanisms=10, delta=1e-5),
+    "accounting.mechanism_budget": kw(epsilon=1.0, delta=1e-5, n_mechanisms=10),
+    "accounting.amplification_for": kw(relation="replace"),
+    "accounting.poisson_subsampled_rdp": kw(orders=[2.0, 4.0], q=0.1, base_rdp=_gaussian_rdp),
+    "accounting.without_replacement_rdp": kw(orders=[2.0, 4.0], q=0.1, base_rdp=_gaussian_rdp),
+    "accounting.subsampled_rdp": kw(orders=[2.0, 4.0], q=0.1, base_rdp=_gaussian_rdp),
+    "accounting.subsampled_epsilon": kw(base_rdp=_gaussian_rdp, q=0.1, steps=10, delta=1e-5),
+    "accounting.sampled_gaussian_rdp": kw(orders=[2, 4], q=0.1, noise_multiplier=1.0),
+    "accounting.sampled_gaussian_epsilon": kw(noise_multiplier=1.0, q=0.1, steps=10, delta=1e-5),
+    "accounting.sampled_gaussian_noise_multiplier": kw(epsilon=1.0, delta=1e-5, q=0.1, steps=10),
+    "accounting.group_privacy_route_epsilon": kw(sigma0=5.0, n_records=4, n_agents=10, delta=1e-5),
+    "accounting.shuffled_gaussian_epsilon_far": kw(sigma0=2.0, delta=1e-5),
+    "accounting.shuffled_gaussian_epsilon_mc": lambda: ((), dict(sigma0=2.0, n_agents=3, others=1.0, delta=1e-3,
+                                                                 n_samples=500, rng=rng())),
+    "accounting.shuffled_gaussian_privacy_loss": lambda: ((), dict(sigma0=2.0, n_agents=3, others=1.0, n_samples=500,
+                                                                   rng=rng())),
+    "accounting.zc_lemma_sigma0": kw(epsilon=1.0, delta=1e-5, n_agents=100, n_records=4),
+    "accounting.authors_vector_sum_constant": kw(delta=1e-5, dim=3, n_coordinates=9),
+    "accounting.authors_vector_sum_lambda_sigma": kw(epsilon=1.0, delta=1e-5, n_batches=8, dim=3),
+    "accounting.authors_vector_sum_noise": kw(epsilon=1.0, delta=1e-5, dim=3),
+    # ---- audit (end to end, tight, views, broken variants)
+    "audit.AuditReport": lambda: ((), dict(name="x", kind="tight", view="v", attack="a", relation="replace",
+                                           claimed_epsilon=1.0, delta=1e-5, status="verified",
+                                           result=_audit_result())),
+    "audit.EndToEndSpec": kw(name="x", family="stream", learner=None, protocol="counter-laplace",
+                             protocol_params={"epsilon": 1.0}),
+    "audit.EndToEndMechanism": lambda: ((), dict(spec=_spec("stream/counter-laplace"))),
+    "audit.audit_end_to_end": lambda: ((), dict(spec=_spec("stream/counter-laplace"), n_trials=200, rng=rng(),
+                                                power=False)),
+    "audit.first_release_audit": lambda: ((), dict(spec=_spec("fixed-batch/central"), n_trials=200, rng=rng(),
+                                                   check_runs=50)),
+    "audit.end_to_end_specs": kw(),
+    "audit.linear_users": kw(M=2, K=3, d=2, T=4),
+    "audit.TargetRewardBandit": kw(means=np.array([0.7, 0.2]), agent=1, slot=2, value=0.0, horizon=3, n_agents=2),
+    "audit.KnownProjection": kw(direction=np.array([1.0, 0.0])),
+    "audit.LearnedProjection": kw(),
+    "audit.ReleaseRecorder": kw(),
+    "audit.Tap": lambda: ((), dict(inner=_protocol("central").intermediary)),
+    "audit.tapped": lambda: ((), dict(protocol=_configured("central"))),
+    "audit.TightAudit": lambda: ((), dict(protocol=_configured("central"), rng=rng(), check_runs=50)),
+    "audit.tight_audit": lambda: ((), dict(protocol=_configured("central"), n_trials=200, rng=rng(), check_runs=50)),
+    "audit.target_records": kw(dim=2, relation="replace"),
+    "audit.claim_of": lambda: ((), dict(accounting=_configured("central").accounting())),
+    "audit.nodes_from_prefixes": kw(prefixes=np.arange(8.0).reshape(1, 4, 2)),
+    "audit.tree_nodes_containing": kw(batch=2, n_batches=8),
+    "audit.noise_scale_of": lambda: ((), dict(protocol=_protocol("central"))),
+    "audit.with_noise_scale": lambda: ((), dict(protocol=_protocol("central"), factor=0.5)),
+    "audit.scale_noise_in_place": lambda: ((), dict(protocol=_configured("central"), factor=0.5)),
+    # ---- book
+    "book.Control": kw(values=[1, 2, 3]),
+    "book.explorer_mode": kw(),
+    "book.decode_explorer": lambda: ((), dict(state=_explorer_state(), name="fuzz")),
+    "book.make_explorer": lambda: ((), dict(func=_explorer_figure, controls={"a": [1, 2]}, name="fuzz", mode="static",
+                                            dpi=10)),
+    # ---- envs
+    "envs.CategoricalBandit": kw(means=np.array([0.5, 0.25]), values=np.array([0.0, 1.0]),
+                                 probs=np.array([[0.5, 0.5], [0.75, 0.25]])),
+    "envs.OrthogonalArmsEnv": kw(gaps=[0.1, 0.4], dim=2, block_size=16),
+    "envs.ranker_bandit": kw(n_arms=3),
+    "envs.ranker_distributions": kw(),
+    "envs.ranker_table_path": kw(),
+    "envs.load_ranker_table": kw(),
+    "envs.shipped_data_path": lambda: ((), dict(name="mslr_rankers.npz", default=_ranker_path())),
+    # ---- experiments
+    "experiments.accounting_under": lambda: ((), dict(config=_model_config("fixed-batch/central"),
+                                                      relation="replace")),
+    "experiments.end_to_end_audit": lambda: ((), dict(config={"spec": "stream/counter-laplace", "n_trials": 200},
+                                                      rng=rng())),
+    "experiments.regret_trial": lambda: ((), dict(config=dict(
+        n=40, epsilon=4.0, delta=1e-6, dim=2, instance="gaps", gaps=[0.1, 0.4], runs_per_gap=1, min_period=8,
+        protocols=[{"label": "np", "protocol": "non-private"}]), rng=rng())),
+    "experiments.package_source_hash": kw(),
+    # ---- learners
+    "learners.weighted_upper": kw(matrices=np.tile(np.eye(2), (2, 1, 1))),
+    "learners.table_products": kw(table=np.ones((3, 2))),
+    "learners.table_scores": kw(table=np.ones((3, 2)), theta_hat=np.zeros((2, 2)), v_inv=np.tile(np.eye(2), (2, 1, 1))),
+    "learners.select_from_table": kw(lin=np.zeros((2, 3)), width=np.ones((2, 3)),
+                                     arm_ids=np.zeros((1, 2, 1, 3), dtype=int) + np.arange(3), betas=np.ones(1)),
+    "learners.serve_from_statistics": kw(features=np.ones((1, 2, 1, 3, 2)), theta_hat=np.zeros((2, 2)),
+                                         v_inv=np.tile(np.eye(2), (2, 1, 1)), betas=np.ones(1)),
+    # ---- mechanisms
+    "mechanisms.BinomialMechanism": lambda: ((), dict(params=_BINOMIAL)),
+    "mechanisms.paper_batch_sizes": kw(n=64, k=2),
+    # ---- protocols
+    "protocols.BatchSumAnalyzer": kw(),
+    "protocols.BinomialDecoder": kw(),
+    "protocols.BinomialVectors": kw(),
+    "protocols.VectorSumRecords": kw(),
+    "protocols.gram_noise_scale": kw(dim=3, gram_noise="mirror"),
+    "protocols.SequentialVectorSumProtocol": lambda: ((), dict(
+        randomizer=_protocol("sequential-vector-sum").randomizer,
+        intermediary=_protocol("sequential-vector-sum").intermediary,
+        analyzer=_protocol("sequential-vector-sum").analyzer, name="x", epsilon=1.0, delta=1e-3)),
+    # ---- theory
+    "theory.big_ladder": kw(n=64, k=2, epsilon=1.0),
+    "theory.rep_threshold": kw(k=2, epsilon=1.0, run_length=4.0),
+    "theory.window_variance_inflation": kw(run_length=4),
+    "theory.ddg_mse_bound": lambda: ((), dict(params=_DDG)),
+    "theory.ddg_mse_terms": lambda: ((), dict(params=_DDG)),
+    "theory.theorem2_gamma": kw(c=1.0, n=8, d=4, epsilon=1.0),
+    "theory.theorem2_mse": kw(c=1.0, n=8, d=4, epsilon=1.0),
+    "theory.theorem2_sigma": kw(c=1.0, n=8, epsilon=1.0),
 }
 
 #: Callables not fuzzed, with the reason (keep this list short).
@@ -521,6 +709,13 @@ UNFUZZED = {
     "experiments.audit_side_by_side": "runs an end-to-end audit (seconds per call; tested in tests/test_synthesis.py)",
     "experiments.table_rows": "formats results of run_config",
     "experiments.markdown_table": "formats rows of table_rows",
+    "envs.KArmedBandit": "the (abstract) base class of the K-armed bandits (fuzzed through Bernoulli-, Gaussian- and CategoricalBandit)",
+    "book.DecodedExplorer": "a record built by decode_explorer from saved widget state (its fields are not user input)",
+    "book.sync_execution_cache": "deletes a directory and writes a stamp file next to it (tested in tests/test_experiments.py)",
+    "experiments.prune_cache": "deletes cache folders on disk (tested in tests/test_experiments.py)",
+    "envs.build_ranker_table": "reads the rankeval source archive (not shipped; tested with a synthetic file)",
+    "envs.read_rankeval_sample": "reads the rankeval source archive (not shipped; tested with a synthetic file)",
+    "envs.save_ranker_table": "writes a data file into the repository's data directory",
     "secagg.*": "the secure-aggregation helper validates and tests fedbandit.secagg (tests/test_secagg*.py)",
 }
 
@@ -648,6 +843,9 @@ CONFIG_PARAMS = {
     "experiments.psco_trial": ("config",),
     "experiments.bandit_trial": ("config",),
     "experiments.dme_trial": ("config",),
+    "experiments.regret_trial": ("config",),
+    "experiments.end_to_end_audit": ("config",),
+    "experiments.accounting_under": ("config",),
     **{label: ("config",) for label in METHODS if label.startswith("experiments.run_config[")},
 }
 

@@ -23,7 +23,15 @@ from __future__ import annotations
 
 import math
 
-from fedbandit._validation import MIN_EPSILON, check_choice, check_delta, check_epsilon, check_positive_int
+from fedbandit._validation import (
+    MAX_COUNT,
+    MIN_EPSILON,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_float_in_range,
+    check_positive_int,
+)
 from fedbandit.accounting.composition import advanced_composition, split_budget_advanced
 
 __all__ = [
@@ -85,7 +93,10 @@ def composed_guarantee(eps0: float, delta0: float, n_mechanisms: int, delta: flo
 
     ``delta`` is the overall target, which fixes δ' = δ/2 of advanced composition.
     """
-    m = check_positive_int("n_mechanisms", n_mechanisms)
+    eps0 = check_epsilon("eps0", eps0)
+    delta0 = check_float_in_range("delta0", delta0, 0.0, 1.0, high_inclusive=False)
+    m = check_positive_int("n_mechanisms", n_mechanisms, max_value=MAX_COUNT)
+    delta = check_delta("delta", delta)
     composition = check_choice("composition", composition, COMPOSITIONS)
     basic = (m * eps0, m * delta0)
     if composition == "basic":

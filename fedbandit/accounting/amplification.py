@@ -49,13 +49,16 @@ from scipy import optimize, special, stats
 from scipy.special import log_ndtr, ndtr
 
 from fedbandit._validation import (
+    MAX_COUNT,
     MAX_STEPS,
     check_bool,
     check_choice,
     check_delta,
     check_epsilon,
+    check_finite_float,
     check_float_in_range,
     check_nonnegative_float,
+    check_positive_float,
     check_positive_int,
     check_probability,
 )
@@ -414,6 +417,20 @@ def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", s
     )
 
 
+#: Largest n_samples × n_agents of the Monte Carlo privacy loss (a few float arrays of that size).
+_MC_CELLS = 50_000_000
+
+
+def _mu(sensitivity, sigma0) -> float:
+    """Δ/σ₀ for the exact Gaussian profile, refused by name when it is out of its range."""
+    sigma0 = check_positive_float("sigma0", sigma0)
+    mu = check_nonnegative_float("sensitivity", sensitivity) / sigma0
+    if mu > 1e6:
+        raise ValueError(f"sensitivity/sigma0 must be at most 1e6 (epsilon beyond 5e11), got sensitivity={sensitivity!r}, "
+                         f"sigma0={sigma0!r}")
+    return mu
+
+
 def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0, n_samples, rng) -> tuple:
     """Samples of the privacy loss of M shuffled Gaussian sums, one agent's record changed.
 
@@ -426,13 +443,15 @@ def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0,
     """
     from fedbandit._validation import check_rng
 
-    sigma0 = check_nonnegative_float("sigma0", sigma0)
-    if sigma0 == 0:
-        raise ValueError("sigma0 must be > 0")
-    M = check_positive_int("n_agents", n_agents)
-    S = check_positive_int("n_samples", n_samples)
+    sigma0 = check_positive_float("sigma0", sigma0)
+    M = check_positive_int("n_agents", n_agents, max_value=_MC_CELLS)
+    S = check_positive_int("n_samples", n_samples, max_value=_MC_CELLS)
+    if S * M > _MC_CELLS:
+        raise ValueError(f"n_samples * n_agents = {S * M} exceeds {_MC_CELLS:.0e} (arrays of n_samples x n_agents "
+                         f"floats are drawn), got n_samples={S}, n_agents={M}")
+    c = check_finite_float("others", others)
+    D = check_nonnegative_float("sensitivity", sensitivity)
     rng = check_rng("rng", rng)
-    c, D = float(others), check_nonnegative_float("sensitivity", sensitivity)
     out = []
     for s1 in (0.0, D):
         y = rng.standard_normal((S, M)) * sigma0
@@ -487,7 +506,8 @@ def shuffled_gaussian_epsilon_far(sigma0, delta, *, sensitivity=1.0) -> float:
     :func:`gaussian_epsilon_exact` (Δ/σ₀, δ): shuffling amplifies nothing.  Sums of n records
     of range r reach D = (n − 1)·r, so this is the exact curve as soon as nr ≫ σ₀.
     """
-    return gaussian_epsilon_exact(check_nonnegative_float("sensitivity", sensitivity) / sigma0, delta)
+    delta = check_delta("delta", delta)
+    return gaussian_epsilon_exact(_mu(sensitivity, sigma0), delta)
 
 
 def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivity=1.0) -> tuple[float, float]:
@@ -501,9 +521,10 @@ def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivi
     (or ∞) when amplification does not help.  A valid upper bound, loose by design.
     """
     delta = check_delta("delta", delta)
-    n = check_positive_int("n_records", n_records)
-    M = check_positive_int("n_agents", n_agents)
-    mu = check_nonnegative_float("sensitivity", sensitivity) / sigma0
+    n = check_positive_int("n_records", n_records, max_value=MAX_COUNT)
+    M = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS,
+                           reason="the numerical amplification bound costs time proportional to n_agents")
+    mu = _mu(sensitivity, sigma0)
     best = (math.inf, math.inf)
     for eps_r in np.geomspace(1e-4, 5.0, 60):
         d_r = gaussian_delta_exact(float(eps_r), mu)

@@ -47,14 +47,17 @@ from dataclasses import asdict, dataclass
 from scipy import optimize
 
 from fedbandit._validation import (
+    MAX_COUNT,
     check_choice,
     check_delta,
     check_epsilon,
     check_float_in_range,
     check_int_in_range,
+    check_nonnegative_float,
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting.ddg import check_modular_k
 
 __all__ = [
     "binomial_sensitivities",
@@ -87,10 +90,30 @@ def binomial_sensitivities(c: float, s: float, d: int, relation: str = "add-remo
     return f * (math.sqrt(d) * c + d * s), f * (c + s * math.sqrt(d)), f * (c + s)
 
 
-def cpsgd_condition(trials: float, p: float, s: float, d: int, delta: float, delta_inf: float) -> bool:
-    """[ASYKM18]_ Thm. 1's condition :math:`Np(1-p) \\ge \\max\\{23\\log(10d/\\delta), 2\\Delta_\\infty/s\\}`."""
+def _check_cpsgd(trials, p, s, d, delta):
+    return (check_positive_float("trials", trials),
+            check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False, high_inclusive=False),
+            check_positive_float("s", s), check_positive_int("d", d, max_value=MAX_COUNT), check_delta("delta", delta))
+
+
+def _check_sensitivities(sensitivities) -> tuple[float, float, float]:
+    if isinstance(sensitivities, (str, bytes, dict, set)) or not hasattr(sensitivities, "__len__"):
+        raise TypeError(f"sensitivities must be a sequence (Δ₁, Δ₂, Δ∞) of three reals, got {sensitivities!r:.80}")
+    if len(sensitivities) != 3:
+        raise ValueError(f"sensitivities must have three entries (Δ₁, Δ₂, Δ∞), got {sensitivities!r:.80}")
+    return tuple(check_nonnegative_float(f"sensitivities[{i}]", v) for i, v in enumerate(sensitivities))
+
+
+def _condition(trials: float, p: float, s: float, d: int, delta: float, delta_inf: float) -> bool:
     v = trials * p * (1 - p)
     return v >= max(23.0 * math.log(10.0 * d / delta), 2.0 * delta_inf / s)
+
+
+def cpsgd_condition(trials: float, p: float, s: float, d: int, delta: float, delta_inf: float) -> bool:
+    """[ASYKM18]_ Thm. 1's condition :math:`Np(1-p) \\ge \\max\\{23\\log(10d/\\delta), 2\\Delta_\\infty/s\\}`."""
+    trials, p, s, d, delta = _check_cpsgd(trials, p, s, d, delta)
+    delta_inf = check_nonnegative_float("delta_inf", delta_inf)
+    return _condition(trials, p, s, d, delta, delta_inf)
 
 
 def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensitivities) -> float:
@@ -109,12 +132,9 @@ def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensi
     delta : float
     sensitivities : (Δ₁, Δ₂, Δ∞)
     """
-    trials = check_positive_float("trials", trials)
-    p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False, high_inclusive=False)
-    s = check_positive_float("s", s)
-    delta = check_delta("delta", delta)
-    d1, d2, dinf = sensitivities
-    if not cpsgd_condition(trials, p, s, d, delta, dinf):
+    trials, p, s, d, delta = _check_cpsgd(trials, p, s, d, delta)
+    d1, d2, dinf = _check_sensitivities(sensitivities)
+    if not _condition(trials, p, s, d, delta, dinf):
         return math.inf
     v = trials * p * (1 - p)
     first = d2 * math.sqrt(2.0 * math.log(1.25 / delta)) / (s * math.sqrt(v))
@@ -135,7 +155,15 @@ def binomial_run_epsilon(eps0: float, delta0: float, steps: int, q: float, slack
     """ε of ``steps`` (ε₀, δ₀)-DP rounds, each on a q-sample: amplification, then basic/advanced composition."""
     from fedbandit.accounting.composition import advanced_composition
 
-    e = math.log1p(q * math.expm1(eps0)) if q < 1.0 else eps0
+    eps0 = check_positive_float("eps0", eps0)
+    delta0 = check_float_in_range("delta0", delta0, 0.0, 1.0, high_inclusive=False)
+    steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
+    q = check_float_in_range("q", q, 0.0, 1.0, low_inclusive=False)
+    slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
+    try:
+        e = math.log1p(q * math.expm1(eps0)) if q < 1.0 else eps0
+    except OverflowError:  # e^ε₀ beyond float64: log(1 + q(e^ε₀ − 1)) = ε₀ + log q up to e^−ε₀
+        e = eps0 + math.log(q)
     if steps == 1:
         return e
     basic = steps * e
@@ -208,7 +236,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     from fedbandit.mechanisms.flattening import next_power_of_two
 
     bits = check_int_in_range("bits", bits, 2, 62)
-    k = check_positive_float("k", k)
+    k = check_modular_k(k)
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
     c = check_positive_float("c", c)
@@ -224,6 +252,9 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     delta0, slack = _split_delta(delta, steps, q)
     if delta0 >= 1.0:
         raise ValueError(f"delta={delta} is too large for sampling_rate={q}: the per-round delta would be {delta0}")
+    if binomial_run_epsilon(1e-9, delta0, steps, q, slack) > epsilon:
+        raise ValueError(f"epsilon={epsilon!r} is too small for steps={steps} rounds at sampling_rate={q}: "
+                         "the per-round epsilon would be below 1e-9")
     eps0 = optimize.brentq(lambda e: binomial_run_epsilon(e, delta0, steps, q, slack) - epsilon, 1e-9, 50.0 + epsilon,
                            xtol=1e-13, rtol=1e-12)
     m = float(1 << bits)
@@ -262,7 +293,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
         hi += 1.0
         tries += 1
         if tries > 60:
-            raise ValueError(f"no valid grid step for bits={bits}: 2^bits steps never cover {k:g} standard deviations")
+            raise ValueError(f"no valid grid step for bits={bits}: 2^bits steps never cover k={k:g} standard deviations")
     s = math.exp(optimize.brentq(f, lo, hi, xtol=1e-10, rtol=1e-10))
     total = trials_for(s)
     per_client = 2 * math.ceil(total / n / 2.0)  # even, so n·N_i·p is an integer at p = 1/2

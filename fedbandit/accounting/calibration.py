@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_COUNT,
     check_bool,
     check_choice,
     check_delta,
@@ -28,6 +29,7 @@ from fedbandit._validation import (
     check_positive_array,
     check_positive_float,
     check_positive_int,
+    check_probability,
 )
 from fedbandit.accounting.zcdp import approx_dp_to_zcdp
 from fedbandit.mechanisms.tree import tree_depth
@@ -222,8 +224,7 @@ def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature
     dim = check_positive_int("dim", dim)
     scale = check_positive_float("scale", scale)
     L = check_positive_float("feature_bound", feature_bound)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must lie in (0, 1), got {p!r}")
+    p = check_probability("p", p)
     return L * math.sqrt(scale) * math.log(dim**2 / delta) * math.sqrt(p * (1.0 - p)) / epsilon
 
 
@@ -255,7 +256,7 @@ def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_b
     delta = check_delta("delta", delta)
     dim = check_positive_int("dim", dim)
     L = check_positive_float("feature_bound", feature_bound)
-    k = tree_depth(n_batches)
+    k = tree_depth(check_positive_int("n_batches", n_batches, max_value=MAX_COUNT))
     noise = L * math.sqrt(k * math.log(1.0 / delta)) * math.log(k * dim**2 / delta) / epsilon
     return math.sqrt(k) * noise
 

@@ -266,6 +266,8 @@ def ddg_sigma_for_epsilon(
     delta = check_delta("delta", delta)
     steps = check_positive_int("steps", steps)
     check_choice("method", method, ("rdp", "zcdp"))
+    sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
+    check_choice("amplification", amplification, ("poisson", "without-replacement"))
 
     def gap(log_sigma: float) -> float:
         return (
@@ -414,9 +416,23 @@ class DDGParams:
         return asdict(self)
 
 
+#: Smallest k (standard deviations of the aggregate covered by the modular range): below it
+#: almost every sum wraps, and the grid-step search leaves the float range.
+MIN_K = 1e-3
+
+
+def check_modular_k(k) -> float:
+    """k of the modular-range rule, in [:data:`MIN_K`, inf)."""
+    k = check_positive_float("k", k)
+    if k < MIN_K:
+        raise ValueError(f"k must be at least {MIN_K:g} (the modular range covers k standard deviations of the sum; "
+                         f"below that almost every sum wraps), got {k!r}")
+    return k
+
+
 def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps):
     bits = check_int_in_range("bits", bits, 2, 62)
-    k = check_positive_float("k", k)
+    k = check_modular_k(k)
     n = _check_n(n)
     d = check_positive_int("d", d, max_value=MAX_STEPS, reason="the flattening works on vectors of d entries")
     c = check_positive_float("c", c)
@@ -484,6 +500,8 @@ def ddg_params(
     )
     rho = check_positive_float("rho", rho)
     n_s = n if n_signal is None else check_positive_int("n_signal", n_signal)
+    sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
+    check_choice("amplification", amplification, ("poisson", "without-replacement"))
     if n_signal is not None and 4**bits < n_s * k * k:
         raise ValueError(
             f"no valid gamma: 2^(2*bits) = {4**bits} < n_signal*k^2 = {n_s * k * k:g} (bits={bits}); "

@@ -71,6 +71,9 @@ import numpy as np
 from scipy import optimize, special
 
 from fedbandit._validation import (
+    MAX_COUNT,
+    check_array,
+    check_callable,
     check_choice,
     check_delta,
     check_epsilon,
@@ -114,8 +117,17 @@ def amplification_for(relation: str) -> str:
     return "poisson" if relation == "add-remove" else "without-replacement"
 
 
+#: Largest RDP order accepted: the generic bounds sum max(orders) terms per order (a table of
+#: len(orders) × max(orders) entries), and no useful conversion needs orders beyond a few hundred.
+MAX_ORDER = 4096
+
+
 def _check_orders(orders) -> np.ndarray:
-    a = np.atleast_1d(np.asarray(orders, dtype=np.float64))
+    if isinstance(orders, (str, bytes, dict, set)) or orders is None:
+        raise TypeError(f"orders must be an array of integers >= 2, got {orders!r:.80}")
+    a = np.atleast_1d(check_array("orders", orders, dtype=np.float64))
+    if a.size and np.any(a > MAX_ORDER):
+        raise ValueError(f"orders must be at most {MAX_ORDER} (the bounds sum that many terms per order), got {orders!r:.80}")
     if a.ndim != 1 or a.size == 0 or np.any(a < 2) or np.any(a != np.round(a)):
         raise ValueError(f"orders must be integers >= 2 (the subsampling bounds are stated at integer orders), got {orders!r}")
     return a
@@ -131,6 +143,7 @@ def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
 
 def _base_values(base_rdp: Callable, max_order: int) -> np.ndarray:
     """ε(l) for l = 0..max_order (entries 0 and 1 unused)."""
+    check_callable("base_rdp", base_rdp)
     ls = np.arange(2, max_order + 1, dtype=np.float64)
     vals = np.asarray(base_rdp(ls), dtype=np.float64)
     if vals.shape != ls.shape or np.any(np.isnan(vals)) or np.any(vals < 0):
@@ -167,7 +180,8 @@ def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarra
         k = np.arange(a + 1)
         terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + (k * k - k) / (2.0 * z * z)
         out[i] = special.logsumexp(terms) / (a - 1.0)
-    return np.minimum(out, alpha / (2.0 * z * z))
+    # the RDP is >= 0; at a huge z the log-sum-exp can round to -1e-15
+    return np.clip(out, 0.0, alpha / (2.0 * z * z))
 
 
 @functools.lru_cache(maxsize=16)
@@ -213,7 +227,7 @@ def poisson_subsampled_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     second = np.log(alpha * (alpha - 1.0) / 2.0) + 2.0 * lq + (alpha - 2.0) * l1q + eps[2]
     terms[:, 0], terms[:, 1] = first, second
     out = special.logsumexp(terms, axis=1) / (alpha - 1.0)
-    return np.minimum(out, base)
+    return np.minimum(np.maximum(out, 0.0), base)  # >= 0: at a tiny q the log-sum-exp can round below 0
 
 
 def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
@@ -252,7 +266,7 @@ def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     terms[:, 0] = 0.0
     terms[:, 1] = 2.0 * lq + np.log(alpha * (alpha - 1.0) / 2.0) + log_second
     out = special.logsumexp(terms, axis=1) / (alpha - 1.0)
-    return np.minimum(out, base)
+    return np.minimum(np.maximum(out, 0.0), base)  # >= 0: at a tiny q the log-sum-exp can round below 0
 
 
 def subsampled_rdp(orders, q: float, base_rdp: Callable, amplification: str = "poisson") -> np.ndarray:
@@ -268,7 +282,10 @@ def subsampled_epsilon(base_rdp: Callable, q: float, steps: int, delta: float, a
     """(ε, δ) of ``steps`` subsampled rounds: the per-round bound composed and converted [CKS20]."""
     from fedbandit.accounting.zcdp import rdp_to_approx_dp
 
-    steps = check_positive_int("steps", steps)
+    check_callable("base_rdp", base_rdp)
+    q = _check_q(q)
+    amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
+    steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
     delta = check_delta("delta", delta)
     orders = SUBSAMPLING_ORDERS if orders is None else _check_orders(orders)
     rdp = steps * subsampled_rdp(orders, q, base_rdp, amplification)
@@ -290,7 +307,8 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
 
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
     z = check_positive_float("noise_multiplier", noise_multiplier)
-    steps = check_positive_int("steps", steps)
+    q = _check_q(q)
+    steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
     delta = check_delta("delta", delta)
     orders = SUBSAMPLING_ORDERS
     if amplification == "poisson":
@@ -306,6 +324,10 @@ def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, st
     ε decreases in z, so the root is unique; found on log z by Brent's method.
     """
     epsilon = check_epsilon("epsilon", epsilon)
+    delta = check_delta("delta", delta)
+    q = _check_q(q)
+    steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
+    amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
 
     def gap(log_z: float) -> float:
         return sampled_gaussian_epsilon(math.exp(log_z), q, steps, delta, amplification) - epsilon

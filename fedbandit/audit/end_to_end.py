@@ -41,7 +41,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbandit._validation import check_choice, check_positive_int, check_probability, check_rng
+from fedbandit._validation import (
+    MAX_STEPS,
+    check_bool,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_finite_float,
+    check_instance,
+    check_int_in_range,
+    check_nonnegative_float,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+    check_rng,
+)
 from fedbandit.audit.broken import scale_noise_in_place, with_noise_scale
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, KnownProjection, LearnedProjection, claim_of
@@ -126,6 +141,10 @@ _NATIVE_RELATION = {"multi-armed": "replace", "counter": "replace", "federated":
 # ---------------------------------------------------------------------------------------
 
 
+#: Largest number of cells (rounds × agents × arms × ...) of the fixed inputs drawn for an audit.
+_MAX_CELLS = 10**8
+
+
 @dataclass(frozen=True)
 class TargetRewardBandit(BernoulliBandit):
     """A Bernoulli bandit with fixed rewards; agent ``agent``'s reward at slot ``slot`` is ``value``.
@@ -147,6 +166,15 @@ class TargetRewardBandit(BernoulliBandit):
 
     def __post_init__(self):
         super().__post_init__()
+        horizon = check_positive_int("horizon", self.horizon, max_value=MAX_STEPS)
+        n_agents = check_positive_int("n_agents", self.n_agents, max_value=MAX_STEPS)
+        if horizon * n_agents * self.n_arms > _MAX_CELLS:
+            raise ValueError(f"horizon * n_agents * n_arms = {horizon * n_agents * self.n_arms} exceeds {_MAX_CELLS:.0e} "
+                             f"(a table of rewards of that size is drawn), got horizon={horizon}, n_agents={n_agents}")
+        check_int_in_range("agent", self.agent, 0, n_agents - 1)
+        check_nonnegative_int("slot", self.slot)
+        check_finite_float("value", self.value)
+        check_nonnegative_int("seed", self.seed)
         rng = np.random.default_rng(self.seed)
         table = (rng.random((self.horizon, self.n_agents, self.n_arms)) < self.means).astype(float)
         object.__setattr__(self, "table", table)
@@ -171,6 +199,19 @@ def linear_users(M, K, d, T, *, relation="add-remove", world=1, seed=0, feature_
     reward ⟨θ, x⟩, reward noise N(0, noise_std²) drawn once.  The target (agent 0, round 1)
     is described in the module docstring.
     """
+    M = check_positive_int("M", M, max_value=_MAX_CELLS)
+    K = check_positive_int("K", K, max_value=_MAX_CELLS)
+    d = check_positive_int("d", d, max_value=_MAX_CELLS)
+    T = check_positive_int("T", T, max_value=_MAX_CELLS)
+    if T * M * K * d > _MAX_CELLS:
+        raise ValueError(f"T * M * K * d = {T * M * K * d} exceeds {_MAX_CELLS:.0e} (features of that size are drawn), "
+                         f"got T={T}, M={M}, K={K}, d={d}")
+    relation = check_choice("relation", relation, ("add-remove", "replace"))
+    world = check_choice("world", world, (0, 1))
+    seed = check_nonnegative_int("seed", seed)
+    feature_bound = check_positive_float("feature_bound", feature_bound)
+    reward_bound = check_positive_float("reward_bound", reward_bound)
+    noise_std = check_nonnegative_float("noise_std", noise_std)
     rng = np.random.default_rng(seed)
     theta = rng.standard_normal(d)
     theta *= 0.5 / np.linalg.norm(theta)
@@ -236,7 +277,8 @@ class EndToEndMechanism:
     def __init__(self, spec: EndToEndSpec, variant: str = "correct", *, quiet: bool = False):
         self.spec = spec
         self.variant = check_choice("variant", variant, ("correct", "broken"))
-        self.quiet = bool(quiet)
+        self.spec = check_instance("spec", spec, EndToEndSpec)
+        self.quiet = check_bool("quiet", quiet)
 
     # -- building -------------------------------------------------------------------
     def protocol(self):
@@ -622,6 +664,7 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     rng = check_rng("rng", rng)
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
+    power = check_bool("power", power)
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
     key = spec.key()
@@ -667,9 +710,15 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     from fedbandit.audit.tight import _GaussianTrials, _worlds_relation as _wr
     from fedbandit.protocols.statistics import CentralTree, GaussianTree
 
+    check_instance("spec", spec, EndToEndSpec)
     if spec.family != "linear" or spec.learner != "fixed-batch":
-        raise ValueError(f"first_release_audit audits the fixed-batch learner, got {spec.name!r}")
+        raise ValueError(f"first_release_audit audits the fixed-batch learner, got spec {spec.name!r}")
     rng = check_rng("rng", rng)
+    n_trials = check_positive_int("n_trials", n_trials)
+    check_choice("variant", variant, ("correct", "broken"))
+    confidence = check_probability("confidence", confidence)
+    check_runs = check_positive_int("check_runs", check_runs, max_value=10**6,
+                                    reason="every check run is a run of the learner")
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
     quiet = EndToEndMechanism(spec, variant, quiet=True)
@@ -732,7 +781,7 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     :func:`fedbandit.learners.available_learners` appears at least once (the tests check
     it).  The claims are at ``(epsilon, delta)``.
     """
-    e = dict(epsilon=epsilon, delta=delta)
+    e = dict(epsilon=check_epsilon("epsilon", epsilon), delta=check_delta("delta", delta))
     lin = dict(M=3, T=20, B=5, K=4, d=2, seed=0)
     out = []
     # (protocol, its extra parameters, the power check's noise factor): the shuffle protocols are

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from fedbandit._validation import check_array, check_instance, check_int_array, check_positive_int
 from fedbandit.audit.epsilon import AuditResult
 
 __all__ = [
@@ -34,6 +35,12 @@ __all__ = [
     "AuditReport",
     "claim_of",
 ]
+
+
+def _vector(name, value) -> np.ndarray:
+    if isinstance(value, (str, bytes, dict, set)):
+        raise TypeError(f"{name} must be a finite vector, got {value!r:.80}")
+    return check_array(name, value, dtype=float).reshape(-1)
 
 
 class KnownProjection:
@@ -45,10 +52,12 @@ class KnownProjection:
     """
 
     def __init__(self, direction, offset=None):
-        self.direction = np.asarray(direction, dtype=float).reshape(-1)
-        if self.direction.size == 0 or not np.all(np.isfinite(self.direction)):
+        self.direction = _vector("direction", direction)
+        if self.direction.size == 0:
             raise ValueError("direction must be a non-empty finite vector")
-        self.offset = None if offset is None else np.asarray(offset, dtype=float).reshape(-1)
+        self.offset = None if offset is None else _vector("offset", offset)
+        if self.offset is not None and self.offset.size not in (1, self.direction.size):
+            raise ValueError(f"offset must have the size of direction ({self.direction.size}), got {self.offset.size}")
 
     def __call__(self, batch):
         b = np.asarray(batch, dtype=float).reshape(len(batch), -1)
@@ -71,8 +80,13 @@ class LearnedProjection:
     """
 
     def __init__(self, features=None, *, full_up_to=64):
-        self.features = None if features is None else np.asarray(features, dtype=np.int64)
-        self.full_up_to = int(full_up_to)
+        if features is not None:
+            if isinstance(features, (str, bytes, dict, set)):
+                raise TypeError(f"features must be column indices (ints), got {features!r:.80}")
+            features = check_int_array("features", features, low=None)
+        self.features = features
+        self.full_up_to = check_positive_int("full_up_to", full_up_to, max_value=10**5,
+                                             reason="the full covariance has full_up_to^2 entries")
         self.w = None
         self.center = None
 
@@ -119,7 +133,12 @@ def claim_of(accounting) -> tuple[float, str]:
     a theorem, the target ε when the status is "unproven" or "invalid" (what the protocol
     asked for and does not establish), ∞ without privacy.
     """
-    acc = accounting if isinstance(accounting, dict) else accounting.as_dict()
+    from fedbandit.accounting.accountant import Accounting
+
+    acc = accounting if isinstance(accounting, dict) else check_instance(
+        "accounting", accounting, (Accounting, dict), "an Accounting or its dict").as_dict()
+    if not {"status", "epsilon", "target_epsilon"} <= set(acc):
+        raise ValueError(f"accounting must have the keys status, epsilon and target_epsilon, got {sorted(acc)}")
     status = acc["status"]
     if status == "none":
         return math.inf, status

@@ -48,7 +48,20 @@ import time
 
 import numpy as np
 
-from fedbandit._validation import check_positive_int, check_probability, check_rng
+from fedbandit._validation import (
+    MAX_STEPS,
+    check_choice,
+    check_delta,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+    check_rng,
+    check_str,
+)
+
+#: Most runs of the real protocol in a noise-law check (each run is a row of its state).
+MAX_CHECK_RUNS = 10**6
 from fedbandit.audit.broken import with_noise_scale
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, claim_of
@@ -69,7 +82,10 @@ def target_records(dim: int, relation: str, feature_bound: float = 1.0, reward_b
     angle of 60° maximizes ‖x₁y₁ − x₀y₀‖² + ‖x₁x₁ᵀ − x₀x₀ᵀ‖² for unit features [derived]
     (d = 1: x₀ = L, y₀ = −Y).
     """
-    L, Y = float(feature_bound), float(reward_bound)
+    dim = check_positive_int("dim", dim, max_value=MAX_STEPS)
+    relation = check_choice("relation", relation, ("add-remove", "replace"))
+    L = check_positive_float("feature_bound", feature_bound)
+    Y = check_positive_float("reward_bound", reward_bound)
     x1 = np.zeros(dim)
     x1[0] = L
     if relation == "add-remove":
@@ -220,7 +236,8 @@ class TightAudit:
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
         rng = check_rng("rng", rng)
-        self.check_runs = check_positive_int("check_runs", check_runs)
+        self.check_runs = check_positive_int("check_runs", check_runs, max_value=MAX_CHECK_RUNS,
+                                             reason="every check run is a run of the protocol")
         self.protocol = protocol
         self.view, self.s = _view_of(protocol)
         self.ddg = isinstance(protocol.randomizer, DiscreteGaussianTree)
@@ -371,6 +388,14 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     rng = check_rng("rng", rng)
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
+    if delta is not None:
+        delta = check_delta("delta", delta)
+    if broken_factor is not None:
+        broken_factor = check_nonnegative_float("broken_factor", broken_factor)
+    check_runs = check_positive_int("check_runs", check_runs, max_value=MAX_CHECK_RUNS,
+                                    reason="every check run is a run of the protocol")
+    if name is not None:
+        check_str("name", name)
     t0, c0 = time.perf_counter(), time.process_time()
     ta = TightAudit(protocol, rng, check_runs=check_runs)
     delta = protocol.target_delta if delta is None else delta

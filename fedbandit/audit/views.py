@@ -33,6 +33,7 @@ import copy
 
 import numpy as np
 
+from fedbandit._validation import MAX_COUNT, check_array, check_nonnegative_int, check_positive_int
 from fedbandit.protocols.base import Intermediary, Protocol
 
 __all__ = [
@@ -140,6 +141,8 @@ def tapped(protocol: Protocol) -> tuple[Protocol, Tap, ReleaseRecorder]:
 def tree_nodes_containing(batch: int, n_batches: int) -> list[int]:
     """The steps k at which the tree releases a node containing ``batch`` (1-based): the
     node of level j closing at ⌈batch/2^j⌉·2^j, for every level with that step ≤ K."""
+    batch = check_positive_int("batch", batch, max_value=MAX_COUNT)
+    n_batches = check_nonnegative_int("n_batches", n_batches, max_value=MAX_COUNT)
     out = []
     j = 0
     while 2**j <= n_batches:
@@ -158,7 +161,11 @@ def nodes_from_prefixes(prefixes: np.ndarray) -> np.ndarray:
     is invertible (the prefix sums are the node sums), so attacking the nodes is attacking
     the releases.
     """
-    s = np.asarray(prefixes, dtype=float)
+    if isinstance(prefixes, (str, bytes, dict, set)) or prefixes is None:
+        raise TypeError(f"prefixes must be an array (K, ...) of prefix sums, got {prefixes!r:.80}")
+    s = check_array("prefixes", prefixes, dtype=float)
+    if s.ndim == 0:
+        raise ValueError(f"prefixes must be an array (K, ...) of prefix sums with at least one axis, got {prefixes!r:.80}")
     K = s.shape[0]
     kappa = max(1, K.bit_length())
     latest = np.zeros((kappa,) + s.shape[1:])

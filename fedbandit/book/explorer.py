@@ -138,8 +138,8 @@ class Control:
         kind = self.kind
         if kind is None:
             kind = "slider" if all(_is_number(v) for v in values) else "dropdown"
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS!r}, got {kind!r}")
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS!r}, got {kind!r:.80}")
         object.__setattr__(self, "kind", kind)
 
     def widget(self, name: str):
@@ -300,8 +300,8 @@ def make_explorer(
     except ValueError:  # no signature (a builtin): found out on the first call
         pass
     mode = explorer_mode() if mode is None else mode
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES!r}, got {mode!r}")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES!r}, got {mode!r:.80}")
     if isinstance(dpi, bool) or not isinstance(dpi, numbers.Real) or not math.isfinite(dpi) or not 10 <= dpi <= 400:
         raise ValueError(f"dpi must be a number in [10, 400], got {dpi!r}")
     if isinstance(max_outputs, bool) or not isinstance(max_outputs, numbers.Integral) or max_outputs < 1:
@@ -476,16 +476,26 @@ def decode_explorer(state: Mapping[str, Any], name: str) -> DecodedExplorer:
         If no (or more than one) explorer of that name is in the state, or its structure is
         not controls + linked stacks.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (the explorer's name), got {name!r:.80} of type {type(name).__name__}")
     models = state.get("state", state) if isinstance(state, Mapping) else None
     if not isinstance(models, Mapping):
         raise ValueError("state must be saved widget state (a mapping of model ids to models)")
+    try:
+        return _decode(models, name)
+    except (AttributeError, KeyError, TypeError, IndexError) as exc:  # a malformed saved document
+        raise ValueError(f"state is not well-formed saved widget state ({type(exc).__name__}: {exc})") from exc
+
+
+def _decode(models: Mapping[str, Any], name: str) -> DecodedExplorer:
     cls = f"{EXPLORER_CLASS}-{name}"
     roots = [
         mid for mid, m in models.items()
         if cls in (m.get("state", {}).get("_dom_classes") or []) and m.get("model_name") == "VBoxModel"
     ]
     if len(roots) != 1:
-        raise ValueError(f"expected one static explorer {name!r} (a VBox with class {cls}), found {len(roots)}")
+        raise ValueError(f"expected one static explorer {name!r} (a VBox with class {cls}), found {len(roots)} "
+                         "with that name")
     box = models[roots[0]]["state"]
     children = [_ref(c) for c in box.get("children", [])]
     if len(children) != 2 or models[children[1]]["model_name"] != "StackModel":

@@ -13,6 +13,7 @@ import numpy as np
 
 from fedbandit._validation import (
     check_positive_float,
+    check_str,
 )
 
 __all__ = [
@@ -53,6 +54,10 @@ def shipped_data_path(name: str, default: Path) -> Path:
     ``<prefix>/share/fedbandit/data`` for a non-editable install (``pip install git+...``,
     as on Colab; the prefix is the interpreter's, the one the package was installed under, or
     the user base), else ``default`` (so that the caller's error names the repository path)."""
+    name = check_str("name", name)
+    if not isinstance(default, (str, os.PathLike)):
+        raise TypeError(f"default must be a path (str or os.PathLike), got {default!r:.80} of type {type(default).__name__}")
+    default = Path(default)
     if default.exists():
         return default
     import site

@@ -30,6 +30,10 @@ __all__ = [
 ]
 
 
+#: Largest dimension (= number of arms): the d unit arms are stored as a d × d matrix.
+MAX_DIM = 10_000
+
+
 class OrthogonalArmsEnv:
     """K = d orthogonal unit arms; arm 1 has mean μ, the others μ − Δ_r in run r.
 
@@ -54,7 +58,8 @@ class OrthogonalArmsEnv:
 
     def __init__(self, gaps, dim=2, *, best_mean=0.5, noise_std=0.1, seed=0, block_size=4096):
         gaps = check_array("gaps", gaps, ndim=1)
-        self.dim = check_positive_int("dim", dim)
+        self.dim = check_positive_int("dim", dim, max_value=MAX_DIM,
+                                      reason="the arms are the rows of a dim x dim identity matrix")
         if self.dim < 2:
             raise ValueError(f"dim must be >= 2 (a best arm and at least one other), got {dim!r}")
         self.best_mean = check_positive_float("best_mean", best_mean)

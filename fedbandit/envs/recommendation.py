@@ -26,6 +26,7 @@ Regenerate the stored table (see ``data/README.md``)::
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -108,7 +109,11 @@ def save_ranker_table(table: dict, path=DEFAULT_RANKER_PATH) -> Path:
 
 def load_ranker_table(path=None) -> dict:
     """Load the stored ranker table (default :func:`ranker_table_path`)."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be None or a path (str or os.PathLike), got {path!r:.80} of type {type(path).__name__}")
     path = ranker_table_path() if path is None else Path(path)
+    if path.is_dir():
+        raise ValueError(f"path must be a .npz file, got the directory {str(path)!r}")
     if not path.exists():
         raise FileNotFoundError(
             f"{path} not found; regenerate it with `python -m fedbandit.envs.recommendation build-rankers "
@@ -120,13 +125,33 @@ def load_ranker_table(path=None) -> dict:
     return out
 
 
+def _check_table(table) -> dict:
+    """A table of :func:`build_ranker_table`: a dict with ``features`` (F,) and ``top_label_counts`` (F, Q, 5)."""
+    if not isinstance(table, dict):
+        raise TypeError(f"table must be None or a dict from build_ranker_table, got {table!r:.80} of type "
+                        f"{type(table).__name__}")
+    missing = {"features", "top_label_counts"} - set(table)
+    if missing:
+        raise ValueError(f"table lacks the entries {sorted(missing)} of a build_ranker_table result")
+    try:
+        counts = np.asarray(table["top_label_counts"], dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError("table['top_label_counts'] must be an array of label counts") from exc
+    if counts.ndim != 3 or counts.shape[2] != RELEVANCE_VALUES.size or np.shape(table["features"]) != counts.shape[:1]:
+        raise ValueError(f"table['top_label_counts'] must have shape (F, Q, {RELEVANCE_VALUES.size}) and "
+                         f"table['features'] shape (F,), got {counts.shape} and {np.shape(table['features'])}")
+    if not np.all(np.isfinite(counts)) or np.any(counts < 0) or np.any(counts.sum(axis=2) <= 0):
+        raise ValueError("table['top_label_counts'] must hold non-negative counts, with a positive total per query")
+    return table
+
+
 def ranker_distributions(table: dict | None = None):
     """Every ranker's reward distribution over :data:`RELEVANCE_VALUES`.
 
     A user's query is uniform over the queries; among the ranker's top-tied documents one
     is shown uniformly at random.  Returns ``(features (F,), probs (F, 5), means (F,))``.
     """
-    table = load_ranker_table() if table is None else table
+    table = load_ranker_table() if table is None else _check_table(table)
     counts = np.asarray(table["top_label_counts"], dtype=float)  # (F, Q, 5)
     per_query = counts / counts.sum(axis=2, keepdims=True)
     probs = per_query.mean(axis=1)
@@ -139,8 +164,8 @@ def ranker_bandit(n_arms: int = 10, table: dict | None = None) -> CategoricalBan
 
     The returned environment also carries ``features``: the MSLR feature numbers of its arms.
     """
-    feats, probs, means = ranker_distributions(table)
     n_arms = check_int_in_range("n_arms", n_arms, 2, None)
+    feats, probs, means = ranker_distributions(table)
     _, first = np.unique(np.round(probs, 12), axis=0, return_index=True)
     distinct = np.sort(first)
     order = distinct[np.argsort(-means[distinct], kind="stable")]

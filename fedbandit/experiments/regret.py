@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from fedbandit._validation import (
+    check_array,
     check_bool,
     check_choice,
     check_delta,
@@ -38,6 +39,9 @@ from fedbandit._validation import (
 __all__ = [
     "regret_trial",
 ]
+
+#: Most runs of one trial (each is a row of the learner's state).
+MAX_RUNS = 10**6
 
 
 def regret_trial(config: dict, rng) -> dict:
@@ -77,8 +81,10 @@ def regret_trial(config: dict, rng) -> dict:
     from fedbandit.envs.linear import SyntheticLinearEnv
     from fedbandit.envs.orthogonal import OrthogonalArmsEnv
     from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+    from fedbandit.experiments.trials import _check_config
     from fedbandit.protocols.registry import create, describe
 
+    _check_config(config, ("n", "epsilon", "delta", "protocols"))
     n = check_positive_int("n", config["n"])
     epsilon = check_epsilon("epsilon", config["epsilon"])
     delta = check_delta("delta", config["delta"])
@@ -101,19 +107,26 @@ def regret_trial(config: dict, rng) -> dict:
     out["checkpoints"] = checkpoints
 
     if instance == "gaps":
-        gaps = np.repeat(np.asarray(config["gaps"], dtype=float), check_positive_int("runs_per_gap", config["runs_per_gap"]))
+        _check_config(config, ("gaps", "runs_per_gap"))
+        per_gap = check_positive_int("runs_per_gap", config["runs_per_gap"], max_value=MAX_RUNS,
+                                     reason="every run is a row of the learner's state")
+        gaps = np.repeat(check_array("gaps", config["gaps"], ndim=1), per_gap)
+        if gaps.size > MAX_RUNS:
+            raise ValueError(f"len(gaps) * runs_per_gap = {gaps.size} runs exceed {MAX_RUNS:.0e}")
 
         def make_env():
             return OrthogonalArmsEnv(gaps, dim, noise_std=noise_std, seed=env_seed)
 
         param_bound = make_env().param_norm
     else:
-        runs = check_positive_int("runs", config.get("runs", 1))
+        runs = check_positive_int("runs", config.get("runs", 1), max_value=MAX_RUNS,
+                                  reason="every run is a row of the learner's state")
+        n_arms = check_positive_int("n_arms", config.get("n_arms", 20))
         shared = check_bool("shared_contexts", config.get("shared_contexts", False))
 
         def make_env():
             return SyntheticLinearEnv(
-                1, n_arms=int(config.get("n_arms", 20)), dim=dim, n_runs=runs, noise_std=noise_std,
+                1, n_arms=n_arms, dim=dim, n_runs=runs, noise_std=noise_std,
                 shared_contexts=shared, means_from_raw=False, seed=env_seed,
             )
 

@@ -289,13 +289,18 @@ def random_play_regret(config: dict) -> np.ndarray:
 
 def _learner_of(config: dict):
     from fedbandit.envs.factory import make_environment
+    from fedbandit.experiments.runner import _config_names
     from fedbandit.learners.registry import learner_class
 
     cfg = {k: v for k, v in config.items() if k not in ("n_trials", "n_select", "confidence", "chunk")}
-    env = make_environment(dict(cfg, runs=1))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return learner_class(cfg["learner"]).from_config(cfg, env)
+    if "learner" not in cfg:
+        raise ValueError(f"config must give 'learner'; it has {sorted(cfg)}")
+    cls = learner_class(cfg["learner"])
+    with _config_names(cfg):  # a refusal of horizon, n_agents, ... also names T, M, ...
+        env = make_environment(dict(cfg, runs=1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cls.from_config(cfg, env)
 
 
 def accounting_under(config: dict, relation: str) -> dict:
@@ -458,8 +463,8 @@ def end_to_end_audit(config: dict, rng) -> dict:
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     specs = {s.name: s for s in end_to_end_specs(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))}
     name = config.get("spec")
-    if name not in specs:
-        raise ValueError(f"unknown end-to-end audit {name!r}; audits: {', '.join(specs)}")
+    if not isinstance(name, str) or name not in specs:
+        raise ValueError(f"unknown end-to-end audit config['spec']={name!r:.80}; audits: {', '.join(specs)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rep = audit_end_to_end(specs[name], check_positive_int("n_trials", config.get("n_trials", 6000)), rng=rng,

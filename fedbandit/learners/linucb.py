@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbandit._validation import check_array, check_float_in_range, check_positive_float
+from fedbandit._validation import check_array, check_float_in_range, check_nonnegative_float, check_positive_float
 
 __all__ = [
     "regularized_inverse",
@@ -84,6 +84,37 @@ def _require_arrays(**arrays) -> None:
     for name, a in arrays.items():
         if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf":  # (dtype.kind: ~20x cheaper than issubdtype)
             raise TypeError(f"{name} must be a numeric numpy array, got {type(a).__name__}")
+
+
+def _float_array(name, value) -> np.ndarray:
+    """``value`` as a float array, refused by name if it is not numeric (no copy of a float array, no
+    scan of its entries: the per-segment helpers run inside the learners' loops)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float64:
+        return value
+    if isinstance(value, (str, bytes, dict, set)) or value is None:
+        raise TypeError(f"{name} must be a numeric array, got {value!r:.80}")
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {value!r:.80}") from exc
+
+
+def _check_mask(mask, shape) -> np.ndarray | None:
+    """None, or a bool array (rounds, runs or 1, agents, arms) broadcastable to ``shape``."""
+    if mask is None:
+        return None
+    m = mask if isinstance(mask, np.ndarray) else np.asarray(mask)
+    if m.dtype != bool:
+        raise TypeError(f"mask must be None or a bool array, got dtype {m.dtype}")
+    ok = m.ndim == 4 and m.shape[0] == shape[0]
+    if ok:
+        try:
+            ok = np.broadcast_shapes(m.shape, tuple(shape)) == tuple(shape)
+        except ValueError:
+            ok = False
+    if not ok:
+        raise ValueError(f"mask must have shape {tuple(shape)} (axis 1 may be 1), got {m.shape}")
+    return m
 
 
 def sherman_morrison_update(v_inv: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -126,6 +157,9 @@ def weighted_upper(matrices: np.ndarray) -> np.ndarray:
     for symmetric A (for a nearly symmetric A, such as a computed inverse, the quadratic form
     of its upper triangle).
     """
+    matrices = _float_array("matrices", matrices)
+    if matrices.ndim < 2 or matrices.shape[-1] != matrices.shape[-2]:
+        raise ValueError(f"matrices must have shape (..., d, d), got {matrices.shape}")
     d = matrices.shape[-1]
     iu, ju = np.triu_indices(d)
     return matrices[..., iu, ju] * np.where(iu == ju, 1.0, 2.0)
@@ -277,7 +311,7 @@ def _check_served(features_shape, theta_hat, v_inv, betas):
         raise ValueError(f"v_inv must have shape {(R, d, d)}, got {v_inv.shape}")
     if Rc not in (1, R):
         raise ValueError(f"features must have 1 or {R} runs on axis 1, got {Rc}")
-    betas = np.asarray(betas, dtype=float)
+    betas = _float_array("betas", betas)
     if betas.shape != (n,):
         raise ValueError(f"betas must have shape ({n},) (one radius per round), got {betas.shape}")
     return R, betas
@@ -320,11 +354,13 @@ def serve_from_statistics(features, theta_hat, v_inv, betas, mask=None, *, tie_t
     -------
     ndarray of int, shape (n, R, M)
     """
-    features = np.asarray(features, dtype=float)
-    theta_hat = np.asarray(theta_hat, dtype=float)
-    v_inv = np.asarray(v_inv, dtype=float)
+    features = _float_array("features", features)
+    theta_hat = _float_array("theta_hat", theta_hat)
+    v_inv = _float_array("v_inv", v_inv)
     R, betas = _check_served(features.shape, theta_hat, v_inv, betas)
     n, Rc, M, K, d = features.shape
+    mask = _check_mask(mask, (n, R, M, K))
+    tie_tol = check_nonnegative_float("tie_tol", tie_tol)
     out = np.empty((n, R, M), dtype=np.intp)
     if Rc == 1:
         step = max(1, SERVE_CHUNK // (M * K))
@@ -369,7 +405,7 @@ def table_products(table) -> np.ndarray:
 
     Computed once per run for :func:`table_scores` (8·N·d(d+1)/2 bytes).
     """
-    table = np.asarray(table, dtype=float)
+    table = _float_array("table", table)
     if table.ndim != 2:
         raise ValueError(f"table must have shape (N, d), got {table.shape}")
     xt = np.ascontiguousarray(table.T)
@@ -394,12 +430,17 @@ def table_scores(table, theta_hat, v_inv, products=None) -> tuple[np.ndarray, np
     (lin, width) : ndarrays of shape (R, N)
         Negative quadratic forms (a noisy, indefinite V) are clipped at 0 before the root.
     """
-    table = np.asarray(table, dtype=float)
-    theta_hat = np.asarray(theta_hat, dtype=float)
-    v_inv = np.asarray(v_inv, dtype=float)
+    table = _float_array("table", table)
+    theta_hat = _float_array("theta_hat", theta_hat)
+    v_inv = _float_array("v_inv", v_inv)
     if table.ndim != 2:
         raise ValueError(f"table must have shape (N, d), got {table.shape}")
     R, _ = _check_served((1, 1, 1, 1, table.shape[1]), theta_hat, v_inv, np.zeros(1))
+    if products is not None:
+        products = _float_array("products", products)
+        q = table.shape[1] * (table.shape[1] + 1) // 2
+        if products.shape != (q, table.shape[0]):
+            raise ValueError(f"products must have shape {(q, table.shape[0])} (table_products(table)), got {products.shape}")
     lin = theta_hat @ table.T
     if products is None:
         width = np.einsum("rnd,nd->rn", np.matmul(table[None], v_inv), table)
@@ -426,16 +467,26 @@ def select_from_table(lin, width, arm_ids, betas, mask=None, *, tie_tol: float =
     ndarray of int, shape (n, R, M)
         The same decisions as :func:`serve_from_statistics` on the rows' features.
     """
+    lin = _float_array("lin", lin)
+    width = _float_array("width", width)
+    if lin.ndim != 2:
+        raise ValueError(f"lin must have shape (runs, table rows), got {lin.shape}")
+    if width.shape != lin.shape:
+        raise ValueError(f"width must have the shape of lin {lin.shape}, got {width.shape}")
     arm_ids = np.asarray(arm_ids)
+    if arm_ids.dtype.kind not in "iu":
+        raise TypeError(f"arm_ids must be an array of ints, got dtype {arm_ids.dtype}")
     if arm_ids.ndim != 4:
         raise ValueError(f"arm_ids must have shape (rounds, runs or 1, agents, arms), got {arm_ids.shape}")
     R = lin.shape[0]
     n, Rc = arm_ids.shape[:2]
-    if Rc not in (1, R) or width.shape != lin.shape:
-        raise ValueError(f"arm_ids must have 1 or {R} runs on axis 1 and lin, width the same shape")
-    betas = np.asarray(betas, dtype=float)
+    if Rc not in (1, R):
+        raise ValueError(f"arm_ids must have 1 or {R} runs on axis 1, got {Rc}")
+    betas = _float_array("betas", betas)
     if betas.shape != (n,):
         raise ValueError(f"betas must have shape ({n},), got {betas.shape}")
+    mask = _check_mask(mask, (n, R) + arm_ids.shape[2:])
+    tie_tol = check_nonnegative_float("tie_tol", tie_tol)
     run = np.arange(R).reshape(1, R, 1, 1)
     ids = np.broadcast_to(arm_ids, (n, R) + arm_ids.shape[2:])
     scores = width[run, ids]

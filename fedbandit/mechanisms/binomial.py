@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from fedbandit._validation import check_positive_int, check_rng
+from fedbandit._validation import check_choice, check_positive_int, check_rng
 from fedbandit.accounting.binomial import BinomialParams
 from fedbandit.mechanisms.ddg import clip_l2, conditional_randomized_round, modular_clip
 from fedbandit.mechanisms.flattening import make_flattener
@@ -52,6 +52,7 @@ class BinomialMechanism:
         if not isinstance(params, BinomialParams):
             raise TypeError(f"params must be a BinomialParams, got {type(params).__name__}")
         self.params = params
+        flatten = check_choice("flatten", flatten, ("hadamard", "dft"))
         self.flattener = make_flattener(params.d, check_rng("flatten_seed", flatten_seed), flatten)
         if self.flattener.d_out != params.d_pad:
             raise ValueError("flattener output dimension does not match params.d_pad")

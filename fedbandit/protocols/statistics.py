@@ -349,6 +349,7 @@ def gram_noise_scale(dim: int, gram_noise: str):
 
     ``"average"``, (N + Nᵀ)/2: 1 on the bias and the diagonal, 1/√2 off the diagonal.
     """
+    dim = check_positive_int("dim", dim, max_value=10**4, reason="the packed Gram matrix has dim(dim+1)/2 entries")
     check_choice("gram_noise", gram_noise, GRAM_NOISES)
     if gram_noise == "mirror":
         return None

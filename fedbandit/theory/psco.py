@@ -34,7 +34,19 @@ import math
 
 import numpy as np
 
-from fedbandit._validation import check_array, check_choice, check_epsilon, check_nonnegative_int, check_positive_array, check_positive_int
+from fedbandit._validation import (
+    MAX_COUNT,
+    check_array,
+    check_choice,
+    check_epsilon,
+    check_nonnegative_int,
+    check_positive_array,
+    check_positive_float,
+    check_positive_int,
+)
+
+#: Most rungs of :func:`big_ladder` (one per shuffler; the book's k are at most log2 n + 1).
+MAX_LADDER = 10_000
 
 __all__ = [
     "ALGORITHMS",
@@ -80,6 +92,14 @@ def c_epsilon(epsilon: float) -> float:
     return 1.0 / (math.exp(epsilon) + math.exp(-epsilon)) if epsilon < 700 else 0.0
 
 
+def _positive_c(epsilon) -> float:
+    """c_ε, refused by name where it underflows to 0 (ε ≳ 700: the thresholds divide by it)."""
+    c = c_epsilon(epsilon)
+    if c <= 0.0:
+        raise ValueError(f"epsilon={epsilon!r} is too large: c_epsilon = 1/(e^epsilon + e^-epsilon) underflows to 0")
+    return c
+
+
 def rep_nk(n, k: int, epsilon: float):
     """rep_{n,k} = ½ n^{1/(2k+1)} c_ε^{2k/(2k+1)}: the run length of Δ_{n,k} and the lower bound.
 
@@ -114,12 +134,13 @@ def rep_threshold(k: int, epsilon: float, run_length: float) -> float:
     a stream of independent fair bits, no harder than Ber(1/2); the family has structure,
     and the lower bound teeth, only beyond ``rep_threshold(k, ε, 2)``.
     """
-    k = check_positive_int("k", k)
-    run_length = float(run_length)
-    if not run_length > 0:
-        raise ValueError(f"run_length must be > 0, got {run_length!r}")
-    c = c_epsilon(epsilon)
-    return float((2.0 * run_length / c ** (2.0 * k / (2 * k + 1))) ** (2 * k + 1))
+    k = check_positive_int("k", k, max_value=MAX_COUNT)
+    run_length = check_positive_float("run_length", run_length)
+    c = _positive_c(epsilon)
+    try:
+        return float((2.0 * run_length / c ** (2.0 * k / (2 * k + 1))) ** (2 * k + 1))
+    except OverflowError:  # beyond float64: no n reaches that run length
+        return math.inf
 
 
 def window_variance_inflation(run_length: int) -> float:
@@ -143,9 +164,15 @@ def big_ladder(n, k: int, epsilon: float) -> list:
     bits spaced N_j apart (Bits of the proof) are seen only through small batches, and their
     sum costs sqrt(N_{j−1}/N_j).  rep_{N_j,k−j} = rep_{n,k} at every step (:func:`rep_nk`).
     """
-    k = check_positive_int("k", k)
-    out = [float(_check_n(n))]
+    k = check_positive_int("k", k, max_value=MAX_LADDER, reason="the ladder has k + 1 rungs")
+    _positive_c(epsilon)
+    n = _check_n(n)
+    if np.size(n) != 1:
+        raise ValueError(f"n must be a single positive number, got an array of shape {np.shape(n)}")
+    out = [float(np.reshape(n, -1)[0])]
     for j in range(k, 0, -1):
+        if out[-1] == 0.0:
+            raise ValueError(f"epsilon={epsilon!r} is too large for k={k}: the thresholds underflow to 0")
         out.append(float(big_nk(out[-1], j, epsilon)))
     return out
 
