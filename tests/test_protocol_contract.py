@@ -276,7 +276,6 @@ def test_measured_noise_variance_matches_stated(name):
     if np.all(stated == 0):
         assert np.all(err == 0) or np.abs(err).max() < 1e-9
         return
-    p = _build(name)
     discrete = name in ("ddg-secagg", "ddg-shuffle", "sdp-vector-sum", "sum-ddg-secagg") + USER_LEVEL
     for k in range(err.shape[1]):
         x = err[:, k].ravel()

@@ -21,10 +21,9 @@ from fedbandit.accounting import (
     shuffled_gaussian_epsilon_mc,
     zc_lemma_sigma0,
 )
-from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
+from fedbandit.envs.linear import RealDataLinearEnv
 from fedbandit.learners import FixedBatchFedLinUCB
 from fedbandit.learners.linucb import (
-    TIE_TOL,
     select_arms,
     select_from_table,
     serve_from_statistics,
@@ -135,7 +134,6 @@ def test_table_path_makes_the_same_decisions_as_the_feature_path():
 
 @pytest.mark.parametrize("name", ["silo-ldp", "central"])
 def test_gram_noise_average_scales_only_the_off_diagonal_noise(name):
-    env = SyntheticLinearEnv(3, 6, 4, n_runs=2, seed=1, block_size=7)
     out = {}
     for g in ("mirror", "average"):
         proto = create(name, epsilon=1.0, delta=0.1, gram_noise=g)
