@@ -429,7 +429,6 @@ class FixedBatchFedLinUCB:
         protocol's own).
         """
         from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
-        from fedbandit.accounting.events import check_relation
 
         if not self.communicate:
             return account(
@@ -438,16 +437,7 @@ class FixedBatchFedLinUCB:
             )
         p = self.protocol
         if self.local_updates and self.batch_size > 1 and p.private:
-            relation = p.relation if relation is None else check_relation(relation)
-            return account(
-                InvalidEvent(WITHIN_BATCH_LEAK, claimed=p.event(relation)),
-                target_epsilon=p.target_epsilon,
-                target_delta=p.target_delta,
-                model=p.model,
-                relation=relation,
-                theorem=p.theorem(),
-                notes=p.bounds_note(),
-            )
+            return p.account_event(lambda rel: InvalidEvent(WITHIN_BATCH_LEAK, claimed=p.event(rel)), relation)
         return p.accounting(relation)
 
     def calibration(self, beta_T: float | None = None) -> dict:

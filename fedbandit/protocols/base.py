@@ -228,16 +228,35 @@ class Protocol(abc.ABC):
         """Who must be trusted, in words."""
         return self.intermediary.trusted
 
+    def _configure_parts(self, setting: str) -> None:
+        """Configure R and A for the setting just stored; a calibration that cannot meet the
+        target there is a ValueError that says which setting (``setting``, e.g. "n_agents=3, ...")."""
+        try:
+            self.randomizer.configure(self)
+            configure = getattr(self.analyzer, "configure", None)
+            if configure is not None:
+                configure(self)
+        except ValueError as exc:
+            exc.args = (f"protocol {self.name!r} cannot be configured with {setting}: {exc}",)
+            raise
+
     @abc.abstractmethod
     def event(self, relation: str | None = None) -> DpEvent:
         """What the protocol releases about one user over the whole configured run."""
 
     def accounting(self, relation: str | None = None) -> Accounting:
         """(ε, δ) for the configured setting under ``relation`` (default: the protocol's own)."""
+        return self.account_event(self.event, relation)
+
+    def account_event(self, event, relation: str | None = None) -> Accounting:
+        """The accounting of ``event(relation)`` -- a function of the relation giving the
+        :class:`DpEvent` of one user's influence -- with this protocol's target, model, theorem
+        and notes (a learner whose behaviour changes the event, e.g. releasing more than the
+        protocol assumes, accounts for its own event this way)."""
         self._require()
         relation = self.relation if relation is None else check_relation(relation)
         return account(
-            self.event(relation),
+            event(relation),
             target_epsilon=self.target_epsilon,
             target_delta=self.target_delta,
             model=self.model,

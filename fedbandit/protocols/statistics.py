@@ -882,16 +882,8 @@ class StatisticsProtocol(Protocol):
         db, dg = self.record_sensitivities(self.relation)
         self.sensitivity_bias, self.sensitivity_gram = db, dg
         self.sensitivity = max(db, dg)
-        try:
-            self.randomizer.configure(self)
-            if hasattr(self.analyzer, "configure"):
-                self.analyzer.configure(self)
-        except ValueError as exc:  # a calibration that cannot meet the target in this setting: say which setting
-            exc.args = (
-                f"protocol {self.name!r} cannot be configured with n_agents={self.n_agents}, dim={self.dim}, "
-                f"n_batches={self.n_batches}, batch_size={self.batch_size}: {exc}",
-            )
-            raise
+        self._configure_parts(f"n_agents={self.n_agents}, dim={self.dim}, n_batches={self.n_batches}, "
+                              f"batch_size={self.batch_size}")
         self._configured = True
         self._reset_done = False
         return self

@@ -626,15 +626,7 @@ class SumProtocol(Protocol):
                 "for exactly n_parties shares in the sum, and a Poisson sample has a random number of parties; "
                 "use sampling='fixed'"
             )
-        try:
-            self.randomizer.configure(self)
-            self.analyzer.configure(self)
-        except ValueError as exc:  # a calibration that cannot meet the target in this setting: say which setting
-            exc.args = (
-                f"protocol {self.name!r} cannot be configured with n_parties={self.n_parties}, dim={self.dim}, "
-                f"n_rounds={self.n_rounds}, clip={self.clip}: {exc}",
-            )
-            raise
+        self._configure_parts(f"n_parties={self.n_parties}, dim={self.dim}, n_rounds={self.n_rounds}, clip={self.clip}")
         self._configured = True
         self._reset_done = False
         return self
