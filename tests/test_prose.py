@@ -51,6 +51,7 @@ def test_glue_number_formats_numpy_scalars_and_refuses_bad_values():
 # --- every chapter: no result typed by hand into prose --------------------------------
 
 import json  # noqa: E402
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 CHAPTERS = sorted((Path(__file__).resolve().parents[1] / "chapters").glob("*.ipynb"))
@@ -95,3 +96,25 @@ def test_no_result_typed_into_prose(notebook):
 )
 def test_typed_integer_measurements(md, expected):
     assert sorted(_numbers(md)) == sorted(expected)
+
+
+GLUE_CALL = re.compile(r"""\bglue_(?:number|text)\(\s*["']([A-Za-z][A-Za-z0-9_\-]*)["']""")
+
+
+def glued_twice(sources: list[str]) -> list[str]:
+    """Glue keys a notebook's code glues literally more than once (the built book rejects a
+    duplicate key; the quick build may not reach every branch that glues it)."""
+    keys = [k for src in sources for k in GLUE_CALL.findall(src)]
+    return sorted({k for k in keys if keys.count(k) > 1})
+
+
+def test_the_duplicate_glue_check_can_fail():
+    assert glued_twice(['glue_text("a", x)\nglue_number("b", 1)', 'glue_text("a", y)']) == ["a"]
+    assert not glued_twice(['glue_text("a", x)', 'glue_number("b", 1)'])
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.name)
+def test_no_glue_key_glued_twice(notebook):
+    cells = json.loads(notebook.read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert not glued_twice(sources), f"{notebook.name}: glued more than once: {glued_twice(sources)}"
