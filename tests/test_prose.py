@@ -118,3 +118,13 @@ def test_no_glue_key_glued_twice(notebook):
     cells = json.loads(notebook.read_text())["cells"]
     sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
     assert not glued_twice(sources), f"{notebook.name}: glued more than once: {glued_twice(sources)}"
+
+
+def test_a_glued_value_as_a_cells_last_expression_shows_nothing():
+    """A cell ending in glue_number(...) must not display the quoted string ('6') under the code."""
+    from IPython.core.formatters import DisplayFormatter
+
+    text = glue_number("k", 6, "d")
+    assert text == "6" and f"{text} runs" == "6 runs"
+    assert DisplayFormatter().format(text) == ({}, {})
+    assert DisplayFormatter().format("6") != ({}, {})  # a plain string would be shown: the check can fail

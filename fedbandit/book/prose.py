@@ -40,6 +40,14 @@ class _Text:
         return self.text
 
 
+class _Glued(str):
+    """The glued text, returned to the cell: as a cell's last expression it displays nothing
+    (the prose shows it where it is quoted), yet it prints and formats as the plain string."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 def _glue(name: str, text: str) -> str:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_\-]*", name):
         raise ValueError(
@@ -49,11 +57,11 @@ def _glue(name: str, text: str) -> str:
         from IPython import get_ipython
         from myst_nb import glue
     except ImportError:  # outside the book's environment: nothing to render into
-        return text
+        return _Glued(text)
     if get_ipython() is None:  # a plain Python session or a test: nothing to render into
-        return text
+        return _Glued(text)
     glue(name, _Text(text), display=False)
-    return text
+    return _Glued(text)
 
 
 def glue_number(name: str, value, fmt: str = ".2f") -> str:
