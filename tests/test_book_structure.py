@@ -391,3 +391,13 @@ def test_figure_classification_matches_executed_outputs():
                 assert other == (len(outs) > len(images)), f"{path.name}: {cell.source.splitlines()[0]!r} other={other}"
             compared += 1
     assert compared, f"no executed notebook in {folder} matches a chapter"
+
+
+def test_every_notebook_has_a_time_budget_and_the_book_fits_its_own():
+    """One budget per executed page (the status page compares each chapter's time with it), and
+    the budgets add up to at most the whole book's (30 minutes cold on 2 idle cores)."""
+    from fedbandit.book.scale import BOOK_BUDGET, CHAPTER_BUDGETS
+
+    notebooks = {str(p.relative_to(ROOT).with_suffix("")) for p in _documents() if p.suffix == ".ipynb"}
+    assert set(CHAPTER_BUDGETS) == notebooks
+    assert sum(CHAPTER_BUDGETS.values()) <= BOOK_BUDGET, sum(CHAPTER_BUDGETS.values())

@@ -17,6 +17,7 @@ _EXPORTS = {
     "typed_results": "prose",
     "SCALES": "scale",
     "CHAPTER_BUDGETS": "scale",
+    "BOOK_BUDGET": "scale",
     "get_scale": "scale",
     "by_scale": "scale",
     "setup": "sphinx_ext",
