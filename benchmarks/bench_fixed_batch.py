@@ -102,7 +102,8 @@ def _speed_rows() -> list[dict]:
 
     def reference():
         return reference_run(env_ref, np.random.default_rng(0), horizon=T_ref, batch_size=B, lam=ref_learner.lam,
-                             beta=ref_learner.beta, kind="gaussian_tree", sigma0=ref_learner.protocol.sigma0)
+                             beta=ref_learner.beta, kind="gaussian_tree", sigma0=ref_learner.protocol.sigma0,
+                             local_updates=ref_learner.local_updates)
 
     t_same = measure(lambda: ref_learner.run(env_ref, np.random.default_rng(0)), repeat=3, trace_memory=False)
     t_ref = measure(reference, repeat=1, trace_memory=False)
