@@ -276,8 +276,7 @@ class FixedBatchFedLinUCB:
             for s in range(block.n_rounds):
                 X = block.features[s]
                 mask = None if block.mask is None else block.mask[s]
-                if local:
-                    theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
+                theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
                 arms = select_arms(X, theta_hat, v_inv, betas[t], mask)
                 x = gather_played(X, arms)  # (R, M, d)
                 mean = gather_played(block.means[s], arms)  # (R, M)
@@ -292,31 +291,22 @@ class FixedBatchFedLinUCB:
                 y = mean + block.noise[s]
                 if self.reward_bound is not None:
                     np.clip(y, -self.reward_bound, self.reward_bound, out=y)
-                if local:
-                    b_vec += x * y[..., None]
+                b_vec += x * y[..., None]
                 buf_x[:, :, pos] = x
                 buf_y[:, :, pos] = y
                 pos += 1
                 t += 1
                 if self.communicate and t % B == 0:
-                    flush(pos)
-                    users = (np.moveaxis(buf_x, 2, 0), np.moveaxis(buf_y, 2, 0)) if needs_users else None
+                    u_syn, w_syn, a_inv = _synchronize(protocol, flush, pos, buf_x, buf_y, u_loc, w_loc,
+                                                       needs_users, self.lam)
                     pos = 0
-                    u_syn, w_syn = protocol.synchronize(u_loc, w_loc, users=users)
-                    u_loc[:] = 0.0
-                    w_loc[:] = 0.0
-                    a_inv = regularized_inverse(w_syn, self.lam)  # (R, d, d), shared by the agents
                     v_inv[:] = a_inv[:, None]
                     b_vec[:] = u_syn[:, None]
-                    if not local:
-                        theta_hat = np.matmul(v_inv, b_vec[..., None])[..., 0]
                     since_inverse = 0
                     continue
                 if pos == L:
                     flush(pos)
                     pos = 0
-                if not local:
-                    continue  # the batch's users are all served from the synchronized statistics
                 since_inverse += 1
                 if since_inverse >= self.refresh:
                     flush(pos)
@@ -383,13 +373,9 @@ class FixedBatchFedLinUCB:
                 t += n
                 s += n
                 if t % B == 0:
-                    flush(pos)
-                    users = (np.moveaxis(buf_x, 2, 0), np.moveaxis(buf_y, 2, 0)) if needs_users else None
+                    u_syn, w_syn, v_inv = _synchronize(protocol, flush, pos, buf_x, buf_y, u_loc, w_loc,
+                                                       needs_users, self.lam)
                     pos = 0
-                    u_syn, w_syn = protocol.synchronize(u_loc, w_loc, users=users)
-                    u_loc[:] = 0.0
-                    w_loc[:] = 0.0
-                    v_inv = regularized_inverse(w_syn, self.lam)  # (R, d, d), shared by the agents
                     theta_hat = np.matmul(v_inv, u_syn[..., None])[..., 0]
                     scored = None
                 elif pos == L:
@@ -537,3 +523,16 @@ def _gather_rounds(arrays_by_arm, arms):
     Rc = arrays_by_arm.shape[1]
     rr = np.zeros((1, 1, 1), dtype=np.intp) if Rc == 1 else np.arange(R).reshape(1, R, 1)
     return arrays_by_arm[np.arange(n).reshape(n, 1, 1), rr, np.arange(M).reshape(1, 1, M), arms]
+
+
+def _synchronize(protocol, flush, pos, buf_x, buf_y, u_loc, w_loc, needs_users, lam):
+    """A batch's synchronization, shared by both variants: flush the record buffer into the
+    local sums, release them through the protocol (with the individual records if it needs
+    them), clear them; returns Ũ_syn (R, d), W̃_syn (R, d, d) and (λI + W̃_syn)⁻¹, which
+    every agent of a run shares."""
+    flush(pos)
+    users = (np.moveaxis(buf_x, 2, 0), np.moveaxis(buf_y, 2, 0)) if needs_users else None
+    u_syn, w_syn = protocol.synchronize(u_loc, w_loc, users=users)
+    u_loc[:] = 0.0
+    w_loc[:] = 0.0
+    return u_syn, w_syn, regularized_inverse(w_syn, lam)
