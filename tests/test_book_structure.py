@@ -157,9 +157,10 @@ def _called_name(call: ast.Call) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _functions(path: Path) -> tuple[frozenset, frozenset]:
-    """(functions that draw a figure, functions that return a value), defined in the notebook."""
-    calls, shows, returns = {}, set(), set()
+def _functions(path: Path) -> tuple[frozenset, frozenset, frozenset]:
+    """(functions that draw a figure, functions that return a value, functions that display
+    another output, e.g. a Markdown table), defined in the notebook."""
+    calls, shows, returns, displays = {}, set(), set(), set()
     for cell in _code_cells(_read(path)):
         for node in ast.walk(_parse(cell.source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -167,27 +168,33 @@ def _functions(path: Path) -> tuple[frozenset, frozenset]:
                 calls[node.name] = {_called_name(c) for c in own} - {None}
                 if any(_is_plt_show(c) for c in own):
                     shows.add(node.name)
+                if "display" in calls[node.name]:
+                    displays.add(node.name)
                 if any(isinstance(n, ast.Return) and n.value is not None
                        and not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in ast.walk(node)):
                     returns.add(node.name)
-    draws, changed = set(shows), True
-    while changed:  # a function that calls a drawing function draws too
-        changed = False
-        for name, callees in calls.items():
-            if name not in draws and callees & draws:
-                draws.add(name)
-                changed = True
-    return frozenset(draws), frozenset(returns)
+
+    def closure(seed):  # a function that calls a drawing (displaying) function draws (displays) too
+        out, changed = set(seed), True
+        while changed:
+            changed = False
+            for name, callees in calls.items():
+                if name not in out and callees & out:
+                    out.add(name)
+                    changed = True
+        return frozenset(out)
+
+    return closure(shows), frozenset(returns), closure(displays)
 
 
 def _classify(path: Path, cell) -> tuple[bool, bool]:
     """(draws a figure, shows another display output besides it)."""
-    draws_f, returns_f = _functions(path)
+    draws_f, returns_f, displays_f = _functions(path)
     tree = _parse(cell.source)
     calls = [n for n in _top_level_nodes(tree) if isinstance(n, ast.Call)]
     draws = any(_is_plt_show(c) or _called_name(c) in draws_f for c in calls)
-    other = any(_called_name(c) == "display" or (isinstance(c.func, ast.Attribute) and c.func.attr == "display")
-                for c in calls)
+    other = any(_called_name(c) == "display" or _called_name(c) in displays_f
+                or (isinstance(c.func, ast.Attribute) and c.func.attr == "display") for c in calls)
     # an explorer (fedbandit.book.make_explorer) shown as the cell's result is its figure
     explorers = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
                  and _called_name(n.value) == "make_explorer" for t in n.targets if isinstance(t, ast.Name)}
@@ -202,7 +209,7 @@ def _classify(path: Path, cell) -> tuple[bool, bool]:
         if isinstance(value, ast.Call):
             name = _called_name(value)
             silent = (
-                name in {"print", "display"}
+                name in {"print", "display", "glue_number", "glue_text"}  # glued text displays nothing
                 or (name in draws_f and name not in returns_f)
                 or (isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name)
                     and value.func.value.id == "plt")
@@ -359,6 +366,9 @@ def test_launch_buttons_match_the_install_cell():
     assert f"git+{url}" in INSTALL_SOURCE, f"the install cell installs from elsewhere than {url}"
 
 
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
 def test_figure_classification_matches_executed_outputs():
     """The static classification against real outputs (FEDBANDIT_EXECUTED_NOTEBOOKS).
 
@@ -384,7 +394,8 @@ def test_figure_classification_matches_executed_outputs():
             if cell.source not in done:
                 continue
             outs = [o for o in done[cell.source].outputs if o.output_type in ("display_data", "execute_result")]
-            images = [o for o in outs if any(m.startswith("image/") for m in o.data)]
+            # a figure is an image, or an explorer's widget view (its figures live in the widget state)
+            images = [o for o in outs if any(m.startswith("image/") or m == WIDGET_VIEW_MIME for m in o.data)]
             draws, other = _classify(path, cell)
             assert draws == bool(images), f"{path.name}: {cell.source.splitlines()[0]!r} draws={draws}, images={len(images)}"
             if draws:
