@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import html
 import json
 import os
 import re
@@ -680,7 +681,7 @@ def reconstruction_problems(html_root: Path) -> list[str]:
             problems.append(f"{href}#{anchor}: no such admonition")
             continue
         box = boxes[0][1]
-        title_text = " ".join(re.sub(r"<[^>]+>", "", title).split())
+        title_text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", title)).split())  # "n &gt; 1" is "n > 1"
         body = box[len(title_text):].strip() if box.startswith(title_text) else box
         entry = next((t for t in texts if t.startswith(title_text) and body in t), None)
         if entry is None:
