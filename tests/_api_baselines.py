@@ -428,6 +428,7 @@ BASELINES = {
     "mechanisms.discrete_laplace_reference": lambda: ((), dict(t=2, rng=rng())),
     "mechanisms.fwht": kw(x=np.ones(8)),
     "mechanisms.next_power_of_two": kw(d=5),
+    "mechanisms.flattened_dim": kw(d=5, kind="dft"),
     "mechanisms.HadamardFlattener": lambda: ((), dict(d=5, rng=rng())),
     "mechanisms.DFTFlattener": lambda: ((), dict(d=5, rng=rng())),
     "mechanisms.make_flattener": lambda: ((), dict(d=5, rng=rng())),

@@ -66,3 +66,11 @@ def test_bad_input():
         HadamardFlattener(0, 0)
     with pytest.raises(ValueError, match="kind"):
         make_flattener(8, 0, "rotation")
+
+
+def test_flattened_dim_is_each_flattener_output_dimension():
+    from fedbandit.mechanisms.flattening import flattened_dim, make_flattener
+
+    for d in (1, 2, 5, 8, 250, 650):
+        for kind in ("hadamard", "dft"):
+            assert flattened_dim(d, kind) == make_flattener(d, np.random.default_rng(0), kind).d_out

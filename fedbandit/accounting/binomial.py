@@ -233,7 +233,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     ValueError
         When no grid step lets 2^B cover k standard deviations of the aggregate.
     """
-    from fedbandit.mechanisms.flattening import next_power_of_two
+    from fedbandit.mechanisms.flattening import flattened_dim
 
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_modular_k(k)
@@ -248,7 +248,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     check_choice("relation", relation, ("add-remove", "replace"))
     check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
     check_choice("flatten", flatten, ("hadamard", "dft"))
-    d_pad = next_power_of_two(d) if flatten == "hadamard" else d + d % 2
+    d_pad = flattened_dim(d, flatten)
     delta0, slack = _split_delta(delta, steps, q)
     if delta0 >= 1.0:
         raise ValueError(f"delta={delta} is too large for sampling_rate={q}: the per-round delta would be {delta0}")

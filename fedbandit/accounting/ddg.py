@@ -65,7 +65,7 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
-from fedbandit.mechanisms.flattening import next_power_of_two
+from fedbandit.mechanisms.flattening import flattened_dim
 
 __all__ = [
     "RDP_ORDERS",
@@ -448,7 +448,7 @@ def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, 
             f"no valid gamma: 2^(2*bits) = {4**bits} < n*k^2 = {n * k * k:g} (bits={bits}, n={n}, k={k}); "
             "the rounding noise of n clients alone exceeds the modular range; use more bits or a smaller k"
         )
-    d_pad = next_power_of_two(d) if flatten == "hadamard" else d + d % 2
+    d_pad = flattened_dim(d, flatten)
     return bits, k, n, d, d_pad, c, epsilon, delta, beta, steps
 
 

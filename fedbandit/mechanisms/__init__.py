@@ -40,6 +40,7 @@ _EXPORTS = {
     "discrete_laplace_reference": "discrete_gaussian",
     "fwht": "flattening",
     "next_power_of_two": "flattening",
+    "flattened_dim": "flattening",
     "HadamardFlattener": "flattening",
     "DFTFlattener": "flattening",
     "make_flattener": "flattening",
