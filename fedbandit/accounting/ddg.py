@@ -64,6 +64,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting._roots import decreasing_root
 from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
 from fedbandit.mechanisms.flattening import flattened_dim
 
@@ -281,18 +282,12 @@ def ddg_sigma_for_epsilon(
     # Start from the Gaussian-like guess sigma ~ c sqrt(steps log(1/delta)) / (sqrt(n) eps).
     guess = math.log(c * math.sqrt(2.0 * steps * math.log(1.0 / delta)) * min(1.0, 2.0 * sampling_rate)
                      / (math.sqrt(n) * epsilon) + gamma)
-    lo, hi = guess - 3.0, guess + 3.0
     # ε(σ) decreases from ∞ (σ → 0) to 0 (σ → ∞): the bracket exists unless σ leaves the
     # float range (an ε so large or small that no representable σ reaches it)
-    while gap(lo) < 0:
-        lo -= 3.0
-        if lo < -690.0:
-            raise ValueError(f"epsilon={epsilon!r} is too large: even sigma = {math.exp(lo + 3.0):.3g} achieves less")
-    while gap(hi) > 0:
-        hi += 3.0
-        if hi > 690.0:
-            raise ValueError(f"epsilon={epsilon!r} is too small: no sigma up to {math.exp(hi - 3.0):.3g} achieves it")
-    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=300))
+    return math.exp(decreasing_root(
+        gap, guess - 3.0, guess + 3.0, step=3.0, lowest=-690.0, highest=690.0,
+        below=lambda lo: f"epsilon={epsilon!r} is too large: even sigma = {math.exp(lo):.3g} achieves less",
+        above=lambda hi: f"epsilon={epsilon!r} is too small: no sigma up to {math.exp(hi):.3g} achieves it"))
 
 
 def sum_closeness_bound(sigma2: float, tau2: float) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from scipy import optimize, special
+from scipy import special
 
 from fedbandit._validation import (
     check_delta,
@@ -12,6 +12,7 @@ from fedbandit._validation import (
     check_nonnegative_float,
     check_positive_float,
 )
+from fedbandit.accounting._roots import decreasing_root
 
 __all__ = [
     "analytic_gaussian_delta",
@@ -52,13 +53,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     def gap(log_sigma: float) -> float:
         return analytic_gaussian_delta(epsilon, math.exp(log_sigma), sensitivity) - delta
 
-    lo = math.log(sensitivity) - 10.0
-    hi = math.log(sensitivity) + 10.0
-    while gap(lo) < 0:
-        lo -= 10.0
-    while gap(hi) > 0:
-        hi += 10.0
-    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
+    log_s = math.log(sensitivity)
+    return math.exp(decreasing_root(gap, log_s - 10.0, log_s + 10.0, step=10.0, xtol=1e-13, rtol=1e-13, maxiter=500))
 
 
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -72,7 +68,4 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
     def gap(log_eps: float) -> float:
         return analytic_gaussian_delta(math.exp(log_eps), sigma, sensitivity) - delta
 
-    lo, hi = -30.0, 1.0
-    while gap(hi) > 0:
-        hi += 1.0
-    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
+    return math.exp(decreasing_root(gap, -30.0, 1.0, step=1.0, xtol=1e-13, rtol=1e-13, maxiter=500))

@@ -68,7 +68,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from fedbandit._validation import (
     MAX_COUNT,
@@ -81,6 +81,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting._roots import decreasing_root
 
 __all__ = [
     "SUBSAMPLING_ORDERS",
@@ -194,6 +195,14 @@ def _log_comb_table(orders: tuple) -> tuple[np.ndarray, np.ndarray]:
     return table, ls[0]
 
 
+def _subsampling_inputs(orders, q, base_rdp):
+    """Checked orders α and rate q, the base curve ε(1..max α) and its values at α (both theorems')."""
+    alpha = _check_orders(orders)
+    q = _check_q(q)
+    eps = _base_values(base_rdp, int(alpha.max()))
+    return alpha, q, eps, eps[alpha.astype(int)]
+
+
 def poisson_subsampled_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     r"""Generic RDP bound of a Poisson-subsampled mechanism ([ZW19]_ Theorem 5), add/remove one record.
 
@@ -211,10 +220,7 @@ def poisson_subsampled_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     ndarray
         The bound of the module docstring, capped by ε(α).
     """
-    alpha = _check_orders(orders)
-    q = _check_q(q)
-    eps = _base_values(base_rdp, int(alpha.max()))
-    base = eps[alpha.astype(int)]
+    alpha, q, eps, base = _subsampling_inputs(orders, q, base_rdp)
     if q == 1.0:
         return base
     table, ls = _log_comb_table(tuple(alpha.tolist()))
@@ -248,10 +254,7 @@ def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     ndarray
         The bound of the module docstring, capped by ε(α).
     """
-    alpha = _check_orders(orders)
-    q = _check_q(q)
-    eps = _base_values(base_rdp, int(alpha.max()))
-    base = eps[alpha.astype(int)]
+    alpha, q, eps, base = _subsampling_inputs(orders, q, base_rdp)
     if q == 1.0:
         return base
     table, ls = _log_comb_table(tuple(alpha.tolist()))
@@ -332,13 +335,7 @@ def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, st
     def gap(log_z: float) -> float:
         return sampled_gaussian_epsilon(math.exp(log_z), q, steps, delta, amplification) - epsilon
 
-    lo, hi = -3.0, 3.0
-    while gap(lo) < 0:
-        lo -= 2.0
-        if lo < -30:
-            raise ValueError(f"epsilon={epsilon} is met by any noise multiplier down to e^-30")
-    while gap(hi) > 0:
-        hi += 2.0
-        if hi > 30:
-            raise ValueError(f"no noise multiplier up to e^30 meets epsilon={epsilon}")
-    return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-10, rtol=1e-10, maxiter=300))
+    return math.exp(decreasing_root(
+        gap, -3.0, 3.0, step=2.0, lowest=-30.0, highest=30.0, xtol=1e-10, rtol=1e-10,
+        below=lambda _: f"epsilon={epsilon} is met by any noise multiplier down to e^-30",
+        above=lambda _: f"no noise multiplier up to e^30 meets epsilon={epsilon}"))
