@@ -189,6 +189,20 @@ class ClippedVectors(_SumRandomizer):
         return clip_l2(x, protocol.clip)
 
 
+def _require_target_and_clip(name: str, protocol) -> None:
+    """A modular-integer randomizer calibrates its noise for a target and clips to c: both needed."""
+    if not protocol.private:
+        raise ValueError(f"randomizer {name!r} needs a target (epsilon, delta)")
+    if protocol.clip is None:
+        raise ValueError(f"randomizer {name!r} needs clip, the ℓ2 clipping norm c")
+
+
+def _check_aggregation_width(bits: int, n_parties: int) -> None:
+    """The sum of n_parties residues of ``bits`` bits must fit the int64 aggregation."""
+    if bits + math.log2(n_parties) > 62:
+        raise ValueError(f"bits={bits} with n_parties={n_parties} overflows the 64-bit integer aggregation; use fewer bits")
+
+
 class DDGVectors(_SumRandomizer):
     r"""R of the distributed discrete Gaussian [KLS21]_ Alg. 1: each party's vector into integers mod 2^B.
 
@@ -248,10 +262,7 @@ class DDGVectors(_SumRandomizer):
         from fedbandit.mechanisms.ddg import DDGMechanism
 
         p = protocol
-        if not p.private:
-            raise ValueError("randomizer 'ddg-vectors' needs a target (epsilon, delta)")
-        if p.clip is None:
-            raise ValueError("randomizer 'ddg-vectors' needs clip, the ℓ2 clipping norm c")
+        _require_target_and_clip(self.name, p)
         if self.bits_rule == "auto" and p.sampling_rate < 1.0:
             raise ValueError(f"bits='auto' does not support client sampling (sampling_rate={p.sampling_rate}); "
                              "pass bits explicitly")
@@ -269,10 +280,7 @@ class DDGVectors(_SumRandomizer):
                 sampling_rate=p.sampling_rate, amplification=amplification_for(p.relation),
             )
         self.bits = self.params.bits
-        if self.bits + math.log2(p.n_parties) > 62:
-            raise ValueError(
-                f"bits={self.bits} with n_parties={p.n_parties} overflows the 64-bit integer aggregation; use fewer bits"
-            )
+        _check_aggregation_width(self.bits, p.n_parties)
         if getattr(p.intermediary, "mode", "ideal") == "real" and p.n_parties < 2:
             raise ValueError(f"secure aggregation mode='real' needs n_parties >= 2, got {p.n_parties}")
         self.mechanism = None if self.flatten_seed is None else DDGMechanism(self.params, self.flatten_seed)
@@ -361,17 +369,11 @@ class BinomialVectors(_SumRandomizer):
         from fedbandit.mechanisms.binomial import BinomialMechanism
 
         p = protocol
-        if not p.private:
-            raise ValueError("randomizer 'binomial-vectors' needs a target (epsilon, delta)")
-        if p.clip is None:
-            raise ValueError("randomizer 'binomial-vectors' needs clip, the ℓ2 clipping norm c")
+        _require_target_and_clip(self.name, p)
+        _check_aggregation_width(self.bits, p.n_parties)  # the bits are fixed: refuse before the search
         self.params = binomial_params(self.bits, self.k_std, p.n_parties, p.dim, p.clip, p.target_epsilon,
                                       p.target_delta, p=self.p, steps=p.n_rounds, sampling_rate=p.sampling_rate,
                                       relation=p.relation, norm_growth=self.norm_growth, flatten=self.flatten)
-        if self.bits + math.log2(p.n_parties) > 62:
-            raise ValueError(
-                f"bits={self.bits} with n_parties={p.n_parties} overflows the 64-bit integer aggregation; use fewer bits"
-            )
         self.mechanism = None if self.flatten_seed is None else BinomialMechanism(self.params, self.flatten_seed,
                                                                                   self.flatten)
 
