@@ -213,6 +213,19 @@ def _route(base: str):
     return handle
 
 
+def _open_tab(browser_env):
+    """A new tab serving the built book offline, and the list it collects JavaScript errors,
+    console errors and failed requests into."""
+    context = browser_env["browser"].new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    js_errors: list[str] = []
+    tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
+    tab.on("console", lambda msg: js_errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
+    tab.on("requestfailed", lambda req: js_errors.append(f"request failed: {req.url}"))
+    tab.route("**/*", _route(browser_env["base"]))
+    return context, tab, js_errors
+
+
 @pytest.mark.parametrize("page", _pages() or [None], ids=lambda p: str(p.relative_to(HTML)) if p else "no-book")
 def test_page(browser_env, page):
     rel = page.relative_to(HTML).as_posix()
@@ -221,13 +234,7 @@ def test_page(browser_env, page):
         target = page.read_text(encoding="utf-8").split("url=", 1)[1].split('"', 1)[0]
         assert (page.parent / target).exists(), f"{rel} redirects to a missing page {target}"
         return
-    context = browser_env["browser"].new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    js_errors: list[str] = []
-    tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
-    tab.on("console", lambda msg: js_errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
-    tab.on("requestfailed", lambda req: js_errors.append(f"request failed: {req.url}"))
-    tab.route("**/*", _route(browser_env["base"]))
+    context, tab, js_errors = _open_tab(browser_env)
     response = tab.goto(browser_env["base"] + rel, wait_until="load")
     assert response is not None and response.ok, f"{rel} did not load: {response and response.status}"
 
@@ -426,17 +433,11 @@ def test_explorers_respond(browser_env, page):
     if page is None:
         pytest.skip("no page with widgets")
     rel = page.relative_to(HTML).as_posix()
-    html = page.read_text(encoding="utf-8")
-    state = saved_widget_state(html)
+    source = page.read_text(encoding="utf-8")
+    state = saved_widget_state(source)
     models = state.get("state", {})
-    views = saved_widget_views(html)
-    context = browser_env["browser"].new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    js_errors: list[str] = []
-    tab.on("pageerror", lambda exc: js_errors.append(str(exc)))
-    tab.on("console", lambda msg: js_errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
-    tab.on("requestfailed", lambda req: js_errors.append(f"request failed: {req.url}"))
-    tab.route("**/*", _route(browser_env["base"]))
+    views = saved_widget_views(source)
+    context, tab, js_errors = _open_tab(browser_env)
     tab.goto(browser_env["base"] + rel, wait_until="load")
     tab.wait_for_function(
         "document.querySelectorAll('.widget-subarea').length >= " + str(len(views)), timeout=30_000
@@ -460,7 +461,7 @@ def test_explorers_respond(browser_env, page):
     tab.screenshot(path=str(browser_env["shots"] / (rel.replace("/", "__") + ".explorers.png")), full_page=True)
     context.close()
     print(f"{rel}: {len(views)} widget view(s), {n_explorers} static explorer(s), saved widget state "
-          f"{len(WIDGET_STATE.search(html).group(1)) if WIDGET_STATE.search(html) else 0:,} bytes")
+          f"{len(WIDGET_STATE.search(source).group(1)) if WIDGET_STATE.search(source) else 0:,} bytes")
     assert not problems, "\n".join(problems)
     assert not js_errors, f"{rel}: JavaScript errors or failed requests while moving the controls: {js_errors}"
 
