@@ -2,7 +2,9 @@
 
 Straight from the description in :mod:`fedbandit.learners.dp20`: every agent keeps its
 own local statistics and its own tree (noise-free p-sums of its stream of local batches);
-V is rebuilt and inverted, and log det computed with ``slogdet``, every round.  It consumes
+V is rebuilt and inverted, and log det computed with ``slogdet``, every round.  With
+``learner.local_updates`` False (the fixed schedule's frozen variant) every user is served
+from V = λ₀I + S̃_sync and θ = V⁻¹ũ_sync only.  It consumes
 the privacy noise in the same order as the vectorized learner's protocol (a per-silo
 Gaussian tree, or none): from the protocol's noise stream ``rng.spawn(2)[0]``, at the end of
 a round, for the runs that synchronize (in increasing order), one ``draw_noise`` call of
@@ -68,9 +70,13 @@ def reference_feducb(learner, env, rng):
             logdet_sync = np.linalg.slogdet(V_sync)[1]
             trig = False
             for i in range(M):
-                V = V_sync + W[r][i]
-                V_inv = np.linalg.inv(V)
-                theta = V_inv @ (u[r] + U[r][i])
+                if learner.local_updates:  # DP20 as written: the agent's own new data too
+                    V = V_sync + W[r][i]
+                    V_inv = np.linalg.inv(V)
+                    theta = V_inv @ (u[r] + U[r][i])
+                else:  # the frozen variant: the synchronized (released) statistics only
+                    V_inv = np.linalg.inv(V_sync)
+                    theta = V_inv @ u[r]
                 K = block.features.shape[3]
                 best_a, best_score = None, -math.inf
                 for a in range(K):

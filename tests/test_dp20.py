@@ -75,6 +75,9 @@ CASES = [
     (lambda: dp20(2.0, 0.1, "claimed"), dict(threshold=1e-3)),
     (lambda: tree(0.3), dict(schedule="fixed", batch_size=5)),
     (lambda: tree(0.3), dict(threshold=0.02, reward_bound=0.3)),
+    (plain, dict(schedule="fixed", batch_size=3, local_updates=True)),
+    (lambda: tree(0.3), dict(schedule="fixed", batch_size=5, local_updates=True)),
+    (lambda: dp20(2.0, 0.1), dict(schedule="fixed", batch_size=4, reward_bound=1.0)),
 ]
 
 
@@ -91,6 +94,43 @@ def test_same_decisions_as_reference(case, shared):
     np.testing.assert_array_equal(res.extras["sync"], sync)
     np.testing.assert_allclose(res.per_round(), regret, atol=1e-12)
     assert res.extras["n_syncs"].sum() > 0
+
+
+def test_fixed_schedule_variants_differ_at_B_above_one_and_coincide_at_B_one():
+    """The frozen variant (default) and DP20 as written (local_updates=True): other decisions at B > 1
+    (so the reference cases of both variants test different code), the same ones at B = 1."""
+    T, R, M, K, d = 30, 4, 3, 5, 3
+    env = _random_users(1, T, R, M, K, d)
+
+    def arms(B, local):
+        learner = FedUCB(tree(0.3), n_agents=M, dim=d, horizon=T, beta_scale=0.3, schedule="fixed", batch_size=B,
+                         local_updates=local)
+        return learner.run(env, np.random.default_rng(3), record_arms=True).extras["arms"]
+
+    assert not np.array_equal(arms(5, False), arms(5, True))
+    np.testing.assert_array_equal(arms(1, False), arms(1, True))
+    assert FedUCB(plain(), n_agents=M, dim=d, horizon=T, schedule="fixed", batch_size=5).local_updates is False
+    assert FedUCB(plain(), n_agents=M, dim=d, horizon=T, threshold=1.0).local_updates is True
+
+
+def test_frozen_variant_serves_every_agent_of_a_run_alike():
+    """Frozen: within a batch every agent uses the same released statistics, so agents facing the same
+    arms choose the same arm; as written they diverge once their own users differ."""
+    T, R, M, K, d = 20, 2, 3, 5, 3
+    rng = np.random.default_rng(7)
+    f = rng.standard_normal((T, R, 1, K, d))
+    f /= np.linalg.norm(f, axis=-1, keepdims=True)
+    f = np.broadcast_to(f, (T, R, M, K, d)).copy()  # every agent sees the same arms
+    means = f @ (np.ones(d) / math.sqrt(d))
+    noise = 0.5 * rng.standard_normal((T, R, M))  # but its own rewards
+    env = UsersEnv(f, means, noise, n_runs=R)
+    frozen = FedUCB(plain(), n_agents=M, dim=d, horizon=T, schedule="fixed", batch_size=10, beta_scale=0.3)
+    a = frozen.run(env, np.random.default_rng(0), record_arms=True).extras["arms"]
+    assert (a == a[:, :, :1]).all()
+    written = FedUCB(plain(), n_agents=M, dim=d, horizon=T, schedule="fixed", batch_size=10, beta_scale=0.3,
+                     local_updates=True)
+    b = written.run(env, np.random.default_rng(0), record_arms=True).extras["arms"]
+    assert not (b == b[:, :, :1]).all()
 
 
 def test_reference_test_can_fail():
@@ -297,6 +337,25 @@ def test_fixed_schedule_has_the_protocols_accounting():
     assert FedUCB(plain(), n_agents=3, dim=3, horizon=16, threshold=1.0).accounting().status == "none"
 
 
+def test_fixed_schedule_as_written_is_accounted_invalid():
+    """DP20 as written (local_updates=True) on a fixed schedule with B > 1: one user moves its agent's batch sum,
+    so the claim is kept but the status is invalid; at B = 1, or without privacy, nothing changes."""
+    from fedbandit.learners.fixed_batch import WITHIN_BATCH_LEAK
+
+    kw = dict(n_agents=3, dim=3, horizon=16, schedule="fixed", reward_bound=1.0)
+    frozen = FedUCB(dp20(1.0, 1e-5), batch_size=4, **kw).accounting()
+    written = FedUCB(dp20(1.0, 1e-5), batch_size=4, local_updates=True, **kw).accounting()
+    assert frozen.status == "verified"
+    assert written.status == "invalid" and written.epsilon == math.inf and WITHIN_BATCH_LEAK in written.notes
+    assert written.target_epsilon == 1.0 and written.relation == frozen.relation
+    one = FedUCB(dp20(1.0, 1e-5), batch_size=1, local_updates=True, **kw).accounting()
+    assert one == FedUCB(dp20(1.0, 1e-5), batch_size=1, **kw).accounting() and one.status == "verified"
+    assert FedUCB(plain(), batch_size=4, local_updates=True, **kw).accounting().status == "none"
+    env = _random_users(0, 16, 2, 3, 4, 3)
+    res = FedUCB(dp20(1.0, 1e-5), batch_size=4, local_updates=True, **kw).run(env, np.random.default_rng(0))
+    assert res.accounting == written.as_dict() and res.calibration["local_updates"] is True
+
+
 # ----------------------------------------------------------------------------------------
 # Schedules
 # ----------------------------------------------------------------------------------------
@@ -360,6 +419,12 @@ def test_run_config():
     claimed = run_config(dict(BASE, protocol="dp20", noise="claimed", epsilon=5.0, delta=0.1, schedule="fixed", B=8),
                          np.random.default_rng(0))
     assert claimed.calibration["B"] == 8 and claimed.calibration["rule"] == "dp20-claimed"
+    written = run_config(dict(BASE, protocol="dp20", noise="corrected", epsilon=5.0, delta=0.1, schedule="fixed", B=8,
+                              reward_bound=1.0, local_updates=True), np.random.default_rng(0))
+    assert written.calibration["local_updates"] is True and written.accounting["status"] == "invalid"
+    frozen = run_config(dict(BASE, protocol="dp20", noise="corrected", epsilon=5.0, delta=0.1, schedule="fixed", B=8,
+                             reward_bound=1.0), np.random.default_rng(0))
+    assert frozen.calibration["local_updates"] is False and frozen.accounting["status"] == "verified"
     shared = run_config(dict(BASE, protocol="non-private", B=8), np.random.default_rng(0))  # adaptive: B unused
     assert shared.calibration["B"] is None and shared.calibration["schedule"] == "adaptive"
     # the same learner built directly gives the same result (run_config only routes keys)
@@ -537,6 +602,8 @@ def test_neighbouring_datasets(instance):
         (dict(threshold=1.0, alpha=1.5), "alpha"),
         (dict(threshold=1.0, reward_bound=0.0), "reward_bound"),
         (dict(threshold=1.0, feature_bound=-1.0), "feature_bound"),
+        (dict(threshold=1.0, local_updates=False), "local_updates"),
+        (dict(schedule="fixed", batch_size=2, local_updates=1), "local_updates"),
     ],
 )
 def test_bad_learner_arguments(kwargs, match):

@@ -26,6 +26,27 @@ Zhou & Chowdhury (2023, Section 4) identify three gaps, which the book's chapter
    :meth:`fedbandit.protocols.StatisticsProtocol.measured_noise_variance`);
 3. the O(M log T) communication argument is the non-private one.
 
+A fourth, the book's (issue 21): on the fixed schedule with B > 1, serving a user from the
+agent's own unsynchronized statistics (θ̂ = V⁻¹(ũ_sync + U_i) above) makes a later user's
+record of the batch depend on an earlier user's raw record, so one user moves its agent's
+whole batch sum and the protocol's one-record sensitivity fails, exactly as for
+Algorithm 1 of Zhou & Chowdhury as written
+(:data:`fedbandit.learners.fixed_batch.WITHIN_BATCH_LEAK`).  ``local_updates``:
+
+* ``schedule="fixed"``, ``local_updates=False`` (the default) -- the frozen private
+  variant: every user of a batch is served from the last synchronized (released)
+  statistics only, V = λ₀I + S̃_sync, θ̂ = V⁻¹ũ_sync; the agent's batch enters only through
+  the next synchronization.  A later record depends on an earlier user only through
+  released values (post-processing), so the protocol's accounting holds.  [derived]
+* ``schedule="fixed"``, ``local_updates=True`` -- DP20 as written; accounted "invalid"
+  (an :class:`~fedbandit.accounting.events.InvalidEvent` with the reason
+  ``WITHIN_BATCH_LEAK``) when B > 1 and the protocol is private.  At B = 1 the two
+  variants coincide (every batch is one user).
+* ``schedule="adaptive"`` -- DP20's log-det rule is a function of the local statistics
+  W_i, so the local updates are part of the rule: ``local_updates`` must be True (its
+  default there; False is refused) and the run is accounted invalid for the schedule
+  (gap 1).
+
 What is reconstructed (the algorithm box of DP20 is not in the book's sources) is marked
 [recalled] / [derived] in the docstrings (DP20's outline as Zhou & Chowdhury 2023, Section 4,
 describe it, with the details recalled from Dubey & Pentland 2020):
@@ -86,6 +107,7 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.accounting.calibration import dp20_m
+from fedbandit.learners.fixed_batch import WITHIN_BATCH_LEAK
 from fedbandit.learners.linucb import gather_played, select_arms
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import RunResult
@@ -178,6 +200,13 @@ class FedUCB:
     refresh : int, default 256
         Between synchronizations V⁻¹ is kept by Sherman–Morrison updates and log det by the
         matrix determinant lemma; both are recomputed exactly every ``refresh`` rounds.
+    local_updates : bool or None, default None
+        Serve users from the agent's own unsynchronized statistics too (DP20 as written).
+        None: the schedule's default -- False for ``schedule="fixed"`` (the frozen private
+        variant, users served from the released statistics only), True for
+        ``schedule="adaptive"``, whose rule needs the local log-det (False is refused
+        there).  With ``schedule="fixed"``, True and B > 1 a private protocol's accounting
+        is "invalid" (see the module notes).
 
     Raises
     ------
@@ -208,6 +237,7 @@ class FedUCB:
         reward_bound=None,
         beta_scale=1.0,
         refresh=256,
+        local_updates=None,
     ):
         if not isinstance(protocol, StatisticsProtocol):
             raise TypeError(
@@ -239,6 +269,16 @@ class FedUCB:
                 raise ValueError(f"threshold is only used with schedule='adaptive'; got threshold={threshold!r} "
                                  "with schedule='fixed'")
             self.threshold = None
+        if local_updates is None:
+            self.local_updates = self.schedule == "adaptive"
+        else:
+            self.local_updates = check_bool("local_updates", local_updates)
+            if self.schedule == "adaptive" and not self.local_updates:
+                raise ValueError(
+                    "local_updates=False is refused with schedule='adaptive': DP20's log-det rule is a function of the "
+                    "agents' local statistics (the schedule itself is not private, gap 1); use schedule='fixed' for "
+                    "the frozen private variant, or local_updates=True / None"
+                )
         self.lam = check_positive_float("lam", lam)
         self.alpha = check_probability("alpha", alpha)
         self.noise_bound = check_nonnegative_float("noise_bound", noise_bound)
@@ -294,12 +334,17 @@ class FedUCB:
         :class:`~fedbandit.accounting.events.InvalidEvent` (ε = ∞, status "invalid") that
         wraps the protocol's claimed event, because *when* the agents synchronize is a
         function of non-private local data (Zhou & Chowdhury 2023, Sec. 4, Example 4.1).
-        With ``schedule="fixed"`` (or no privacy at all): the protocol's own accounting.
+        With ``schedule="fixed"``, ``local_updates=True`` (DP20 as written), B > 1 and a
+        private protocol: "invalid" too, with the reason ``WITHIN_BATCH_LEAK`` (one user
+        changes the later records of its agent's batch).  Otherwise (the frozen variant, B =
+        1, or no privacy at all): the protocol's own accounting.
         """
         from fedbandit.accounting.accountant import account
         from fedbandit.accounting.events import InvalidEvent
 
         p = self.protocol
+        if self.schedule == "fixed" and self.local_updates and self.batch_size > 1 and p.private:
+            return p.account_event(lambda rel: InvalidEvent(WITHIN_BATCH_LEAK, claimed=p.event(rel)))
         if self.schedule == "fixed" or not p.private:
             return p.accounting()
         claimed = p.event()
@@ -320,6 +365,7 @@ class FedUCB:
         out.update(
             {
                 "schedule": self.schedule,
+                "local_updates": self.local_updates,
                 "D": self.threshold,
                 "B": self.batch_size,
                 "horizon": self.horizon,
@@ -394,6 +440,7 @@ class FedUCB:
         protocol.reset(n_runs=R, rng=rng)
         eye = np.eye(d)
         adaptive = self.schedule == "adaptive"
+        local = self.local_updates  # serve from ũ_sync + U_i (else from the synchronized statistics only)
 
         # Synchronized (noisy) statistics, one per run; local statistics per (run, agent).
         S = np.zeros((R, d, d))
@@ -428,7 +475,8 @@ class FedUCB:
             for s in range(block.n_rounds):
                 t = block.start + s + 1
                 feats = block.features[s]
-                theta = np.matmul(v_inv, (u[:, None, :] + U)[..., None])[..., 0]
+                served = u[:, None, :] + U if local else np.broadcast_to(u[:, None, :], U.shape)
+                theta = np.matmul(v_inv, served[..., None])[..., 0]
                 mask = None if block.mask is None else block.mask[s]
                 arms = select_arms(feats, theta, v_inv, betas[t - 1], mask)
                 x = gather_played(feats, arms)
@@ -440,18 +488,19 @@ class FedUCB:
                 y = mean + noise_blk[s]
                 if self.reward_bound is not None:
                     np.clip(y, -self.reward_bound, self.reward_bound, out=y)
-                # log det(V + x xᵀ) = log det V + log(1 + xᵀV⁻¹x) (matrix determinant lemma);
-                # |·| so a noisy, indefinite V follows slogdet's log|det| as the reference does.
-                z = np.matmul(v_inv, x[..., None])[..., 0]
-                q = np.einsum("rmi,rmi->rm", x, z)
-                logdet_loc += np.log(np.abs(1.0 + q))
-                # Sherman–Morrison with the z = V⁻¹x just computed (linucb's helper would redo it).
-                v_inv -= z[..., :, None] * (z / (1.0 + q)[..., None])[..., None, :]
                 W += x[..., :, None] * x[..., None, :]
                 U += x * y[..., None]
-                since += 1
+                if local:
+                    # log det(V + x xᵀ) = log det V + log(1 + xᵀV⁻¹x) (matrix determinant lemma);
+                    # |·| so a noisy, indefinite V follows slogdet's log|det| as the reference does.
+                    z = np.matmul(v_inv, x[..., None])[..., 0]
+                    q = np.einsum("rmi,rmi->rm", x, z)
+                    logdet_loc += np.log(np.abs(1.0 + q))
+                    # Sherman–Morrison with the z = V⁻¹x just computed (linucb's helper would redo it).
+                    v_inv -= z[..., :, None] * (z / (1.0 + q)[..., None])[..., None, :]
+                    since += 1
                 stale = since >= self.refresh
-                if stale.any():
+                if local and stale.any():
                     # Long epochs: recompute V⁻¹ and log det exactly so rounding does not accumulate.
                     st = ridx[stale]
                     V = S[st, None] + W[st] + self.lam0 * eye
@@ -548,7 +597,8 @@ class FedUCB:
         """Build from a configuration (see :func:`fedbandit.experiments.run_config`).
 
         ``protocol`` ("non-private", "dp20" with ``noise`` "corrected" / "claimed", ...),
-        ``schedule`` ("adaptive", the default, or "fixed"), for the adaptive schedule ``D``
+        ``schedule`` ("adaptive", the default, or "fixed"), ``local_updates`` (see the
+        constructor), for the adaptive schedule ``D``
         (a number, or "wang" -- the default -- for :func:`wang_threshold`), for the fixed one
         ``B`` (an int, or "optimal" -- the default -- for the divisor of T closest to
         sqrt(T/M)), ``T``, ``M`` and any keyword of the constructor by name.  ``D`` with

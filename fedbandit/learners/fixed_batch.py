@@ -77,9 +77,11 @@ __all__ = [
 ]
 
 
-#: Why Algorithm 1 as written (``local_updates=True``) is not private at B > 1.
+#: Why serving users from an agent's own unsynchronized data (``local_updates=True``: Algorithm 1
+#: as written, or DP20's FedUCB on a fixed schedule) is not private at B > 1.
 WITHIN_BATCH_LEAK = (
-    "NOT private as run: with local updates within a batch (Algorithm 1, line 5) a user's record changes the arms, "
+    "NOT private as run: with local updates within a batch (Zhou & Chowdhury's Algorithm 1, line 5; DP20's FedUCB) "
+    "a user's record changes the arms, "
     "hence the records, of the later users of its batch, so one user moves its agent's whole batch release, not one "
     "record; the protocol's one-record sensitivity does not hold (use local_updates=False)"
 )
