@@ -57,6 +57,12 @@ def _protocol(name="central", **params):
     return create(name, **params)
 
 
+def _replay_log():
+    from fedbandit.audit import ReplayLog
+
+    return ReplayLog()
+
+
 def _configured(name="central", **params):
     p = _protocol(name, **params)
     p.configure(n_agents=1, dim=2, n_batches=16, batch_size=1)
@@ -614,6 +620,8 @@ BASELINES = {
     "audit.ReleaseRecorder": kw(),
     "audit.Tap": lambda: ((), dict(inner=_protocol("central").intermediary)),
     "audit.tapped": lambda: ((), dict(protocol=_configured("central"))),
+    "audit.replay_check": kw(learner="fixed-batch", protocol="non-private", overrides={}, targets=(("first", 0),)),
+    "audit.replaying": lambda: ((), dict(protocol=_protocol("central"), log=_replay_log())),
     "audit.TightAudit": lambda: ((), dict(protocol=_configured("central"), rng=rng(), check_runs=50)),
     "audit.tight_audit": lambda: ((), dict(protocol=_configured("central"), n_trials=200, rng=rng(), check_runs=50)),
     "audit.target_records": kw(dim=2, relation="replace"),
@@ -681,6 +689,12 @@ BASELINES = {
 
 #: Callables not fuzzed, with the reason (keep this list short).
 UNFUZZED = {
+    "audit.ReplayViolation": "an exception class",
+    "audit.ReplayLog": "a record of one run's protocol calls (filled by fedbandit.audit.replaying)",
+    "audit.ReplayReport": "the result record of replay_check (tested in tests/test_replay_contract.py)",
+    "audit.compare_calls": "compares two ReplayLogs of replay_check's runs against a target record built there "
+                           "(tested in tests/test_replay_contract.py)",
+    "audit.replay_pairs": "no arguments; builds every learner × protocol pair (tested in tests/test_replay_contract.py)",
     "accounting.AmplificationValidityError": "an exception class",
     "accounting.AmplificationValidityWarning": "a warning class",
     "envs.DisconnectedGraphError": "an exception class",

@@ -6,7 +6,8 @@ model's adversary sees (taps on a protocol's deliveries and releases); ``broken`
 hooks that build deliberately broken variants (noise scaled down) for power checks;
 ``tight``: known-optimal-test audits of the releases of one user; ``end_to_end``: audits of
 every learner and protocol over a whole run; ``schedule``: the synchronization-schedule
-attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1).
+attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1); ``replay``: the counterfactual
+replay contract (with the releases forced, one user changes no record but its own).
 """
 
 import importlib
@@ -49,6 +50,16 @@ _EXPORTS = {
     "FirstSync": "schedule",
     "ActionIs": "schedule",
     "select_action_attack": "schedule",
+    "ReplayViolation": "replay",
+    "ReplayReport": "replay",
+    "ReplayLog": "replay",
+    "replaying": "replay",
+    "compare_calls": "replay",
+    "replay_check": "replay",
+    "replay_pairs": "replay",
+    "REPLAY_METHODS": "replay",
+    "TARGETS": "replay",
+    "NOT_REPLAYED": "replay",
     "TightAudit": "tight",
     "tight_audit": "tight",
     "target_records": "tight",
