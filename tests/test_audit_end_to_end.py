@@ -80,3 +80,27 @@ def test_neighbouring_inputs():
         EndToEndSpec("x", "nope", None, None)
     with pytest.raises(TypeError, match="spec"):
         audit_end_to_end("fixed-batch/silo-ldp", 100, rng=np.random.default_rng(0))
+
+
+def test_feducb_fixed_schedule_at_B25_audits_at_or_below_its_claim():
+    """Issue 21: DP20's FedUCB on the fixed schedule at B = 25 (the frozen variant, the default) audits
+    at or below its claim (Clopper–Pearson at 99 %: a correct mechanism fails with probability ≤ 1 %; the
+    seed is fixed), and its power check (noise × 0.02) is refuted; DP20 as written (local_updates=True)
+    is accounted invalid, with the protocol's claim kept."""
+    from fedbandit.audit.end_to_end import EndToEndMechanism
+    from fedbandit.learners.fixed_batch import WITHIN_BATCH_LEAK
+
+    spec = next(s for s in SPECS if s.learner == "feducb" and s.family == "linear")
+    assert spec.setting["B"] == 25 and spec.setting["T"] > spec.setting["B"]
+    rep = audit_end_to_end(spec, N_TRIALS, rng=np.random.default_rng(11), confidence=CONF)
+    assert rep.status == "verified" and rep.consistent, (rep.epsilon_lower, rep.claimed_epsilon)
+    assert rep.epsilon_lower <= rep.claimed_epsilon and rep.power_shown
+    frozen = EndToEndMechanism(spec)._linear_learner(EndToEndMechanism(spec).protocol())
+    as_written = EndToEndMechanism(spec, "broken")._linear_learner(EndToEndMechanism(spec).protocol())
+    assert not frozen.local_updates and frozen.accounting().status == "verified"
+    spec_written = EndToEndSpec(spec.name + " as written", "linear", "feducb", "dp20", spec.protocol_params,
+                                spec.learner_params, spec.setting, broken="as-written")
+    written = EndToEndMechanism(spec_written, "broken")._linear_learner(EndToEndMechanism(spec_written).protocol())
+    assert written.local_updates and written.accounting().status == "invalid"
+    assert WITHIN_BATCH_LEAK in written.accounting().notes
+    assert not as_written.local_updates  # the spec's own broken variant is the noise cut, not local updates

@@ -333,6 +333,11 @@ class EndToEndMechanism:
             return cls(horizon=st["T"], n_agents=st["M"], dim=st["d"], **kw)
         if name == "concurrent-linucb":
             return cls(protocol, n_users=st["M"] * st["T"], dim=st["d"], agents_per_round=st["M"], **kw)
+        if name == "feducb":  # DP20's FedUCB on a fixed schedule (the frozen variant; as written: local updates)
+            if self.variant == "broken" and s.broken == "as-written":
+                kw["local_updates"] = True
+            return cls(protocol, n_agents=st["M"], dim=st["d"], horizon=st["T"], schedule="fixed",
+                       batch_size=st["B"], **kw)
         raise ValueError(f"learner {name!r} is not a linear-bandit learner")
 
     def _run_linear(self, world, rng, n):
@@ -539,8 +544,8 @@ def _claim(spec: EndToEndSpec):
         acc = _schedule_mechanism(s).learner.accounting()
     elif fam == "linear":
         learner = mech._linear_learner(mech.protocol())
-        if s.learner in ("fixed-batch", "super-agent", "independent"):
-            acc = learner.accounting(s.relation) if s.learner != "independent" else learner.accounting()
+        if s.learner in ("fixed-batch", "super-agent", "independent", "feducb"):
+            acc = learner.accounting(s.relation) if s.learner not in ("independent", "feducb") else learner.accounting()
         else:
             acc = learner.protocol.accounting(s.relation)
     elif fam == "multi-armed":
@@ -848,6 +853,10 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
                             dme, noise_factor=0.1))
     out.append(EndToEndSpec("feducb/dp20", "schedule", "feducb", "dp20", dict(e), {}, dict(M=3, K=20, d=3, T=32),
                             broken=""))
+    # DP20's FedUCB on the fixed schedule at B = 25 (issue 21): the frozen variant, rewards clipped
+    # (DP20 as written does not clip, and its accounting is then invalid); DP20's σ is far above the claim
+    out.append(EndToEndSpec("feducb/dp20 (fixed, B = 25)", "linear", "feducb", "dp20", dict(e),
+                            dict(reward_bound=1.0), dict(M=2, T=50, B=25, K=4, d=2, seed=0), noise_factor=0.02))
     # protocols registered later (by other modules) get the generic audit of their kind
     from fedbandit.protocols.registry import available, describe
 
