@@ -268,7 +268,8 @@ def compare_calls(log_d: ReplayLog, log_d1: ReplayLog, target: _Target, kind: st
     target's own record, which may appear in at most one cell of every record-carrying
     argument (a counter item, a per-user record, a batch sum differing by exactly the
     target's contribution); a sum protocol's party vectors may differ in the target
-    client's row only.
+    client's row only.  A run in which the target's record never reaches the protocol is
+    reported too (the check would be vacuous).
     """
     problems = []
     if log_d1.diverged:
@@ -326,7 +327,13 @@ def compare_calls(log_d: ReplayLog, log_d1: ReplayLog, target: _Target, kind: st
             if not ok:
                 problems.append(f"{where}: cell {c} changed by more than the target's own record (D: {np.round(a, 6)}, "
                                 f"D′: {np.round(b, 6)}): another user's record is folded into it")
+    if not problems and not seen and not any(r == "party" for r in _all_roles(log_d, kind)):
+        problems.append("the target's record never reached the protocol: the check is vacuous on this instance")
     return problems
+
+
+def _all_roles(log, kind):
+    return {role for m, a, k in log.calls for _, role, _ in _roles(m, a, k, kind).values()}
 
 
 # ---------------------------------------------------------------------------------------
