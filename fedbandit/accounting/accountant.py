@@ -301,7 +301,8 @@ def account(
     -------
     Accounting
         ``epsilon`` at ``delta = target_delta``; status "verified" / "claimed" only if at
-        most the target (relative tolerance :data:`VERIFY_TOLERANCE`).
+        most the target (relative tolerance :data:`VERIFY_TOLERANCE`), and never for an
+        ε that is ∞, NaN or negative (status "invalid").
     """
     if not isinstance(event, DpEvent):
         raise TypeError(f"event must be a fedbandit.accounting.DpEvent, got {type(event).__name__}")

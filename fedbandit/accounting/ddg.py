@@ -66,7 +66,7 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting._roots import decreasing_root
-from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
+from fedbandit.accounting.zcdp import _over_square, rdp_to_approx_dp, zcdp_to_approx_dp
 from fedbandit.mechanisms.flattening import flattened_dim
 
 __all__ = [
@@ -142,12 +142,6 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
     return math.sqrt(min(cond, worst))
 
 
-def _squared_ratio(delta2: float, sigma: float) -> float:
-    """(Δ/σ)², computed so that a tiny σ gives inf (the limit) instead of σ² = 0 (ZeroDivisionError)."""
-    ratio = delta2 / sigma
-    return ratio * ratio
-
-
 def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) -> float:
     r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP."""
     delta2 = check_positive_float("delta2", delta2)
@@ -156,7 +150,7 @@ def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) 
     n = _check_n(n)
     d = check_positive_int("d", d)
     tau = ddg_tau(sigma / gamma, n)
-    a = _squared_ratio(delta2, sigma) / n
+    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     return min(math.sqrt(a + 2.0 * tau * d), math.sqrt(a) + tau * math.sqrt(d))
 
 
@@ -176,7 +170,7 @@ def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, d
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
     tau = ddg_tau(sigma / gamma, n)
-    a = _squared_ratio(delta2, sigma) / n
+    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     t1 = alpha / 2.0 * a + tau * d
     t2 = alpha / 2.0 * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
     t3 = alpha / 2.0 * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
@@ -248,7 +242,8 @@ def ddg_epsilon(
         # a σ so small that ρ leaves the float range: the bound gives no finite ε
         return zcdp_to_approx_dp(rho, delta) if rho <= MAX_MAGNITUDE else math.inf
     rdp = steps * ddg_rdp(RDP_ORDERS, delta2, sigma, gamma, n, d)
-    return rdp_to_approx_dp(RDP_ORDERS, rdp, delta) if np.all(rdp <= MAX_MAGNITUDE) else math.inf
+    # a σ so small that (Δ₂/σ)² overflows: the RDP bound is +inf, so is ε
+    return rdp_to_approx_dp(RDP_ORDERS, rdp, delta) if np.all(np.isfinite(rdp)) else math.inf
 
 
 def ddg_sigma_for_epsilon(
@@ -327,7 +322,7 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     sigma = check_positive_float("sigma", sigma)
     n = _check_n(n)
     tau = ddg_tau(sigma, n)  # here the grid step is 1
-    a = _squared_ratio(sensitivity, sigma) / n
+    a = _over_square(sensitivity**2, n, sigma, sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 

@@ -7,6 +7,12 @@ self-composition of κ such releases -- and :func:`fedbandit.accounting.account`
 the event into (ε, δ) with a status ("verified", "claimed", "unproven", "invalid",
 "none").  Events hold no random state and no results; they can be built before a run.
 
+Every event checks its fields when it is built (``ValueError`` / ``TypeError`` naming the
+field, its value and the allowed range): a NaN, a negative ε or δ, a δ above 1 or a
+``holds`` that is not a bool would otherwise come out of the accountant as a privacy
+status.  ε = ∞ is allowed (no finite guarantee, e.g. a noise scale so small that
+(Δ/σ)² overflows); the accountant never reports it as private.
+
 Sensitivities in an event are for one *neighbouring relation*, which the event does not
 know: the protocol that builds it states the relation, and
 :class:`fedbandit.accounting.Accounting` records it.  :func:`record_sensitivities` gives
@@ -30,6 +36,7 @@ from dataclasses import dataclass, field
 from fedbandit._validation import (
     check_bool,
     check_choice,
+    check_epsilon,
     check_float_in_range,
     check_instance,
     check_nonnegative_float,
@@ -156,9 +163,10 @@ class GaussianEvent(DpEvent):
 
     @property
     def rho(self) -> float:
-        """Δ²/(2σ²), as (Δ/σ)²/2 so that a tiny σ gives ρ = inf rather than σ² = 0 (ZeroDivisionError)."""
-        ratio = self.sensitivity / self.sigma
-        return ratio * ratio / 2.0
+        """Δ²/(2σ²); +inf when σ² underflows (a tiny σ), not ZeroDivisionError."""
+        from fedbandit.accounting.zcdp import _over_square
+
+        return _over_square(self.sensitivity**2, 2.0, self.sigma, self.sigma**2)
 
     def describe(self) -> str:
         return f"Gaussian (Δ={self.sensitivity:.4g}, σ={self.sigma:.4g})"
@@ -233,7 +241,7 @@ class ShuffledRandomizedResponseEvent(DpEvent):
     def __post_init__(self):
         check_positive_int("n_messages", self.n_messages)
         check_probability("p", self.p, open_interval=False)
-        check_positive_float("epsilon_message", self.epsilon_message)
+        check_epsilon("epsilon_message", self.epsilon_message)
         _check_event_delta("delta_message", self.delta_message)
         check_positive_int("group_size", self.group_size)
 

@@ -174,20 +174,19 @@ def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarra
     """
     alpha = _check_orders(orders)
     q = _check_q(q)
+    from fedbandit.accounting.zcdp import _over_square
+
     z = check_positive_float("noise_multiplier", noise_multiplier)
-    inv = 1.0 / z
-    half_inv_sq = inv * inv / 2.0  # 1/(2z²) without z² (which underflows to 0 for z < 1e-162): inf in the limit
+    z2 = z * z  # (x / (2z²) is x / (2.0 * z * z) bit for bit: doubling is exact; +inf once z² underflows)
     if q == 1.0:
-        return alpha * half_inv_sq
+        return _over_square(alpha, 2.0, z, z2)
     out = np.empty_like(alpha)
     for i, a in enumerate(alpha):
         k = np.arange(a + 1)
-        kk = k * k - k  # 0 at k = 0, 1: those terms carry no exponent even when 1/(2z²) = inf
-        expo = np.where(kk == 0, 0.0, kk * half_inv_sq)
-        terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + expo
+        terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + _over_square(k * k - k, 2.0, z, z2)
         out[i] = special.logsumexp(terms) / (a - 1.0)
     # the RDP is >= 0; at a huge z the log-sum-exp can round to -1e-15
-    return np.clip(out, 0.0, alpha * half_inv_sq)
+    return np.clip(out, 0.0, _over_square(alpha, 2.0, z, z2))
 
 
 @functools.lru_cache(maxsize=16)

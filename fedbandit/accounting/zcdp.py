@@ -20,6 +20,7 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -48,6 +49,19 @@ __all__ = [
 ]
 
 
+def _over_square(num, c, sigma, square):
+    """``num / (c σ²)`` given ``square`` = σ² (as the caller computes it), without dividing by a σ² that underflowed.
+
+    For σ below ~1.5e-154, σ² is subnormal or 0.0 and ``num / (c * σ²)`` loses every digit
+    or raises ZeroDivisionError; then ``num / c / σ / σ`` is used, which is +inf (the limit
+    σ → 0 of a privacy loss) unless ``num`` = 0.  Above, the caller's expression is kept
+    bit for bit.  ``num`` may be an array.
+    """
+    if square >= sys.float_info.min:
+        return num / (c * square)
+    return num / c / sigma / sigma
+
+
 def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
     """ρ of the Gaussian mechanism: ρ = Δ² / (2σ²) ([BS16], Prop. 1.6).
 
@@ -60,8 +74,7 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
     """
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
-    ratio = sensitivity / sigma  # not Δ²/σ²: σ² underflows to 0 for σ < 1e-162 (then ρ = inf, the limit)
-    return ratio * ratio / 2.0
+    return _over_square(sensitivity**2, 2.0, sigma, sigma**2)
 
 
 def compose_zcdp(*rhos: float) -> float:
@@ -234,5 +247,4 @@ def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
     kappa = tree_depth(n_steps)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma0 = check_positive_float("sigma0", sigma0)
-    ratio = sensitivity / sigma0  # σ₀² would underflow to 0 for a tiny σ₀; ρ = inf is the limit
-    return kappa * ratio * ratio / 2.0
+    return _over_square(kappa * sensitivity**2, 2.0, sigma0, sigma0**2)
