@@ -128,3 +128,15 @@ def test_update_and_gather_shape_errors():
         gather_played(np.zeros((1, 2, 3)), np.zeros(2, dtype=int))
     with pytest.raises(ValueError, match="arrays_by_arm"):
         gather_played(np.zeros((1, 3, 3)), np.zeros((2, 2), dtype=int))
+
+
+@pytest.mark.parametrize("beta", [np.nan, np.inf, -np.inf, np.array([[1.0], [np.nan]])])
+def test_ucb_scores_refuse_a_non_finite_beta(beta):
+    # a NaN radius made every score NaN (and the arg-max then picked arm 0 silently)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1, 1, 3, 2))
+    theta = rng.standard_normal((2, 1, 2))
+    v_inv = np.broadcast_to(np.eye(2), (2, 1, 2, 2)).copy()
+    for f in (ucb_scores, select_arms):
+        with pytest.raises(ValueError, match="beta"):
+            f(X, theta, v_inv, beta)

@@ -10,7 +10,10 @@ duration of one test; the guarding tests must then fail:
 * (b) the amplification validity threshold 16 ln(4/δ) changed to 16 ln(1/δ) (the
   Zhou–Chowdhury condition and the FMT22 closed form's);
 * (c) the shuffler's permutation replaced by the identity (vectorized and message level),
-  which the once-vacuous ``assert not np.array_equal(sa, a) or True`` could not catch.
+  which the once-vacuous ``assert not np.array_equal(sa, a) or True`` could not catch;
+* (d) issue 21: a SecAgg client that no longer refuses a U_2 smaller than t itself (a
+  malicious server's short inbox then exposes its input), and the privacy-blanket bound
+  binned at the right bin edges (δ about 0.3-0.8 % too small at m = 10⁶).
 
 Every mutation is also checked to leave the guards passing when it is not applied.
 """
@@ -30,6 +33,7 @@ import test_calibration_formulas as formulas  # noqa: E402
 import test_protocol_contract as contract  # noqa: E402
 import test_protocols as protocols_tests  # noqa: E402
 import test_shuffle as shuffle_tests  # noqa: E402
+import test_secagg_attacks as secagg_attacks  # noqa: E402
 
 
 def _install(monkeypatch, module_name: str, qualname: str, old: str, new: str) -> None:
@@ -104,6 +108,14 @@ MUTATIONS = {
                                   "out = np.asarray(self._messages)[rng.permutation(self.batch_size)]",
                                   "out = np.asarray(self._messages); rng.permutation(self.batch_size)",
                                   [shuffle_tests.test_shuffler_release_is_uniform_permutation]),
+    "secagg-client-accepts-short-u2": ("fedbandit.secagg.protocol", "SecAggClient.masked_input",
+                                       "if len(u2) < self.threshold:", "if False:",
+                                       [secagg_attacks.test_client_refuses_a_short_inbox_that_would_expose_its_input]),
+    "blanket-right-bin-edges": ("fedbandit.accounting.shuffle", "_rr_shuffle_delta",
+                                "h = _blanket_hockey(epsilon, edges[:-1].astype(float), p)",
+                                "h = _blanket_hockey(epsilon, edges[1:].astype(float), p)",
+                                [lambda: shuffle_tests.test_binned_blanket_delta_upper_bounds_the_unbinned_sum(
+                                    10**6, 0.2, 0.00266)]),
 }
 
 

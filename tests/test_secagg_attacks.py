@@ -318,3 +318,61 @@ def test_shamir_rejects_malformed_input():
 def test_bad_arguments_name_the_parameter(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
+
+
+def _short_inbox_attack(victim_checks: bool, n: int = 7, length: int = 8, bits: int = 16):
+    """A malicious server hands client 1 the ciphertexts of ONE other client only (client 2, which
+    colludes with the server: it gives the server its secret mask key), so that client 1's
+    pairwise masks cancel in nothing but the pair (1, 2).  Every other client gets its full inbox.
+
+    Returns (the error client 1 raised, or None; client 1's input as recovered by the server
+    and the colluder, or None; client 1's true input).  ``victim_checks=False`` switches off
+    client 1's own ``len(u2) < t`` check (by lowering the threshold it compares with to 1),
+    to show what that check alone prevents.
+    """
+    run = _Run(n, n // 2 + 1, False, length, bits, 0)
+    victim, colluder = 1, 2
+    roster = run.server.advertise([run.clients[i].advertise_keys() for i in run.ids])
+    inboxes = run.server.share_keys([run.clients[i].share_keys(roster) for i in run.ids])
+    short = {colluder: inboxes[victim][colluder]}  # 1 other client, fewer than t - 1 = 3 others
+    client = run.clients[victim]
+    if not victim_checks:
+        client.threshold = 1  # the check `len(u2) < threshold` can no longer fire
+    try:
+        masked = {victim: client.masked_input(run.x[victim - 1], short)}
+    except SecAggError as exc:
+        return exc, None, run.x[victim - 1].astype(np.uint64)
+    masked |= {i: run.clients[i].masked_input(run.x[i - 1], inboxes[i]) for i in run.ids if i != victim}
+    u3 = run.server.masked_inputs(masked.values())
+    # the others see a consistent survivor list (client 1 included) and sign it; client 1's own
+    # signature is not needed (t others suffice), so the server never asks client 1
+    signers = [i for i in u3 if i != victim]
+    sigs = run.server.consistency_check([run.clients[i].consistency_check(u3) for i in signers])
+    responses = [run.clients[i].unmask(sigs) for i in signers]
+    # honest clients reveal their shares of each survivor's self-mask seed b_i, client 1's included
+    b_shares = {r.client_id: r.seed_shares[victim].value for r in responses}
+    b1 = shamir_reconstruct(b_shares, run.t).to_bytes(32, "big")
+    dt = proto._dtype_for(bits)
+    y = run.server.masked[victim].astype(dt)
+    y -= proto.prg_mask(b1, length, bits)
+    # the colluder computes the one pairwise mask client 1 added: +PRG(s_12), since 1 < 2
+    peer = proto.X25519PublicKey.from_public_bytes(run.server.roster[victim].s_pk)
+    seed = proto._hkdf(run.clients[colluder]._s_sk.exchange(peer), b"fedbandit-secagg-mask", run.session)
+    y -= proto.prg_mask(seed, length, bits)
+    return None, (y & proto._mask_value(bits, dt)).astype(np.uint64), run.x[victim - 1].astype(np.uint64)
+
+
+def test_client_refuses_a_short_inbox_that_would_expose_its_input():
+    """Round MaskedInputCollection: a client masks with pairwise seeds of the clients it received
+    shares from (U_2); the server alone decides that set, so the client itself must refuse a U_2
+    smaller than t ([BIK+17] Fig. 4, round 2: "if |U_2| < t, abort").  The server's own check of
+    U_2 does not help: the server is the adversary here."""
+    error, leaked, _ = _short_inbox_attack(victim_checks=True)
+    assert isinstance(error, SecAggAbort), error
+    assert "client 1: only 2 clients shared keys, fewer than threshold 4" in str(error)
+    assert leaked is None
+    # the demonstration of why: without the client's check the server and one colluding client
+    # recover client 1's input exactly, although every honest client followed the protocol
+    error, leaked, true_input = _short_inbox_attack(victim_checks=False)
+    assert error is None
+    assert np.array_equal(leaked, true_input)

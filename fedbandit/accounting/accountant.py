@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from fedbandit._validation import check_delta, check_epsilon, check_str
+from fedbandit._validation import MAX_MAGNITUDE, check_delta, check_epsilon, check_str
 from fedbandit.accounting.events import (
     ApproxDpEvent,
     ClaimedEvent,
@@ -200,7 +200,9 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
     if rho is not None:
         from fedbandit.accounting.zcdp import zcdp_to_approx_dp
 
-        return _Result(zcdp_to_approx_dp(rho, delta), delta, "verified")
+        # ρ beyond float range (a noise σ so small that (Δ/σ)² overflows): no finite guarantee
+        eps = zcdp_to_approx_dp(rho, delta) if rho <= MAX_MAGNITUDE else math.inf
+        return _Result(eps, delta, "verified")
     pure = _pure_epsilon(event)
     if pure is not None:
         return _Result(pure, 0.0, "verified")
@@ -264,6 +266,12 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
     raise TypeError(f"the accountant does not know events of type {type(event).__name__}")
 
 
+def _sound(res: _Result, private: bool) -> bool:
+    """Whether a result's (ε, δ) can carry a privacy status: 0 ≤ δ ≤ 1, 0 ≤ ε, ε finite when private."""
+    eps_ok = res.epsilon >= 0 and (math.isfinite(res.epsilon) or not private)
+    return eps_ok and 0 <= res.delta <= 1
+
+
 def account(
     event: DpEvent,
     *,
@@ -293,7 +301,8 @@ def account(
     -------
     Accounting
         ``epsilon`` at ``delta = target_delta``; status "verified" / "claimed" only if at
-        most the target (relative tolerance :data:`VERIFY_TOLERANCE`).
+        most the target (relative tolerance :data:`VERIFY_TOLERANCE`), and never for an
+        ε that is ∞, NaN or negative (status "invalid").
     """
     if not isinstance(event, DpEvent):
         raise TypeError(f"event must be a fedbandit.accounting.DpEvent, got {type(event).__name__}")
@@ -309,6 +318,10 @@ def account(
     if private and status in ("verified", "claimed", "invalid") and exceeds and math.isfinite(res.epsilon):
         status = "invalid"
         extra = (f"NOT ({t_eps:g}, {t_delta:g})-private: the accounting gives ({res.epsilon:.4g}, {res.delta:.3g})",)
+    elif status in ("verified", "claimed") and not _sound(res, private):
+        # never a privacy status from ε = ∞ (no finite guarantee), NaN or a negative value
+        status = "invalid"
+        extra = (f"no ({t_eps:g}, {t_delta:g}) guarantee: the accounting gives ({res.epsilon:.4g}, {res.delta:.3g})",)
     if not private and status != "none":
         status = "none" if res.epsilon == math.inf else status
     text = theorem or event.describe()

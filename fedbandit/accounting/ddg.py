@@ -53,6 +53,7 @@ import numpy as np
 from scipy import optimize
 
 from fedbandit._validation import (
+    MAX_MAGNITUDE,
     MAX_STEPS,
     check_array,
     check_choice,
@@ -65,7 +66,7 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting._roots import decreasing_root
-from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
+from fedbandit.accounting.zcdp import _over_square, rdp_to_approx_dp, zcdp_to_approx_dp
 from fedbandit.mechanisms.flattening import flattened_dim
 
 __all__ = [
@@ -149,7 +150,7 @@ def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) 
     n = _check_n(n)
     d = check_positive_int("d", d)
     tau = ddg_tau(sigma / gamma, n)
-    a = delta2**2 / (n * sigma**2)
+    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     return min(math.sqrt(a + 2.0 * tau * d), math.sqrt(a) + tau * math.sqrt(d))
 
 
@@ -169,7 +170,7 @@ def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, d
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
     tau = ddg_tau(sigma / gamma, n)
-    a = delta2**2 / (n * sigma**2)
+    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     t1 = alpha / 2.0 * a + tau * d
     t2 = alpha / 2.0 * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
     t3 = alpha / 2.0 * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
@@ -237,9 +238,12 @@ def ddg_epsilon(
                                   delta, amplification)
     if method == "zcdp":
         eps1 = ddg_zcdp_epsilon(delta2, sigma, gamma, n, d)
-        return zcdp_to_approx_dp(steps * 0.5 * eps1**2, delta)
+        rho = steps * 0.5 * eps1 * eps1
+        # a σ so small that ρ leaves the float range: the bound gives no finite ε
+        return zcdp_to_approx_dp(rho, delta) if rho <= MAX_MAGNITUDE else math.inf
     rdp = steps * ddg_rdp(RDP_ORDERS, delta2, sigma, gamma, n, d)
-    return rdp_to_approx_dp(RDP_ORDERS, rdp, delta)
+    # a σ so small that (Δ₂/σ)² overflows: the RDP bound is +inf, so is ε
+    return rdp_to_approx_dp(RDP_ORDERS, rdp, delta) if np.all(np.isfinite(rdp)) else math.inf
 
 
 def ddg_sigma_for_epsilon(
@@ -318,7 +322,7 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     sigma = check_positive_float("sigma", sigma)
     n = _check_n(n)
     tau = ddg_tau(sigma, n)  # here the grid step is 1
-    a = sensitivity**2 / (n * sigma**2)
+    a = _over_square(sensitivity**2, n, sigma, sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 

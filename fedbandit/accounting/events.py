@@ -7,6 +7,12 @@ self-composition of κ such releases -- and :func:`fedbandit.accounting.account`
 the event into (ε, δ) with a status ("verified", "claimed", "unproven", "invalid",
 "none").  Events hold no random state and no results; they can be built before a run.
 
+Every event checks its fields when it is built (``ValueError`` / ``TypeError`` naming the
+field, its value and the allowed range): a NaN, a negative ε or δ, a δ above 1 or a
+``holds`` that is not a bool would otherwise come out of the accountant as a privacy
+status.  ε = ∞ is allowed (no finite guarantee, e.g. a noise scale so small that
+(Δ/σ)² overflows); the accountant never reports it as private.
+
 Sensitivities in an event are for one *neighbouring relation*, which the event does not
 know: the protocol that builds it states the relation, and
 :class:`fedbandit.accounting.Accounting` records it.  :func:`record_sensitivities` gives
@@ -24,9 +30,21 @@ References
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
-from fedbandit._validation import check_choice, check_nonnegative_float, check_positive_float, check_positive_int
+from fedbandit._validation import (
+    check_bool,
+    check_choice,
+    check_epsilon,
+    check_float_in_range,
+    check_instance,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+    check_str,
+)
 
 __all__ = [
     "RELATIONS",
@@ -73,6 +91,31 @@ def record_sensitivities(feature_bound: float, reward_bound: float, relation: st
     return 2.0 * L * Y, math.sqrt(2.0) * L**2
 
 
+def _check_event_epsilon(name: str, value) -> float:
+    """An event's ε: a real number in [0, inf] (inf: no finite guarantee); NaN and negatives refused.
+
+    An event is the accountant's input, so a NaN or a negative ε here would come out as a
+    privacy status; it is refused where the event is built.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number in [0, inf], got {value!r:.80} of type {type(value).__name__}")
+    v = float(value)
+    if not v >= 0.0:  # also NaN
+        raise ValueError(f"{name} must lie in [0, inf] (an event's epsilon), got {value!r}")
+    return v
+
+
+def _check_event_delta(name: str, value) -> float:
+    """An event's δ: a real number in [0, 1]."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isnan(value):
+        raise ValueError(f"{name} must lie in [0, 1] (an event's delta), got {value!r}")
+    return check_probability(name, value, open_interval=False)
+
+
+def _check_event(name: str, value) -> "DpEvent":
+    return check_instance(name, value, DpEvent, "a fedbandit.accounting.DpEvent")
+
+
 @dataclass(frozen=True)
 class DpEvent:
     """Base class of privacy events (what was released, not how private it is)."""
@@ -87,6 +130,9 @@ class NoReleaseEvent(DpEvent):
 
     reason: str = "nothing is released"
 
+    def __post_init__(self):
+        check_str("reason", self.reason)
+
     def describe(self) -> str:
         return self.reason
 
@@ -96,6 +142,9 @@ class NonPrivateEvent(DpEvent):
     """The data (or an exact function of it) is released: no privacy."""
 
     what: str = "exact statistics"
+
+    def __post_init__(self):
+        check_str("what", self.what)
 
     def describe(self) -> str:
         return f"no privacy ({self.what})"
@@ -114,7 +163,10 @@ class GaussianEvent(DpEvent):
 
     @property
     def rho(self) -> float:
-        return self.sensitivity**2 / (2.0 * self.sigma**2)
+        """Δ²/(2σ²); +inf when σ² underflows (a tiny σ), not ZeroDivisionError."""
+        from fedbandit.accounting.zcdp import _over_square
+
+        return _over_square(self.sensitivity**2, 2.0, self.sigma, self.sigma**2)
 
     def describe(self) -> str:
         return f"Gaussian (Δ={self.sensitivity:.4g}, σ={self.sigma:.4g})"
@@ -157,9 +209,14 @@ class DiscreteGaussianSumEvent(DpEvent):
     def __post_init__(self):
         check_positive_float("clip", self.clip)
         check_positive_float("gamma", self.gamma)
+        check_float_in_range("beta", self.beta, 0.0, 1.0, high_inclusive=False)
         check_positive_int("dim", self.dim)
         check_positive_float("sigma", self.sigma)
         check_positive_int("n_parties", self.n_parties)
+        # a factor below 1 would understate the sensitivity (1: add/remove, 2: replace)
+        f = check_positive_float("sensitivity_factor", self.sensitivity_factor)
+        if f < 1.0:
+            raise ValueError(f"sensitivity_factor must lie in [1, inf) (1: add/remove, 2: replace), got {f!r}")
 
     def describe(self) -> str:
         return f"sum of {self.n_parties} discrete Gaussians (σ={self.sigma:.4g}, γ={self.gamma:.3g}) [KLS21]"
@@ -181,6 +238,13 @@ class ShuffledRandomizedResponseEvent(DpEvent):
     delta_message: float
     group_size: int = 1
 
+    def __post_init__(self):
+        check_positive_int("n_messages", self.n_messages)
+        check_probability("p", self.p, open_interval=False)
+        check_epsilon("epsilon_message", self.epsilon_message)
+        _check_event_delta("delta_message", self.delta_message)
+        check_positive_int("group_size", self.group_size)
+
     def describe(self) -> str:
         return f"shuffled randomized response, {self.n_messages} messages, p={self.p:.4g} [BBGN19]"
 
@@ -192,6 +256,11 @@ class ApproxDpEvent(DpEvent):
     epsilon: float
     delta: float
     what: str = ""
+
+    def __post_init__(self):
+        _check_event_epsilon("epsilon", self.epsilon)
+        _check_event_delta("delta", self.delta)
+        check_str("what", self.what)
 
     def describe(self) -> str:
         return self.what or f"({self.epsilon:.4g}, {self.delta:.3g})-DP release"
@@ -215,6 +284,19 @@ class ClaimedEvent(DpEvent):
     necessary: DpEvent | None = None
     unproven: str = ""
 
+    def __post_init__(self):
+        _check_event_epsilon("epsilon", self.epsilon)
+        _check_event_delta("delta", self.delta)
+        check_str("theorem", self.theorem)
+        check_instance("conditions", self.conditions, tuple, "a tuple of conditions")
+        for i, c in enumerate(self.conditions):
+            if not hasattr(c, "holds"):
+                raise TypeError(f"conditions[{i}] must have a 'holds' attribute (a Condition), got {c!r:.80}")
+            check_bool(f"conditions[{i}].holds", c.holds)
+        if self.necessary is not None:
+            _check_event("necessary", self.necessary)
+        check_str("unproven", self.unproven)
+
     def describe(self) -> str:
         return self.theorem
 
@@ -232,6 +314,13 @@ class ConditionalEvent(DpEvent):
     holds: bool
     on_failure: str = "invalid"
 
+    def __post_init__(self):
+        _check_event("event", self.event)
+        check_str("assumption", self.assumption)
+        # a real bool: NaN, 0.0 or "no" must not pass for an assumption that holds
+        object.__setattr__(self, "holds", check_bool("holds", self.holds))
+        check_choice("on_failure", self.on_failure, ("invalid", "unproven"))
+
     def describe(self) -> str:
         return self.event.describe()
 
@@ -242,6 +331,11 @@ class InvalidEvent(DpEvent):
 
     reason: str
     claimed: DpEvent | None = None
+
+    def __post_init__(self):
+        check_str("reason", self.reason)
+        if self.claimed is not None:
+            _check_event("claimed", self.claimed)
 
     def describe(self) -> str:
         return self.reason
@@ -255,6 +349,7 @@ class SelfComposedEvent(DpEvent):
     count: int
 
     def __post_init__(self):
+        _check_event("event", self.event)
         check_positive_int("count", self.count)
 
     def describe(self) -> str:
@@ -266,6 +361,11 @@ class ComposedEvent(DpEvent):
     """Adaptive composition of several events."""
 
     events: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        check_instance("events", self.events, tuple, "a tuple of DpEvents")
+        for i, e in enumerate(self.events):
+            _check_event(f"events[{i}]", e)
 
     def describe(self) -> str:
         return " + ".join(e.describe() for e in self.events)

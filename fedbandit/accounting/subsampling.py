@@ -72,6 +72,7 @@ from scipy import special
 
 from fedbandit._validation import (
     MAX_COUNT,
+    MAX_MAGNITUDE,
     check_array,
     check_callable,
     check_choice,
@@ -173,16 +174,19 @@ def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarra
     """
     alpha = _check_orders(orders)
     q = _check_q(q)
+    from fedbandit.accounting.zcdp import _over_square
+
     z = check_positive_float("noise_multiplier", noise_multiplier)
+    z2 = z * z  # (x / (2z²) is x / (2.0 * z * z) bit for bit: doubling is exact; +inf once z² underflows)
     if q == 1.0:
-        return alpha / (2.0 * z * z)
+        return _over_square(alpha, 2.0, z, z2)
     out = np.empty_like(alpha)
     for i, a in enumerate(alpha):
         k = np.arange(a + 1)
-        terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + (k * k - k) / (2.0 * z * z)
+        terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + _over_square(k * k - k, 2.0, z, z2)
         out[i] = special.logsumexp(terms) / (a - 1.0)
     # the RDP is >= 0; at a huge z the log-sum-exp can round to -1e-15
-    return np.clip(out, 0.0, alpha / (2.0 * z * z))
+    return np.clip(out, 0.0, _over_square(alpha, 2.0, z, z2))
 
 
 @functools.lru_cache(maxsize=16)
@@ -314,6 +318,10 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
     steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
     delta = check_delta("delta", delta)
     orders = SUBSAMPLING_ORDERS
+    inv = 1.0 / z
+    if inv * inv > MAX_MAGNITUDE:
+        # the base Gaussian's RDP α/(2z²) leaves the float range (z < 1e-50): the bound gives no finite ε
+        return math.inf
     if amplification == "poisson":
         rdp = steps * sampled_gaussian_rdp(orders, q, z)
         return rdp_to_approx_dp(orders, rdp, delta)

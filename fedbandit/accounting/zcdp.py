@@ -20,6 +20,7 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -48,6 +49,19 @@ __all__ = [
 ]
 
 
+def _over_square(num, c, sigma, square):
+    """``num / (c σ²)`` given ``square`` = σ² (as the caller computes it), without dividing by a σ² that underflowed.
+
+    For σ below ~1.5e-154, σ² is subnormal or 0.0 and ``num / (c * σ²)`` loses every digit
+    or raises ZeroDivisionError; then ``num / c / σ / σ`` is used, which is +inf (the limit
+    σ → 0 of a privacy loss) unless ``num`` = 0.  Above, the caller's expression is kept
+    bit for bit.  ``num`` may be an array.
+    """
+    if square >= sys.float_info.min:
+        return num / (c * square)
+    return num / c / sigma / sigma
+
+
 def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
     """ρ of the Gaussian mechanism: ρ = Δ² / (2σ²) ([BS16], Prop. 1.6).
 
@@ -60,7 +74,7 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
     """
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
-    return sensitivity**2 / (2.0 * sigma**2)
+    return _over_square(sensitivity**2, 2.0, sigma, sigma**2)
 
 
 def compose_zcdp(*rhos: float) -> float:
@@ -80,6 +94,11 @@ def gaussian_sigma_for_zcdp(rho: float, sensitivity: float = 1.0) -> float:
 def _rdp_eps_improved(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """[CKS20] Prop. 12: ε(α) = D_α + log((α−1)/α) − (log δ + log α)/(α − 1)."""
     return rdp + np.log1p(-1.0 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
+
+
+#: Above this ρ the [CKS20] conversion is minimised in w = α − 1 (the optimum's w < 1e-5,
+#: and below 1e-16 the form in α loses it entirely); below, in α as dp-accounting does.
+_RHO_SMALL_W = 1e12
 
 
 def zcdp_to_approx_dp(rho: float, delta: float, method: str = "cks") -> float:
@@ -114,16 +133,26 @@ def zcdp_to_approx_dp(rho: float, delta: float, method: str = "cks") -> float:
         alpha = 1.0 + math.exp(u)
         return float(_rdp_eps_improved(np.array(alpha), np.array(rho * alpha), delta))
 
+    def eps_of_log_w(u: float) -> float:
+        # the same ε(α) in w = α − 1 = e^u: log(1 − 1/α) = u − log1p(w), log α = log1p(w).  At a
+        # huge ρ the optimum has w below float64's resolution at 1 (α = 1 + w rounds to 1, and
+        # the form in α gives NaN), so the form in w is used there
+        w = math.exp(u)
+        return rho * (1.0 + w) + u - math.log1p(w) - (math.log(delta) + math.log1p(w)) / w
+
     # The simple-bound optimum α* = 1 + sqrt(log(1/δ)/ρ) brackets the true optimum
     # within a factor of a few; search log(α − 1) on a wide bracket around it.
     u0 = math.log(math.sqrt(math.log(1.0 / delta) / rho))
     res = optimize.minimize_scalar(
-        eps_of_log_alpha_minus_one,
+        eps_of_log_alpha_minus_one if rho <= _RHO_SMALL_W else eps_of_log_w,
         bounds=(u0 - 12.0, u0 + 12.0),
         method="bounded",
         options={"xatol": 1e-12, "maxiter": 500},
     )
-    return max(0.0, float(res.fun))
+    eps = float(res.fun)
+    if not math.isfinite(eps):  # never hide a NaN as ε = 0 (max(0.0, nan) is 0.0)
+        raise ArithmeticError(f"the zCDP conversion gave epsilon={eps!r} at rho={rho!r}, delta={delta!r}")
+    return max(0.0, eps)
 
 
 def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
@@ -218,4 +247,4 @@ def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
     kappa = tree_depth(n_steps)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma0 = check_positive_float("sigma0", sigma0)
-    return kappa * sensitivity**2 / (2.0 * sigma0**2)
+    return _over_square(kappa * sensitivity**2, 2.0, sigma0, sigma0**2)

@@ -189,10 +189,13 @@ def _scores(features, theta_hat, v_inv, beta, mask):
     ``agents_first`` else (R, M, K)."""
     R, M, d = _check_shapes(features, theta_hat, v_inv)
     try:
-        beta = np.broadcast_to(np.asarray(beta, dtype=float), (R, M))
+        b = np.asarray(beta, dtype=float)
+        beta = np.broadcast_to(b, (R, M))
     except (TypeError, ValueError):
         raise TypeError(f"beta must be a number or an array broadcastable to (runs, agents) = {(R, M)}, "
                         f"got {beta!r:.80}") from None
+    if not np.isfinite(b).all():  # a NaN or infinite radius makes every score NaN or inf
+        raise ValueError(f"beta must be finite (a confidence radius in [0, inf)), got {b if b.ndim else float(b)!r:.80}")
     if mask is not None:
         _require_arrays(mask=mask)
         if mask.shape != features.shape[:-1]:
