@@ -42,8 +42,8 @@ gaussian-mechanism     ``mechanisms.gaussian.gaussian_mechanism``: N(0, (fσ)²)
                        Gaussian sums)
 binomial               the binomial noise of the binomial mechanism and the vector sum:
                        B ↦ round(np + f(B − np)) (centred noise × f)
-randomized-response    the shuffled randomized-response counts: Z ↦ round(E Z + f(Z − E Z))
-                       (the concurrent shuffle)
+randomized-response    the shuffled randomized-response counts drawn with the flip
+                       probability p f² (std ≈ × f; the concurrent shuffle)
 =====================  =================================================================
 
 Every module of the package that imported a patched function by name is patched too,
@@ -309,9 +309,10 @@ def _planted(site, f):
         orig = rr._sample_counts
 
         def counts(ones, m, q0, q1, rng):
-            ones_arr = np.asarray(ones)
-            mean = ones_arr * q1 + (m - ones_arr) * q0
-            return _centred(orig(ones, m, q0, q1, rng), mean, f, 0, m).astype(np.int64)
+            # the flip probability p = 2 q0 drawn as p f² (a message's noise std ≈ × f; a
+            # centred scaling would leave one-message counts unchanged)
+            q = min(0.5, q0 * f * f)
+            return orig(ones, m, q, 1.0 - q, rng)
 
         return {orig: counts}
     raise ValueError(f"site must be one of {PLANTED_SITES}, got {site!r}")
