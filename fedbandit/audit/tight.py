@@ -100,7 +100,6 @@ __all__ = [
     "TightAudit",
     "tight_audit",
     "target_records",
-    "LAW_ALPHA",
 ]
 
 #: Most runs of the real protocol in a noise-law check (each run is a row of its state).
