@@ -47,7 +47,10 @@ randomized-response    the shuffled randomized-response counts drawn with the fl
 =====================  =================================================================
 
 Every module of the package that imported a patched function by name is patched too,
-except :mod:`fedbandit.audit` (the auditor's own samplers stay exact).
+except :mod:`fedbandit.audit` (the auditor's own samplers stay exact).  The power checks of
+:func:`fedbandit.audit.tight_audit` and :func:`fedbandit.audit.audit_end_to_end` run under
+it; :func:`with_noise_scale` and :func:`scale_noise_in_place` remain for the noise-free twins
+(σ → 0) that give an audit its exact change.
 """
 
 from __future__ import annotations
@@ -331,13 +334,14 @@ def planted_noise(factor: float, sites=None):
     Parameters
     ----------
     factor : float
-        In (0, 1] for less noise (0.25: a quarter of it); > 1 for more.
+        In [0, 1] for less noise (0.25: a quarter of it; 0: none, the discrete Gaussian
+        then at scale 1e-12); > 1 for more.
     sites : iterable of str, optional
         A subset of :data:`PLANTED_SITES`.
     """
     factor = check_nonnegative_float("factor", factor)
-    if not math.isfinite(factor) or factor <= 0:
-        raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
+    if not math.isfinite(factor):
+        raise ValueError(f"factor must be a finite number >= 0, got {factor!r}")
     if sites is None:
         sites = PLANTED_SITES
     if isinstance(sites, str):

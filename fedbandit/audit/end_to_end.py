@@ -13,9 +13,11 @@ between the two inputs -- computed by the same learner with its protocol's noise
 removed, learned on the selection trials (:class:`fedbandit.audit.harness.LearnedProjection`)
 -- and the bound is Clopper–Pearson (:func:`fedbandit.audit.epsilon.audit_epsilon_split`).
 
-Every audit has a power check: the same audit of a deliberately broken variant (the noise
-scaled down, Algorithm 1 as written with local updates, or a leak constructed for a model
-that releases nothing) must exceed the claim.  :func:`end_to_end_specs` lists the audits
+Every audit has a power check: the same audit of a deliberately broken variant must exceed
+the claim -- the same code with a planted bug, its randomizers' noise draws × ``noise_factor``
+(:func:`fedbandit.audit.broken.planted_noise`: the implementation is mutated, the declared
+σ, calibration and claim are not), Algorithm 1 as written with local updates, or a leak
+constructed for a model that releases nothing.  :func:`end_to_end_specs` lists the audits
 (every registered protocol and learner); :func:`audit_end_to_end` runs one.
 
 Neighbouring inputs [derived]:
@@ -60,7 +62,7 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.audit.broken import scale_noise_in_place, with_noise_scale
+from fedbandit.audit.broken import planted_noise, scale_noise_in_place
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, KnownProjection, LearnedProjection, claim_of
 from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
@@ -334,7 +336,9 @@ def _first_batches_view(tap, batch_sizes, period) -> np.ndarray:
 class EndToEndMechanism:
     """``mechanism((key, world), rng, n) -> views (n, F)``: n runs of the spec's learner on input ``world``.
 
-    ``variant``: "correct" (as registered) or "broken" (the spec's power-check variant);
+    ``variant``: "correct" (as registered) or "broken" (the spec's power-check variant; for
+    ``broken="noise"`` the same code with a planted bug, its randomizers' noise draws ×
+    ``noise_factor`` by :func:`fedbandit.audit.broken.planted_noise`, σ declared as calibrated);
     ``quiet=True``: the same learner with its protocol's noise removed after calibration
     (the noise-free change of the view, for the attack's direction).
     """
@@ -352,17 +356,11 @@ class EndToEndMechanism:
         s = self.spec
         if s.protocol is None:
             return None
-        p = create(s.protocol, **s.protocol_params)
-        if self.variant == "broken" and s.broken == "noise" and s.family == "counter":
-            p = with_noise_scale(p, s.noise_factor)
-        return p
+        return create(s.protocol, **s.protocol_params)
 
     def _after_build(self, protocol):
-        s = self.spec
         if protocol is None:
             return
-        if self.variant == "broken" and s.broken == "noise" and s.family != "counter":
-            scale_noise_in_place(protocol, s.noise_factor)
         if self.quiet and protocol.private:
             scale_noise_in_place(protocol, _QUIET.get(type(protocol.randomizer).__name__, 1e-12))
 
@@ -371,7 +369,13 @@ class EndToEndMechanism:
         n = check_positive_int("n", n)
         w = world[1] if isinstance(world, tuple) else int(world)
         fam = self.spec.family
-        return getattr(self, f"_run_{fam.replace('-', '_')}")(w, rng, n)
+        run = getattr(self, f"_run_{fam.replace('-', '_')}")
+        if self.variant == "broken" and self.spec.broken == "noise":
+            # the power check mutates the code: the randomizers' own draws × noise_factor, the
+            # protocol's declared σ and calibration (and the learner's use of them) unchanged
+            with planted_noise(self.spec.noise_factor):
+                return run(w, rng, n)
+        return run(w, rng, n)
 
     # -- linear bandit learners -----------------------------------------------------------
     def _linear_learner(self, protocol):
