@@ -731,7 +731,13 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
 
     ``n_trials`` counted trials per input (``n_select`` more, default ``n_trials // 4``, fit
     and choose the attack); ``backend``/``n_jobs`` spread the trials over workers
-    (:func:`fedbandit.experiments.run_grid`).
+    (:func:`fedbandit.experiments.run_grid`).  Where the adversary has several candidate
+    targets (the consensus learners on the hybrid counter: pulls 1 and 3 of agent 0's arm 0,
+    see the module docstring) each is audited at confidence 1 − (1 − ``confidence``)/n and
+    the largest bound is reported, the candidates' bounds named in ``attack`` (Bonferroni:
+    the reported bound holds at ``confidence``).  The power check (``power``) runs the
+    spec's broken variant, for ``broken="noise"`` the same code with its noise draws
+    planted at ``noise_factor`` (:func:`fedbandit.audit.broken.planted_noise`).
     """
     if not isinstance(spec, EndToEndSpec):
         raise TypeError(f"spec must be an EndToEndSpec, got {type(spec).__name__}")
