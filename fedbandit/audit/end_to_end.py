@@ -319,6 +319,38 @@ def _counter_target(protocol, horizon):
     return best[1], best[2]
 
 
+def _counter_view_times(protocol, horizon):
+    """The release times of a counter audit's view: t = 1, 2, 4, ... and, around the target
+    item of :func:`_counter_target`, the release before it and the releases containing it."""
+    target, releases = _counter_target(protocol, horizon)
+    keep = {2**j for j in range(horizon.bit_length()) if 2**j <= horizon} | {t for t, _ in releases} | (
+        {target - 1} if target > 1 else set())
+    return sorted(keep)
+
+
+class _HybridPairLR:
+    """The likelihood ratio of the hybrid counter's item 3 on its two releases (Laplace, known law).
+
+    Item 3 enters the binary node released at t = 3 (out₃ − out₂ = x₃ + Lap(b)) and the log
+    release at t = 4 (out₄ − out₂ = x₃ + x₄ + Lap(b)), b = 2s/ε, independent noises; between
+    the inputs x₃ changes by s.  The log-likelihood ratio of a Laplace shift by s is
+    clip(2(d − c)/s − 1, −1, 1)·s/b per release (c its world-0 value), summed: the optimal
+    test of the pair (Neyman–Pearson), whose largest value has probability 1/4 in world 1
+    and e^{−ε}/4 in world 0 (ratio e^ε: the whole claim).
+    """
+
+    def __init__(self, columns, c_node, c_log, sensitivity):
+        self.columns = columns  # indices of out₂, out₃, out₄ in the view
+        self.c = np.array([c_node, c_log], dtype=float)
+        self.s = float(sensitivity)
+
+    def __call__(self, batch):
+        b = np.asarray(batch, dtype=float)
+        i2, i3, i4 = self.columns
+        d = np.stack([b[:, i3] - b[:, i2], b[:, i4] - b[:, i2]], axis=1)
+        return np.clip(2.0 * (d - self.c) / self.s - 1.0, -1.0, 1.0).sum(axis=1)
+
+
 def _first_batches_view(tap, batch_sizes, period) -> np.ndarray:
     """The released counts of the first batch of every level of a concurrent shuffle, (R, sum D).
 
@@ -533,10 +565,7 @@ class EndToEndMechanism:
         for t in range(T):
             p.release(idx, np.full(n, items[t]))
         out = np.stack([np.asarray(r, dtype=float) for r in rec.records], axis=1)  # (n, T)
-        # the releases at t = 1, 2, 4, ..., and those around the target's (the one before it, its own)
-        keep = {2**j for j in range(T.bit_length()) if 2**j <= T} | {t for t, _ in releases} | (
-            {target - 1} if target > 1 else set())
-        return out[:, [t - 1 for t in sorted(keep)]]
+        return out[:, [t - 1 for t in _counter_view_times(self.spec.protocol, T)]]
 
     # -- the concurrent shuffle over its whole stream (PSCO counters) -------------------------
     def _run_stream(self, world, rng, n):
@@ -685,6 +714,16 @@ def _attack(spec, rng, variant="correct"):
     if spec.family == "schedule":
         return _SyncAtOne(), "synchronization at t = 1 (schedule attack)"
     learned = (LearnedProjection(), "learned linear discriminant (fitted on the selection trials)")
+    if spec.family == "counter" and spec.protocol == "counter-hybrid":
+        T = spec.setting["T"]
+        target, releases = _counter_target(spec.protocol, T)
+        if target == 3 and [t for t, _ in releases] == [3, 4]:
+            times = _counter_view_times(spec.protocol, T)
+            items = np.random.default_rng(spec.setting.get("seed", 0)).integers(0, 2, T).astype(float)
+            # world 0: x₃ = 0, so out₃ − out₂ = 0 and out₄ − out₂ = x₄ (noise-free)
+            stat = _HybridPairLR([times.index(2), times.index(3), times.index(4)], 0.0, items[3], 1.0)
+            return stat, ("Laplace likelihood ratio of item 3 on its binary node (t = 3) and log release (t = 4), "
+                          "known law")
     if spec.protocol is None or spec.family in ("counter", "multi-armed") or (
             variant == "broken" and spec.broken == "leaky"):
         return learned
