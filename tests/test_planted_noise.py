@@ -22,7 +22,7 @@ from fedbandit.audit.tight import LAW_ALPHA
 from fedbandit.protocols import create
 
 QUARTER = 0.25
-CHECK_RUNS = 300
+CHECK_RUNS = 300  # tight audits raise it to MIN_CHECK_RUNS = 1000; the power below is computed at 300
 TIGHT_TRIALS = 50_000
 E2E_TRIALS = 1500
 

@@ -34,8 +34,9 @@ trials cost a fraction of a second.  :func:`tight_audit`:
      "noise law rejected" (:attr:`~fedbandit.audit.harness.AuditReport.noise_law_rejected`),
      which counts as not passing (``consistent`` is False).  Power against a quarter-noise
      bug: the KS distance between N(0, 1) and N(0, 1/16) is sup|Φ(x) − Φ(4x)| = 0.291, and
-     the 10⁻³ critical value is 0.137 at 200 runs, 0.061 at 1000, so already at 200 runs the
-     test rejects with probability > 0.999 (the binomial bound at the sup point;
+     the 10⁻³ critical value is 0.137 at 200 runs, 0.061 at 1000 (at least
+     :data:`MIN_CHECK_RUNS` = 1000 runs are made), so already at 200 runs the test rejects
+     with probability > 0.999 (the binomial bound at the sup point;
      ``tests/test_planted_noise.py`` computes it);
    * the **trials' scale is the implementation's**: the noise scale of the trials is the
      declared s times ρ⁺, the (1 − α) upper confidence bound of the measured ratio
@@ -104,6 +105,11 @@ __all__ = [
 
 #: Most runs of the real protocol in a noise-law check (each run is a row of its state).
 MAX_CHECK_RUNS = 10**6
+
+#: Fewest runs of the real protocol in a noise-law check: the trials' scale bound
+#: ρ⁺ ≈ 1 + 3.09/√(2n) then costs the audit at most ~7 % of μ (a check run is one vectorized
+#: row of the protocol: cheap next to the trials).
+MIN_CHECK_RUNS = 1000
 
 #: False-alarm rate of the enforced noise-law check (Kolmogorov–Smirnov) and of the measured
 #: noise scale's upper confidence bound.
@@ -275,7 +281,7 @@ class TightAudit:
         For the implementation checks.
     check_runs : int, default 2000
         Runs of the real protocol (world 1, every attacked release) in the noise-law check
-        and the noise measurement.
+        and the noise measurement (at least :data:`MIN_CHECK_RUNS`).
 
     Attributes
     ----------
@@ -296,8 +302,8 @@ class TightAudit:
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
         rng = check_rng("rng", rng)
-        self.check_runs = check_positive_int("check_runs", check_runs, max_value=MAX_CHECK_RUNS,
-                                             reason="every check run is a run of the protocol")
+        self.check_runs = max(MIN_CHECK_RUNS, check_positive_int(
+            "check_runs", check_runs, max_value=MAX_CHECK_RUNS, reason="every check run is a run of the protocol"))
         self.protocol = protocol
         self.view, self.s = _view_of(protocol)
         self.ddg = isinstance(protocol.randomizer, DiscreteGaussianTree)
@@ -458,8 +464,8 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         The power check's planted bug: the randomizer's noise draws × ``broken_factor``
         (:func:`fedbandit.audit.broken.planted_noise`; None: no power check).
     check_runs : int
-        Runs of the real protocol in the noise-law check and noise measurement (the power
-        check uses at most 500).
+        Runs of the real protocol in the noise-law check and noise measurement (at least
+        :data:`MIN_CHECK_RUNS` = 1000; the power check uses 1000).
     name : str, optional
 
     Returns
@@ -497,7 +503,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     if broken_factor is not None:
         # the power check mutates the code: the randomizer's own draws × broken_factor, σ declared as before
         with planted_noise(max(broken_factor, 1e-12)):
-            tb = TightAudit(protocol, rng, check_runs=min(check_runs, 500))
+            tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS)
         broken_res = audit_epsilon_split(tb.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select,
                                          delta=delta, confidence=confidence, rng=rng, neighbouring=_worlds_relation,
                                          vectorized=True, slack=tb.slack)
