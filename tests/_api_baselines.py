@@ -721,6 +721,8 @@ UNFUZZED = {
     "experiments.side_by_side_configs": "builds configs for run_config (fuzzed)",
     "experiments.sweep_configs": "builds configs for run_config (fuzzed)",
     "experiments.random_play_regret": "a config of run_config (fuzzed)",
+    "audit.planted_noise": "a context manager that patches module attributes (its arguments are checked on entry; "
+                           "tested in tests/test_planted_noise.py)",
     "experiments.audit_side_by_side": "runs an end-to-end audit (seconds per call; tested in tests/test_synthesis.py)",
     "experiments.table_rows": "formats results of run_config",
     "experiments.markdown_table": "formats rows of table_rows",

@@ -104,3 +104,17 @@ def test_feducb_fixed_schedule_at_B25_audits_at_or_below_its_claim():
     assert written.local_updates and written.accounting().status == "invalid"
     assert WITHIN_BATCH_LEAK in written.accounting().notes
     assert not as_written.local_updates  # the spec's own broken variant is the noise cut, not local updates
+
+
+def test_hybrid_counter_target_enters_a_binary_node_and_a_log_release():
+    from fedbandit.audit.end_to_end import _counter_target
+
+    # Chan–Shi–Song hybrid, b_log = 2s/ε and nodes of interval k at 2ks/ε (in units of s/ε): item 1
+    # (a power of two) is only in the log release at 1, loss ε/2; item 3 = 2 + 1 is in the node of
+    # interval 1 closing at 3 (b = 2) and the log release at 4 (b = 2): ε/2 + ε/2 = ε on two releases
+    assert _counter_target("counter-hybrid", 16) == (3, [(3, 2.0), (4, 2.0)])
+    assert _counter_target("counter-laplace", 16)[0] == 1 and _counter_target("counter-binary", 16)[0] == 1
+    # the audit of the pair reaches most of the claim; item 1 could show at most ε/2 (ratio ≤ 0.5)
+    spec = {s.name: s for s in end_to_end_specs(epsilon=1.0)}["stream/counter-hybrid"]
+    rep = audit_end_to_end(spec, 4000, rng=np.random.default_rng(3), power=False)
+    assert rep.consistent and 0.7 < rep.ratio <= 1.0, rep.ratio

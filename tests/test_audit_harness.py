@@ -23,9 +23,11 @@ from fedbandit.audit import (
     scale_noise_in_place,
     select_threshold,
     tapped,
+    target_records,
     tight_audit,
     tree_nodes_containing,
     with_noise_scale,
+    planted_noise,
 )
 from fedbandit.protocols import create
 
@@ -205,12 +207,14 @@ def test_tight_audit_checks_the_implementation():
     assert ta.noise_check_p > 1e-4  # the real protocol's noise has the stated law (false alarm 1e-4)
     # the first release alone: 1/√κ of μ, far less than the claim (why the audit takes all κ releases)
     assert ta.first_release_epsilon(1e-5) < 0.5 * 2.0 < ta.exact_epsilon(1e-5)
-    # a protocol whose noise differs from what it states fails the check
-    bad = _configured("silo-ldp", epsilon=2.0, delta=1e-5)
-    bad.randomizer.sigma0 *= 1.0  # stated σ₀ ...
-    tb = TightAudit(bad, np.random.default_rng(5), check_runs=3000)
-    tb.s *= 1.5  # ... but the audit is told another law
-    assert tb._check_noise(np.random.default_rng(6)) < 1e-4
+    # a protocol whose code adds 2/3 of the noise it states (σ₀ as calibrated) fails the check, and
+    # its trials are drawn at the measured noise (KS false alarm 1e-3; the ratio within its bound)
+    with planted_noise(1 / 1.5):
+        tb = TightAudit(p, np.random.default_rng(5), check_runs=3000)
+    assert tb.noise_law_rejected and tb.noise_check_p < 1e-3
+    assert tb.s == ta.s  # the declared σ is untouched
+    assert 0.6 < tb.noise_ratio < tb.noise_ratio_upper < 0.72
+    assert tb.trials.s == pytest.approx(tb.s * tb.noise_ratio_upper)
     with pytest.raises(ValueError, match="not private"):
         TightAudit(_configured("non-private"), np.random.default_rng(0))
 
@@ -220,3 +224,19 @@ def test_tight_audit_replace_relation_uses_a_replaced_record():
     ta = TightAudit(p, np.random.default_rng(7), check_runs=500)
     norm = float(np.linalg.norm(ta.change[0]))
     assert 1.414 < norm <= math.sqrt(6) and p.relation == "replace"
+
+
+def test_tight_audit_replace_pair_realizes_the_largest_record_change():
+    # record change of x₀ = (cos θ, sin θ), y₀ = −1 against x₁ = e₁, y₁ = 1 (L = Y = 1), written out:
+    # ‖x₁y₁ − x₀y₀‖² = 2 + 2cos θ, ‖x₁x₁ᵀ − x₀x₀ᵀ‖_F² = 2 − 2cos²θ: 4 + 2c − 2c², largest 4.5 at c = 1/2
+    c = np.cos(np.linspace(0.0, np.pi, 100_001))
+    assert np.max(4 + 2 * c - 2 * c**2) == pytest.approx(4.5, abs=1e-9)
+    (x0, y0), (x1, y1) = target_records(2, "replace")
+    change2 = np.sum((x1 * y1 - x0 * y0) ** 2) + np.sum((np.outer(x1, x1) - np.outer(x0, x0)) ** 2)
+    assert change2 == pytest.approx(4.5) and 4.5 <= 2.0**2 + math.sqrt(2.0) ** 2  # within (2LY, √2 L²)
+    # the implementation's first-node change is that record's packed (bias, upper-triangle Gram)
+    # change: (3/2, √3/2 | 3/4, −√3/4, −3/4); a parallel pair would give (2, 0 | 0, 0, 0), norm 2
+    p = _configured("central", epsilon=2.0, delta=1e-5, relation="replace")
+    ta = TightAudit(p, np.random.default_rng(7), check_runs=200)
+    s3 = math.sqrt(3.0)
+    np.testing.assert_allclose(ta.change[0], [1.5, s3 / 2, 0.75, -s3 / 4, -0.75], atol=1e-12)

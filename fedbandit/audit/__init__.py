@@ -17,6 +17,8 @@ _EXPORTS = {
     "with_noise_scale": "broken",
     "scale_noise_in_place": "broken",
     "noise_scale_of": "broken",
+    "planted_noise": "broken",
+    "PLANTED_SITES": "broken",
     "EndToEndSpec": "end_to_end",
     "TargetRewardBandit": "end_to_end",
     "EndToEndMechanism": "end_to_end",

@@ -20,18 +20,56 @@ randomized response (concurrent)     the flip probability p → p·factor² (std
 counters (Laplace)                   every Laplace scale (the streams run at ε/factor)
 central Gaussian sum                 the server's σ
 ==================================  ======================================================
+
+These hooks change the *parameter* the code draws with (the copy's σ): an audit that then
+draws its trials from that σ tests the declaration, not the code.  :func:`planted_noise`
+instead mutates the **implementation**: inside the context, the noise draws of the
+mechanisms' code (the Generator calls every randomizer goes through) return ``factor``
+times their noise, while every protocol keeps its calibrated, declared σ -- a quarter-noise
+bug, as a buggy implementation would have it.  The sites (:data:`PLANTED_SITES`):
+
+=====================  =================================================================
+site                   what is patched (``factor`` f)
+=====================  =================================================================
+tree                   the tree randomizers' node draws (``mechanisms.tree._draw``,
+                       Gaussian and Laplace): f × every draw (silo-LDP, central,
+                       SecAgg, SDP amplification, DP20 trees)
+discrete-gaussian      ``mechanisms.discrete_gaussian.sample_discrete_gaussian`` and its
+                       imports: draws at scale f·σ (DDG trees and sums)
+laplace                ``mechanisms.continual_counting._draw_standard_laplace``: f × every
+                       standard Laplace variate (every counter)
+gaussian-mechanism     ``mechanisms.gaussian.gaussian_mechanism``: N(0, (fσ)²) (central
+                       Gaussian sums)
+binomial               the binomial noise of the binomial mechanism and the vector sum:
+                       B ↦ round(np + f(B − np)) (centred noise × f)
+randomized-response    the shuffled randomized-response counts drawn with the flip
+                       probability p f² (std ≈ × f; the concurrent shuffle)
+=====================  =================================================================
+
+Every module of the package that imported a patched function by name is patched too,
+except :mod:`fedbandit.audit` (the auditor's own samplers stay exact).  The power checks of
+:func:`fedbandit.audit.tight_audit` and :func:`fedbandit.audit.audit_end_to_end` run under
+it; :func:`with_noise_scale` and :func:`scale_noise_in_place` remain for the noise-free twins
+(σ → 0) that give an audit its exact change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
+import sys
+
+import numpy as np
 
 from fedbandit._validation import check_nonnegative_float
 from fedbandit.protocols.base import Protocol
 
-__all__ = ["with_noise_scale", "scale_noise_in_place", "noise_scale_of"]
+__all__ = ["with_noise_scale", "scale_noise_in_place", "noise_scale_of", "planted_noise", "PLANTED_SITES"]
+
+#: The code sites :func:`planted_noise` patches (see the module docstring).
+PLANTED_SITES = ("tree", "discrete-gaussian", "laplace", "gaussian-mechanism", "binomial", "randomized-response")
 
 _SCALED_CLASSES: dict = {}
 
@@ -208,3 +246,137 @@ def scale_noise_in_place(protocol: Protocol, factor: float) -> Protocol:
 def noise_scale_of(protocol: Protocol) -> float:
     """The factor a protocol's noise was scaled by with :func:`with_noise_scale` (1 for a real protocol)."""
     return float(getattr(protocol, "_audit_noise_scale", 1.0))
+
+
+def _centred(draw, mean, f, low=None, high=None):
+    out = np.rint(mean + f * (np.asarray(draw, dtype=float) - mean))
+    if low is not None or high is not None:
+        out = np.clip(out, low, high)
+    return out
+
+
+class _ScaledBinomialGenerator(np.random.Generator):
+    """A Generator on the same bit stream whose ``binomial`` draws are centred-scaled by f."""
+
+    def __init__(self, rng, f):
+        super().__init__(rng.bit_generator)
+        self._f = f
+
+    def binomial(self, n, p, size=None):
+        b = super().binomial(n, p, size=size)
+        mean = np.asarray(n, dtype=float) * p
+        return _centred(b, mean, self._f, 0, n).astype(np.int64)
+
+
+def _planted(site, f):
+    """{(module name, attribute): replacement} of one site (the originals are looked up now)."""
+    import fedbandit.mechanisms.binomial as binomial
+    import fedbandit.mechanisms.continual_counting as cc
+    import fedbandit.mechanisms.discrete_gaussian as dg
+    import fedbandit.mechanisms.gaussian as gm
+    import fedbandit.mechanisms.randomized_response as rr
+    import fedbandit.mechanisms.tree as tree
+    import fedbandit.mechanisms.vector_sum as vs
+
+    if site == "tree":
+        orig = tree._draw
+        return {orig: lambda rng, shape, noise: f * orig(rng, shape, noise)}
+    if site == "discrete-gaussian":
+        orig = dg.sample_discrete_gaussian
+
+        def sample(sigma, size, rng, **kw):
+            return orig(max(float(sigma) * f, 1e-12), size, rng, **kw)
+
+        return {orig: sample}
+    if site == "laplace":
+        orig = cc._draw_standard_laplace
+        return {orig: lambda rng, size: f * orig(rng, size)}
+    if site == "gaussian-mechanism":
+        orig = gm.gaussian_mechanism
+
+        def mech(value, sigma, rng, **kw):
+            return orig(value, max(float(sigma) * f, 1e-300), rng, **kw)
+
+        return {orig: mech}
+    if site == "binomial":
+        enc, vbin = binomial.BinomialMechanism.encode, vs._binomial
+
+        def encode(self, x, rng):
+            return enc(self, x, _ScaledBinomialGenerator(rng, f))
+
+        def vector_binomial(rng, n, p, size):
+            return _centred(vbin(rng, n, p, size), float(n) * p, f, 0, n)
+
+        return {enc: encode, vbin: vector_binomial}
+    if site == "randomized-response":
+        orig = rr._sample_counts
+
+        def counts(ones, m, q0, q1, rng):
+            # the flip probability p = 2 q0 drawn as p f² (a message's noise std ≈ × f; a
+            # centred scaling would leave one-message counts unchanged)
+            q = min(0.5, q0 * f * f)
+            return orig(ones, m, q, 1.0 - q, rng)
+
+        return {orig: counts}
+    raise ValueError(f"site must be one of {PLANTED_SITES}, got {site!r}")
+
+
+@contextlib.contextmanager
+def planted_noise(factor: float, sites=None):
+    """Context manager: plant a noise bug in the implementation (every randomizer's draw × ``factor``).
+
+    Inside the context the mechanisms' noise draws (the sites of :data:`PLANTED_SITES`, all by
+    default) return ``factor`` times their noise; no protocol's declared σ, calibration or
+    accounting changes.  An audit of the code run inside the context must see the bug: this
+    is how a power check mutates the implementation (testing hook).  The patches are undone
+    on exit, also on an exception.  Not thread-safe (it patches module attributes).
+
+    Parameters
+    ----------
+    factor : float
+        In [0, 1] for less noise (0.25: a quarter of it; 0: none, the discrete Gaussian
+        then at scale 1e-12); > 1 for more.
+    sites : iterable of str, optional
+        A subset of :data:`PLANTED_SITES`.
+    """
+    factor = check_nonnegative_float("factor", factor)
+    if not math.isfinite(factor):
+        raise ValueError(f"factor must be a finite number >= 0, got {factor!r}")
+    if sites is None:
+        sites = PLANTED_SITES
+    if isinstance(sites, str):
+        sites = (sites,)
+    sites = tuple(sites)
+    for site in sites:
+        if site not in PLANTED_SITES:
+            raise ValueError(f"sites must be a subset of {PLANTED_SITES}, got {site!r}")
+    replacements = {}
+    for site in sites:
+        replacements.update(_planted(site, factor))
+    saved = []
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == "fedbandit" or name.startswith("fedbandit.")) or name.startswith("fedbandit.audit"):
+            continue
+        for attr, value in list(vars(mod).items()):
+            if callable(value) and not isinstance(value, type):
+                try:
+                    new = replacements.get(value)
+                except TypeError:
+                    continue
+                if new is not None:
+                    saved.append((mod, attr, value))
+                    setattr(mod, attr, new)
+            elif isinstance(value, type) and value.__module__ == name:
+                for m_attr, m_value in list(vars(value).items()):
+                    try:
+                        new = replacements.get(m_value)
+                    except TypeError:
+                        continue
+                    if new is not None:
+                        saved.append((value, m_attr, m_value))
+                        setattr(value, m_attr, new)
+    try:
+        yield factor
+    finally:
+        for obj, attr, value in reversed(saved):
+            setattr(obj, attr, value)

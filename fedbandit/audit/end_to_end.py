@@ -13,9 +13,11 @@ between the two inputs -- computed by the same learner with its protocol's noise
 removed, learned on the selection trials (:class:`fedbandit.audit.harness.LearnedProjection`)
 -- and the bound is Clopper–Pearson (:func:`fedbandit.audit.epsilon.audit_epsilon_split`).
 
-Every audit has a power check: the same audit of a deliberately broken variant (the noise
-scaled down, Algorithm 1 as written with local updates, or a leak constructed for a model
-that releases nothing) must exceed the claim.  :func:`end_to_end_specs` lists the audits
+Every audit has a power check: the same audit of a deliberately broken variant must exceed
+the claim -- the same code with a planted bug, its randomizers' noise draws × ``noise_factor``
+(:func:`fedbandit.audit.broken.planted_noise`: the implementation is mutated, the declared
+σ, calibration and claim are not), Algorithm 1 as written with local updates, or a leak
+constructed for a model that releases nothing.  :func:`end_to_end_specs` lists the audits
 (every registered protocol and learner); :func:`audit_end_to_end` runs one.
 
 Neighbouring inputs [derived]:
@@ -26,9 +28,12 @@ Neighbouring inputs [derived]:
   of largest norm); absent, a user whose arms are all zero (a zero record: nothing enters
   any statistic); replaced, a user with arms L·(e₁/2 + (√3/2)e₂) and reward −Y;
 * multi-armed bandits (the consensus learners, whose privacy unit is one reward): agent 0's
-  reward at slot 1 (arm 0, the round robin) is the top or the bottom of the clipping
-  interval; every other reward is random, with the same law in both inputs (DP then bounds
-  the mixture, so the audit stays valid);
+  n-th reward of arm 0 is the top or the bottom of the clipping interval; every other
+  reward is fixed data, the same in both inputs.  The adversary's choice of n is searched:
+  n = 1 (the round robin's pull) and the position of :func:`_counter_target` (the hybrid
+  counter: n = 3, the first item in both a binary node and a log release), each audited at
+  confidence 1 − (1 − c)/2, the larger bound reported (its pull named in ``attack``);
+* counters alone: the item of :func:`_counter_target` (same search);
 * federated learning: client 0's labels replaced by the next class; mean estimation and
   the counters: one party's vector or one item changed, every other fixed.
 """
@@ -57,7 +62,7 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.audit.broken import scale_noise_in_place, with_noise_scale
+from fedbandit.audit.broken import planted_noise, scale_noise_in_place
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, KnownProjection, LearnedProjection, claim_of
 from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
@@ -151,7 +156,11 @@ class TargetRewardBandit(BernoulliBandit):
 
     The reward of agent m pulling arm a at slot t is ``table[t − 1, m, a]``, Bernoulli(μ_a)
     draws made once from ``seed`` (the same in every run: fixed data, only the protocols'
-    noise is random), except the target.  The learners draw the rewards of a slot with one
+    noise is random), except the target: with ``pull = 0`` agent ``agent``'s reward at slot
+    ``slot``; with ``pull = n > 0`` its n-th reward of arm ``arm`` (counted per run: the n-th
+    item of that (agent, arm) counter stream, whatever slot it comes at -- one reward of the
+    stream changed, the counters' neighbouring relation, the other items chosen adaptively
+    and alike in both inputs).  The learners draw the rewards of a slot with one
     call (:meth:`fedbandit.envs.multi_armed.RewardStream.rewards`), in order, so the slot is
     counted by calls; :attr:`calls` lets a caller check that ``T`` calls were made.  Build
     a fresh one for every run.
@@ -163,6 +172,8 @@ class TargetRewardBandit(BernoulliBandit):
     horizon: int = 1
     n_agents: int = 1
     seed: int = 0
+    arm: int = 0
+    pull: int = 0
 
     def __post_init__(self):
         super().__post_init__()
@@ -175,17 +186,26 @@ class TargetRewardBandit(BernoulliBandit):
         check_nonnegative_int("slot", self.slot)
         check_finite_float("value", self.value)
         check_nonnegative_int("seed", self.seed)
+        check_int_in_range("arm", self.arm, 0, self.n_arms - 1)
+        check_nonnegative_int("pull", self.pull)
         rng = np.random.default_rng(self.seed)
         table = (rng.random((self.horizon, self.n_agents, self.n_arms)) < self.means).astype(float)
         object.__setattr__(self, "table", table)
         object.__setattr__(self, "calls", 0)
+        object.__setattr__(self, "pulls", None)
 
     def _rewards(self, u, arms):
         object.__setattr__(self, "calls", self.calls + 1)
         arms = np.asarray(arms)
         tab = self.table[min(self.calls, self.horizon) - 1]  # (M, K)
         out = tab[np.arange(arms.shape[-1]), arms]
-        if self.calls == self.slot:
+        if self.pull:
+            sel = arms[..., self.agent] == self.arm
+            pulls = (np.zeros(sel.shape, dtype=np.int64) if self.pulls is None else self.pulls) + sel
+            object.__setattr__(self, "pulls", pulls)
+            hit = sel & (pulls == self.pull)
+            out[..., self.agent] = np.where(hit, self.value, out[..., self.agent])
+        elif self.calls == self.slot:
             out[..., self.agent] = self.value
         return out
 
@@ -252,6 +272,85 @@ def _worlds_relation(a, b):
     return isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and {a[1], b[1]} == {0, 1}
 
 
+def _hybrid_releases(n, horizon):
+    """(release time, Laplace scale in units of s/ε) of every release of the hybrid mechanism whose
+    noise covers item n (Chan, Shi & Song's hybrid as implemented in
+    :class:`fedbandit.mechanisms.continual_counting.HybridMechanism`): n = 2^k is in the log
+    release at n (Lap(2s/ε)); n = 2^k + τ (0 < τ < 2^k) in the binary nodes of interval k that
+    contain τ (Lap(2ks/ε) each, one per level, closing inside the interval) and in the log
+    release at 2^{k+1}."""
+    k = n.bit_length() - 1
+    tau = n - (1 << k)
+    if tau == 0:
+        return [(n, 2.0)]
+    out = []
+    j = 0
+    while (1 << j) < (1 << k):
+        close = -(-tau // (1 << j)) * (1 << j)
+        if close < (1 << k) and (1 << k) + close <= horizon and (not out or out[-1][0] != (1 << k) + close):
+            out.append(((1 << k) + close, 2.0 * k))
+        j += 1
+    if (1 << (k + 1)) <= horizon:
+        out.append((1 << (k + 1), 2.0))
+    return out
+
+
+def _counter_target(protocol, horizon):
+    """The target item of a counter audit: (position n, [(release time, scale / (s/ε)), ...]).
+
+    The adversary's search over the positions n = 1..``horizon`` of the changed item: the
+    pure-DP loss of the releases whose noise covers it, Σ s/b = Σ ε/(b ε/s); the largest
+    loss, then the fewest releases (a linear attack gains from a change concentrated on few
+    releases), then the earliest.  Hybrid (``counter-hybrid``): a power of two is in one log
+    release only (ε/2); 2^k + τ in its ≤ k nodes of Lap(2ks/ε) and the next log release (ε):
+    n = 3, one node of Lap(2s/ε) and the log release at 4, both counters.  The binary and
+    per-item Laplace counters spend ε on every item of a stream of ``horizon`` items: n = 1
+    (the first, the releases at 1, 2, 4, ...).  [derived]
+    """
+    horizon = check_positive_int("horizon", horizon, max_value=MAX_STEPS)
+    if protocol != "counter-hybrid" or horizon < 3:
+        return 1, [(1, math.nan)]
+    best = None
+    for n in range(1, horizon + 1):
+        rel = _hybrid_releases(n, horizon)
+        key = (-sum(1.0 / b for _, b in rel), len(rel), n)
+        if best is None or key < best[0]:
+            best = (key, n, rel)
+    return best[1], best[2]
+
+
+def _counter_view_times(protocol, horizon):
+    """The release times of a counter audit's view: t = 1, 2, 4, ... and, around the target
+    item of :func:`_counter_target`, the release before it and the releases containing it."""
+    target, releases = _counter_target(protocol, horizon)
+    keep = {2**j for j in range(horizon.bit_length()) if 2**j <= horizon} | {t for t, _ in releases} | (
+        {target - 1} if target > 1 else set())
+    return sorted(keep)
+
+
+class _HybridPairLR:
+    """The likelihood ratio of the hybrid counter's item 3 on its two releases (Laplace, known law).
+
+    Item 3 enters the binary node released at t = 3 (out₃ − out₂ = x₃ + Lap(b)) and the log
+    release at t = 4 (out₄ − out₂ = x₃ + x₄ + Lap(b)), b = 2s/ε, independent noises; between
+    the inputs x₃ changes by s.  The log-likelihood ratio of a Laplace shift by s is
+    clip(2(d − c)/s − 1, −1, 1)·s/b per release (c its world-0 value), summed: the optimal
+    test of the pair (Neyman–Pearson), whose largest value has probability 1/4 in world 1
+    and e^{−ε}/4 in world 0 (ratio e^ε: the whole claim).
+    """
+
+    def __init__(self, columns, c_node, c_log, sensitivity):
+        self.columns = columns  # indices of out₂, out₃, out₄ in the view
+        self.c = np.array([c_node, c_log], dtype=float)
+        self.s = float(sensitivity)
+
+    def __call__(self, batch):
+        b = np.asarray(batch, dtype=float)
+        i2, i3, i4 = self.columns
+        d = np.stack([b[:, i3] - b[:, i2], b[:, i4] - b[:, i2]], axis=1)
+        return np.clip(2.0 * (d - self.c) / self.s - 1.0, -1.0, 1.0).sum(axis=1)
+
+
 def _first_batches_view(tap, batch_sizes, period) -> np.ndarray:
     """The released counts of the first batch of every level of a concurrent shuffle, (R, sum D).
 
@@ -269,7 +368,9 @@ def _first_batches_view(tap, batch_sizes, period) -> np.ndarray:
 class EndToEndMechanism:
     """``mechanism((key, world), rng, n) -> views (n, F)``: n runs of the spec's learner on input ``world``.
 
-    ``variant``: "correct" (as registered) or "broken" (the spec's power-check variant);
+    ``variant``: "correct" (as registered) or "broken" (the spec's power-check variant; for
+    ``broken="noise"`` the same code with a planted bug, its randomizers' noise draws ×
+    ``noise_factor`` by :func:`fedbandit.audit.broken.planted_noise`, σ declared as calibrated);
     ``quiet=True``: the same learner with its protocol's noise removed after calibration
     (the noise-free change of the view, for the attack's direction).
     """
@@ -287,17 +388,11 @@ class EndToEndMechanism:
         s = self.spec
         if s.protocol is None:
             return None
-        p = create(s.protocol, **s.protocol_params)
-        if self.variant == "broken" and s.broken == "noise" and s.family == "counter":
-            p = with_noise_scale(p, s.noise_factor)
-        return p
+        return create(s.protocol, **s.protocol_params)
 
     def _after_build(self, protocol):
-        s = self.spec
         if protocol is None:
             return
-        if self.variant == "broken" and s.broken == "noise" and s.family != "counter":
-            scale_noise_in_place(protocol, s.noise_factor)
         if self.quiet and protocol.private:
             scale_noise_in_place(protocol, _QUIET.get(type(protocol.randomizer).__name__, 1e-12))
 
@@ -306,7 +401,13 @@ class EndToEndMechanism:
         n = check_positive_int("n", n)
         w = world[1] if isinstance(world, tuple) else int(world)
         fam = self.spec.family
-        return getattr(self, f"_run_{fam.replace('-', '_')}")(w, rng, n)
+        run = getattr(self, f"_run_{fam.replace('-', '_')}")
+        if self.variant == "broken" and self.spec.broken == "noise":
+            # the power check mutates the code: the randomizers' own draws × noise_factor, the
+            # protocol's declared σ and calibration (and the learner's use of them) unchanged
+            with planted_noise(self.spec.noise_factor):
+                return run(w, rng, n)
+        return run(w, rng, n)
 
     # -- linear bandit learners -----------------------------------------------------------
     def _linear_learner(self, protocol):
@@ -386,8 +487,9 @@ class EndToEndMechanism:
         M, K, T = st["M"], st["K"], st["T"]
         means = np.linspace(0.2, 0.8, K)[::-1]
         lo, hi = s.learner_params.get("clip", (0.0, 1.0))
+        pull = st.get("pull", 1) if s.protocol is not None else 0
         env = TargetRewardBandit(means, agent=0, slot=1, value=hi if world == 1 else lo, horizon=T, n_agents=M,
-                                 seed=st.get("seed", 0))
+                                 seed=st.get("seed", 0), arm=0, pull=pull)
         p = self.protocol()
         tap = None
         if p is not None:
@@ -462,12 +564,13 @@ class EndToEndMechanism:
         self._after_build(p)
         p.reset(n_runs=n, rng=rng)
         items = np.random.default_rng(st.get("seed", 0)).integers(0, 2, T).astype(float)
-        items[0] = 1.0 if world == 1 else 0.0
+        target, releases = _counter_target(self.spec.protocol, T)
+        items[target - 1] = 1.0 if world == 1 else 0.0
         idx = np.arange(n)
         for t in range(T):
             p.release(idx, np.full(n, items[t]))
         out = np.stack([np.asarray(r, dtype=float) for r in rec.records], axis=1)  # (n, T)
-        return out[:, [2**j - 1 for j in range(T.bit_length()) if 2**j <= T]]  # the releases at t = 1, 2, 4, ...
+        return out[:, [t - 1 for t in _counter_view_times(self.spec.protocol, T)]]
 
     # -- the concurrent shuffle over its whole stream (PSCO counters) -------------------------
     def _run_stream(self, world, rng, n):
@@ -616,6 +719,16 @@ def _attack(spec, rng, variant="correct"):
     if spec.family == "schedule":
         return _SyncAtOne(), "synchronization at t = 1 (schedule attack)"
     learned = (LearnedProjection(), "learned linear discriminant (fitted on the selection trials)")
+    if spec.family == "counter" and spec.protocol == "counter-hybrid":
+        T = spec.setting["T"]
+        target, releases = _counter_target(spec.protocol, T)
+        if target == 3 and [t for t, _ in releases] == [3, 4]:
+            times = _counter_view_times(spec.protocol, T)
+            items = np.random.default_rng(spec.setting.get("seed", 0)).integers(0, 2, T).astype(float)
+            # world 0: x₃ = 0, so out₃ − out₂ = 0 and out₄ − out₂ = x₄ (noise-free)
+            stat = _HybridPairLR([times.index(2), times.index(3), times.index(4)], 0.0, items[3], 1.0)
+            return stat, ("Laplace likelihood ratio of item 3 on its binary node (t = 3) and log release (t = 4), "
+                          "known law")
     if spec.protocol is None or spec.family in ("counter", "multi-armed") or (
             variant == "broken" and spec.broken == "leaky"):
         return learned
@@ -662,7 +775,13 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
 
     ``n_trials`` counted trials per input (``n_select`` more, default ``n_trials // 4``, fit
     and choose the attack); ``backend``/``n_jobs`` spread the trials over workers
-    (:func:`fedbandit.experiments.run_grid`).
+    (:func:`fedbandit.experiments.run_grid`).  Where the adversary has several candidate
+    targets (the consensus learners on the hybrid counter: pulls 1 and 3 of agent 0's arm 0,
+    see the module docstring) each is audited at confidence 1 − (1 − ``confidence``)/n and
+    the largest bound is reported, the candidates' bounds named in ``attack`` (Bonferroni:
+    the reported bound holds at ``confidence``).  The power check (``power``) runs the
+    spec's broken variant, for ``broken="noise"`` the same code with its noise draws
+    planted at ``noise_factor`` (:func:`fedbandit.audit.broken.planted_noise`).
     """
     if not isinstance(spec, EndToEndSpec):
         raise TypeError(f"spec must be an EndToEndSpec, got {type(spec).__name__}")
@@ -672,16 +791,27 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     power = check_bool("power", power)
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
-    key = spec.key()
-    kw = dict(n_select=n_select, delta=delta, confidence=confidence, neighbouring=_worlds_relation, vectorized=True,
-              backend=backend, n_jobs=n_jobs)
-    stat, attack = _attack(spec, rng)
-    res = audit_epsilon_split(EndToEndMechanism(spec, "correct"), (key, 0), (key, 1), stat, n_trials, rng=rng, **kw)
-    broken_res, broken = None, ""
-    if power and spec.broken:
-        bstat, _ = _attack(spec, rng, "broken")
-        broken_res = audit_epsilon_split(EndToEndMechanism(spec, "broken"), (key, 0), (key, 1), bstat, n_trials,
-                                         rng=rng, **kw)
+    # the adversary's choice of target: several candidates (the consensus learners on the hybrid
+    # counter: its first reward, in one log release, and the first in both a binary node and a log
+    # release), each audited at confidence 1 − (1 − c)/n (Bonferroni), the largest bound reported
+    cands = _target_candidates(spec)
+    conf_each = 1.0 - (1.0 - confidence) / len(cands)
+    best, best_broken, notes = None, None, []
+    for cand in cands:
+        res, broken_res, attack = _audit_one(cand, n_trials, rng, n_select, delta, conf_each, power, backend, n_jobs)
+        if len(cands) > 1:
+            notes.append(f"pull {cand.setting['pull']}: ε ≥ {res.epsilon_lower:.3g}")
+        if best is None or res.epsilon_lower > best[0].epsilon_lower:
+            best = (res, attack, cand)
+        if broken_res is not None and (best_broken is None or broken_res.epsilon_lower > best_broken.epsilon_lower):
+            best_broken = broken_res
+    res, attack, chosen = best
+    broken_res = best_broken
+    if len(cands) > 1:
+        attack += (f"; target: agent 0's reward of arm 0 at pull {chosen.setting['pull']}, the best of "
+                   f"{len(cands)} candidates ({', '.join(notes)}; each at confidence {conf_each:.4g})")
+    broken = ""
+    if broken_res is not None:
         broken = {"noise": f"noise × {spec.noise_factor:g}", "as-written": "Algorithm 1 as written (local updates)",
                   "leaky": "the same agents publishing their exact statistics"}[spec.broken]
     return AuditReport(
@@ -691,6 +821,30 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
         seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0,
     )
+
+
+def _target_candidates(spec):
+    """The specs of the candidate targets of an audit (one, unless the adversary has a choice)."""
+    import dataclasses
+
+    if spec.family == "multi-armed" and spec.protocol is not None and "pull" not in spec.setting:
+        pulls = sorted({1, _counter_target(spec.protocol, spec.setting["T"])[0]})
+        return [dataclasses.replace(spec, setting=dict(spec.setting, pull=n)) for n in pulls]
+    return [spec]
+
+
+def _audit_one(spec, n_trials, rng, n_select, delta, confidence, power, backend, n_jobs):
+    key = spec.key()
+    kw = dict(n_select=n_select, delta=delta, confidence=confidence, neighbouring=_worlds_relation, vectorized=True,
+              backend=backend, n_jobs=n_jobs)
+    stat, attack = _attack(spec, rng)
+    res = audit_epsilon_split(EndToEndMechanism(spec, "correct"), (key, 0), (key, 1), stat, n_trials, rng=rng, **kw)
+    broken_res = None
+    if power and spec.broken:
+        bstat, _ = _attack(spec, rng, "broken")
+        broken_res = audit_epsilon_split(EndToEndMechanism(spec, "broken"), (key, 0), (key, 1), bstat, n_trials,
+                                         rng=rng, **kw)
+    return res, broken_res, attack
 
 
 def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct", rng, n_select=None,
@@ -705,14 +859,18 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     sampled as often as the bound needs (millions of trials), for the learner as run:
     with ``variant="broken"`` and ``spec.broken == "as-written"``, Algorithm 1 with local
     updates, whose Δ is the whole within-batch change.  ``check_runs`` runs of the real
-    learner check the law: the two-sample Kolmogorov–Smirnov p-value of their statistic
-    against the sampler's is reported in the report's ``attack`` text;
-    :attr:`AuditReport.exact_epsilon` is the exact ε of this one release.
+    learner measure the noise it releases (as :func:`fedbandit.audit.tight_audit` does): the
+    one-sample Kolmogorov–Smirnov test of their statistic against the declared law
+    N(‖Δ‖², s²‖Δ‖²) is enforced at α = :data:`fedbandit.audit.tight.LAW_ALPHA` (a rejection
+    makes the report not pass), and the trials are drawn at the measured noise scale (its
+    (1 − α) upper confidence bound; the bound holds at ``confidence`` − α), so a variant
+    whose code adds less noise is audited at its own noise;
+    :attr:`AuditReport.exact_epsilon` is the exact ε of this one release under the declared law.
     """
     from scipy import stats
 
     from fedbandit.accounting.amplification import gaussian_epsilon_exact
-    from fedbandit.audit.tight import _GaussianTrials, _worlds_relation as _wr
+    from fedbandit.audit.tight import LAW_ALPHA, _GaussianTrials, _worlds_relation as _wr
     from fedbandit.protocols.statistics import CentralTree, GaussianTree
 
     check_instance("spec", spec, EndToEndSpec)
@@ -724,6 +882,8 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     confidence = check_probability("confidence", confidence)
     check_runs = check_positive_int("check_runs", check_runs, max_value=10**6,
                                     reason="every check run is a run of the learner")
+    if check_runs < 2:
+        raise ValueError(f"check_runs must be at least 2 (the noise is measured from their spread), got {check_runs}")
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
     quiet = EndToEndMechanism(spec, variant, quiet=True)
@@ -740,25 +900,33 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
         s = p.randomizer.sigma0 if p.intermediary.view == "messages" else math.sqrt(p.n_agents) * p.randomizer.sigma0
     else:
         raise ValueError(f"first_release_audit needs Gaussian noise, protocol {p.name!r} has another law")
-    if variant == "broken" and spec.broken == "noise":
-        s *= spec.noise_factor
     sup = np.flatnonzero(np.abs(change) > 1e-12)
-    trials = _GaussianTrials(change[sup], s)
-    # the law, checked on the real learner (world 1)
+    declared = _GaussianTrials(change[sup], s)
+    # the noise the real learner releases (world 1): the law check (enforced) and the trials' scale
     real = mech((0, 1), rng, check_runs)[:, :F]
-    check_p = float(stats.ks_2samp((real[:, sup] - v0[:F][sup]) @ change[sup], trials((0, 1), rng, check_runs)).pvalue)
+    stat = (real[:, sup] - v0[:F][sup]) @ change[sup]
+    sd = s * math.sqrt(declared.norm2)
+    check_p = float(stats.kstest(stat, "norm", args=(declared.norm2, sd)).pvalue)
+    var = float(np.var(stat, ddof=1))
+    ratio = math.sqrt(var) / sd
+    upper = math.sqrt((check_runs - 1) * var / stats.chi2.ppf(LAW_ALPHA, check_runs - 1)) / sd
+    trials = _GaussianTrials(change[sup], s * upper)
     res = audit_epsilon_split(trials, ("first", 0), ("first", 1), lambda b: b, n_trials, n_select=n_select,
                               delta=delta, confidence=confidence, rng=rng, neighbouring=_wr, vectorized=True)
     mu = float(np.linalg.norm(change) / s)
+    rejected = check_p < LAW_ALPHA
     return AuditReport(
         name=spec.name + ("" if variant == "correct" else f" ({spec.broken})"), kind="tight",
         view="the first release of the model's view (no noise precedes it)",
-        attack=f"projection on the exact change (‖Δ‖ = {np.linalg.norm(change):.3g}, noise s = {s:.3g}; "
-               f"law check p = {check_p:.3g})",
+        attack=f"projection on the exact change (‖Δ‖ = {np.linalg.norm(change):.3g}, declared noise s = {s:.3g}, "
+               f"trials at the measured noise × {upper:.3g}; law check p = {check_p:.3g}"
+               + (" -- REJECTED)" if rejected else ")"),
         relation=spec.relation, claimed_epsilon=claim, delta=delta, status=status, result=res,
         exact_epsilon=gaussian_epsilon_exact(mu, delta), n_trials=n_trials, confidence=confidence,
         seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0,
+        noise_check_p=check_p, noise_check_alpha=LAW_ALPHA, noise_ratio=ratio, noise_ratio_upper=upper,
+        check_runs=check_runs,
     )
 
 

@@ -178,6 +178,16 @@ class AuditReport:
     n_trials, confidence
     seconds, cpu_seconds : float
         Wall-clock and CPU (``time.process_time``) time of the audit.
+    noise_check_p, noise_check_alpha : float
+        Audits of a known law: the p-value of the goodness-of-fit test of the noise the
+        implementation released against the declared law, and its false-alarm rate; below
+        it the law is rejected (:attr:`noise_law_rejected`) and the audit does not pass.
+        NaN where no law is checked.
+    noise_ratio, noise_ratio_upper : float
+        The measured noise of the implementation over the declared one, and the upper
+        confidence bound the trials were drawn at (NaN where not measured).
+    check_runs : int
+        Runs of the implementation in the law check (0: none).
     """
 
     name: str
@@ -197,6 +207,11 @@ class AuditReport:
     confidence: float = 0.95
     seconds: float = math.nan
     cpu_seconds: float = math.nan
+    noise_check_p: float = math.nan
+    noise_check_alpha: float = math.nan
+    noise_ratio: float = math.nan
+    noise_ratio_upper: float = math.nan
+    check_runs: int = 0
 
     @property
     def epsilon_lower(self) -> float:
@@ -211,13 +226,20 @@ class AuditReport:
         return self.result.epsilon_lower / c
 
     @property
+    def noise_law_rejected(self) -> bool:
+        """The implementation's released noise failed the goodness-of-fit test of the declared law."""
+        return bool(self.noise_check_p < self.noise_check_alpha)
+
+    @property
     def consistent(self) -> bool:
-        """The audit does not refute the claim (bound ≤ claimed ε)."""
-        return self.result.epsilon_lower <= self.claimed_epsilon * (1 + 1e-9)
+        """The audit passes: it does not refute the claim (bound ≤ claimed ε) and, where a noise
+        law is checked, the implementation's noise is not rejected."""
+        return self.result.epsilon_lower <= self.claimed_epsilon * (1 + 1e-9) and not self.noise_law_rejected
 
     @property
     def refutes(self) -> bool:
-        """The audit proves the claim false (bound > claimed ε), with the stated confidence."""
+        """The audit proves the claim false for the code (bound > claimed ε, or the released
+        noise is not the declared law), with the stated confidence / false-alarm rate."""
         return not self.consistent
 
     @property
@@ -230,5 +252,5 @@ class AuditReport:
         out.update(epsilon_lower=self.epsilon_lower, ratio=self.ratio, consistent=self.consistent,
                    tpr=self.result.tpr, fpr=self.result.fpr,
                    broken_epsilon_lower=math.nan if self.broken_result is None else self.broken_result.epsilon_lower,
-                   power_shown=self.power_shown)
+                   power_shown=self.power_shown, noise_law_rejected=self.noise_law_rejected)
         return out

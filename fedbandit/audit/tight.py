@@ -23,15 +23,47 @@ trials cost a fraction of a second.  :func:`tight_audit`:
    deliveries to the server (or releases, for the central model) recorded
    (:mod:`fedbandit.audit.views`); the record must change exactly the κ node releases of its
    batch (checked);
-2. checks the noise law of the real protocol: the statistic of the first release, from the
-   real protocol on ``check_runs`` runs, against the same statistic from the fast sampler
-   (two-sample Kolmogorov–Smirnov test; its p-value is reported);
+2. **measures the noise the implementation releases**: the real protocol (as configured,
+   its own randomizer's draws) is run ``check_runs`` times on world 1, and the statistic of
+   *all* the attacked releases is computed from what it delivers.  Two things follow:
+
+   * the noise-law check, **enforced**: a Kolmogorov–Smirnov test of that statistic against
+     the declared law (Gaussian: the one-sample test against N(‖Δ‖², s²‖Δ‖²); discrete
+     Gaussian: the two-sample test against 20·``check_runs`` draws of the fast sampler) at
+     the false-alarm rate α = :data:`LAW_ALPHA` (10⁻³).  A rejection makes the report
+     "noise law rejected" (:attr:`~fedbandit.audit.harness.AuditReport.noise_law_rejected`),
+     which counts as not passing (``consistent`` is False).  Power against a quarter-noise
+     bug: the KS distance between N(0, 1) and N(0, 1/16) is sup|Φ(x) − Φ(4x)| = 0.291, and
+     the 10⁻³ critical value is 0.137 at 200 runs, 0.061 at 1000 (at least
+     :data:`MIN_CHECK_RUNS` = 1000 runs are made), so already at 200 runs the test rejects
+     with probability > 0.999 (the binomial bound at the sup point;
+     ``tests/test_planted_noise.py`` computes it);
+   * the **trials' scale is the implementation's**: the noise scale of the trials is the
+     declared s times ρ⁺, the (1 − α) upper confidence bound of the measured ratio
+     ρ = std(real statistic)/std(declared statistic) (χ² bound on the sample variance, n − 1
+     degrees of freedom).  An implementation that adds less noise than it declares is
+     audited at its own, smaller noise (a quarter-noise bug audits like the broken variant),
+     and one that adds more is not over-audited; the bound holds at confidence
+     ``confidence`` − α (union bound over the scale's confidence bound);
 3. draws ``n_trials`` (plus selection trials) of the statistic from that law and audits
    it with Clopper–Pearson bounds (:func:`fedbandit.audit.epsilon.audit_epsilon_split`);
 4. reports the exact ε of the attacked releases (Gaussian: μ = ‖Δ‖/s, the exact Gaussian
    privacy profile of Balle & Wang), which bounds what any audit of them can find, and of
    the first release alone;
-5. runs the same audit with the noise scaled down 4× (the power check).
+5. the power check **mutates the implementation**, not the declared σ: the same pipeline
+   (steps 1–3) is run on the same protocol with its randomizer's noise draw patched to
+   ``broken_factor`` times its noise (:func:`fedbandit.audit.broken.planted_noise`; the
+   declared σ, calibration and claim unchanged).  Its bound must exceed the claim.
+
+Neighbouring pair (the adversary's options, searched): the target is agent 0's first user
+of batch 1 with every other record zero.  Which batch: the user of batch 1 enters the most
+node releases (κ', the largest number of levels: batches 1, 2, 4, …), every other batch at
+most as many with the same per-node change, so batch 1 maximizes ‖Δ‖; which agent: the
+agents are exchangeable (same σ₀, same view); what the other silos hold: the view is
+linear in the records and the noise does not depend on them, so the change Δ is the same
+whatever they hold (zeros here).  The record pair is :func:`target_records`: for
+add/remove the record of largest norm, for replace the pair of largest record change
+(checked in ``tests/test_audit.py`` against ‖Δ(xy)‖² + ‖Δ(xxᵀ)‖² written out).
 
 The claim audited is the protocol's accounting for its configured run (all K releases):
 an attack on a subset of the releases is an attack on the run.  Sampling the discrete
@@ -60,9 +92,7 @@ from fedbandit._validation import (
     check_str,
 )
 
-#: Most runs of the real protocol in a noise-law check (each run is a row of its state).
-MAX_CHECK_RUNS = 10**6
-from fedbandit.audit.broken import with_noise_scale
+from fedbandit.audit.broken import planted_noise, with_noise_scale
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, claim_of
 from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
@@ -72,6 +102,21 @@ __all__ = [
     "tight_audit",
     "target_records",
 ]
+
+#: Most runs of the real protocol in a noise-law check (each run is a row of its state).
+MAX_CHECK_RUNS = 10**6
+
+#: Fewest runs of the real protocol in a noise-law check: the trials' scale bound
+#: ρ⁺ ≈ 1 + 3.09/√(2n) then costs the audit at most ~7 % of μ (a check run is one vectorized
+#: row of the protocol: cheap next to the trials).
+MIN_CHECK_RUNS = 1000
+
+#: False-alarm rate of the enforced noise-law check (Kolmogorov–Smirnov) and of the measured
+#: noise scale's upper confidence bound.
+LAW_ALPHA = 1e-3
+
+#: Draws of the fast sampler per check run in the discrete Gaussian's two-sample test.
+_FAST_PER_RUN = 20
 
 
 def target_records(dim: int, relation: str, feature_bound: float = 1.0, reward_bound: float = 1.0):
@@ -173,9 +218,8 @@ class _GaussianTrials:
         self.norm2 = float(self.delta_vec @ self.delta_vec)
 
     def __call__(self, world, rng, n):
-        from fedbandit.mechanisms.tree import draw_noise
-
-        out = draw_noise(rng, (n,), self.s * math.sqrt(self.norm2))
+        # the auditor's own draw (not the implementation's, which a planted bug may patch)
+        out = rng.standard_normal(n) * (self.s * math.sqrt(self.norm2))
         if world[1] == 1:
             out += self.norm2
         return out
@@ -198,8 +242,8 @@ class _DDGTrials:
         self.n_nodes = int(n_nodes)
 
     def __call__(self, world, rng, n):
-        from fedbandit.mechanisms.ddg import conditional_randomized_round
-        from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
+        # the auditor's own samplers, bound at import (a planted bug patches the package's)
+        conditional_randomized_round, sample_discrete_gaussian = _EXACT_SAMPLERS
 
         u = self.u1 if world[1] == 1 else self.u0
         out = np.empty(n)
@@ -210,6 +254,16 @@ class _DDGTrials:
             w = sample_discrete_gaussian(self.sigma_sum, (c, u.size), rng)
             out[start:start + c] = (self.n_nodes * r + w) @ self.direction
         return out
+
+
+def _exact_samplers():
+    from fedbandit.mechanisms.ddg import conditional_randomized_round
+    from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
+
+    return conditional_randomized_round, sample_discrete_gaussian
+
+
+_EXACT_SAMPLERS = _exact_samplers()
 
 
 def _worlds_relation(a, b):
@@ -226,7 +280,19 @@ class TightAudit:
     rng : numpy.random.Generator
         For the implementation checks.
     check_runs : int, default 2000
-        Runs of the real protocol in the noise-law check (first release only).
+        Runs of the real protocol (world 1, every attacked release) in the noise-law check
+        and the noise measurement (at least :data:`MIN_CHECK_RUNS`).
+
+    Attributes
+    ----------
+    declared_trials
+        The sampler of the declared law (exact ε, the law check's reference).
+    trials
+        The sampler of the audit: the declared law at the implementation's measured noise
+        scale (declared scale × ``noise_ratio_upper``).
+    noise_check_p, noise_ratio, noise_ratio_upper : float
+        The KS p-value (against the declared law), the measured ratio of the real noise to
+        the declared one, and its (1 − α) upper confidence bound.
     """
 
     def __init__(self, protocol, rng, *, check_runs=2000):
@@ -236,8 +302,8 @@ class TightAudit:
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
         rng = check_rng("rng", rng)
-        self.check_runs = check_positive_int("check_runs", check_runs, max_value=MAX_CHECK_RUNS,
-                                             reason="every check run is a run of the protocol")
+        self.check_runs = max(MIN_CHECK_RUNS, check_positive_int(
+            "check_runs", check_runs, max_value=MAX_CHECK_RUNS, reason="every check run is a run of the protocol"))
         self.protocol = protocol
         self.view, self.s = _view_of(protocol)
         self.ddg = isinstance(protocol.randomizer, DiscreteGaussianTree)
@@ -269,10 +335,25 @@ class TightAudit:
         else:
             self.delta_vec = self.change.reshape(-1)
             self.support = np.flatnonzero(self.delta_vec)
-            self.trials = _GaussianTrials(self.delta_vec[self.support], self.s)
+            self.declared_trials = _GaussianTrials(self.delta_vec[self.support], self.s)
             self.slack = 0.0
-        # 2. the noise law of the real protocol (first release), against the sampler's
-        self.noise_check_p = self._check_noise(rng)
+        # 2. the noise the implementation releases: the law check (enforced) and the trials' scale
+        self.alpha = LAW_ALPHA
+        self.noise_check_p, self.noise_ratio, self.noise_ratio_upper = self._check_noise(rng)
+        if self.ddg:
+            self.trials = self._ddg_trials(self.noise_ratio_upper)
+        else:
+            self.trials = _GaussianTrials(self.delta_vec[self.support], self.s * self.noise_ratio_upper)
+
+    @property
+    def noise_law_rejected(self) -> bool:
+        """The KS test rejected the declared noise law at α = :data:`LAW_ALPHA`."""
+        return bool(self.noise_check_p < self.alpha)
+
+    def _ddg_trials(self, ratio=1.0):
+        r = self.protocol.randomizer
+        return _DDGTrials(self.u0, self.u1, r.params.delta2_int, r.params.sigma_int * ratio, len(self.steps),
+                          self.protocol.n_agents)
 
     def _setup_ddg(self):
         from fedbandit.accounting.ddg import sum_closeness_bound
@@ -290,7 +371,7 @@ class TightAudit:
 
         self.u0, self.u1 = scaled(self.users0), scaled(self.users1)
         n_nodes, n_parties = len(self.steps), p.n_agents
-        self.trials = _DDGTrials(self.u0, self.u1, r.params.delta2_int, r.params.sigma_int, n_nodes, n_parties)
+        self.declared_trials = self._ddg_trials()
         # closeness of a sum of N discrete Gaussians to one (chained [KLS21] Thm. 11), per coordinate
         s2 = r.params.sigma_int**2
         N = n_nodes * n_parties
@@ -310,37 +391,43 @@ class TightAudit:
         if self.ddg:
             m = self.protocol.randomizer.params.modulus
             v = np.mod(v + m // 2, m) - m // 2
-            return np.einsum("krf,f->r", v, self.trials.direction)
+            return np.einsum("krf,f->r", v, self.declared_trials.direction)
         v = v - self.view0[:, None, :]
         flat = np.moveaxis(v, 1, 0).reshape(v.shape[1], -1)
-        return flat[:, self.support] @ self.trials.delta_vec
+        return flat[:, self.support] @ self.declared_trials.delta_vec
 
     def _check_noise(self, rng):
-        """KS p-value: the first release's statistic from the real protocol vs the sampler (world 1)."""
+        """(KS p-value, measured noise ratio ρ, its (1 − α) upper bound ρ⁺) from the real protocol.
+
+        The real protocol (a copy, with its own randomizer) runs ``check_runs`` times on
+        world 1 over every attacked release; the statistic of those releases is tested
+        against the declared law and its spread compared with the declared one.
+        """
         from scipy import stats
 
-        p1 = copy.deepcopy(self.protocol)
         n = self.check_runs
-        views = _views(*_feed(p1, self.users1, 1, n, rng), self.view)  # (1, n, F)
+        p1 = copy.deepcopy(self.protocol)
+        views = _views(*_feed(p1, self.users1, self.steps[-1], n, rng), self.view)  # (steps, n, F)
+        real = self._statistic_of_views(views)
         if self.ddg:
-            m = p1.randomizer.params.modulus
-            v = np.mod(views[0] + m // 2, m) - m // 2
-            real = v @ self.trials.direction
-            one = _DDGTrials(self.u0, self.u1, p1.randomizer.params.delta2_int, p1.randomizer.params.sigma_int, 1,
-                             p1.n_agents)
-            fast = one((None, 1), rng, n)
+            fast = self.declared_trials((None, 1), rng, _FAST_PER_RUN * n)
+            p_value = float(stats.ks_2samp(real, fast).pvalue)
+            declared_sd = float(np.std(fast, ddof=1))
         else:
-            d = self.change[0]
-            sup = np.flatnonzero(d)
-            real = (views[0][:, sup] - self.view0[0, sup]) @ d[sup]
-            fast = _GaussianTrials(d[sup], self.s)((None, 1), rng, n)
-        return float(stats.ks_2samp(real, fast).pvalue)
+            t = self.declared_trials
+            declared_sd = t.s * math.sqrt(t.norm2)
+            p_value = float(stats.kstest(real, "norm", args=(t.norm2, declared_sd)).pvalue)
+        var = float(np.var(real, ddof=1)) if n > 1 else math.inf
+        ratio = math.sqrt(var) / declared_sd
+        upper = math.sqrt((n - 1) * var / stats.chi2.ppf(self.alpha, n - 1)) / declared_sd if n > 1 else math.inf
+        return p_value, ratio, upper
 
     @property
     def mu(self) -> float:
         """‖Δ‖/s: the Gaussian view's privacy parameter (NaN for the discrete Gaussian)."""
         if self.ddg:  # Gaussian limit: κ'‖u‖² mean shift, sqrt(κ'M)σ_int‖u‖ spread (rounding aside)
-            return float(np.linalg.norm(self.trials.direction) * len(self.steps) / self.trials.sigma_sum)
+            t = self.declared_trials
+            return float(np.linalg.norm(t.direction) * len(self.steps) / t.sigma_sum)
         return float(np.linalg.norm(self.delta_vec) / self.s)
 
     def exact_epsilon(self, delta) -> float:
@@ -374,16 +461,22 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     delta : float, optional
         δ of the claim (default the protocol's target δ).
     broken_factor : float or None, default 0.25
-        The power check's noise scale (None: no power check).
+        The power check's planted bug: the randomizer's noise draws × ``broken_factor``
+        (:func:`fedbandit.audit.broken.planted_noise`; None: no power check).
     check_runs : int
-        Runs of the real protocol in the noise-law check.
+        Runs of the real protocol in the noise-law check and noise measurement (at least
+        :data:`MIN_CHECK_RUNS` = 1000; the power check uses 1000).
     name : str, optional
 
     Returns
     -------
     AuditReport
-        ``kind="tight"``; ``exact_epsilon`` is the exact ε of the attacked releases, the
-        most any audit of them can find.
+        ``kind="tight"``; ``exact_epsilon`` is the exact ε of the attacked releases under the
+        declared law, the most any audit of a correct implementation can find;
+        ``noise_check_p`` the KS p-value of the implementation's released statistic against
+        the declared law (rejected below ``noise_check_alpha`` = :data:`LAW_ALPHA`: the report
+        then does not pass, ``consistent`` is False); ``noise_ratio`` the measured noise over
+        the declared one.  The bound holds at ``confidence`` − α.
     """
     rng = check_rng("rng", rng)
     n_trials = check_positive_int("n_trials", n_trials)
@@ -406,19 +499,27 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
                               slack=ta.slack)
     broken_res = None
     broken = ""
+    broken_p = math.nan
     if broken_factor is not None:
-        tb = TightAudit(with_noise_scale(protocol, broken_factor), rng, check_runs=min(check_runs, 500))
+        # the power check mutates the code: the randomizer's own draws × broken_factor, σ declared as before
+        with planted_noise(max(broken_factor, 1e-12)):
+            tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS)
         broken_res = audit_epsilon_split(tb.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select,
                                          delta=delta, confidence=confidence, rng=rng, neighbouring=_worlds_relation,
                                          vectorized=True, slack=tb.slack)
-        broken = f"noise × {broken_factor:g}"
+        broken_p = tb.noise_check_p
+        broken = (f"planted bug: the randomizer's noise draw × {broken_factor:g} (code patched, declared σ kept; "
+                  f"measured noise × {tb.noise_ratio:.3g}, law check p = {broken_p:.2g})")
     what = {"sender": "agent 0's messages", "sum": "the aggregate (secure aggregation)",
             "multiset": "the sum of the shuffled messages", "releases": "the server's node releases"}[ta.view]
     return AuditReport(
         name=name or protocol.name,
         kind="tight",
         view=f"{what}: the {len(ta.steps)} releases containing user 1 (batches {ta.steps})",
-        attack="projection on the exact change (likelihood ratio)" + (", discrete Gaussian" if ta.ddg else ""),
+        attack=("projection on the exact change (likelihood ratio)" + (", discrete Gaussian" if ta.ddg else "")
+                + f"; trials at the implementation's measured noise (× {ta.noise_ratio_upper:.3g}, the "
+                f"{1 - ta.alpha:.1%} upper bound of {ta.noise_ratio:.3g} from {ta.check_runs} runs); noise-law KS "
+                f"p = {ta.noise_check_p:.2g}" + (" -- REJECTED" if ta.noise_law_rejected else "")),
         relation=protocol.relation,
         claimed_epsilon=claim,
         delta=float(delta),
@@ -432,6 +533,11 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         confidence=confidence,
         seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0,
+        noise_check_p=ta.noise_check_p,
+        noise_check_alpha=ta.alpha,
+        noise_ratio=ta.noise_ratio,
+        noise_ratio_upper=ta.noise_ratio_upper,
+        check_runs=ta.check_runs,
     )
 
 
