@@ -205,8 +205,10 @@ def deshuffle_scenarios(batch_size, n_nodes, feature_bound=1.0, reward_bound=1.0
                         dominant=False):
     """The adversary's data choices searched by the de-shuffling attack (stated, exhaustive).
 
-    The target user is a user of batch 1 of the target silo; its record is the largest,
-    x = L e₁, y = Y.  Its neighbour: absent (add/remove) or x = L e₁, y = −Y (replace: the
+    The target user is a user of batch 1 of the target silo: a user of batch b enters the
+    nodes of levels j ≤ κ − 1 that close by batch K, each of 2^j batches, and batch 1 enters
+    all κ of them, so it dominates every other batch (the users of a batch are exchangeable).
+    Its record is the largest, x = L e₁, y = Y.  Its neighbour: absent (add/remove) or x = L e₁, y = −Y (replace: the
     reward flipped, a change 2LY).  Every scenario is one of
 
     * direction: ``"change"`` -- e along the change of the user's record (add/remove:
