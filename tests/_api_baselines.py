@@ -69,6 +69,23 @@ def _configured(name="central", **params):
     return p
 
 
+def _amplification():
+    import warnings
+
+    from fedbandit.protocols import create
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # forced outside the lemma's validity region (M small)
+        p = create("sdp-amplification", epsilon=1.0, delta=1e-3, force=True)
+        return p.configure(n_agents=4, dim=1, n_batches=2, batch_size=2)
+
+
+def _scenarios():
+    from fedbandit.accounting import deshuffle_scenarios
+
+    return deshuffle_scenarios(2, 2)
+
+
 def _graph():
     from fedbandit.envs import ring_graph
 
@@ -598,6 +615,20 @@ BASELINES = {
     "accounting.shuffled_gaussian_privacy_loss": lambda: ((), dict(sigma0=2.0, n_agents=3, others=1.0, n_samples=500,
                                                                    rng=rng())),
     "accounting.zc_lemma_sigma0": kw(epsilon=1.0, delta=1e-5, n_agents=100, n_records=4),
+    "accounting.DeshuffleScenario": lambda: ((), {f: getattr(_scenarios()[0], f) for f in (
+        "label", "direction", "target", "neighbour", "others", "fill", "means0", "means1", "others_means")}),
+    "accounting.deshuffle_scenarios": kw(batch_size=2, n_nodes=2, feature_bound=1.0, reward_bound=1.0,
+                                         relation="replace", dominant=True),
+    "accounting.deshuffled_max_logpdf": kw(t=np.array([0.0, 1.0]), mean=1.0, others=0.0, n_messages=3, sigma0=1.0),
+    "accounting.deshuffled_gaussian_delta": kw(epsilon=0.5, sigma0=1.0, n_messages=3, means0=[0.0], means1=[1.0],
+                                               others=[0.0], t_step=0.01, loss_step=0.01, max_loss=30.0),
+    "accounting.deshuffled_gaussian_epsilon": kw(delta=1e-3, sigma0=1.0, n_messages=3, means0=[0.0], means1=[1.0],
+                                                 others=[0.0], t_step=0.01, loss_step=0.01, max_loss=30.0),
+    "accounting.DeshuffledGaussianEvent": lambda: ((), dict(sigma0=1.0, n_messages=3, scenarios=_scenarios(),
+                                                            summed=_event())),
+    "accounting.deshuffled_event_epsilon": lambda: ((), dict(
+        event=__import__("fedbandit.accounting", fromlist=["x"]).DeshuffledGaussianEvent(1.0, 3, _scenarios()),
+        delta=1e-3)),
     "accounting.authors_vector_sum_constant": kw(delta=1e-5, dim=3, n_coordinates=9),
     "accounting.authors_vector_sum_lambda_sigma": kw(epsilon=1.0, delta=1e-5, n_batches=8, dim=3),
     "accounting.authors_vector_sum_noise": kw(epsilon=1.0, delta=1e-5, dim=3),
@@ -625,6 +656,9 @@ BASELINES = {
     "audit.TightAudit": lambda: ((), dict(protocol=_configured("central"), rng=rng(), check_runs=50)),
     "audit.tight_audit": lambda: ((), dict(protocol=_configured("central"), n_trials=200, rng=rng(), check_runs=50)),
     "audit.target_records": kw(dim=2, relation="replace"),
+    "audit.DeshuffleAudit": lambda: ((), dict(protocol=_amplification(), delta=1e-3, chunk=100)),
+    "audit.deshuffle_audit": lambda: ((), dict(protocol=_amplification(), n_trials=200, rng=rng(), n_select=100,
+                                               confidence=0.9, delta=1e-3, chunk=100, name="x")),
     "audit.claim_of": lambda: ((), dict(accounting=_configured("central").accounting())),
     "audit.nodes_from_prefixes": kw(prefixes=np.arange(8.0).reshape(1, 4, 2)),
     "audit.tree_nodes_containing": kw(batch=2, n_batches=8),

@@ -9,7 +9,8 @@ shuffle, counting and Gaussian modules).
 
 Modules: ``events``, ``accountant``, ``calibration``, ``zcdp`` (zCDP / RDP conversions),
 ``composition`` (basic, advanced, group, level budgets), ``amplification`` (shuffling),
-``ddg`` (the distributed discrete Gaussian), ``shuffle`` (shuffled randomized response),
+``ddg`` (the distributed discrete Gaussian), ``deshuffle`` (the exact de-shuffling lower
+bound on shuffled Gaussian messages), ``shuffle`` (shuffled randomized response),
 ``counting`` (continual counting), ``gaussian`` and ``composed_gaussian`` (the analytic
 Gaussian mechanism).
 """
@@ -87,6 +88,13 @@ _EXPORTS = {
     "ddg_params_from_gamma": "ddg",
     "ddg_tree_params": "ddg",
     "DEFAULT_BETA": "ddg",
+    "DeshuffleScenario": "deshuffle",
+    "deshuffle_scenarios": "deshuffle",
+    "deshuffled_max_logpdf": "deshuffle",
+    "deshuffled_gaussian_delta": "deshuffle",
+    "deshuffled_gaussian_epsilon": "deshuffle",
+    "DeshuffledGaussianEvent": "deshuffle",
+    "deshuffled_event_epsilon": "deshuffle",
     "RELATIONS": "events",
     "check_relation": "events",
     "record_sensitivities": "events",

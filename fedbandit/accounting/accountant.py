@@ -165,6 +165,31 @@ def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:
     return gaussian_epsilon_exact(math.sqrt(2.0 * rho), delta)
 
 
+def necessary_lower_bound(event: DpEvent, delta: float) -> tuple[float, str]:
+    """(ε, why) of a claim's necessary condition: an exact lower bound on the protocol's ε at δ.
+
+    A composition of Gaussian releases: their exact profile ([BW18],
+    :func:`exact_gaussian_epsilon`).  A
+    :class:`~fedbandit.accounting.deshuffle.DeshuffledGaussianEvent`: the larger of the
+    de-shuffling attack's exact ε on the adversary's worst data
+    (:func:`~fedbandit.accounting.deshuffle.deshuffled_event_epsilon`; audited on the code by
+    :func:`fedbandit.audit.deshuffle_audit`) and the exact ε of the messages' sum.
+    """
+    from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffled_event_epsilon
+
+    if not isinstance(event, DeshuffledGaussianEvent):
+        lower = exact_gaussian_epsilon(event, delta)
+        return lower, f"{event.describe()} alone is only ({lower:.3g}, δ)-DP (exact Gaussian profile [BW18])"
+    eps, scenario, summed = deshuffled_event_epsilon(event, delta)
+    if summed > eps:
+        return summed, (f"{event.summed.describe()} (the sum of the shuffled messages) alone is only ({summed:.3g}, δ)-DP "
+                        f"(exact Gaussian profile [BW18])")
+    return eps, (f"the claimed σ₀={event.sigma0:.4g} is refuted in the worst case by de-shuffling: on data the adversary "
+                 f"chooses ({scenario.label}) the target silo's message stands apart in the shuffled multiset, and the "
+                 f"largest projection of the {event.n_messages} messages on it is only ({eps:.3g}, δ)-DP (exact; "
+                 f"attacked on the code by fedbandit.audit.deshuffle_audit)")
+
+
 def _compose_approx(results: list[_Result], delta_target: float) -> tuple[float, float]:
     """Compose (ε_i, δ_i) releases: basic composition, or advanced composition of k equal
     releases with δ' = the target δ left after kδ₀ ([DRV10]), whichever gives the smaller ε."""
@@ -239,13 +264,9 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
         status = "claimed"
         eps, dlt = event.epsilon, event.delta
         if event.necessary is not None:
-            lower = exact_gaussian_epsilon(event.necessary, delta)
+            lower, why = necessary_lower_bound(event.necessary, delta)
             if lower > target_epsilon * (1 + 1e-9):
-                return _Result(
-                    lower, delta, "invalid",
-                    (f"NOT private: {event.necessary.describe()} alone is only ({lower:.3g}, δ)-DP "
-                     f"(exact Gaussian profile [BW18]) > ε={target_epsilon:g}",),
-                )
+                return _Result(lower, delta, "invalid", (f"NOT private: {why} > ε={target_epsilon:g}",))
         failed = [c for c in event.conditions if not c.holds]
         if failed:
             status, eps = "unproven", math.nan

@@ -35,7 +35,9 @@ Two families of results are used by the shuffle protocols of :mod:`fedbandit.pro
 * **A necessary condition** any shuffle protocol must meet: the server can always add up
   the shuffled messages, so the *sum* -- a Gaussian mechanism with noise sqrt(M)·σ₀ per
   node -- must itself be (ε, δ)-DP.  :func:`gaussian_epsilon_exact` gives that sum's exact
-  ε (Balle & Wang 2018), a *lower bound* on the protocol's ε.
+  ε (Balle & Wang 2018), a *lower bound* on the protocol's ε.  A stronger one, inside the
+  lemma's validity region too: the server can pick the target silo's message out of the
+  multiset when the data set it apart (:mod:`fedbandit.accounting.deshuffle`).
 """
 
 from __future__ import annotations

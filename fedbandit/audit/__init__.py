@@ -4,7 +4,9 @@
 fitted attacks); ``harness``: attack statistics and :class:`AuditReport`; ``views``: what each
 model's adversary sees (taps on a protocol's deliveries and releases); ``broken``: testing
 hooks that build deliberately broken variants (noise scaled down) for power checks;
-``tight``: known-optimal-test audits of the releases of one user; ``end_to_end``: audits of
+``tight``: known-optimal-test audits of the releases of one user; ``deshuffle``: the
+de-shuffling attack on shuffled Gaussian messages (the target silo's message picked out of
+the multiset); ``end_to_end``: audits of
 every learner and protocol over a whole run; ``schedule``: the synchronization-schedule
 attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1); ``replay``: the counterfactual
 replay contract (with the releases forced, one user changes no record but its own).
@@ -19,6 +21,8 @@ _EXPORTS = {
     "noise_scale_of": "broken",
     "planted_noise": "broken",
     "PLANTED_SITES": "broken",
+    "DeshuffleAudit": "deshuffle",
+    "deshuffle_audit": "deshuffle",
     "EndToEndSpec": "end_to_end",
     "TargetRewardBandit": "end_to_end",
     "EndToEndMechanism": "end_to_end",

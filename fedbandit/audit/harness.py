@@ -156,9 +156,10 @@ class AuditReport:
     ----------
     name : str
         What was audited ("fixed-batch/silo-ldp", ...).
-    kind : {"tight", "end-to-end", "schedule"}
+    kind : {"tight", "end-to-end", "schedule", "deshuffle"}
         A known-optimal-test audit of the releases containing the target user, an audit of
-        a whole run through the real learner, or DP20's schedule attack.
+        a whole run through the real learner, DP20's schedule attack, or the de-shuffling
+        attack on a shuffle protocol (:mod:`fedbandit.audit.deshuffle`).
     view, attack : str
         What the adversary sees, and the statistic.
     relation : {"add-remove", "replace"}

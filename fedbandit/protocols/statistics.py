@@ -329,7 +329,7 @@ class GaussianTree(_TreeRandomizerBase):
                 p.target_delta,
                 f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E) [recalled], σ₀ {variant}",
                 conditions=self.validity,
-                necessary=summed,
+                necessary=self.deshuffled_event(p, relation, summed),
                 unproven="idealized σ₀ = σ₀(LDP)/sqrt(M), without the lemma's logarithmic factors: not a proven guarantee"
                 if variant == "ideal"
                 else "",
@@ -338,6 +338,22 @@ class GaussianTree(_TreeRandomizerBase):
 
     def calibration(self):
         return {"sigma0": self.sigma0, "rule": self.calibration_rule, "gram_noise": self.gram_noise}
+
+    def deshuffled_event(self, protocol, relation, summed=None):
+        """The server's view of the shuffled messages as a necessary condition (shuffler only).
+
+        A :class:`~fedbandit.accounting.deshuffle.DeshuffledGaussianEvent`: the M messages of
+        each of the κ nodes containing a user of batch 1, on the adversary's dominant data
+        choices (:func:`~fedbandit.accounting.deshuffle.deshuffle_scenarios`: every user of
+        the target silo holds the largest record, the other silos the record pointing away
+        from it), with ``summed`` (the messages' sum) as the second attack.
+        """
+        from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffle_scenarios
+
+        p = protocol
+        y = 1.0 if p.reward_bound is None else p.reward_bound
+        scenarios = deshuffle_scenarios(p.batch_size, p.kappa, p.feature_bound, y, relation, dominant=True)
+        return DeshuffledGaussianEvent(self.sigma0, p.n_agents, scenarios, summed)
 
 
 #: Symmetrizations of the Gram noise (:class:`GaussianTree`, :class:`CentralTree`).
