@@ -223,3 +223,59 @@ def test_end_to_end_audit_by_name():
     assert a["name"] == "stream/counter-laplace" and a["consistent"] and a["power_shown"]
     with pytest.raises(ValueError, match="unknown end-to-end audit"):
         S.end_to_end_audit({"spec": "nope"}, np.random.default_rng(0))
+
+
+def test_every_accepted_pair_has_an_end_to_end_audit():
+    """Issue 21: every (learner, protocol) pair the learners accept is attacked end to end, by
+    end_to_end_specs or by the assembled pair_end_to_end_specs (no pair twice, none missing)."""
+    from fedbandit.audit.end_to_end import end_to_end_specs, pair_end_to_end_specs
+    from fedbandit.audit.replay import replay_pairs
+
+    base, extra = end_to_end_specs(), pair_end_to_end_specs()
+    pairs = set(replay_pairs()[0])
+    covered = {(s.learner, s.protocol) for s in base}
+    assert {(s.learner, s.protocol) for s in extra} == pairs - covered
+    assert len({s.name for s in (*base, *extra)}) == len(base) + len(extra)
+    for s in extra:  # the learner's own instance, the protocol's own claim
+        assert any(b.learner == s.learner and b.setting == s.setting for b in base), s.name
+        assert any(b.protocol == s.protocol and {k: v for k, v in b.protocol_params.items() if k != "relation"}
+                   == {k: v for k, v in s.protocol_params.items() if k != "relation"} for b in base), s.name
+
+
+def test_pair_audit_rows_pick_the_strongest_audit_and_say_when_there_is_none():
+    from fedbandit.experiments.synthesis import format_value, pair_audit_rows
+
+    weak = dict(learner="a", protocol="p", source="x", kind="tight", status="verified", claimed_epsilon=4.0,
+                epsilon_lower=1.0, ratio=0.25, broken="noise × 0.25", broken_epsilon_lower=9.0, power_shown=True)
+    strong = dict(weak, source="y", claimed_epsilon=1.0, epsilon_lower=0.9, ratio=0.9, power_shown=False)
+    refuted = dict(weak, learner="b", status="invalid", epsilon_lower=7.0, ratio=1.75, broken="")
+    rows = pair_audit_rows([("a", "p"), ("b", "p"), ("c", None)], [weak, strong, refuted],
+                           {("a", "p"): True, ("b", "p"): False})
+    a, b, c = rows
+    assert a["best"] is strong and a["n_audits"] == 2 and a["ratio"] == format_value(0.9, 2) and "not shown" in a["power"]
+    assert a["replay"] == "holds" and b["replay"] == "**violated**" and c["replay"] == "—"
+    assert b["best"] is refuted and b["ratio"] == format_value(7.0 / 4.0, 2) and b["power"].startswith("—")
+    assert c["best"] is None and c["audit"] == "none of its own"
+    with pytest.raises(TypeError, match="learner"):
+        pair_audit_rows([("a", "p")], [{"epsilon_lower": 1.0}])
+
+
+def test_claim_lower_bound_is_the_deshuffling_bound_and_decides_the_status():
+    """The amplification claim's necessary bound (the de-shuffling attack's exact ε) is what the
+    accountant compares with the target: above it, the run's status is "invalid"."""
+    from fedbandit.experiments import claim_lower_bound, run_config
+
+    # chapter 6's main setting (M = 32, T/B = 100 batches), on a small instance: the bound is
+    # 0.85 at ε = 1 (below: "unproven", the lemma being forced) and 4.11 at ε = 4 (above: "invalid")
+    base = dict(learner="fixed-batch", instance="synthetic", env_seed=0, delta=1e-5, M=32, T=2000, B=20, K=4, d=2,
+                runs=1, param_bound=1.0)
+    seen = set()
+    for eps in (1.0, 4.0):
+        cfg = dict(base, protocol="sdp-amplification", epsilon=eps, force=True)
+        lb = claim_lower_bound(cfg)
+        assert math.isfinite(lb["epsilon"]) and lb["epsilon"] > 0 and "de-shuffling" in lb["why"]
+        status = run_config(cfg, np.random.default_rng(0)).accounting["status"]
+        assert (status == "invalid") == (lb["epsilon"] > eps), (eps, lb["epsilon"], status)
+        seen.add(status == "invalid")
+    assert seen == {True, False}, "the two targets should fall on both sides of the bound"
+    assert math.isnan(claim_lower_bound(dict(base, protocol="silo-ldp", epsilon=1.0))["epsilon"])

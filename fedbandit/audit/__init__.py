@@ -27,6 +27,7 @@ _EXPORTS = {
     "TargetRewardBandit": "end_to_end",
     "EndToEndMechanism": "end_to_end",
     "end_to_end_specs": "end_to_end",
+    "pair_end_to_end_specs": "end_to_end",
     "audit_end_to_end": "end_to_end",
     "first_release_audit": "end_to_end",
     "linear_users": "end_to_end",

@@ -55,6 +55,9 @@ __all__ = [
     "markdown_table",
     "format_value",
     "TABLE_COLUMNS",
+    "pair_audit_rows",
+    "PAIR_AUDIT_COLUMNS",
+    "claim_lower_bound",
 ]
 
 
@@ -303,6 +306,37 @@ def _learner_of(config: dict):
             return cls.from_config(cfg, env)
 
 
+def claim_lower_bound(config: dict) -> dict:
+    """The exact lower bound on ε that a cited theorem's claim must survive, for one configuration.
+
+    A claimed guarantee (:class:`~fedbandit.accounting.events.ClaimedEvent`) carries a necessary
+    condition: releases whose exact ε no valid proof can beat.  For shuffle amplification it is
+    the de-shuffling attack on the adversary's worst data
+    (:func:`fedbandit.accounting.deshuffled_event_epsilon`, attacked on the code by
+    :func:`fedbandit.audit.deshuffle_audit`); the accountant reports "invalid" wherever this bound
+    exceeds the target.
+
+    Returns
+    -------
+    dict
+        ``epsilon`` (NaN where the run's guarantee is not a claim with a necessary condition),
+        ``delta``, ``why`` (the accountant's sentence), ``target_epsilon``.
+    """
+    from fedbandit.accounting.accountant import necessary_lower_bound
+    from fedbandit.accounting.events import ClaimedEvent
+
+    learner = _learner_of(config)
+    p = getattr(learner, "protocol", None)
+    event = p.event() if p is not None and getattr(p, "private", False) else None
+    while event is not None and not isinstance(event, ClaimedEvent) and hasattr(event, "event"):
+        event = event.event  # a claim under conditions (ConditionalEvent) or repeated (SelfComposedEvent)
+    delta = float(config.get("delta", math.nan))
+    if not isinstance(event, ClaimedEvent) or event.necessary is None:
+        return {"epsilon": math.nan, "delta": delta, "why": "", "target_epsilon": float(config.get("epsilon", math.inf))}
+    eps, why = necessary_lower_bound(event.necessary, check_delta("delta", config["delta"]))
+    return {"epsilon": float(eps), "delta": delta, "why": why, "target_epsilon": float(config["epsilon"])}
+
+
 def accounting_under(config: dict, relation: str) -> dict:
     """The accounting of ``config``'s run under ``relation`` ("add-remove" or "replace"), as a dict.
 
@@ -451,17 +485,18 @@ def min_trials_for(confidence):
 
 
 def end_to_end_audit(config: dict, rng) -> dict:
-    """One audit of :func:`fedbandit.audit.end_to_end_specs` by name (for ``run_grid``).
+    """One audit of :func:`fedbandit.audit.end_to_end_specs` or :func:`~fedbandit.audit.pair_end_to_end_specs` by name (for ``run_grid``).
 
     Configuration: ``spec`` (the audit's name), ``n_trials``, ``confidence`` (default 0.95),
     and the specs' claim ``epsilon``, ``delta`` (defaults 1, 1e-5).  Returns
     :meth:`fedbandit.audit.AuditReport.as_dict`.
     """
-    from fedbandit.audit.end_to_end import audit_end_to_end, end_to_end_specs
+    from fedbandit.audit.end_to_end import audit_end_to_end, end_to_end_specs, pair_end_to_end_specs
 
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
-    specs = {s.name: s for s in end_to_end_specs(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))}
+    claim = dict(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))
+    specs = {s.name: s for s in (*end_to_end_specs(**claim), *pair_end_to_end_specs(**claim))}
     name = config.get("spec")
     if not isinstance(name, str) or name not in specs:
         raise ValueError(f"unknown end-to-end audit config['spec']={name!r:.80}; audits: {', '.join(specs)}")
@@ -583,3 +618,81 @@ def markdown_table(rows, columns=TABLE_COLUMNS) -> str:
     sep = "|" + "---|" * len(columns)
     body = ["| " + " | ".join(str(r[k]).replace("|", "\\|") for k, _ in columns) + " |" for r in rows]
     return "\n".join([head, sep] + body)
+
+
+#: Columns of :func:`pair_audit_rows` (keys) with their headers.
+PAIR_AUDIT_COLUMNS = (
+    ("pair", "learner / protocol"),
+    ("audit", "strongest audit (where)"),
+    ("claim", "ε claimed there (status)"),
+    ("lower", "audited ε ≥"),
+    ("ratio", "audited / claimed"),
+    ("power", "power check: broken variant's bound"),
+    ("replay", "replay contract"),
+)
+
+
+def _audit_strength(a: dict) -> float:
+    """How strongly an audit bites: audited/claimed, or the bound itself where nothing is claimed."""
+    lower = a.get("epsilon_lower", math.nan)
+    if not math.isfinite(lower):
+        return -math.inf
+    claim = a.get("claimed_epsilon", math.nan)
+    if math.isfinite(claim) and claim > 0:
+        return lower / claim
+    return lower  # nothing claimed (no privacy): the larger bound shows the more
+
+
+def pair_audit_rows(pairs, audits, replay=None) -> list[dict]:
+    """One row per (learner, protocol) pair: the strongest attack of the book on it, next to the claim.
+
+    Parameters
+    ----------
+    pairs : sequence of (learner, protocol or None)
+        The pairs to report (e.g. :func:`fedbandit.audit.replay.replay_pairs` plus the learners
+        that take no protocol).
+    audits : iterable of dict
+        Audit reports (:meth:`fedbandit.audit.AuditReport.as_dict`, or
+        :func:`audit_side_by_side`'s dicts) with ``learner``, ``protocol`` and ``source`` (where
+        in the book the audit ran) added.  A pair's strongest audit is the one with the largest
+        audited/claimed ratio (the largest bound where nothing is claimed).
+    replay : dict, optional
+        ``(learner, protocol) -> bool``: whether the pair keeps the counterfactual replay
+        contract (:func:`fedbandit.audit.replay.replay_check`).
+
+    Returns
+    -------
+    list of dict
+        Keys of :data:`PAIR_AUDIT_COLUMNS` (text) plus ``learner``, ``protocol``, ``n_audits``,
+        ``best`` (the strongest audit's dict, or None).
+    """
+    by_pair: dict = {}
+    for a in audits:
+        if not isinstance(a, dict) or "learner" not in a or "protocol" not in a:
+            raise TypeError("audits must be dicts with 'learner' and 'protocol' keys (and the audit report's fields)")
+        by_pair.setdefault((a["learner"], a["protocol"]), []).append(a)
+    replay = {} if replay is None else dict(replay)
+    rows = []
+    for pair in pairs:
+        learner, protocol = pair
+        found = by_pair.get((learner, protocol), [])
+        best = max(found, key=_audit_strength) if found else None
+        row = {"learner": learner, "protocol": protocol, "n_audits": len(found), "best": best,
+               "pair": learner if protocol is None else f"{learner} / {protocol}"}
+        if best is None:
+            row.update(audit="none of its own", claim="—", lower="—", ratio="—", power="—")
+        else:
+            row["audit"] = f"{best.get('kind', '')}: {best.get('source', '')}".strip(": ")
+            row["claim"] = f"{format_value(best.get('claimed_epsilon', math.nan))} ({best.get('status', '')})"
+            row["lower"] = format_value(best.get("epsilon_lower", math.nan), 3)
+            claim = best.get("claimed_epsilon", math.nan)
+            finite = math.isfinite(claim) and claim > 0 and math.isfinite(best.get("epsilon_lower", math.nan))
+            row["ratio"] = format_value(best["epsilon_lower"] / claim, 2) if finite else "—"
+            if best.get("broken"):
+                shown = "shown" if best.get("power_shown") else "**not shown**"
+                row["power"] = f"{best['broken']}: {format_value(best.get('broken_epsilon_lower', math.nan), 3)} ({shown})"
+            else:
+                row["power"] = "— (nothing to break)"
+        row["replay"] = ("holds" if replay[pair] else "**violated**") if pair in replay else "—"
+        rows.append(row)
+    return rows
