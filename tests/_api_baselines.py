@@ -424,6 +424,7 @@ BASELINES = {
     "mechanisms.HybridMechanism": kw(epsilon=1.0),
     "mechanisms.PerItemLaplaceMechanism": kw(epsilon=1.0),
     "mechanisms.hybrid_noise_variance": kw(n=10, epsilon=1.0),
+    "mechanisms.hybrid_sd_factor": kw(n=[1, 10, 300]),
     "mechanisms.binary_noise_variance": kw(n=10, n_steps=16, epsilon=1.0),
     "mechanisms.per_item_noise_variance": kw(n=10, epsilon=1.0),
     "mechanisms.hybrid_sd_bound_by_level": kw(),
