@@ -23,6 +23,7 @@ _EXPORTS = {
     "binary_noise_variance": "continual_counting",
     "per_item_noise_variance": "continual_counting",
     "hybrid_sd_bound_by_level": "continual_counting",
+    "hybrid_sd_factor": "continual_counting",
     "lowest_set_bit_index": "continual_counting",
     "floor_log2": "continual_counting",
     "draw_standard_laplace": "continual_counting",

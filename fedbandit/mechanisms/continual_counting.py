@@ -75,6 +75,7 @@ __all__ = [
     "binary_noise_variance",
     "per_item_noise_variance",
     "hybrid_sd_bound_by_level",
+    "hybrid_sd_factor",
     "lowest_set_bit_index",
     "floor_log2",
     "draw_standard_laplace",
@@ -188,6 +189,44 @@ def hybrid_sd_bound_by_level(max_level: int = 64) -> np.ndarray:
     max_level = check_nonnegative_int("max_level", max_level, max_value=1024, reason="counts below 2^1024")
     k = np.arange(max_level + 1, dtype=float)
     return np.sqrt(2.0 * (k + 1) + 2.0 * k**3)
+
+
+_SD_TABLE = None  # hybrid_sd_factor for counts below 2^_TABLE_BITS, built on first use
+
+
+def hybrid_sd_factor(n) -> np.ndarray:
+    """``e(n)`` with ``b e(n)``, ``b = 2s/eps``, the *exact* standard deviation of the hybrid noise at count ``n``.
+
+    From the mechanism's structure (:func:`hybrid_noise_variance`): with ``k = floor(log2 n)``
+    and ``tau = n - 2^k``, the output at ``n`` carries ``k + 1`` logarithmic releases of
+    ``Lap(b)`` and ``popcount(tau)`` binary nodes of ``Lap(k b)``, so
+    ``e(n) = sqrt(2 (k + 1) + 2 popcount(tau) k^2)``; ``e(0) = 0``.  The level bound
+    :func:`hybrid_sd_bound_by_level` replaces ``popcount(tau)`` by its maximum ``k`` and is
+    up to ``sqrt(k)`` times larger (1.61 at ``n = 300``: popcount(44) = 3 against k = 8).
+    Checked against a Monte Carlo of :class:`HybridMechanism` in the tests.  [derived]
+    """
+    n = check_int_array("n", n, low=0, high=2**53 - 1)
+    return _hybrid_sd_factor(n)
+
+
+def _hybrid_sd_factor(n) -> np.ndarray:
+    # the learners' fast path: n holds integers in [0, 2^53)
+    global _SD_TABLE
+    n = np.asarray(n, dtype=np.int64)
+    if _SD_TABLE is None:
+        t = np.arange(1 << _TABLE_BITS, dtype=np.int64)
+        _SD_TABLE = _sd_factor_direct(t)
+    if n.size == 0 or n.max() < (1 << _TABLE_BITS):
+        return _SD_TABLE[n]
+    return _sd_factor_direct(n)
+
+
+def _sd_factor_direct(n):
+    pos = np.maximum(n, 1)
+    k = _floor_log2(pos)
+    tau = pos - (np.int64(1) << k)
+    e = np.sqrt(2.0 * (k + 1) + 2.0 * _popcount(tau) * k.astype(float) ** 2)
+    return np.where(n > 0, e, 0.0)
 
 
 class _BatchedStreams:

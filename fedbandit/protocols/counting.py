@@ -90,6 +90,7 @@ from fedbandit.mechanisms.continual_counting import (
     _floor_log2,
     hybrid_noise_variance,
     hybrid_sd_bound_by_level,
+    _hybrid_sd_factor,
     per_item_noise_variance,
 )
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
@@ -177,9 +178,23 @@ class HybridCounter(CounterRandomizer):
     (:class:`fedbandit.mechanisms.continual_counting.HybridMechanism`).  Every item enters
     one logarithmic release and at most ``k`` nodes of its interval: ε/2 + k · ε/(2k) = ε
     (Theorem 4.7 of Chan et al.).
+
+    Parameters
+    ----------
+    width_sd : {"bound", "exact"}
+        The noise standard deviation the ``"std"`` privacy width uses: ``"bound"`` (default)
+        the level bound ``g(floor(log2 n))`` of
+        :func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_bound_by_level` (the
+        maximum popcount), ``"exact"`` the exact standard deviation at the count,
+        :func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_factor` (for the
+        consensus counts ``n̂``, which are not integers, at ``floor(n̂)``).  The noise itself
+        is the same.
     """
 
     name: ClassVar[str] = "hybrid"
+
+    def __init__(self, width_sd: str = "bound"):
+        self.width_sd = check_choice("width_sd", width_sd, ("bound", "exact"))
 
     def describe(self) -> str:
         return "hybrid mechanism per (agent, arm) stream: Lap(2s/ε) at 2^k, binary nodes Lap(2ks/ε) inside"
@@ -207,16 +222,20 @@ class HybridCounter(CounterRandomizer):
         return hybrid_counter_scales(protocol.epsilon, protocol.sensitivity)[0]
 
     def sd_factor(self, n):
-        """``g(floor(log2 n))`` (:func:`~fedbandit.mechanisms.continual_counting.hybrid_sd_bound_by_level`)."""
+        """``g(floor(log2 n))`` (level bound) or the exact factor at ``n`` (``width_sd="exact"``)."""
+        if self.width_sd == "exact":
+            return _hybrid_sd_factor(n.astype(np.int64))
         return _G[_floor_log2(n.astype(np.int64))]
 
     def sd_factor_float(self, n_hat):
+        if self.width_sd == "exact":
+            return _hybrid_sd_factor(np.floor(np.maximum(n_hat, 1.0)).astype(np.int64))
         # n̂ >= 1 after the round-robin slots, so frexp's exponent is floor(log2 n̂) + 1.
         return _G_SHIFTED[np.frexp(n_hat)[1]]
 
     def calibration(self, protocol):
         b_log, b_level = hybrid_counter_scales(protocol.epsilon, protocol.sensitivity)
-        return {"log_scale": _plain(b_log), "node_scale_per_level": _plain(b_level)}
+        return {"log_scale": _plain(b_log), "node_scale_per_level": _plain(b_level), "width_sd": self.width_sd}
 
 
 class BinaryCounter(CounterRandomizer):
@@ -668,8 +687,8 @@ _LSF = "Li, Song & Fragouli 2022"
 
 @register("counter-hybrid", kind="counter", summary="hybrid mechanism on every (agent, arm) reward stream",
           reference=f"Chan, Shi & Song 2011, Thm. 4.7; {_LSF}, Thms. 1 and 3")
-def counter_hybrid(epsilon, delta=None, *, relation="replace"):
-    return _counter(HybridCounter(), "counter-hybrid", epsilon, delta, relation)
+def counter_hybrid(epsilon, delta=None, *, relation="replace", width_sd="bound"):
+    return _counter(HybridCounter(width_sd), "counter-hybrid", epsilon, delta, relation)
 
 
 @register("counter-binary", kind="counter", summary="binary mechanism over the horizon on every reward stream",
