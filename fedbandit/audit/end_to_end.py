@@ -380,6 +380,7 @@ class EndToEndMechanism:
         self.variant = check_choice("variant", variant, ("correct", "broken"))
         self.spec = check_instance("spec", spec, EndToEndSpec)
         self.quiet = check_bool("quiet", quiet)
+        self.last_protocol = None  # the configured protocol of the last run (its declaration)
 
     # -- building -------------------------------------------------------------------
     def protocol(self):
@@ -457,6 +458,7 @@ class EndToEndMechanism:
                                        seed=st.get("seed", 0))
         env = UsersEnv(f, means, noise, n_runs=n, block_size=st["T"])
         learner.run(env, rng)
+        self.last_protocol = proto
         return self._linear_view(learner, proto, *taps, n)
 
     def _linear_view(self, learner, proto, tap, rec, n):
@@ -536,6 +538,7 @@ class EndToEndMechanism:
                                    n_classes=st["n_classes"], rounds=st["T"], **s.learner_params)
         self._after_build(learner.protocol)
         learner.run(data, rng, n_runs=n)
+        self.last_protocol = learner.protocol
         return np.concatenate([np.asarray(r, dtype=float).reshape(n, -1) for r in rec.records], axis=1)
 
     # -- sum protocols alone (distributed mean estimation over T rounds) -------------------------
@@ -553,6 +556,7 @@ class EndToEndMechanism:
             x[0] = 0.0 if self.spec.relation == "add-remove" else -base[0]
         for _ in range(T):
             p.aggregate(np.broadcast_to(x, (n, n_parties, d)))
+        self.last_protocol = p
         return np.concatenate([np.asarray(r, dtype=float).reshape(n, -1) for r in rec.records], axis=1)
 
     # -- counters alone (one stream, every release) -----------------------------------------
@@ -569,6 +573,7 @@ class EndToEndMechanism:
         idx = np.arange(n)
         for t in range(T):
             p.release(idx, np.full(n, items[t]))
+        self.last_protocol = p
         out = np.stack([np.asarray(r, dtype=float) for r in rec.records], axis=1)  # (n, T)
         return out[:, [t - 1 for t in _counter_view_times(self.spec.protocol, T)]]
 
@@ -591,6 +596,7 @@ class EndToEndMechanism:
             bias = np.einsum("brmd,brm->rmd", xs, ys)
             gram = np.einsum("brmi,brmj->rmij", xs, xs)
             p.synchronize(bias, gram, users=(xs, ys))
+        self.last_protocol = p
         return _first_batches_view(tap, p.batch_sizes, period)  # user 1's batch at every level
 
     # -- DP20: the schedule attack (fedbandit.audit.schedule) -------------------------------------
@@ -760,6 +766,143 @@ class _SyncAtOne:
         return np.asarray(batch, dtype=float)[:, 0]
 
 
+# ---------------------------------------------------------------------------------------
+# The noise-law check: the released noise against the protocol's declared law
+# ---------------------------------------------------------------------------------------
+
+#: Runs of the real code in an end-to-end noise-law check (default of :func:`audit_end_to_end`).
+LAW_CHECK_RUNS = 1000
+
+#: Bound on the kurtosis E[Z⁴]/E[Z²]² of every declared per-coordinate noise law but the binomial:
+#: Gaussian 3, Laplace 6, a sum of independent Laplace or Gaussian variables at most the largest
+#: of its terms', the discrete Gaussian at σ ≥ 1 within 10⁻⁸ of 3.
+_KURTOSIS = 6.0
+
+
+def _binomial_kurtosis(trials, p):
+    """Kurtosis bound of Bin(N, p): 3 + (1 − 6p(1 − p))/(N p(1 − p)) ≤ 3 + 1/(N p(1 − p)), at least 6."""
+    return max(_KURTOSIS, 3.0 + 1.0 / (float(trials) * p * (1.0 - p)))
+
+
+def _declared_law(spec, p, width):
+    """(columns of the view, their declared noise means and variances, kurtosis bound, text), or None.
+
+    Read off the protocol's *declaration* (its calibration), not its sampling code; the
+    columns hold pure noise given the spec's fixed data (no released noise precedes them):
+
+    * tree statistics protocols (linear family): the bias entries of the *first* release
+      (nothing adaptive precedes it): σ₀² for one agent's messages (silo-level LDP, DP20),
+      M·σ₀² for their sum (secure aggregation; the shuffled multiset, which the server adds
+      up; the DDG parties' discrete Gaussians), σ² for a central tree, the vector sum's
+      level-0 binomial noise (its declared per-node std; the users' roundings come on top);
+    * sums: every coordinate of every round's aggregate, the declared ``noise_std()``²
+      (σ; √n·σ for the parties' DDG or binomial noise, rounding on top); federated
+      learning: the first round's aggregate (later rounds depend on the noisy model);
+    * counters: every released running sum of the view, the declared error variance after
+      its t items (``noise_variance(t)``: sums of Laplace node noises);
+    * the sequential vector-sum stream: user 1's batch counts, Bin(B·b, p) bits per
+      coordinate (B users, b noise bits each, p = 1/4: mean B·b·p, variance B·b·p(1 − p); the
+      raw counts are not centred, so the declared mean is subtracted -- the real code's and its
+      noise-free twin's, whose b is 1).
+
+    Not checked (no declared per-release law of the view): the randomized-response counts
+    of the concurrent shuffle (their law depends on every user's message counts; its
+    distinguishing attack already exceeds the claim at a quarter of the noise), the
+    multi-armed learners' messages (adaptive from the first pull), DP20's schedule view
+    (synchronization indicators, no noise), non-private protocols.
+    """
+    from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
+    from fedbandit.protocols.counting import CounterProtocol
+    from fedbandit.protocols.statistics import CentralTree, ExactStatistics, StatisticsProtocol, VectorSum
+    from fedbandit.protocols.sums import SumProtocol
+
+    if p is None or not p.private:
+        return None
+    fam = spec.family
+    if fam == "linear" and isinstance(p, StatisticsProtocol):
+        r = p.randomizer
+        if isinstance(r, ExactStatistics) and not isinstance(p.analyzer, CentralTree):
+            return None
+        cols = np.arange(p.dim)  # the bias entries of the first release (packed: bias first)
+        kurt = _KURTOSIS
+        if isinstance(p.analyzer, CentralTree):
+            var, what = p.analyzer.sigma**2, "N(0, σ²) (central tree)"
+        elif isinstance(r, VectorSum):
+            lvl = r.levels[0]
+            var = lvl.noise_std() ** 2
+            kurt = _binomial_kurtosis(lvl.n_users * lvl.b, lvl.p)
+            what = f"the vector sum's Bin({lvl.n_users}·{lvl.b}, {lvl.p:g}) bits (level 0)"
+        elif p.intermediary.view == "messages":
+            var, what = r.sigma0**2, "σ₀² per entry of agent 0's message"
+        else:
+            var, what = p.n_agents * r.sigma0**2, "M·σ₀² per entry of the parties' summed noise"
+        return cols, 0.0, np.full(cols.size, var), kurt, what
+    if fam in ("sum", "federated") and isinstance(p, SumProtocol):
+        s = p.noise_std()
+        T = spec.setting["T"]
+        cols = np.arange(width if fam == "sum" else width // T)
+        kurt = _KURTOSIS
+        from fedbandit.protocols.sums import BinomialVectors
+
+        if isinstance(p.randomizer, BinomialVectors):
+            q = p.randomizer.params
+            kurt = _binomial_kurtosis(p.n_parties * q.trials_per_client, q.p)
+        return cols, 0.0, np.full(cols.size, s**2), kurt, "the declared noise_std()² per coordinate"
+    if fam == "counter" and isinstance(p, CounterProtocol):
+        times = np.asarray(_counter_view_times(spec.protocol, spec.setting["T"]), dtype=float)
+        return np.arange(width), 0.0, np.asarray(p.noise_variance(times), dtype=float), _KURTOSIS, \
+            "the declared error variance of every release"
+    if fam == "stream" and isinstance(p, SequentialVectorSumProtocol):
+        m = p.randomizer.mech
+        var = m.n_users * m.b * m.p * (1.0 - m.p)
+        return np.arange(width), m.n_users * m.b * m.p, np.full(width, var), _binomial_kurtosis(m.n_users * m.b, m.p), \
+            f"Bin({m.n_users}·{m.b}, {m.p:g}) noise bits per batch count"
+    if isinstance(p, ConcurrentShuffleProtocol):
+        return None
+    return None
+
+
+def _noise_law_check(spec, rng, n_runs):
+    """One-sided test that the code releases at least the declared noise variance.
+
+    The real code (the spec's correct variant, as it runs: a planted bug in the caller's
+    context is in it) runs ``n_runs`` times on input 1; the exact view is the mean of
+    :data:`_QUIET_RUNS` runs of its noise-free twin.  On the columns of
+    :func:`_declared_law` the residual r = released − exact gives per run
+    X = Σ_j r_j²/v_j, whose mean under the declared law is F (the number of columns; more if
+    rounding or other independent noise comes on top).  Maurer's inequality for independent
+    non-negative variables (Maurer 2003), with E[X²] ≤ κF² (Cauchy–Schwarz over the
+    columns, κ the declared law's kurtosis bound: whatever the dependence between the
+    columns), bounds the false alarm: P(X̄ ≤ F − t) ≤ exp(−n t²/(2κF²)); the p-value is that
+    bound at t = F − X̄ (1 if X̄ ≥ F).  Rejected at α = :data:`fedbandit.audit.tight.LAW_ALPHA`.
+    Power: a quarter-noise bug makes E[X] ≈ F/16; at n = 1000 and κ = 6 the test rejects as
+    soon as X̄ < 0.71 F (``tests/test_planted_noise.py`` computes it).  Only too little noise
+    is rejected (more noise is not a privacy bug; the declared variances of the discrete
+    mechanisms exclude their roundings).
+
+    Returns ``None`` (no declared per-release law, see :func:`_declared_law`) or
+    (p-value, measured noise ratio sqrt(X̄/F), text).
+    """
+    if spec.protocol is None:
+        return None
+    mech = EndToEndMechanism(spec, "correct")
+    real = mech((0, 1), rng, n_runs)
+    law = _declared_law(spec, mech.last_protocol, real.shape[1])
+    if law is None:
+        return None
+    cols, mean_real, var, kurt, what = law
+    quiet = EndToEndMechanism(spec, "correct", quiet=True)
+    q = quiet((0, 1), np.random.default_rng(rng.integers(2**62)), _QUIET_RUNS).mean(axis=0)
+    exact = q[cols] - _declared_law(spec, quiet.last_protocol, real.shape[1])[1]
+    resid = real[:, cols] - mean_real - exact
+    X = (resid**2 / var).sum(axis=1)
+    F = float(cols.size)
+    mean = float(X.mean())
+    short = max(0.0, F - mean)
+    p_value = math.exp(-n_runs * short**2 / (2.0 * kurt * F**2))
+    return p_value, math.sqrt(mean / F), f"noise law ({what}): measured/declared std {math.sqrt(mean / F):.3g}"
+
+
 def _n_releases(spec):
     st = spec.setting
     if spec.learner == "super-agent":
@@ -770,7 +913,7 @@ def _n_releases(spec):
 
 
 def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, confidence=0.95, power=True,
-                     backend=None, n_jobs=None) -> AuditReport:
+                     backend=None, n_jobs=None, check_runs=LAW_CHECK_RUNS) -> AuditReport:
     """Audit ``spec`` end to end (and, with ``power``, its broken variant); see the module docstring.
 
     ``n_trials`` counted trials per input (``n_select`` more, default ``n_trials // 4``, fit
@@ -782,6 +925,14 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     the reported bound holds at ``confidence``).  The power check (``power``) runs the
     spec's broken variant, for ``broken="noise"`` the same code with its noise draws
     planted at ``noise_factor`` (:func:`fedbandit.audit.broken.planted_noise`).
+
+    The noise-law check (enforced): ``check_runs`` runs of the real code on input 1, the
+    residual of the released view against its exact (noise-free) value tested against the
+    protocol's declared noise variance (:func:`_noise_law_check`, one-sided at
+    α = :data:`fedbandit.audit.tight.LAW_ALPHA`; ``check_runs=0`` skips it).  A rejection sets
+    :attr:`AuditReport.noise_law_rejected` and the report is not ``consistent``.  Families
+    without a declared per-release law (the concurrent shuffle's randomized-response counts,
+    the multi-armed learners, DP20's schedule view) are not checked (``noise_check_p`` NaN).
     """
     if not isinstance(spec, EndToEndSpec):
         raise TypeError(f"spec must be an EndToEndSpec, got {type(spec).__name__}")
@@ -789,6 +940,9 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
     power = check_bool("power", power)
+    check_runs = check_nonnegative_int("check_runs", check_runs)
+    if check_runs == 1 or check_runs > 10**6:
+        raise ValueError(f"check_runs must be 0 (no noise-law check) or in [2, 1e6], got {check_runs}")
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
     # the adversary's choice of target: several candidates (the consensus learners on the hybrid
@@ -810,6 +964,13 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     if len(cands) > 1:
         attack += (f"; target: agent 0's reward of arm 0 at pull {chosen.setting['pull']}, the best of "
                    f"{len(cands)} candidates ({', '.join(notes)}; each at confidence {conf_each:.4g})")
+    law = _noise_law_check(spec, rng, check_runs) if check_runs else None
+    law_kw = {}
+    if law is not None:
+        from fedbandit.audit.tight import LAW_ALPHA
+
+        law_kw = dict(noise_check_p=law[0], noise_check_alpha=LAW_ALPHA, noise_ratio=law[1], check_runs=check_runs)
+        attack += f"; {law[2]}, p = {law[0]:.2g}" + (" -- REJECTED" if law[0] < LAW_ALPHA else "")
     broken = ""
     if broken_res is not None:
         broken = {"noise": f"noise × {spec.noise_factor:g}", "as-written": "Algorithm 1 as written (local updates)",
@@ -819,7 +980,7 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
         attack=attack, relation=spec.relation, claimed_epsilon=claim, delta=delta, status=status, result=res,
         broken=broken, broken_result=broken_res, n_trials=n_trials, confidence=confidence,
         seconds=time.perf_counter() - t0,
-        cpu_seconds=time.process_time() - c0,
+        cpu_seconds=time.process_time() - c0, **law_kw,
     )
 
 
