@@ -13,7 +13,9 @@ between the two inputs -- computed by the same learner with its protocol's noise
 removed, learned on the selection trials (:class:`fedbandit.audit.harness.LearnedProjection`)
 -- and the bound is Clopper–Pearson (:func:`fedbandit.audit.epsilon.audit_epsilon_split`).
 
-Every audit has a power check: the same audit of a deliberately broken variant must exceed
+Every audit also checks the released noise against the protocol's declared law (the
+residual of the view against its noise-free value: :func:`audit_end_to_end`,
+``check_runs``), and has a power check: the same audit of a deliberately broken variant must exceed
 the claim -- the same code with a planted bug, its randomizers' noise draws × ``noise_factor``
 (:func:`fedbandit.audit.broken.planted_noise`: the implementation is mutated, the declared
 σ, calibration and claim are not), Algorithm 1 as written with local updates, or a leak
@@ -785,7 +787,10 @@ def _binomial_kurtosis(trials, p):
 
 
 def _declared_law(spec, p, width):
-    """(columns of the view, their declared noise means and variances, kurtosis bound, text), or None.
+    """(columns, offset a, gain c, declared noise variances, kurtosis bound, text), or None.
+
+    The released column is declared as a + c·x + noise, x its noise-free value (a = 0, c = 1
+    but for the raw counts of the shuffle protocols).
 
     Read off the protocol's *declaration* (its calibration), not its sampling code; the
     columns hold pure noise given the spec's fixed data (no released noise precedes them):
@@ -803,13 +808,17 @@ def _declared_law(spec, p, width):
     * the sequential vector-sum stream: user 1's batch counts, Bin(B·b, p) bits per
       coordinate (B users, b noise bits each, p = 1/4: mean B·b·p, variance B·b·p(1 − p); the
       raw counts are not centred, so the declared mean is subtracted -- the real code's and its
-      noise-free twin's, whose b is 1).
+      noise-free twin's, whose b is 1);
+    * the concurrent shuffle's randomized-response counts of user 1's batch at every level
+      (stream) or at the finest level, which closes at the first synchronization (LinUCB:
+      the coarser batches hold users who acted on noisy releases): the m = b_i g_i messages
+      of a batch with u true ones, each flipped with the declared probability p_i to a
+      uniform bit (q₀ = p_i/2), count Bin(u, 1 − q₀) + Bin(m − u, q₀) ones: a = m q₀,
+      c = 1 − 2q₀, variance m q₀(1 − q₀) whatever u (the users' unary roundings on top).
 
-    Not checked (no declared per-release law of the view): the randomized-response counts
-    of the concurrent shuffle (their law depends on every user's message counts; its
-    distinguishing attack already exceeds the claim at a quarter of the noise), the
-    multi-armed learners' messages (adaptive from the first pull), DP20's schedule view
-    (synchronization indicators, no noise), non-private protocols.
+    Not checked (no declared per-release law of the view): the multi-armed learners'
+    messages (agent 0's counters re-released every slot, after adaptive pulls), DP20's
+    schedule view (synchronization indicators, no noise), non-private protocols.
     """
     from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
     from fedbandit.protocols.counting import CounterProtocol
@@ -836,7 +845,7 @@ def _declared_law(spec, p, width):
             var, what = r.sigma0**2, "σ₀² per entry of agent 0's message"
         else:
             var, what = p.n_agents * r.sigma0**2, "M·σ₀² per entry of the parties' summed noise"
-        return cols, 0.0, np.full(cols.size, var), kurt, what
+        return cols, 0.0, 1.0, np.full(cols.size, var), kurt, what
     if fam in ("sum", "federated") and isinstance(p, SumProtocol):
         s = p.noise_std()
         T = spec.setting["T"]
@@ -847,42 +856,61 @@ def _declared_law(spec, p, width):
         if isinstance(p.randomizer, BinomialVectors):
             q = p.randomizer.params
             kurt = _binomial_kurtosis(p.n_parties * q.trials_per_client, q.p)
-        return cols, 0.0, np.full(cols.size, s**2), kurt, "the declared noise_std()² per coordinate"
+        return cols, 0.0, 1.0, np.full(cols.size, s**2), kurt, "the declared noise_std()² per coordinate"
     if fam == "counter" and isinstance(p, CounterProtocol):
         times = np.asarray(_counter_view_times(spec.protocol, spec.setting["T"]), dtype=float)
-        return np.arange(width), 0.0, np.asarray(p.noise_variance(times), dtype=float), _KURTOSIS, \
+        return np.arange(width), 0.0, 1.0, np.asarray(p.noise_variance(times), dtype=float), _KURTOSIS, \
             "the declared error variance of every release"
     if fam == "stream" and isinstance(p, SequentialVectorSumProtocol):
         m = p.randomizer.mech
         var = m.n_users * m.b * m.p * (1.0 - m.p)
-        return np.arange(width), m.n_users * m.b * m.p, np.full(width, var), _binomial_kurtosis(m.n_users * m.b, m.p), \
+        return np.arange(width), m.n_users * m.b * m.p, 1.0, np.full(width, var), _binomial_kurtosis(m.n_users * m.b, m.p), \
             f"Bin({m.n_users}·{m.b}, {m.p:g}) noise bits per batch count"
-    if isinstance(p, ConcurrentShuffleProtocol):
-        return None
+    if fam in ("stream", "linear") and isinstance(p, ConcurrentShuffleProtocol):
+        levels = p.randomizer.levels
+        D = width // len(levels)
+        keep = [i for i, lvl in enumerate(levels) if fam == "stream" or lvl.n_users <= p.period]
+        m = np.repeat([float(levels[i].n_messages) for i in keep], D)
+        q0 = np.repeat([levels[i].p / 2.0 for i in keep], D)
+        cols = np.concatenate([np.arange(i * D, (i + 1) * D) for i in keep])
+        kurt = max(_binomial_kurtosis(levels[i].n_messages, levels[i].p / 2.0) for i in keep)
+        return cols, m * q0, 1.0 - 2.0 * q0, m * q0 * (1.0 - q0), kurt, \
+            "randomized-response counts, m q₀(1 − q₀) per batch count"
     return None
 
 
 def _noise_law_check(spec, rng, n_runs):
-    """One-sided test that the code releases at least the declared noise variance.
+    """Test the released noise against the declared law: its variance (one-sided) and its mean.
 
     The real code (the spec's correct variant, as it runs: a planted bug in the caller's
-    context is in it) runs ``n_runs`` times on input 1; the exact view is the mean of
-    :data:`_QUIET_RUNS` runs of its noise-free twin.  On the columns of
-    :func:`_declared_law` the residual r = released − exact gives per run
-    X = Σ_j r_j²/v_j, whose mean under the declared law is F (the number of columns; more if
-    rounding or other independent noise comes on top).  Maurer's inequality for independent
-    non-negative variables (Maurer 2003), with E[X²] ≤ κF² (Cauchy–Schwarz over the
-    columns, κ the declared law's kurtosis bound: whatever the dependence between the
-    columns), bounds the false alarm: P(X̄ ≤ F − t) ≤ exp(−n t²/(2κF²)); the p-value is that
-    bound at t = F − X̄ (1 if X̄ ≥ F).  Rejected at α = :data:`fedbandit.audit.tight.LAW_ALPHA`.
-    Power: a quarter-noise bug makes E[X] ≈ F/16; at n = 1000 and κ = 6 the test rejects as
-    soon as X̄ < 0.71 F (``tests/test_planted_noise.py`` computes it).  Only too little noise
-    is rejected (more noise is not a privacy bug; the declared variances of the discrete
-    mechanisms exclude their roundings).
+    context is in it) runs ``n_runs`` times on input 1, its noise-free twin
+    (:func:`fedbandit.audit.broken.scale_noise_in_place`) as many times; the columns of
+    :func:`_declared_law` are declared a + c·x + noise, x the noise-free value, which the
+    twin gives through its own declaration (x = (twin − a')/c').
 
-    Returns ``None`` (no declared per-release law, see :func:`_declared_law`) or
-    (p-value, measured noise ratio sqrt(X̄/F), text).
+    * Variance, one-sided (too little noise): with the twins' mean x̄, the residual
+      r = released − a − c·x̄ gives per run X = Σ_j r_j²/v_j, whose mean under the declared
+      law is at least F (the number of columns; more if rounding or other independent
+      noise comes on top).  Maurer's inequality for independent non-negative variables
+      (Maurer 2003), with E[X²] ≤ κF² (Cauchy–Schwarz over the columns, κ the declared
+      law's kurtosis bound, whatever the dependence between the columns), bounds the false
+      alarm: P(X̄ ≤ F − t) ≤ exp(−n t²/(2κF²)), the p-value at t = F − X̄ (1 if X̄ ≥ F).
+      Power: a quarter-noise bug makes E[X] ≈ F/16; at n = 1000 and κ = 6 the test rejects
+      once X̄ < 0.71 F (``tests/test_planted_noise.py`` computes it).  More noise than
+      declared is not rejected (not a privacy bug; the discrete mechanisms' declared
+      variances exclude their roundings).
+    * Mean, two-sided: per run u = Σ_j (released_j − a_j)/c_j against the twins'
+      w = Σ_j (twin_j − a'_j)/c'_j, both of mean Σ x under the declared law; Welch's t-test
+      (approximate: n = 1000 runs each, sums of many noise terms).  A randomized response
+      that flips less than declared shifts the counts' mean, which a variance test alone
+      can miss (the shift adds to X).
+
+    The p-value is Bonferroni's 2·min of the two, rejected below
+    α = :data:`fedbandit.audit.tight.LAW_ALPHA`.  Returns ``None`` (no declared per-release
+    law, see :func:`_declared_law`) or (p-value, measured noise ratio sqrt(X̄/F), text).
     """
+    from scipy import stats
+
     if spec.protocol is None:
         return None
     mech = EndToEndMechanism(spec, "correct")
@@ -890,17 +918,26 @@ def _noise_law_check(spec, rng, n_runs):
     law = _declared_law(spec, mech.last_protocol, real.shape[1])
     if law is None:
         return None
-    cols, mean_real, var, kurt, what = law
+    cols, offset, gain, var, kurt, what = law
     quiet = EndToEndMechanism(spec, "correct", quiet=True)
-    q = quiet((0, 1), np.random.default_rng(rng.integers(2**62)), _QUIET_RUNS).mean(axis=0)
-    exact = q[cols] - _declared_law(spec, quiet.last_protocol, real.shape[1])[1]
-    resid = real[:, cols] - mean_real - exact
+    twin = quiet((0, 1), np.random.default_rng(rng.integers(2**62)), n_runs)
+    _, q_offset, q_gain, *_ = _declared_law(spec, quiet.last_protocol, real.shape[1])
+    x = (twin[:, cols] - q_offset) / q_gain  # the noise-free values, from the twin's own declaration
+    resid = real[:, cols] - offset - gain * x.mean(axis=0)
     X = (resid**2 / var).sum(axis=1)
     F = float(cols.size)
     mean = float(X.mean())
     short = max(0.0, F - mean)
-    p_value = math.exp(-n_runs * short**2 / (2.0 * kurt * F**2))
-    return p_value, math.sqrt(mean / F), f"noise law ({what}): measured/declared std {math.sqrt(mean / F):.3g}"
+    p_var = math.exp(-n_runs * short**2 / (2.0 * kurt * F**2))
+    u = ((real[:, cols] - offset) / gain).sum(axis=1)
+    w = x.sum(axis=1)
+    p_mean = float(stats.ttest_ind(u, w, equal_var=False).pvalue) if np.ptp(u) > 0 else 0.0
+    if not math.isfinite(p_mean):
+        p_mean = 1.0 if np.allclose(u.mean(), w.mean()) else 0.0
+    p_value = min(1.0, 2.0 * min(p_var, p_mean))
+    ratio = math.sqrt(mean / F)
+    return p_value, ratio, (f"noise law ({what}): measured/declared std {ratio:.3g} (variance p = {p_var:.2g}, "
+                            f"mean p = {p_mean:.2g})")
 
 
 def _n_releases(spec):
@@ -928,11 +965,14 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
 
     The noise-law check (enforced): ``check_runs`` runs of the real code on input 1, the
     residual of the released view against its exact (noise-free) value tested against the
-    protocol's declared noise variance (:func:`_noise_law_check`, one-sided at
-    α = :data:`fedbandit.audit.tight.LAW_ALPHA`; ``check_runs=0`` skips it).  A rejection sets
-    :attr:`AuditReport.noise_law_rejected` and the report is not ``consistent``.  Families
-    without a declared per-release law (the concurrent shuffle's randomized-response counts,
-    the multi-armed learners, DP20's schedule view) are not checked (``noise_check_p`` NaN).
+    protocol's declared noise law -- its variance (too little noise) and its mean
+    (:func:`_noise_law_check`, at α = :data:`fedbandit.audit.tight.LAW_ALPHA`;
+    ``check_runs=0`` skips it).  A rejection sets :attr:`AuditReport.noise_law_rejected` and
+    the report is not ``consistent``.  The views without a declared per-release law (the
+    multi-armed learners' messages, DP20's schedule view, non-private protocols) are not
+    checked (``noise_check_p`` NaN).  This is what catches a noise bug in the mechanisms
+    calibrated far above their claims (the binomial sum, the vector sums, DP20), whose
+    releases no attack at these trial counts can push above the claim.
     """
     if not isinstance(spec, EndToEndSpec):
         raise TypeError(f"spec must be an EndToEndSpec, got {type(spec).__name__}")
