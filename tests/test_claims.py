@@ -89,6 +89,20 @@ def test_one_sided_orderings():
         c.assert_below("no difference")
 
 
+def test_not_above_and_not_below_are_the_one_sided_consistency_checks():
+    """A ceiling the interval reaches down to passes; one the whole interval lies above fails (and vice versa)."""
+    c = claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m",
+              alternatives={"ceiling 3.2": 3.2, "ceiling 2": 2.0, "floor 4": 4.0}, allowance=0.2, allowance_reason="r")
+    c.assert_not_above("ceiling 3.2").assert_not_below("ceiling 2", "ceiling 3.2")
+    with pytest.raises(AssertionError, match="does not lie above"):
+        claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m", alternatives={"ceiling 2": 2.0}).assert_not_above("ceiling 2")
+    with pytest.raises(AssertionError, match="does not lie below"):
+        claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m", alternatives={"floor 4": 4.0}).assert_not_below("floor 4")
+    # the allowance widens the interval: with 0.6 the floor 4 is reached
+    claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m", alternatives={"floor 4": 4.0},
+          allowance=0.6, allowance_reason="r").assert_not_below("floor 4")
+
+
 def _binomial_band(n, p, alpha=ALPHA):
     """Counts outside [lo, hi] have probability <= alpha on each side for Binomial(n, p)."""
     return stats.binom.ppf(alpha, n, p), stats.binom.isf(alpha, n, p)

@@ -350,8 +350,8 @@ class Claim:
     (if any) first.  A candidate is *admitted* when it lies in the interval widened by
     ``allowance`` (a stated systematic error, e.g. what a proxy leaves out; 0 by default)
     and *excluded* otherwise.  :meth:`text` renders the sentence at the strength reached;
-    :meth:`assert_excludes`, :meth:`assert_admits`, :meth:`assert_above` and
-    :meth:`assert_below` fail (AssertionError naming the interval) when the chapter asks
+    :meth:`assert_excludes`, :meth:`assert_admits`, :meth:`assert_above`,
+    :meth:`assert_below`, :meth:`assert_not_above` and :meth:`assert_not_below` fail (AssertionError naming the interval) when the chapter asks
     for more than the interval carries.
     """
 
@@ -501,6 +501,24 @@ class Claim:
         bad = [lab for lab in labels if not self.below(lab)]
         if bad:
             self._fail(f"that it lies below {bad}")
+        return self
+
+    def assert_not_above(self, *labels: str) -> Claim:
+        """Fail when the whole (widened) interval lies above a named candidate: "at most" is contradicted.
+
+        The one-sided counterpart of :meth:`assert_admits`: a ceiling the estimate stays under
+        passes; it does not establish the ceiling (that is :meth:`assert_below`).
+        """
+        bad = [lab for lab in labels if self.above(lab)]
+        if bad:
+            self._fail(f"that it does not lie above {bad}")
+        return self
+
+    def assert_not_below(self, *labels: str) -> Claim:
+        """Fail when the whole (widened) interval lies below a named candidate: "at least" is contradicted."""
+        bad = [lab for lab in labels if self.below(lab)]
+        if bad:
+            self._fail(f"that it does not lie below {bad}")
         return self
 
 
