@@ -179,6 +179,9 @@ def _check_real_orders(orders) -> np.ndarray:
 #: Terms summed exactly in each series of the fractional-order sampled-Gaussian RDP beyond the point
 #: (max(z0, α − z0)) from which the tail bound of :func:`_log_a_frac` holds.
 _FRAC_TERMS = 1000
+#: Beyond this z0 the fractional orders are not summed (their value is then the Gaussian's own α/(2z²),
+#: a valid cap); the integer orders stay exact, so ε is never looser than the integer-order accounting.
+_FRAC_MAX_START = 20_000.0
 
 
 def _log_a_frac(alpha: float, q: float, z: float) -> float:
@@ -201,7 +204,10 @@ def _log_a_frac(alpha: float, q: float, z: float) -> float:
     (i − α)/(i + 1) of consecutive terms).  So the result is an upper bound on log A_α, hence sound.
     """
     z0 = z * z * (math.log1p(-q) - math.log(q)) + 0.5
-    n = int(math.ceil(max(z0, alpha - z0, 0.0))) + _FRAC_TERMS
+    start = max(z0, alpha - z0, 0.0)
+    if start > _FRAC_MAX_START:  # z² log(1/q − 1) huge: too many terms; the caller's cap α/(2z²) applies
+        return math.inf
+    n = int(math.ceil(start)) + _FRAC_TERMS
     i = np.arange(n + 1, dtype=np.float64)
     j = alpha - i
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -57,6 +57,7 @@ __all__ = [
     "claim_slope",
     "claim_exponent",
     "claim_difference",
+    "claim_slope_gap",
 ]
 
 
@@ -572,6 +573,26 @@ def claim_slope(quantity, slope, se, dof, *, confidence: float = 0.95, method: s
     if method is None:
         method = f"Student t, {dof:.3g} dof"
     return claim(quantity, slope, low, high, confidence=confidence, method=method, **kwargs)
+
+
+def claim_slope_gap(quantity, a, b, dof, *, confidence: float = 0.95, **kwargs) -> Claim:
+    r"""A claim on the difference a − b of two slopes fitted on independent runs.
+
+    ``a`` and ``b`` are ``(slope, se)`` pairs (or :class:`ExponentFit`); the difference has
+    standard error :math:`\sqrt{se_a^2 + se_b^2}` (independent fits) and a Student t interval with
+    ``dof`` degrees of freedom (for two least-squares fits of p points each, p − 2 is the
+    conservative choice: Welch's dof is at least the smaller of the two).
+    """
+    def pair(name, v):
+        if isinstance(v, ExponentFit):
+            return v.slope, v.se
+        if not (isinstance(v, tuple) and len(v) == 2):
+            raise TypeError(f"{name} must be a (slope, se) pair or an ExponentFit, got {v!r:.80}")
+        return check_finite_float(name, v[0]), check_nonnegative_float(name, v[1])
+
+    (sa, ea), (sb, eb) = pair("a", a), pair("b", b)
+    kwargs.setdefault("method", f"difference of two fits, Student t, {dof:.3g} dof")
+    return claim_slope(quantity, sa - sb, math.hypot(ea, eb), dof, confidence=confidence, **kwargs)
 
 
 def claim_exponent(quantity, fit: ExponentFit, **kwargs) -> Claim:
