@@ -591,6 +591,7 @@ def claim_slope_gap(quantity, a, b, dof, *, confidence: float = 0.95, **kwargs) 
         return check_finite_float(name, v[0]), check_nonnegative_float(name, v[1])
 
     (sa, ea), (sb, eb) = pair("a", a), pair("b", b)
+    dof = check_positive_float("dof", dof, allow_inf=True)
     kwargs.setdefault("method", f"difference of two fits, Student t, {dof:.3g} dof")
     return claim_slope(quantity, sa - sb, math.hypot(ea, eb), dof, confidence=confidence, **kwargs)
 
