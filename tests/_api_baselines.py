@@ -386,6 +386,8 @@ BASELINES = {
     "experiments.claim_exponent": kw(quantity="q", fit=__import__("fedbandit.experiments", fromlist=["ExponentFit"])
                                      .ExponentFit(0.5, 0.1, 0.3, 0.7, 0.95, 0, 3.0), alternatives={"1/3": 1 / 3}),
     "experiments.claim_difference": kw(quantity="q", a=[1.0, 2.0, 3.0], b=[2.0, 3.5, 4.0], paired=True),
+    "experiments.claim_slope_gap": kw(quantity="q", a=(0.7, 0.05), b=(0.5, 0.05), dof=2.0,
+                                      alternatives={"no difference": 0.0}),
     "experiments.model": kw(key="fixed-batch/silo-ldp"),
     "experiments.Model": kw(key="k", learner="fixed-batch", protocol="central", label="l", adversary="a"),
     "experiments.model_of": kw(config=dict(learner="fixed-batch", protocol="silo-ldp", tag="fixed-batch/silo-ldp")),

@@ -19,6 +19,7 @@ from fedbandit.experiments import (
     claim_difference,
     claim_exponent,
     claim_slope,
+    claim_slope_gap,
     fit_exponent,
     fit_exponent_t,
     fit_power_law,
@@ -87,6 +88,30 @@ def test_one_sided_orderings():
         c.assert_above("5")
     with pytest.raises(AssertionError, match="lies below"):
         c.assert_below("no difference")
+
+
+def test_not_above_and_not_below_are_the_one_sided_consistency_checks():
+    """A ceiling the interval reaches down to passes; one the whole interval lies above fails (and vice versa)."""
+    c = claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m",
+              alternatives={"ceiling 3.2": 3.2, "ceiling 2": 2.0, "floor 4": 4.0}, allowance=0.2, allowance_reason="r")
+    c.assert_not_above("ceiling 3.2").assert_not_below("ceiling 2", "ceiling 3.2")
+    with pytest.raises(AssertionError, match="does not lie above"):
+        claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m", alternatives={"ceiling 2": 2.0}).assert_not_above("ceiling 2")
+    with pytest.raises(AssertionError, match="does not lie below"):
+        claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m", alternatives={"floor 4": 4.0}).assert_not_below("floor 4")
+    # the allowance widens the interval: with 0.6 the floor 4 is reached
+    claim("a", 3.0, 2.5, 3.5, confidence=0.95, method="m", alternatives={"floor 4": 4.0},
+          allowance=0.6, allowance_reason="r").assert_not_below("floor 4")
+
+
+def test_slope_gap_combines_the_two_standard_errors():
+    """a − b with se √(0.03² + 0.04²) = 0.05 and Student t at 2 dof (quantile written out with scipy)."""
+    c = claim_slope_gap("gap", (0.7, 0.03), (0.5, 0.04), 2, alternatives={"no difference": 0.0, "0.5": 0.5})
+    half = stats.t.ppf(0.975, 2) * 0.05
+    assert c.estimate == pytest.approx(0.2) and (c.low, c.high) == pytest.approx((0.2 - half, 0.2 + half))
+    assert c.admits("no difference") and c.excludes("0.5")  # 4.30 · 0.05 = 0.215 > 0.2
+    with pytest.raises(TypeError, match="a must be"):
+        claim_slope_gap("gap", 0.7, (0.5, 0.04), 2)
 
 
 def _binomial_band(n, p, alpha=ALPHA):
@@ -204,3 +229,83 @@ def test_claim_rejects_bad_input():
     with pytest.raises(TypeError, match="ExponentFit"):
         claim_exponent("q", (0.5, (0.4, 0.6)))
     assert isinstance(claim("q", 1.0, 0.5, 2.0, confidence=0.95, method="m"), Claim)
+
+
+# ------------------------------------------------ no bare fit-versus-prediction asserts in the chapters
+
+import ast as _ast  # noqa: E402
+import re as _re  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+
+_CHAPTERS = _Path(__file__).resolve().parents[1] / "chapters"
+#: The chapters held to zero bare fit asserts: 2, 3 and 4 (converted for issue 22) and 5 and 6 (which
+#: pass as they stand). Chapter 1 is not covered yet: it still holds three (its perfect-sync slope
+#: within 0.1 of 1, the constant-schedule slope in (0.35, 0.65), the slope in M below 0.25).
+FIT_ASSERT_FREE = ("02_fixed_batch.ipynb", "03_consensus_ucb.ipynb", "04_concurrent_shuffle.ipynb",
+                   "05_distributed_discrete_gaussian.ipynb", "06_side_by_side.ipynb")
+_FIT_NAME = _re.compile(r"slope|exponent|fit|coef", _re.IGNORECASE)
+
+
+def _identifiers(node):
+    for n in _ast.walk(node):
+        if isinstance(n, _ast.Name):
+            yield n.id
+        elif isinstance(n, _ast.Attribute):
+            yield n.attr
+
+
+def bare_fit_asserts(source: str) -> list[str]:
+    """The asserts of a code cell that compare a fitted exponent or slope with a number, bare.
+
+    The pattern: an ``assert`` statement whose test contains a comparison (``<``, ``<=``,
+    ``>``, ``>=``, ``==``, ``!=``) one of whose operands mentions an identifier (a name or an
+    attribute) containing ``slope``, ``exponent``, ``fit`` or ``coef`` (case-insensitive), e.g.
+    ``assert abs(fit.slope - 0.5) < tol``, ``assert T_FITS[n].slope < 1``,
+    ``assert slopes[a] > slopes[b] + 0.2``.  Such a comparison goes through the claim helper
+    (``fedbandit.experiments.claim*`` and its ``assert_*`` methods) instead, which states the
+    interval and what it excludes.
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = _ast.parse(TransformerManager().transform_cell(source))
+    found = []
+    for node in _ast.walk(tree):
+        if not isinstance(node, _ast.Assert):
+            continue
+        for cmp in (n for n in _ast.walk(node.test) if isinstance(n, _ast.Compare)):
+            operands = [cmp.left, *cmp.comparators]
+            if any(_FIT_NAME.search(ident) for op in operands for ident in _identifiers(op)):
+                found.append(_ast.unparse(node.test))
+                break
+    return found
+
+
+def _chapter_fit_asserts(name: str) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(_CHAPTERS / name, as_version=4)
+    return [a for c in nb.cells if c.cell_type == "code" for a in bare_fit_asserts(c.source)]
+
+
+def test_the_bare_fit_assert_pattern_finds_the_known_cases():
+    """The pattern can fail: it flags the asserts the claim helper replaced, and not the helper's calls."""
+    flagged = ["assert abs(T_FITS['x'].slope - 1.0) <= 0.1", "assert slopes[('mw', e)] > 0.8",
+               "assert fits['a'] > max(fits['b'], fits['c'])", "assert abs(coef[0] - 1) < 0.1",
+               "assert all(CTX_FITS[l].slope < CTX_FITS['c'].slope - 0.1 for l in L)",
+               "assert EPS_FITS['s'][0] > EPS_FITS['l'][0]", "assert exponent <= 3.5"]
+    for src in flagged:
+        assert len(bare_fit_asserts(src)) == 1, src
+    clean = ["c = claim_exponent('q', fit, prediction=('1/2', 0.5))\nc.assert_admits()",
+             "assert r['status'] == 'verified'", "assert np.all(WC[lab][2] < len(GAPS) - 1)",
+             "assert math.isclose(a, b)"]
+    for src in clean:
+        assert bare_fit_asserts(src) == [], src
+
+
+@pytest.mark.parametrize("name", FIT_ASSERT_FREE)
+def test_no_bare_fit_asserts_in_the_chapters(name):
+    """Every exponent or slope compared with a prediction goes through the claim helper (issue 22).
+
+    Covers chapters 2, 3, 4, 5 and 6 (:data:`FIT_ASSERT_FREE`); chapter 1 remains.
+    """
+    assert _chapter_fit_asserts(name) == []

@@ -122,6 +122,7 @@ _EXPORTS = {
     "rr_message_probabilities": "shuffle",
     "rr_estimator_variance": "shuffle",
     "SUBSAMPLING_ORDERS": "subsampling",
+    "SAMPLED_GAUSSIAN_ORDERS": "subsampling",
     "AMPLIFICATIONS": "subsampling",
     "SAMPLING_SCHEMES": "subsampling",
     "SAMPLING_RELATIONS": "subsampling",

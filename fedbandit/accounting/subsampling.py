@@ -9,12 +9,15 @@ convert to (ε, δ):
 * **Poisson subsampling** (each client joins a round independently with probability q),
   neighbouring populations differ by **adding or removing** one client:
 
-  - the continuous Gaussian: the exact RDP of the sampled Gaussian mechanism of Mironov,
-    Talwar & Zhang [MTZ19]_ (integer orders α):
+  - the continuous Gaussian: the RDP of the sampled Gaussian mechanism of Mironov,
+    Talwar & Zhang [MTZ19]_, exact at integer orders α,
     :math:`\varepsilon(\alpha) = \frac{1}{\alpha-1}\log\sum_{k=0}^{\alpha}\binom{\alpha}{k}(1-q)^{\alpha-k}q^k
-    e^{(k^2-k)/(2z^2)}` with noise multiplier z = σ/Δ (:func:`sampled_gaussian_rdp`);
-    this is what dp-accounting's ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``
-    computes with its RDP accountant (checked in the tests);
+    e^{(k^2-k)/(2z^2)}` with noise multiplier z = σ/Δ (:func:`sampled_gaussian_rdp`), and an
+    upper bound at fractional orders (the two series of [MTZ19]_ Sec. 3.3, see
+    :func:`sampled_gaussian_rdp`); it is accounted on :data:`SAMPLED_GAUSSIAN_ORDERS`,
+    which contain dp-accounting's default RDP orders (fractional 1.1–10.9 among them), so the
+    book's ε is never looser than dp-accounting's ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``
+    with its RDP accountant (checked in the tests on a grid of z, q, T, δ);
   - any mechanism with a known RDP curve ε(·), in particular the distributed discrete
     Gaussian (Prop. 14): the *generic* upper bound of Zhu & Wang [ZW19]_ Theorem 5
     (:func:`poisson_subsampled_rdp`), at integer α,
@@ -46,7 +49,8 @@ with status "unproven" and offer the verified pairings (Poisson sampling with
 add/remove; fixed-size sampling with replace-one, :data:`SAMPLING_RELATIONS`).
 
 The RDP → (ε, δ) conversion is the optimal one of Canonne, Kamath & Steinke
-(:func:`fedbandit.accounting.zcdp.rdp_to_approx_dp`) on :data:`SUBSAMPLING_ORDERS`.
+(:func:`fedbandit.accounting.zcdp.rdp_to_approx_dp`) on :data:`SUBSAMPLING_ORDERS` (the
+generic bounds) or :data:`SAMPLED_GAUSSIAN_ORDERS` (the sampled Gaussian).
 
 References
 ----------
@@ -86,6 +90,7 @@ from fedbandit.accounting._roots import decreasing_root
 
 __all__ = [
     "SUBSAMPLING_ORDERS",
+    "SAMPLED_GAUSSIAN_ORDERS",
     "AMPLIFICATIONS",
     "SAMPLING_SCHEMES",
     "SAMPLING_RELATIONS",
@@ -102,6 +107,13 @@ __all__ = [
 #: Integer RDP orders of the subsampled accounting (the generic bounds need integer α).
 SUBSAMPLING_ORDERS = np.array(list(range(2, 65)) + [72, 80, 96, 112, 128, 160, 192, 224, 256, 384, 512],
                               dtype=np.float64)
+
+#: RDP orders of the Poisson-sampled Gaussian (:func:`sampled_gaussian_epsilon`): the integer
+#: :data:`SUBSAMPLING_ORDERS` plus 1024 and the fractional orders 1 + x/10 (x = 1..99) — a superset of
+#: dp-accounting's ``DEFAULT_RDP_ORDERS`` (1 + x/10, 11..63, 128, 256, 512, 1024), so the minimum over
+#: orders is never above dp-accounting's, and never above the integer-only accounting.
+SAMPLED_GAUSSIAN_ORDERS = np.array(sorted(set([1.0 + x / 10.0 for x in range(1, 100)])
+                                          | set(SUBSAMPLING_ORDERS.tolist()) | {1024.0}), dtype=np.float64)
 
 #: The amplification bounds: Poisson subsampling (add/remove) and sampling without replacement (replace-one).
 AMPLIFICATIONS = ("poisson", "without-replacement")
@@ -153,13 +165,76 @@ def _base_values(base_rdp: Callable, max_order: int) -> np.ndarray:
     return np.concatenate([[0.0, 0.0], vals])
 
 
+def _check_real_orders(orders) -> np.ndarray:
+    if isinstance(orders, (str, bytes, dict, set)) or orders is None:
+        raise TypeError(f"orders must be an array of numbers > 1, got {orders!r:.80}")
+    a = np.atleast_1d(check_array("orders", orders, dtype=np.float64))
+    if a.ndim != 1 or a.size == 0 or np.any(~(a > 1.0)):
+        raise ValueError(f"orders must be a non-empty 1-d array of numbers > 1, got {orders!r:.80}")
+    if np.any(a > MAX_ORDER):
+        raise ValueError(f"orders must be at most {MAX_ORDER} (the sums have that many terms per order), got {orders!r:.80}")
+    return a
+
+
+#: Terms summed exactly in each series of the fractional-order sampled-Gaussian RDP beyond the point
+#: (max(z0, α − z0)) from which the tail bound of :func:`_log_a_frac` holds.
+_FRAC_TERMS = 1000
+#: Beyond this z0 the fractional orders are not summed (their value is then the Gaussian's own α/(2z²),
+#: a valid cap); the integer orders stay exact, so ε is never looser than the integer-order accounting.
+_FRAC_MAX_START = 20_000.0
+
+
+def _log_a_frac(alpha: float, q: float, z: float) -> float:
+    r"""log A_α of the Poisson-sampled Gaussian at a fractional order α > 1, an upper bound ([MTZ19]_ Sec. 3.3).
+
+    With :math:`z_0 = z^2\log(1/q - 1) + 1/2` (where the two Gaussians' likelihood ratio,
+    weighted by q/(1 − q), crosses 1), the binomial series of :math:`(1 - q + q\,r(x))^\alpha` converges on
+    each side of z0, and [MTZ19]_ Sec. 3.3 gives :math:`A_\alpha = A_0 + A_1`,
+
+    .. math:: A_0 = \sum_{i\ge0}\binom{\alpha}{i} q^i(1-q)^{\alpha-i} e^{(i^2-i)/(2z^2)}\,\Phi\big((z_0-i)/z\big),\quad
+       A_1 = \sum_{i\ge0}\binom{\alpha}{i} q^{\alpha-i}(1-q)^{i} e^{(j^2-j)/(2z^2)}\,\Phi\big((j-z_0)/z\big),\ j=\alpha-i.
+
+    Summed here with the signed coefficients (for i > α they alternate; dp-accounting's
+    ``_compute_log_a_frac`` sums their absolute values, which is looser) in log space, over
+    i = 0..N with N = max(z0, α − z0) + 1000, plus a bound on the absolute value of the rest:
+    for i > N both Φ arguments are −x with x ≥ x_min = (N + 1 − max(z0, α − z0))/z > 0, and
+    Mills' ratio Φ(−x) ≤ e^{−x²/2}/(x√(2π)) makes every term of either series at most
+    :math:`|\binom{\alpha}{i}|(1-q)^\alpha e^{-z_0^2/(2z^2)}/(x_{\min}\sqrt{2\pi})`, and
+    :math:`\sum_{i>N}|\binom{\alpha}{i}| = (N+1)|\binom{\alpha}{N+1}|/\alpha` (telescoping the ratio
+    (i − α)/(i + 1) of consecutive terms).  So the result is an upper bound on log A_α, hence sound.
+    """
+    z0 = z * z * (math.log1p(-q) - math.log(q)) + 0.5
+    start = max(z0, alpha - z0, 0.0)
+    if start > _FRAC_MAX_START:  # z² log(1/q − 1) huge: too many terms; the caller's cap α/(2z²) applies
+        return math.inf
+    n = int(math.ceil(start)) + _FRAC_TERMS
+    i = np.arange(n + 1, dtype=np.float64)
+    j = alpha - i
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lc = special.gammaln(alpha + 1.0) - special.gammaln(i + 1.0) - special.gammaln(j + 1.0)
+    lq, l1q = math.log(q), math.log1p(-q)
+    s0 = lc + i * lq + j * l1q + (i * i - i) / (2.0 * z * z) + special.log_ndtr((z0 - i) / z)
+    s1 = lc + j * lq + i * l1q + (j * j - j) / (2.0 * z * z) + special.log_ndtr((j - z0) / z)
+    m = n + 1.0
+    lc_next = special.gammaln(alpha + 1.0) - special.gammaln(m + 1.0) - special.gammaln(alpha - m + 1.0)
+    x_min = (m - max(z0, alpha - z0)) / z  # ≥ 1000/z > 0: the smallest |Φ argument| in either tail
+    tail = (math.log(2.0) + alpha * l1q - z0 * z0 / (2.0 * z * z) + lc_next + math.log(m / alpha)
+            - math.log(math.sqrt(2.0 * math.pi) * x_min))
+    # sign of C(α, i): one negative factor (α − k) for each k = ⌊α⌋+1 .. i−1
+    sign = np.where(np.maximum(i - 1.0 - math.floor(alpha), 0.0) % 2 == 0, 1.0, -1.0)
+    head, head_sign = special.logsumexp(np.concatenate([s0, s1]), b=np.concatenate([sign, sign]), return_sign=True)
+    if head_sign <= 0:  # cannot happen for the true partial sums (A_α ≥ 1 > tail); refuse rather than guess
+        return math.inf
+    return float(np.logaddexp(head, tail))
+
+
 def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarray:
-    r"""Exact RDP of the Poisson-sampled Gaussian mechanism at integer orders ([MTZ19]_ Sec. 3.3).
+    r"""RDP of the Poisson-sampled Gaussian mechanism ([MTZ19]_ Sec. 3.3): exact at integer orders, a bound at others.
 
     Parameters
     ----------
-    orders : array_like of int
-        Orders α ≥ 2.
+    orders : array_like of float
+        Orders α > 1 (integer or fractional).
     q : float
         Sampling probability in (0, 1].
     noise_multiplier : float
@@ -168,11 +243,12 @@ def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarra
     Returns
     -------
     ndarray
-        :math:`\varepsilon(\alpha) = \log A_\alpha/(\alpha-1)`,
-        :math:`A_\alpha = \sum_k \binom{\alpha}{k}(1-q)^{\alpha-k}q^k e^{(k^2-k)/(2z^2)}`; at q = 1
-        the Gaussian's :math:`\alpha/(2z^2)`.
+        :math:`\varepsilon(\alpha) = \log A_\alpha/(\alpha-1)`; at integer α
+        :math:`A_\alpha = \sum_k \binom{\alpha}{k}(1-q)^{\alpha-k}q^k e^{(k^2-k)/(2z^2)}` exactly, at
+        fractional α the two-series upper bound of :func:`_log_a_frac`; at q = 1 the Gaussian's
+        :math:`\alpha/(2z^2)`.  Every value is capped by the Gaussian's α/(2z²) (subsampling never hurts).
     """
-    alpha = _check_orders(orders)
+    alpha = _check_real_orders(orders)
     q = _check_q(q)
     from fedbandit.accounting.zcdp import _over_square
 
@@ -182,9 +258,14 @@ def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarra
         return _over_square(alpha, 2.0, z, z2)
     out = np.empty_like(alpha)
     for i, a in enumerate(alpha):
-        k = np.arange(a + 1)
-        terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + _over_square(k * k - k, 2.0, z, z2)
-        out[i] = special.logsumexp(terms) / (a - 1.0)
+        if a == round(a):
+            k = np.arange(a + 1)
+            terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + _over_square(k * k - k, 2.0, z, z2)
+            out[i] = special.logsumexp(terms) / (a - 1.0)
+        elif not math.isfinite(z2) or z2 == 0.0 or 1.0 / z2 > MAX_MAGNITUDE:
+            out[i] = math.inf  # the Gaussian's own RDP is infinite (capped below)
+        else:
+            out[i] = _log_a_frac(float(a), q, z) / (a - 1.0)
     # the RDP is >= 0; at a huge z the log-sum-exp can round to -1e-15
     return np.clip(out, 0.0, _over_square(alpha, 2.0, z, z2))
 
@@ -306,7 +387,8 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
                              amplification: str = "poisson") -> float:
     """ε at δ of ``steps`` rounds of the subsampled Gaussian with noise multiplier z = σ/Δ.
 
-    ``"poisson"``: the exact sampled-Gaussian RDP [MTZ19]_ (add/remove);
+    ``"poisson"``: the sampled-Gaussian RDP [MTZ19]_ (add/remove) on :data:`SAMPLED_GAUSSIAN_ORDERS`
+    (integer and fractional; at least as tight as dp-accounting's RDP accountant);
     ``"without-replacement"``: [WBK19]_ Thm. 9 on the Gaussian's RDP α/(2z²), where z is
     σ over the *replace-one* sensitivity.
     """
@@ -323,8 +405,10 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
         # the base Gaussian's RDP α/(2z²) leaves the float range (z < 1e-50): the bound gives no finite ε
         return math.inf
     if amplification == "poisson":
+        orders = SAMPLED_GAUSSIAN_ORDERS
         rdp = steps * sampled_gaussian_rdp(orders, q, z)
-        return rdp_to_approx_dp(orders, rdp, delta)
+        finite = np.isfinite(rdp)
+        return rdp_to_approx_dp(orders[finite], rdp[finite], delta) if finite.any() else math.inf
     return subsampled_epsilon(lambda a: a / (2.0 * z * z), q, steps, delta, amplification)
 
 

@@ -39,6 +39,7 @@ _EXPORTS = {
     "claim_slope": "statistics",
     "claim_exponent": "statistics",
     "claim_difference": "statistics",
+    "claim_slope_gap": "statistics",
     "COMPARISON_RELATION": "synthesis",
     "accounting_under": "synthesis",
     "end_to_end_audit": "synthesis",

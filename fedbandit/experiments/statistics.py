@@ -57,6 +57,7 @@ __all__ = [
     "claim_slope",
     "claim_exponent",
     "claim_difference",
+    "claim_slope_gap",
 ]
 
 
@@ -350,8 +351,8 @@ class Claim:
     (if any) first.  A candidate is *admitted* when it lies in the interval widened by
     ``allowance`` (a stated systematic error, e.g. what a proxy leaves out; 0 by default)
     and *excluded* otherwise.  :meth:`text` renders the sentence at the strength reached;
-    :meth:`assert_excludes`, :meth:`assert_admits`, :meth:`assert_above` and
-    :meth:`assert_below` fail (AssertionError naming the interval) when the chapter asks
+    :meth:`assert_excludes`, :meth:`assert_admits`, :meth:`assert_above`,
+    :meth:`assert_below`, :meth:`assert_not_above` and :meth:`assert_not_below` fail (AssertionError naming the interval) when the chapter asks
     for more than the interval carries.
     """
 
@@ -503,6 +504,24 @@ class Claim:
             self._fail(f"that it lies below {bad}")
         return self
 
+    def assert_not_above(self, *labels: str) -> Claim:
+        """Fail when the whole (widened) interval lies above a named candidate: "at most" is contradicted.
+
+        The one-sided counterpart of :meth:`assert_admits`: a ceiling the estimate stays under
+        passes; it does not establish the ceiling (that is :meth:`assert_below`).
+        """
+        bad = [lab for lab in labels if self.above(lab)]
+        if bad:
+            self._fail(f"that it does not lie above {bad}")
+        return self
+
+    def assert_not_below(self, *labels: str) -> Claim:
+        """Fail when the whole (widened) interval lies below a named candidate: "at least" is contradicted."""
+        bad = [lab for lab in labels if self.below(lab)]
+        if bad:
+            self._fail(f"that it does not lie below {bad}")
+        return self
+
 
 def _candidates(prediction, alternatives):
     out = []
@@ -554,6 +573,27 @@ def claim_slope(quantity, slope, se, dof, *, confidence: float = 0.95, method: s
     if method is None:
         method = f"Student t, {dof:.3g} dof"
     return claim(quantity, slope, low, high, confidence=confidence, method=method, **kwargs)
+
+
+def claim_slope_gap(quantity, a, b, dof, *, confidence: float = 0.95, **kwargs) -> Claim:
+    r"""A claim on the difference a − b of two slopes fitted on independent runs.
+
+    ``a`` and ``b`` are ``(slope, se)`` pairs (or :class:`ExponentFit`); the difference has
+    standard error :math:`\sqrt{se_a^2 + se_b^2}` (independent fits) and a Student t interval with
+    ``dof`` degrees of freedom (for two least-squares fits of p points each, p − 2 is the
+    conservative choice: Welch's dof is at least the smaller of the two).
+    """
+    def pair(name, v):
+        if isinstance(v, ExponentFit):
+            return v.slope, v.se
+        if not (isinstance(v, tuple) and len(v) == 2):
+            raise TypeError(f"{name} must be a (slope, se) pair or an ExponentFit, got {v!r:.80}")
+        return check_finite_float(name, v[0]), check_nonnegative_float(name, v[1])
+
+    (sa, ea), (sb, eb) = pair("a", a), pair("b", b)
+    dof = check_positive_float("dof", dof, allow_inf=True)
+    kwargs.setdefault("method", f"difference of two fits, Student t, {dof:.3g} dof")
+    return claim_slope(quantity, sa - sb, math.hypot(ea, eb), dof, confidence=confidence, **kwargs)
 
 
 def claim_exponent(quantity, fit: ExponentFit, **kwargs) -> Claim:
