@@ -52,6 +52,7 @@ _EXPORTS = {
     "lower_toeplitz": "matrix_factorization",
     "max_column_norm": "matrix_factorization",
     "factorization_noise_coefficients": "matrix_factorization",
+    "MAX_DENSE_STEPS": "matrix_factorization",
     "SqrtToeplitzRandomizer": "matrix_factorization",
     "BandedSqrtRandomizer": "matrix_factorization",
     "ContinualRelease": "psco",

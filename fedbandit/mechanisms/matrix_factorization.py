@@ -52,6 +52,7 @@ import numpy as np
 
 from fedbandit._validation import (
     MAX_STEPS,
+    check_array,
     check_int_in_range,
     check_nonnegative_float,
     check_positive_int,
@@ -66,9 +67,26 @@ __all__ = [
     "lower_toeplitz",
     "max_column_norm",
     "factorization_noise_coefficients",
+    "MAX_DENSE_STEPS",
     "SqrtToeplitzRandomizer",
     "BandedSqrtRandomizer",
 ]
+
+
+#: Largest number of releases of the dense square root (it stores every draw; release t costs O(t)).
+MAX_DENSE_STEPS = 10**6
+
+#: Longest coefficient series computed (8 bytes each).
+MAX_SERIES = 10**7
+
+
+def _check_coefficients(name, value, *, nonzero_first=False):
+    a = check_array(name, value, ndim=1)
+    if a.size == 0 or a.size > MAX_SERIES:
+        raise ValueError(f"{name} must hold between 1 and {MAX_SERIES} coefficients, got {a.size}")
+    if nonzero_first and a[0] == 0.0:
+        raise ValueError(f"{name} must have a nonzero first coefficient, got {a[0]!r}")
+    return a
 
 
 def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
@@ -77,32 +95,32 @@ def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
     The lower-triangular Toeplitz matrix of these coefficients is the square root of the
     prefix-sum matrix ([FHU23]_, [HUU23]_): Σ_{j≤k} c_j c_{k−j} = 1 for every k.
     """
-    n = check_positive_int("n", n, max_value=MAX_STEPS, reason="the coefficients are stored")
+    n = check_positive_int("n", n, max_value=MAX_SERIES, reason="the coefficients are stored")
     k = np.arange(1, n, dtype=float)
     return np.concatenate([[1.0], np.cumprod((2.0 * k - 1.0) / (2.0 * k))])
 
 
 def inverse_series(coefficients, n: int) -> np.ndarray:
     """The first n coefficients of 1/p(x), p(x) = Σ_k a_k x^k with a_0 ≠ 0 (the first column of
-    the inverse of the lower-triangular Toeplitz matrix of a)."""
-    a = np.asarray(coefficients, dtype=float)
-    n = check_positive_int("n", n, max_value=10**7, reason="the series is computed term by term")
-    if a.ndim != 1 or a.size == 0 or a[0] == 0.0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"coefficients must be a finite 1-D array with a nonzero first entry, got {coefficients!r}")
-    out = np.zeros(n)
-    out[0] = 1.0 / a[0]
-    for t in range(1, n):
-        m = min(t, a.size - 1)
-        out[t] = -np.dot(a[1 : m + 1], out[t - 1 :: -1][:m]) / a[0]
+    the inverse of the lower-triangular Toeplitz matrix of a), by the recursion
+    q_t = −(Σ_{1≤j≤min(t, b−1)} a_j q_{t−j})/a_0 (a linear filter's impulse response)."""
+    from scipy.signal import lfilter
+
+    a = _check_coefficients("coefficients", coefficients, nonzero_first=True)
+    n = check_positive_int("n", n, max_value=MAX_SERIES, reason="the series is stored")
+    impulse = np.zeros(n)
+    impulse[0] = 1.0
+    with np.errstate(all="ignore"):
+        out = lfilter([1.0], a, impulse)
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"coefficients={coefficients!r}: 1/p(x) overflows within n={n} terms")
     return out
 
 
 def lower_toeplitz(coefficients, n: int) -> np.ndarray:
     """The n × n lower-triangular Toeplitz matrix T[t, s] = a_{t−s} (0 beyond the given a's)."""
-    a = np.asarray(coefficients, dtype=float)
-    n = check_positive_int("n", n, max_value=10**4, reason="the matrix is dense")
-    if a.ndim != 1 or a.size == 0:
-        raise ValueError(f"coefficients must be a non-empty 1-D array, got {coefficients!r}")
+    a = _check_coefficients("coefficients", coefficients)
+    n = check_positive_int("n", n, max_value=2000, reason="the matrix is dense")
     col = np.zeros(n)
     col[: min(n, a.size)] = a[:n]
     idx = np.subtract.outer(np.arange(n), np.arange(n))
@@ -112,16 +130,24 @@ def lower_toeplitz(coefficients, n: int) -> np.ndarray:
 def max_column_norm(coefficients, n: int) -> float:
     """max_t ‖C e_t‖ of the n × n lower-triangular Toeplitz C of ``coefficients``: the first
     column's norm sqrt(Σ_{k<min(n, b)} a_k²) (the other columns are its truncations)."""
-    a = np.asarray(coefficients, dtype=float)
+    a = _check_coefficients("coefficients", coefficients)
     n = check_positive_int("n", n, max_value=MAX_STEPS)
-    return float(math.sqrt(np.sum(a[:n] ** 2)))
+    with np.errstate(all="ignore"):
+        out = float(np.sqrt(np.sum(a[:n] ** 2)))
+    if not math.isfinite(out):
+        raise ValueError(f"coefficients={coefficients!r}: the column norm overflows")
+    return out
 
 
-def factorization_noise_coefficients(factor_coefficients, n: int) -> np.ndarray:
-    """The first column of B = A·C⁻¹ for the Toeplitz right factor C: the coefficients of
-    (1 − x)^{−1}/p(x), i.e. the running sums of :func:`inverse_series` (B is Toeplitz too).
-    For the square root this is c itself (B = C)."""
-    return np.cumsum(inverse_series(factor_coefficients, n))
+def factorization_noise_coefficients(coefficients, n: int) -> np.ndarray:
+    """The first column of B = A·C⁻¹ for the Toeplitz right factor C of ``coefficients``: the
+    coefficients of (1 − x)^{−1}/p(x), i.e. the running sums of :func:`inverse_series` (B is
+    Toeplitz too).  For the square root this is c itself (B = C)."""
+    with np.errstate(all="ignore"):
+        out = np.cumsum(inverse_series(coefficients, n))
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"coefficients={coefficients!r}: the series overflows within n={n} terms")
+    return out
 
 
 class _ToeplitzRandomizer:
@@ -156,7 +182,10 @@ class _ToeplitzRandomizer:
     def prefix_noise_variance(self, k) -> float:
         """Per-entry variance of the noise of the prefix released at step k: σ² Σ_{j<k} b_j²."""
         k = check_int_in_range("k", k, 1, self.n_steps)
-        return float(self.sigma**2 * np.sum(self.noise_coefficients[:k] ** 2))
+        return float(self.sigma**2 * np.sum(self._noise_coefficients(k) ** 2))
+
+    def _noise_coefficients(self, k):
+        return self.noise_coefficients[:k]
 
     def release(self, gamma, rng, *, runs=None, return_noise=False):
         """Take x_k and return (k, s̃_k): the step(s) and the noisy prefix sum A·x + B·z at k.
@@ -223,7 +252,8 @@ class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
     name = "sqrt-toeplitz"
 
     def __init__(self, n_steps, item_shape, sigma, *, batch_shape=()):
-        n = check_positive_int("n_steps", n_steps, max_value=MAX_STEPS)
+        n = check_positive_int("n_steps", n_steps, max_value=MAX_DENSE_STEPS,
+                               reason="the dense square root stores every draw and costs O(t) per release")
         super().__init__(n, item_shape, sigma, batch_shape, n)
         self.factor_coefficients = sqrt_toeplitz_coefficients(self.n_steps)
         self.noise_coefficients = self.factor_coefficients  # B = A·C⁻¹ = C
@@ -282,6 +312,11 @@ class BandedSqrtRandomizer(_ToeplitzRandomizer):
     def noise_coefficients(self) -> np.ndarray:
         """β_0, …, β_{n−1}: the first column of B = A·C_b⁻¹ (computed on first use)."""
         return factorization_noise_coefficients(self.factor_coefficients, self.n_steps)
+
+    def _noise_coefficients(self, k):
+        if "noise_coefficients" in self.__dict__ or k > MAX_SERIES:
+            return self.noise_coefficients[:k]
+        return factorization_noise_coefficients(self.factor_coefficients, k)
 
     def _advance(self, idx, kk, z):
         c = self.factor_coefficients[1:]

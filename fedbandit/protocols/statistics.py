@@ -812,8 +812,20 @@ def factorization_sensitivity_factor(factorization: str, n_steps: int, bands=Non
 
     check_choice("factorization", factorization, FACTORIZATIONS)
     n = check_positive_int("n_steps", n_steps, max_value=MAX_STEPS)
+    if factorization == "sqrt":
+        from fedbandit.mechanisms.matrix_factorization import MAX_DENSE_STEPS
+
+        n = check_positive_int("n_steps", n, max_value=MAX_DENSE_STEPS, reason="the dense square root's coefficients")
     b = n if factorization == "sqrt" else min(check_positive_int("bands", bands, max_value=10**5), n)
     return max_column_norm(sqrt_toeplitz_coefficients(b), n)
+
+
+def _check_factorization_steps(factorization, n_batches):
+    from fedbandit.mechanisms.matrix_factorization import MAX_DENSE_STEPS
+
+    if factorization == "sqrt":
+        check_positive_int("n_batches", n_batches, max_value=MAX_DENSE_STEPS,
+                           reason="the dense square root stores every draw (use factorization='banded-sqrt')")
 
 
 def _factorization_sigma(protocol, colnorm, parties=1):
@@ -875,6 +887,7 @@ class GaussianFactorization(_TreeRandomizerBase):
         if not p.private:
             raise ValueError(f"randomizer {self.name!r} needs a target (epsilon, delta)")
         self.parties = p.n_agents if p.intermediary.view == "sum" else 1
+        _check_factorization_steps(self.factorization, p.n_batches)
         self.column_norm = factorization_sensitivity_factor(self.factorization, p.n_batches, self.bands)
         self.sigma0 = float(_factorization_sigma(p, self.column_norm, self.parties))
 
@@ -947,6 +960,7 @@ class CentralFactorization(Analyzer):
         p = protocol
         if not p.private:
             raise ValueError(f"analyzer {self.name!r} needs a target (epsilon, delta)")
+        _check_factorization_steps(self.factorization, p.n_batches)
         self.column_norm = factorization_sensitivity_factor(self.factorization, p.n_batches, self.bands)
         self.sigma = float(_factorization_sigma(p, self.column_norm))
 
