@@ -965,7 +965,9 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     for proto, extra, factor in (("silo-ldp", {}, 0.25), ("central", {}, 0.2), ("gaussian-secagg", {}, 0.2),
                                  ("ddg-secagg", {}, 0.1), ("ddg-shuffle", {}, 0.1),
                                  ("sdp-amplification", dict(force=True, variant="ideal"), 0.1),
-                                 ("sdp-vector-sum", {}, 0.0), ("dp20", {}, 0.02)):
+                                 ("sdp-vector-sum", {}, 0.0), ("dp20", {}, 0.02),
+                                 # the banded square roots with fewer bands than releases (b < K)
+                                 ("silo-ldp-mf-banded", dict(bands=2), 0.25), ("central-mf-banded", dict(bands=2), 0.2)):
         pp = dict(e, **extra)
         if proto == "sdp-vector-sum":
             pp["delta"] = max(delta, 1e-3)
