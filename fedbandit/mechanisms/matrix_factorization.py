@@ -29,8 +29,9 @@ per-run steps):
 The noise draws go through :func:`fedbandit.mechanisms.tree._draw_noise` (the tree's
 Gaussian draw, the ``"tree"`` site of :func:`fedbandit.audit.planted_noise`).
 
-References (``references.bib``): [FHU23] ``fichtenberger2023constant``, [HUU23]
-``henzinger2023almost``, [DMRST22] ``denisov2022improved``, [KL24] ``kalinin2024banded``.
+References (BibTeX keys, in ``references_pending_issue24.bib`` until a chapter cites
+them): [FHU23] ``fichtenberger2023constant``, [HUU23] ``henzinger2023almost``, [DMRST22]
+``denisov2022improved``, [KL24] ``kalinin2024banded``.
 
 .. [FHU23] H. Fichtenberger, M. Henzinger and J. Upadhyay, "Constant matters: fine-grained
    error bound on differentially private continual observation", ICML 2023.
