@@ -1,11 +1,24 @@
-"""A quarter-noise bug planted in each protocol family's code is caught by the audits.
+"""A quarter-noise bug planted in each protocol's code is caught by every audit path that applies.
 
 The bug is planted in the implementation (:func:`fedbandit.audit.planted_noise`: the
 randomizers' own noise draws return a quarter of their noise; no declared σ, calibration or
-claim changes).  Each audit must catch it: its noise-law check rejects (tight audits: KS at
-α = 1e-3) or its audited lower bound exceeds the claim.  The unpatched code must pass (the
-false-alarm side): each tight audit's law check has false-alarm rate 1e-3, and each audit's
-bound exceeds a true claim with probability at most 1 − confidence; all seeded.
+claim changes).  For EVERY protocol of :func:`fedbandit.protocols.available` that adds noise
+(:data:`E2E_OF` and :data:`NO_NOISE` cover the registry, checked), each audit path must
+catch it -- its noise-law check rejects or its audited lower bound exceeds the claim:
+
+* the tight audit (the Gaussian and discrete-Gaussian trees: :data:`TIGHT`), KS law check;
+* the end-to-end audit (:data:`E2E_OF`: one spec per protocol), whose noise-law check
+  (released − exact against the declared variance) catches the mechanisms calibrated far
+  above their claims (binomial sum, vector sums, DP20), where no attack could;
+* chapter 6's ``audit_side_by_side`` for the models chapter 6 audits (:data:`CHAPTER_6`).
+
+The unpatched code must pass.  False-alarm rate of the whole file (union bound over its
+unpatched checks, all seeded): the unpatched audits run at confidence 0.999, so each bound
+exceeds a true claim with probability ≤ 1e-3 (tight: ≤ 2e-3, the scale bound included) and
+each law check rejects with probability ≤ α = 1e-3 (the end-to-end check's mean part is
+Welch's t at 1000 runs: approximate): 8 tight audits (3e-3 each), 19 end-to-end audits
+(2e-3 each), 9 chapter-6 audits (at most 3e-3 each) and the tree-release check (3e-3): at
+most 0.024 + 0.038 + 0.027 + 0.003 = 0.092.
 """
 
 import math
@@ -18,13 +31,15 @@ from scipy import stats
 import fedbandit.experiments.synthesis as S
 import fedbandit.mechanisms.tree as tree
 from fedbandit.audit import audit_end_to_end, end_to_end_specs, planted_noise, tight_audit
+from fedbandit.audit.end_to_end import LAW_CHECK_RUNS
 from fedbandit.audit.tight import LAW_ALPHA
-from fedbandit.protocols import create
+from fedbandit.protocols import available, create
 
 QUARTER = 0.25
 CHECK_RUNS = 300  # tight audits raise it to MIN_CHECK_RUNS = 1000; the power below is computed at 300
 TIGHT_TRIALS = 50_000
 E2E_TRIALS = 1500
+SURE = 0.999  # confidence of the unpatched audits (false-alarm side)
 
 
 def test_the_law_check_has_power_against_a_quarter_noise_bug():
@@ -34,13 +49,27 @@ def test_the_law_check_has_power_against_a_quarter_noise_bug():
     i = int(np.argmax(gap))
     assert 0.28 < gap[i] < 0.30
     # power lower bound at CHECK_RUNS runs: the empirical cdf at the sup point alone, Bin(n, Φ(x*/f))/n,
-    # already leaves the acceptance band |F_n − Φ| ≤ critical value with probability > 0.999
+    # already leaves the acceptance band |F_n − Φ| ≤ critical value with probability > 0.999; the
+    # level is Bonferroni's α/(κ' + 1): the sum and each of the κ' = 4 releases of 8 batches tested
     n = CHECK_RUNS
-    crit = stats.kstwo.isf(LAW_ALPHA, n)
+    crit = stats.kstwo.isf(LAW_ALPHA / 5, n)
     p_true, p_declared = stats.norm.cdf(x[i] / QUARTER), stats.norm.cdf(x[i])
     lo, hi = math.ceil(n * (p_declared - crit)), math.floor(n * (p_declared + crit))
     power = 1.0 - (stats.binom.cdf(hi, n, p_true) - stats.binom.cdf(lo - 1, n, p_true))
     assert LAW_ALPHA == 1e-3 and power > 0.999
+
+
+def test_the_end_to_end_law_check_has_power_against_a_quarter_noise_bug():
+    # per run X = Σ_j r_j²/v_j over F columns, E[X] = F under the declared law, E[X²] ≤ κF²;
+    # Maurer: P(mean X ≤ F(1 − u)) ≤ exp(−n u²/(2κ)), so the test rejects at α when
+    # mean X < F(1 − sqrt(2κ ln(1/α)/n)).  At n = 1000, κ = 6: below 0.712 F.
+    n, kappa = LAW_CHECK_RUNS, 6.0
+    u = math.sqrt(2 * kappa * math.log(1 / LAW_ALPHA) / n)
+    assert n == 1000 and 0.70 < 1 - u < 0.72
+    # a quarter of the noise: E[X] = F/16; Chebyshev with Var(mean X) ≤ κF²/(16² n) bounds the miss
+    gap = (1 - u) - 1 / 16
+    miss = (kappa / 16**2 / n) / gap**2
+    assert miss < 1e-4
 
 
 def _tight_protocol(name):
@@ -48,8 +77,11 @@ def _tight_protocol(name):
     return p.configure(n_agents=3, dim=2, n_batches=8, batch_size=5)
 
 
-@pytest.mark.parametrize("name", ["central", "silo-ldp", "gaussian-secagg", "sdp-amplification", "ddg-secagg",
-                                  "ddg-shuffle"])
+#: The protocols the tight audit applies to (Gaussian and discrete-Gaussian trees, central tree).
+TIGHT = ["central", "silo-ldp", "gaussian-secagg", "sdp-amplification", "ddg-secagg", "ddg-shuffle", "dp20"]
+
+
+@pytest.mark.parametrize("name", TIGHT)
 def test_tight_audit_catches_a_planted_quarter_noise_bug(name):
     if name == "sdp-amplification":
         p = create(name, epsilon=2.0, delta=1e-5, force=True, variant="ideal")
@@ -57,7 +89,7 @@ def test_tight_audit_catches_a_planted_quarter_noise_bug(name):
     else:
         p = _tight_protocol(name)
     kw = dict(rng=np.random.default_rng(11), check_runs=CHECK_RUNS, broken_factor=None)
-    good = tight_audit(p, TIGHT_TRIALS, **kw)
+    good = tight_audit(p, TIGHT_TRIALS, confidence=SURE, **kw)
     assert not good.noise_law_rejected and good.consistent, good.attack
     assert 0.8 < good.noise_ratio < 1.2
     with planted_noise(QUARTER):
@@ -77,44 +109,95 @@ def test_tight_audit_catches_a_bug_inside_the_tree_randomizer_release():
     finally:
         tree.TreeRandomizer._noise = orig
     assert bad.noise_law_rejected and bad.epsilon_lower > bad.claimed_epsilon
-    good = tight_audit(p, 200_000, rng=np.random.default_rng(1), check_runs=1000)
+    good = tight_audit(p, 200_000, rng=np.random.default_rng(1), check_runs=1000, confidence=SURE)
     assert good.consistent and good.power_shown and good.broken_result.epsilon_lower > good.claimed_epsilon
     assert "planted" in good.broken
 
 
-_E2E = ["fixed-batch/silo-ldp", "fixed-batch/central", "fixed-batch/gaussian-secagg", "fixed-batch/ddg-secagg",
-        "mean estimation/sum-central-gaussian", "mean estimation/sum-ddg-secagg", "stream/counter-hybrid",
-        "stream/counter-binary", "stream/counter-laplace", "master-worker/counter-hybrid",
-        "stream/concurrent-shuffle (k = 1)", "concurrent-linucb/concurrent-shuffle (k = 1)"]
+#: One end-to-end audit per noisy protocol (the protocol alone where it has a stream or sum of its own).
+E2E_OF = {
+    "central": "fixed-batch/central", "silo-ldp": "fixed-batch/silo-ldp", "sdp-amplification":
+    "fixed-batch/sdp-amplification", "sdp-vector-sum": "fixed-batch/sdp-vector-sum", "ddg-secagg":
+    "fixed-batch/ddg-secagg", "gaussian-secagg": "fixed-batch/gaussian-secagg", "ddg-shuffle": "fixed-batch/ddg-shuffle",
+    "dp20": "feducb/dp20 (fixed, B = 25)", "concurrent-shuffle": "stream/concurrent-shuffle (k = 1)",
+    "sequential-vector-sum": "stream/sequential-vector-sum", "counter-hybrid": "stream/counter-hybrid",
+    "counter-binary": "stream/counter-binary", "counter-laplace": "stream/counter-laplace",
+    "sum-central-gaussian": "mean estimation/sum-central-gaussian", "sum-binomial-secagg":
+    "mean estimation/sum-binomial-secagg", "sum-ddg-secagg": "mean estimation/sum-ddg-secagg",
+}
+#: More specs of the same protocols through other learners (the law check sees their first release).
+E2E_MORE = ["fixed-batch/dp20", "concurrent-linucb/concurrent-shuffle (k = 1)", "federated-learning/sum-ddg-secagg"]
+#: Protocols without noise: nothing to plant.
+NO_NOISE = {"non-private", "counter-exact", "sum-non-private"}
+#: Randomized response: a quarter-noise bug (flip probability p/16) shows in the counts' mean, their
+#: variance then includes the rounding (the measured ratio is not a quarter).
+RR = {"stream/concurrent-shuffle (k = 1)", "concurrent-linucb/concurrent-shuffle (k = 1)"}
 
 
-@pytest.mark.parametrize("name", _E2E)
+def test_every_protocol_is_covered():
+    assert set(E2E_OF) | NO_NOISE == set(available())
+    assert not set(E2E_OF) & NO_NOISE
+    for name in NO_NOISE:
+        assert not create(name).private
+
+
+@pytest.mark.parametrize("name", list(E2E_OF.values()) + E2E_MORE)
 def test_end_to_end_audit_catches_a_planted_quarter_noise_bug(name):
     spec = {s.name: s for s in end_to_end_specs(epsilon=1.0)}[name]
-    good = audit_end_to_end(spec, E2E_TRIALS, rng=np.random.default_rng(3), power=False)
-    assert good.consistent
+    trials = 300  # the law check catches the bug: few attack trials
+    good = audit_end_to_end(spec, trials, rng=np.random.default_rng(3), power=False, confidence=SURE)
+    assert good.consistent, (good.epsilon_lower, good.claimed_epsilon, good.attack)
+    assert good.check_runs == LAW_CHECK_RUNS and 0.9 < good.noise_ratio < 1.1, good.attack
     with planted_noise(QUARTER):
-        bad = audit_end_to_end(spec, E2E_TRIALS, rng=np.random.default_rng(3), power=False)
-    assert bad.epsilon_lower > bad.claimed_epsilon, (bad.epsilon_lower, bad.claimed_epsilon)
+        bad = audit_end_to_end(spec, trials, rng=np.random.default_rng(3), power=False)
+    assert bad.noise_law_rejected and not bad.consistent, bad.attack
+    if name not in RR:
+        assert 0.2 < bad.noise_ratio < 0.3, bad.attack
 
 
 TINY = dict(instance="synthetic", M=3, T=40, B=10, K=6, d=3, runs=2, env_seed=0, epsilon=4.0, delta=1e-5,
             param_bound=1.0, n_checkpoints=5)
 
 
-@pytest.mark.parametrize("key,epsilon", [("fixed-batch/central", 4.0), ("fixed-batch/silo-ldp", 4.0),
-                                         ("fixed-batch/ddg-secagg", 4.0), ("fixed-batch/sdp-amplification", 4.0),
-                                         ("concurrent-linucb/concurrent-shuffle-k1", 1.0)])
+#: Chapter 6's audited models with noise (its DP20 row is the schedule attack, which refutes the
+#: unpatched code too: DP20 is not private, so a planted bug has nothing to add there).
+CHAPTER_6 = [("fixed-batch/central", 4.0), ("super-agent/central", 4.0), ("concurrent-linucb/central", 4.0),
+             ("fixed-batch/silo-ldp", 4.0), ("fixed-batch/ddg-secagg", 4.0), ("fixed-batch/sdp-amplification", 4.0),
+             ("fixed-batch/sdp-vector-sum", 4.0), ("concurrent-linucb/concurrent-shuffle-k1", 1.0),
+             ("concurrent-linucb/concurrent-shuffle-klog", 1.0)]
+
+
+def test_chapter_6_list_is_every_noisy_model():
+    keys = {k for k, _ in CHAPTER_6}
+    noisy = {m.key for m in S.MODELS if m.private and m.learner != "independent" and m.protocol != "dp20"}
+    assert keys == noisy
+
+
+@pytest.mark.parametrize("key,epsilon", CHAPTER_6)
 def test_chapter_6_audit_catches_a_planted_quarter_noise_bug(key, epsilon):
     cfg = dict(S.model_config(TINY, S.model(key)), epsilon=epsilon, n_trials=20_000, e2e_trials=E2E_TRIALS,
                check_runs=CHECK_RUNS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        good = S.audit_side_by_side(cfg, np.random.default_rng(2))
+        good = S.audit_side_by_side(dict(cfg, confidence=SURE), np.random.default_rng(2))
         with planted_noise(QUARTER):
             bad = S.audit_side_by_side(cfg, np.random.default_rng(2))
     assert good["consistent"] and not good["noise_law_rejected"]
     assert bad["noise_law_rejected"] or bad["epsilon_lower"] > bad["claimed_epsilon"], bad
+
+
+def test_tight_audit_catches_a_dropped_tree_node():
+    # the bug: the tree randomizer releases node 2 (level 1) without its noise, every other node
+    # with it; the noise of the sum of the κ' = 4 attacked releases only drops to 3/4 of its variance
+    # (KS distance 0.03 < the critical value), the per-release check sees node 2 exact
+    p = _tight_protocol("silo-ldp")
+    good = tight_audit(p, TIGHT_TRIALS, rng=np.random.default_rng(4), check_runs=CHECK_RUNS, broken_factor=None,
+                       confidence=SURE)
+    assert good.consistent, good.attack
+    with planted_noise(0.0, sites="tree-node"):
+        bad = tight_audit(p, TIGHT_TRIALS, rng=np.random.default_rng(4), check_runs=CHECK_RUNS, broken_factor=None)
+    assert bad.noise_law_rejected and not bad.consistent, bad.attack
+    assert 0.8 < bad.noise_ratio < 0.95  # sqrt(3/4) = 0.866: the sum alone hides it
 
 
 def test_planted_noise_patches_the_code_and_restores_it():

@@ -46,6 +46,13 @@ randomized-response    the shuffled randomized-response counts drawn with the fl
                        probability p f² (std ≈ × f; the concurrent shuffle)
 =====================  =================================================================
 
+One more site is not in the default set (it is not a noise scale): ``"tree-node"``, the
+tree randomizer's release (``mechanisms.tree.TreeRandomizer.release``) adds ``factor`` times
+its noise to the node released at step 2 only (level 1) and the full noise elsewhere --
+``planted_noise(0, sites="tree-node")`` is the "one node's noise dropped" bug, which leaves
+the sum of the attacked releases' noise at (κ' − 1)/κ' of its variance but releases node 2
+exactly; the tight audit's per-release law check catches it.
+
 Every module of the package that imported a patched function by name is patched too,
 except :mod:`fedbandit.audit` (the auditor's own samplers stay exact).  The power checks of
 :func:`fedbandit.audit.tight_audit` and :func:`fedbandit.audit.audit_end_to_end` run under
@@ -315,6 +322,21 @@ def _planted(site, f):
             return _centred(vbin(rng, n, p, size), float(n) * p, f, 0, n)
 
         return {enc: encode, vbin: vector_binomial}
+    if site == "tree-node":
+        rel = tree.TreeRandomizer.release
+
+        def release(self, gamma, rng, *, runs=None, return_noise=False):
+            j, out, z = rel(self, gamma, rng, runs=runs, return_noise=True)
+            if not self.batch_shape:
+                hit = self.k == 2
+            else:  # the runs' own steps (just advanced), broadcast over their items
+                step = self.steps if runs is None else self.steps[np.asarray(runs)]
+                hit = (step == 2).reshape((-1,) + (1,) * (np.ndim(z) - 1))
+            cut = np.where(hit, (1.0 - f) * z, 0.0)
+            out, z = out - cut, z - cut
+            return (j, out, z) if return_noise else (j, out)
+
+        return {rel: release}
     if site == "randomized-response":
         orig = rr._sample_counts
 
@@ -344,7 +366,8 @@ def planted_noise(factor: float, sites=None):
         In [0, 1] for less noise (0.25: a quarter of it; 0: none, the discrete Gaussian
         then at scale 1e-12); > 1 for more.
     sites : iterable of str, optional
-        A subset of :data:`PLANTED_SITES`.
+        A subset of :data:`PLANTED_SITES` (default all of them), or ``"tree-node"`` (not in
+        the default: only node 2's noise × ``factor``, see the module docstring).
     """
     factor = check_nonnegative_float("factor", factor)
     if not math.isfinite(factor):
@@ -355,8 +378,8 @@ def planted_noise(factor: float, sites=None):
         sites = (sites,)
     sites = tuple(sites)
     for site in sites:
-        if site not in PLANTED_SITES:
-            raise ValueError(f"sites must be a subset of {PLANTED_SITES}, got {site!r}")
+        if site not in PLANTED_SITES + ("tree-node",):
+            raise ValueError(f"sites must be a subset of {PLANTED_SITES + ('tree-node',)}, got {site!r}")
     replacements = {}
     for site in sites:
         replacements.update(_planted(site, factor))

@@ -13,7 +13,9 @@ between the two inputs -- computed by the same learner with its protocol's noise
 removed, learned on the selection trials (:class:`fedbandit.audit.harness.LearnedProjection`)
 -- and the bound is Clopper–Pearson (:func:`fedbandit.audit.epsilon.audit_epsilon_split`).
 
-Every audit has a power check: the same audit of a deliberately broken variant must exceed
+Every audit also checks the released noise against the protocol's declared law (the
+residual of the view against its noise-free value: :func:`audit_end_to_end`,
+``check_runs``), and has a power check: the same audit of a deliberately broken variant must exceed
 the claim -- the same code with a planted bug, its randomizers' noise draws × ``noise_factor``
 (:func:`fedbandit.audit.broken.planted_noise`: the implementation is mutated, the declared
 σ, calibration and claim are not), Algorithm 1 as written with local updates, or a leak
@@ -381,6 +383,7 @@ class EndToEndMechanism:
         self.variant = check_choice("variant", variant, ("correct", "broken"))
         self.spec = check_instance("spec", spec, EndToEndSpec)
         self.quiet = check_bool("quiet", quiet)
+        self.last_protocol = None  # the configured protocol of the last run (its declaration)
 
     # -- building -------------------------------------------------------------------
     def protocol(self):
@@ -458,6 +461,7 @@ class EndToEndMechanism:
                                        seed=st.get("seed", 0))
         env = UsersEnv(f, means, noise, n_runs=n, block_size=st["T"])
         learner.run(env, rng)
+        self.last_protocol = proto
         return self._linear_view(learner, proto, *taps, n)
 
     def _linear_view(self, learner, proto, tap, rec, n):
@@ -537,6 +541,7 @@ class EndToEndMechanism:
                                    n_classes=st["n_classes"], rounds=st["T"], **s.learner_params)
         self._after_build(learner.protocol)
         learner.run(data, rng, n_runs=n)
+        self.last_protocol = learner.protocol
         return np.concatenate([np.asarray(r, dtype=float).reshape(n, -1) for r in rec.records], axis=1)
 
     # -- sum protocols alone (distributed mean estimation over T rounds) -------------------------
@@ -554,6 +559,7 @@ class EndToEndMechanism:
             x[0] = 0.0 if self.spec.relation == "add-remove" else -base[0]
         for _ in range(T):
             p.aggregate(np.broadcast_to(x, (n, n_parties, d)))
+        self.last_protocol = p
         return np.concatenate([np.asarray(r, dtype=float).reshape(n, -1) for r in rec.records], axis=1)
 
     # -- counters alone (one stream, every release) -----------------------------------------
@@ -570,6 +576,7 @@ class EndToEndMechanism:
         idx = np.arange(n)
         for t in range(T):
             p.release(idx, np.full(n, items[t]))
+        self.last_protocol = p
         out = np.stack([np.asarray(r, dtype=float) for r in rec.records], axis=1)  # (n, T)
         return out[:, [t - 1 for t in _counter_view_times(self.spec.protocol, T)]]
 
@@ -592,6 +599,7 @@ class EndToEndMechanism:
             bias = np.einsum("brmd,brm->rmd", xs, ys)
             gram = np.einsum("brmi,brmj->rmij", xs, xs)
             p.synchronize(bias, gram, users=(xs, ys))
+        self.last_protocol = p
         return _first_batches_view(tap, p.batch_sizes, period)  # user 1's batch at every level
 
     # -- DP20: the schedule attack (fedbandit.audit.schedule) -------------------------------------
@@ -761,6 +769,181 @@ class _SyncAtOne:
         return np.asarray(batch, dtype=float)[:, 0]
 
 
+# ---------------------------------------------------------------------------------------
+# The noise-law check: the released noise against the protocol's declared law
+# ---------------------------------------------------------------------------------------
+
+#: Runs of the real code in an end-to-end noise-law check (default of :func:`audit_end_to_end`).
+LAW_CHECK_RUNS = 1000
+
+#: Bound on the kurtosis E[Z⁴]/E[Z²]² of every declared per-coordinate noise law but the binomial:
+#: Gaussian 3, Laplace 6, a sum of independent Laplace or Gaussian variables at most the largest
+#: of its terms', the discrete Gaussian at σ ≥ 1 within 10⁻⁸ of 3.
+_KURTOSIS = 6.0
+
+
+def _binomial_kurtosis(trials, p):
+    """Kurtosis bound of Bin(N, p): 3 + (1 − 6p(1 − p))/(N p(1 − p)) ≤ 3 + 1/(N p(1 − p)), at least 6."""
+    return max(_KURTOSIS, 3.0 + 1.0 / (float(trials) * p * (1.0 - p)))
+
+
+def _declared_law(spec, p, width):
+    """(columns, offset a, gain c, declared noise variances, kurtosis bound, text), or None.
+
+    The released column is declared as a + c·x + noise, x its noise-free value (a = 0, c = 1
+    but for the raw counts of the shuffle protocols).
+
+    Read off the protocol's *declaration* (its calibration), not its sampling code; the
+    columns hold pure noise given the spec's fixed data (no released noise precedes them):
+
+    * tree statistics protocols (linear family): the bias entries of the *first* release
+      (nothing adaptive precedes it): σ₀² for one agent's messages (silo-level LDP, DP20),
+      M·σ₀² for their sum (secure aggregation; the shuffled multiset, which the server adds
+      up; the DDG parties' discrete Gaussians), σ² for a central tree, the vector sum's
+      level-0 binomial noise (its declared per-node std; the users' roundings come on top);
+    * sums: every coordinate of every round's aggregate, the declared ``noise_std()``²
+      (σ; √n·σ for the parties' DDG or binomial noise, rounding on top); federated
+      learning: the first round's aggregate (later rounds depend on the noisy model);
+    * counters: every released running sum of the view, the declared error variance after
+      its t items (``noise_variance(t)``: sums of Laplace node noises);
+    * the sequential vector-sum stream: user 1's batch counts, Bin(B·b, p) bits per
+      coordinate (B users, b noise bits each, p = 1/4: mean B·b·p, variance B·b·p(1 − p); the
+      raw counts are not centred, so the declared mean is subtracted -- the real code's and its
+      noise-free twin's, whose b is 1);
+    * the concurrent shuffle's randomized-response counts of user 1's batch at every level
+      (stream) or at the finest level, which closes at the first synchronization (LinUCB:
+      the coarser batches hold users who acted on noisy releases): the m = b_i g_i messages
+      of a batch with u true ones, each flipped with the declared probability p_i to a
+      uniform bit (q₀ = p_i/2), count Bin(u, 1 − q₀) + Bin(m − u, q₀) ones: a = m q₀,
+      c = 1 − 2q₀, variance m q₀(1 − q₀) whatever u (the users' unary roundings on top).
+
+    Not checked (no declared per-release law of the view): the multi-armed learners'
+    messages (agent 0's counters re-released every slot, after adaptive pulls), DP20's
+    schedule view (synchronization indicators, no noise), non-private protocols.
+    """
+    from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
+    from fedbandit.protocols.counting import CounterProtocol
+    from fedbandit.protocols.statistics import CentralTree, ExactStatistics, StatisticsProtocol, VectorSum
+    from fedbandit.protocols.sums import SumProtocol
+
+    if p is None or not p.private:
+        return None
+    fam = spec.family
+    if fam == "linear" and isinstance(p, StatisticsProtocol):
+        r = p.randomizer
+        if isinstance(r, ExactStatistics) and not isinstance(p.analyzer, CentralTree):
+            return None
+        cols = np.arange(p.dim)  # the bias entries of the first release (packed: bias first)
+        kurt = _KURTOSIS
+        if isinstance(p.analyzer, CentralTree):
+            var, what = p.analyzer.sigma**2, "N(0, σ²) (central tree)"
+        elif isinstance(r, VectorSum):
+            lvl = r.levels[0]
+            var = lvl.noise_std() ** 2
+            kurt = _binomial_kurtosis(lvl.n_users * lvl.b, lvl.p)
+            what = f"the vector sum's Bin({lvl.n_users}·{lvl.b}, {lvl.p:g}) bits (level 0)"
+        elif p.intermediary.view == "messages":
+            var, what = r.sigma0**2, "σ₀² per entry of agent 0's message"
+        else:
+            var, what = p.n_agents * r.sigma0**2, "M·σ₀² per entry of the parties' summed noise"
+        return cols, 0.0, 1.0, np.full(cols.size, var), kurt, what
+    if fam in ("sum", "federated") and isinstance(p, SumProtocol):
+        s = p.noise_std()
+        T = spec.setting["T"]
+        cols = np.arange(width if fam == "sum" else width // T)
+        kurt = _KURTOSIS
+        from fedbandit.protocols.sums import BinomialVectors
+
+        if isinstance(p.randomizer, BinomialVectors):
+            q = p.randomizer.params
+            kurt = _binomial_kurtosis(p.n_parties * q.trials_per_client, q.p)
+        return cols, 0.0, 1.0, np.full(cols.size, s**2), kurt, "the declared noise_std()² per coordinate"
+    if fam == "counter" and isinstance(p, CounterProtocol):
+        times = np.asarray(_counter_view_times(spec.protocol, spec.setting["T"]), dtype=float)
+        return np.arange(width), 0.0, 1.0, np.asarray(p.noise_variance(times), dtype=float), _KURTOSIS, \
+            "the declared error variance of every release"
+    if fam == "stream" and isinstance(p, SequentialVectorSumProtocol):
+        m = p.randomizer.mech
+        var = m.n_users * m.b * m.p * (1.0 - m.p)
+        return np.arange(width), m.n_users * m.b * m.p, 1.0, np.full(width, var), _binomial_kurtosis(m.n_users * m.b, m.p), \
+            f"Bin({m.n_users}·{m.b}, {m.p:g}) noise bits per batch count"
+    if fam in ("stream", "linear") and isinstance(p, ConcurrentShuffleProtocol):
+        levels = p.randomizer.levels
+        D = width // len(levels)
+        keep = [i for i, lvl in enumerate(levels) if fam == "stream" or lvl.n_users <= p.period]
+        m = np.repeat([float(levels[i].n_messages) for i in keep], D)
+        q0 = np.repeat([levels[i].p / 2.0 for i in keep], D)
+        cols = np.concatenate([np.arange(i * D, (i + 1) * D) for i in keep])
+        kurt = max(_binomial_kurtosis(levels[i].n_messages, levels[i].p / 2.0) for i in keep)
+        return cols, m * q0, 1.0 - 2.0 * q0, m * q0 * (1.0 - q0), kurt, \
+            "randomized-response counts, m q₀(1 − q₀) per batch count"
+    return None
+
+
+def _noise_law_check(spec, rng, n_runs):
+    """Test the released noise against the declared law: its variance (one-sided) and its mean.
+
+    The real code (the spec's correct variant, as it runs: a planted bug in the caller's
+    context is in it) runs ``n_runs`` times on input 1, its noise-free twin
+    (:func:`fedbandit.audit.broken.scale_noise_in_place`) as many times; the columns of
+    :func:`_declared_law` are declared a + c·x + noise, x the noise-free value, which the
+    twin gives through its own declaration (x = (twin − a')/c').
+
+    * Variance, one-sided (too little noise): with the twins' mean x̄, the residual
+      r = released − a − c·x̄ gives per run X = Σ_j r_j²/v_j, whose mean under the declared
+      law is at least F (the number of columns; more if rounding or other independent
+      noise comes on top).  Maurer's inequality for independent non-negative variables
+      (Maurer 2003), with E[X²] ≤ κF² (Cauchy–Schwarz over the columns, κ the declared
+      law's kurtosis bound, whatever the dependence between the columns), bounds the false
+      alarm: P(X̄ ≤ F − t) ≤ exp(−n t²/(2κF²)), the p-value at t = F − X̄ (1 if X̄ ≥ F).
+      Power: a quarter-noise bug makes E[X] ≈ F/16; at n = 1000 and κ = 6 the test rejects
+      once X̄ < 0.71 F (``tests/test_planted_noise.py`` computes it).  More noise than
+      declared is not rejected (not a privacy bug; the discrete mechanisms' declared
+      variances exclude their roundings).
+    * Mean, two-sided: per run u = Σ_j (released_j − a_j)/c_j against the twins'
+      w = Σ_j (twin_j − a'_j)/c'_j, both of mean Σ x under the declared law; Welch's t-test
+      (approximate: n = 1000 runs each, sums of many noise terms).  A randomized response
+      that flips less than declared shifts the counts' mean, which a variance test alone
+      can miss (the shift adds to X).
+
+    The p-value is Bonferroni's 2·min of the two, rejected below
+    α = :data:`fedbandit.audit.tight.LAW_ALPHA`.  Returns ``None`` (no declared per-release
+    law, see :func:`_declared_law`) or (p-value, measured noise ratio sqrt(X̄/F), text).
+    """
+    from scipy import stats
+
+    if spec.protocol is None:
+        return None
+    mech = EndToEndMechanism(spec, "correct")
+    real = mech((0, 1), rng, n_runs)
+    law = _declared_law(spec, mech.last_protocol, real.shape[1])
+    if law is None:
+        return None
+    cols, offset, gain, var, kurt, what = law
+    quiet = EndToEndMechanism(spec, "correct", quiet=True)
+    twin = quiet((0, 1), np.random.default_rng(rng.integers(2**62)), n_runs)
+    _, q_offset, q_gain, *_ = _declared_law(spec, quiet.last_protocol, real.shape[1])
+    x = (twin[:, cols] - q_offset) / q_gain  # the noise-free values, from the twin's own declaration
+    resid = real[:, cols] - offset - gain * x.mean(axis=0)
+    X = (resid**2 / var).sum(axis=1)
+    F = float(cols.size)
+    mean = float(X.mean())
+    short = max(0.0, F - mean)
+    p_var = math.exp(-n_runs * short**2 / (2.0 * kurt * F**2))
+    u = ((real[:, cols] - offset) / gain).sum(axis=1)
+    w = x.sum(axis=1)
+    if np.ptp(u) == 0:
+        p_mean = 1.0 if np.isclose(u[0], w.mean()) else 0.0
+    elif np.ptp(w) <= 1e-9 * (1.0 + np.abs(w).max()):  # an exact twin (nothing random left): one sample
+        p_mean = float(stats.ttest_1samp(u, float(w.mean())).pvalue)
+    else:
+        p_mean = float(stats.ttest_ind(u, w, equal_var=False).pvalue)
+    p_value = min(1.0, 2.0 * min(p_var, p_mean))
+    ratio = math.sqrt(mean / F)
+    return p_value, ratio, (f"noise law ({what}): measured/declared std {ratio:.3g} (variance p = {p_var:.2g}, "
+                            f"mean p = {p_mean:.2g})")
+
+
 def _n_releases(spec):
     st = spec.setting
     if spec.learner == "super-agent":
@@ -771,7 +954,7 @@ def _n_releases(spec):
 
 
 def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, confidence=0.95, power=True,
-                     backend=None, n_jobs=None) -> AuditReport:
+                     backend=None, n_jobs=None, check_runs=LAW_CHECK_RUNS) -> AuditReport:
     """Audit ``spec`` end to end (and, with ``power``, its broken variant); see the module docstring.
 
     ``n_trials`` counted trials per input (``n_select`` more, default ``n_trials // 4``, fit
@@ -783,6 +966,17 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     the reported bound holds at ``confidence``).  The power check (``power``) runs the
     spec's broken variant, for ``broken="noise"`` the same code with its noise draws
     planted at ``noise_factor`` (:func:`fedbandit.audit.broken.planted_noise`).
+
+    The noise-law check (enforced): ``check_runs`` runs of the real code on input 1, the
+    residual of the released view against its exact (noise-free) value tested against the
+    protocol's declared noise law -- its variance (too little noise) and its mean
+    (:func:`_noise_law_check`, at α = :data:`fedbandit.audit.tight.LAW_ALPHA`;
+    ``check_runs=0`` skips it).  A rejection sets :attr:`AuditReport.noise_law_rejected` and
+    the report is not ``consistent``.  The views without a declared per-release law (the
+    multi-armed learners' messages, DP20's schedule view, non-private protocols) are not
+    checked (``noise_check_p`` NaN).  This is what catches a noise bug in the mechanisms
+    calibrated far above their claims (the binomial sum, the vector sums, DP20), whose
+    releases no attack at these trial counts can push above the claim.
     """
     if not isinstance(spec, EndToEndSpec):
         raise TypeError(f"spec must be an EndToEndSpec, got {type(spec).__name__}")
@@ -790,6 +984,9 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     n_trials = check_positive_int("n_trials", n_trials)
     confidence = check_probability("confidence", confidence)
     power = check_bool("power", power)
+    check_runs = check_nonnegative_int("check_runs", check_runs)
+    if check_runs == 1 or check_runs > 10**6:
+        raise ValueError(f"check_runs must be 0 (no noise-law check) or in [2, 1e6], got {check_runs}")
     t0, c0 = time.perf_counter(), time.process_time()
     claim, status, delta = _claim(spec)
     # the adversary's choice of target: several candidates (the consensus learners on the hybrid
@@ -811,6 +1008,13 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     if len(cands) > 1:
         attack += (f"; target: agent 0's reward of arm 0 at pull {chosen.setting['pull']}, the best of "
                    f"{len(cands)} candidates ({', '.join(notes)}; each at confidence {conf_each:.4g})")
+    law = _noise_law_check(spec, rng, check_runs) if check_runs else None
+    law_kw = {}
+    if law is not None:
+        from fedbandit.audit.tight import LAW_ALPHA
+
+        law_kw = dict(noise_check_p=law[0], noise_check_alpha=LAW_ALPHA, noise_ratio=law[1], check_runs=check_runs)
+        attack += f"; {law[2]}, p = {law[0]:.2g}" + (" -- REJECTED" if law[0] < LAW_ALPHA else "")
     broken = ""
     if broken_res is not None:
         broken = {"noise": f"noise × {spec.noise_factor:g}", "as-written": "Algorithm 1 as written (local updates)",
@@ -820,7 +1024,7 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
         attack=attack, relation=spec.relation, claimed_epsilon=claim, delta=delta, status=status, result=res,
         broken=broken, broken_result=broken_res, n_trials=n_trials, confidence=confidence,
         seconds=time.perf_counter() - t0,
-        cpu_seconds=time.process_time() - c0,
+        cpu_seconds=time.process_time() - c0, **law_kw,
     )
 
 
