@@ -12,10 +12,14 @@ The protocol is composed (:class:`StatisticsProtocol`) of
 * a randomizer (:class:`ExactStatistics`, :class:`GaussianTree` -- Algorithm 2 of Zhou &
   Chowdhury, :class:`DiscreteGaussianTree` -- the distributed discrete Gaussian of
   Kairouz, Liu & Steinke inside every tree node, :class:`VectorSum` -- the shuffle vector
-  sum of Cheu, Joseph, Mao & Peng inside every tree node);
+  sum of Cheu, Joseph, Mao & Peng inside every tree node, :class:`GaussianFactorization` --
+  every party's noisy prefixes through the square-root factorization of the prefix-sum
+  matrix or its banded form, beyond the papers);
 * an intermediary (:mod:`fedbandit.protocols.intermediaries`);
 * an analyzer (:class:`RunningTotal`, :class:`TreePrefix` -- the prefix from the p-sums at
-  the set bits of k, :class:`CentralTree` -- a trusted server's own tree mechanism).
+  the set bits of k, :class:`CentralTree` -- a trusted server's own tree mechanism,
+  :class:`PrefixTotal` -- the sum of the parties' factorized prefixes,
+  :class:`CentralFactorization` -- a trusted server's own factorized release).
 
 Each randomizer describes its releases as a privacy event
 (:mod:`fedbandit.accounting.events`) for what the intermediary lets the server see: one
