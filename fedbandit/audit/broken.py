@@ -82,12 +82,19 @@ _SCALED_CLASSES: dict = {}
 
 
 def _scale_statistics(p, f):
-    from fedbandit.protocols.statistics import CentralTree, DiscreteGaussianTree, GaussianTree, VectorSum
+    from fedbandit.protocols.statistics import (
+        CentralFactorization,
+        CentralTree,
+        DiscreteGaussianTree,
+        GaussianFactorization,
+        GaussianTree,
+        VectorSum,
+    )
 
     r, a = p.randomizer, p.analyzer
-    if isinstance(a, CentralTree):
+    if isinstance(a, (CentralTree, CentralFactorization)):
         a.sigma *= f
-    elif isinstance(r, GaussianTree):
+    elif isinstance(r, (GaussianTree, GaussianFactorization)):
         r.sigma0 *= f
     elif isinstance(r, DiscreteGaussianTree):
         from fedbandit.mechanisms.ddg import DDGMechanism

@@ -796,8 +796,9 @@ def _declared_law(spec, p, width):
     Read off the protocol's *declaration* (its calibration), not its sampling code; the
     columns hold pure noise given the spec's fixed data (no released noise precedes them):
 
-    * tree statistics protocols (linear family): the bias entries of the *first* release
-      (nothing adaptive precedes it): σ₀² for one agent's messages (silo-level LDP, DP20),
+    * tree and factorization statistics protocols (linear family): the bias entries of the
+      *first* release (nothing adaptive precedes it; a factorization's first release carries
+      b_0 z_1 with b_0 = 1): σ₀² for one agent's messages (silo-level LDP, DP20),
       M·σ₀² for their sum (secure aggregation; the shuffled multiset, which the server adds
       up; the DDG parties' discrete Gaussians), σ² for a central tree, the vector sum's
       level-0 binomial noise (its declared per-node std; the users' roundings come on top);
@@ -823,7 +824,13 @@ def _declared_law(spec, p, width):
     """
     from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
     from fedbandit.protocols.counting import CounterProtocol
-    from fedbandit.protocols.statistics import CentralTree, ExactStatistics, StatisticsProtocol, VectorSum
+    from fedbandit.protocols.statistics import (
+        CentralFactorization,
+        CentralTree,
+        ExactStatistics,
+        StatisticsProtocol,
+        VectorSum,
+    )
     from fedbandit.protocols.sums import SumProtocol
 
     if p is None or not p.private:
@@ -831,12 +838,14 @@ def _declared_law(spec, p, width):
     fam = spec.family
     if fam == "linear" and isinstance(p, StatisticsProtocol):
         r = p.randomizer
-        if isinstance(r, ExactStatistics) and not isinstance(p.analyzer, CentralTree):
+        central = (CentralTree, CentralFactorization)
+        if isinstance(r, ExactStatistics) and not isinstance(p.analyzer, central):
             return None
         cols = np.arange(p.dim)  # the bias entries of the first release (packed: bias first)
         kurt = _KURTOSIS
-        if isinstance(p.analyzer, CentralTree):
-            var, what = p.analyzer.sigma**2, "N(0, σ²) (central tree)"
+        if isinstance(p.analyzer, central):
+            # the first release: one node (tree) or b_0 z_1 with b_0 = 1 (factorization)
+            var, what = p.analyzer.sigma**2, f"N(0, σ²) ({p.analyzer.name})"
         elif isinstance(r, VectorSum):
             lvl = r.levels[0]
             var = lvl.noise_std() ** 2
@@ -1169,7 +1178,9 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     for proto, extra, factor in (("silo-ldp", {}, 0.25), ("central", {}, 0.2), ("gaussian-secagg", {}, 0.2),
                                  ("ddg-secagg", {}, 0.1), ("ddg-shuffle", {}, 0.1),
                                  ("sdp-amplification", dict(force=True, variant="ideal"), 0.1),
-                                 ("sdp-vector-sum", {}, 0.0), ("dp20", {}, 0.02)):
+                                 ("sdp-vector-sum", {}, 0.0), ("dp20", {}, 0.02),
+                                 # the banded square roots with fewer bands than releases (b < K)
+                                 ("silo-ldp-mf-banded", dict(bands=2), 0.25), ("central-mf-banded", dict(bands=2), 0.2)):
         pp = dict(e, **extra)
         if proto == "sdp-vector-sum":
             pp["delta"] = max(delta, 1e-3)

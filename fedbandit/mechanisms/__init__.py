@@ -2,7 +2,8 @@
 
 A mechanism takes its noise level as a parameter (computed by :mod:`fedbandit.accounting`)
 and says nothing about privacy itself.  Modules: ``tree`` (the binary tree, distributed or
-central, with per-run steps), ``gaussian``, ``discrete_gaussian`` (the exact sampler of
+central, with per-run steps), ``matrix_factorization`` (the square-root
+factorization of the prefix-sum matrix and its banded form), ``gaussian``, ``discrete_gaussian`` (the exact sampler of
 Canonne, Kamath & Steinke), ``ddg`` (the distributed discrete Gaussian's client and
 server steps), ``flattening`` (random rotations), ``continual_counting`` (binary,
 logarithmic, hybrid and per-item counters), ``randomized_response``, ``vector_sum`` (the
@@ -46,6 +47,14 @@ _EXPORTS = {
     "DFTFlattener": "flattening",
     "make_flattener": "flattening",
     "gaussian_mechanism": "gaussian",
+    "sqrt_toeplitz_coefficients": "matrix_factorization",
+    "inverse_series": "matrix_factorization",
+    "lower_toeplitz": "matrix_factorization",
+    "max_column_norm": "matrix_factorization",
+    "factorization_noise_coefficients": "matrix_factorization",
+    "MAX_DENSE_STEPS": "matrix_factorization",
+    "SqrtToeplitzRandomizer": "matrix_factorization",
+    "BandedSqrtRandomizer": "matrix_factorization",
     "ContinualRelease": "psco",
     "local_psco": "psco",
     "central_tree_psco": "psco",

@@ -12,10 +12,14 @@ The protocol is composed (:class:`StatisticsProtocol`) of
 * a randomizer (:class:`ExactStatistics`, :class:`GaussianTree` -- Algorithm 2 of Zhou &
   Chowdhury, :class:`DiscreteGaussianTree` -- the distributed discrete Gaussian of
   Kairouz, Liu & Steinke inside every tree node, :class:`VectorSum` -- the shuffle vector
-  sum of Cheu, Joseph, Mao & Peng inside every tree node);
+  sum of Cheu, Joseph, Mao & Peng inside every tree node, :class:`GaussianFactorization` --
+  every party's noisy prefixes through the square-root factorization of the prefix-sum
+  matrix or its banded form, beyond the papers);
 * an intermediary (:mod:`fedbandit.protocols.intermediaries`);
 * an analyzer (:class:`RunningTotal`, :class:`TreePrefix` -- the prefix from the p-sums at
-  the set bits of k, :class:`CentralTree` -- a trusted server's own tree mechanism).
+  the set bits of k, :class:`CentralTree` -- a trusted server's own tree mechanism,
+  :class:`PrefixTotal` -- the sum of the parties' factorized prefixes,
+  :class:`CentralFactorization` -- a trusted server's own factorized release).
 
 Each randomizer describes its releases as a privacy event
 (:mod:`fedbandit.accounting.events`) for what the intermediary lets the server see: one
@@ -67,6 +71,11 @@ __all__ = [
     "RunningTotal",
     "TreePrefix",
     "CentralTree",
+    "GaussianFactorization",
+    "PrefixTotal",
+    "CentralFactorization",
+    "FACTORIZATIONS",
+    "factorization_sensitivity_factor",
     "StatisticsProtocol",
     "AUTO_BITS_ROUNDING_SHARE",
     "GRAM_NOISES",
@@ -784,6 +793,201 @@ class CentralTree(Analyzer):
 
 
 # ---------------------------------------------------------------------------------------
+# Matrix-factorization continual release (beyond the papers)
+# ---------------------------------------------------------------------------------------
+
+#: Factorizations of the prefix-sum matrix a factorization part may use.
+FACTORIZATIONS = ("sqrt", "banded-sqrt")
+
+
+def _factorization_mechanism(factorization, bands, n_steps, item_shape, sigma, batch_shape):
+    from fedbandit.mechanisms.matrix_factorization import BandedSqrtRandomizer, SqrtToeplitzRandomizer
+
+    if factorization == "sqrt":
+        return SqrtToeplitzRandomizer(n_steps, item_shape, sigma, batch_shape=batch_shape)
+    return BandedSqrtRandomizer(n_steps, item_shape, sigma, bands, batch_shape=batch_shape)
+
+
+def factorization_sensitivity_factor(factorization: str, n_steps: int, bands=None) -> float:
+    """max_t ‖C e_t‖ of the right factor C over ``n_steps`` releases (the square root's, or the
+    banded square root's with ``bands`` diagonals): one record's Δ times it is the sensitivity
+    of the factorized release (:mod:`fedbandit.mechanisms.matrix_factorization`)."""
+    from fedbandit.mechanisms.matrix_factorization import max_column_norm, sqrt_toeplitz_coefficients
+
+    check_choice("factorization", factorization, FACTORIZATIONS)
+    n = check_positive_int("n_steps", n_steps, max_value=MAX_STEPS)
+    if factorization == "sqrt":
+        from fedbandit.mechanisms.matrix_factorization import MAX_DENSE_STEPS
+
+        n = check_positive_int("n_steps", n, max_value=MAX_DENSE_STEPS, reason="the dense square root's coefficients")
+    b = n if factorization == "sqrt" else min(check_positive_int("bands", bands, max_value=10**5), n)
+    return max_column_norm(sqrt_toeplitz_coefficients(b), n)
+
+
+def _check_factorization_steps(factorization, n_batches):
+    from fedbandit.mechanisms.matrix_factorization import MAX_DENSE_STEPS
+
+    if factorization == "sqrt":
+        check_positive_int("n_batches", n_batches, max_value=MAX_DENSE_STEPS,
+                           reason="the dense square root stores every draw (use factorization='banded-sqrt')")
+
+
+def _factorization_sigma(protocol, colnorm, parties=1):
+    from fedbandit.accounting.calibration import ldp_sigma0
+
+    # one Gaussian release (κ = 1) of sensitivity (record sensitivity × column norm), the tree's
+    # "zcdp" rule with the κ node releases replaced by the factor's column norm
+    p = protocol
+    return ldp_sigma0(p.target_epsilon, p.target_delta, 1, calibration="zcdp",
+                      sensitivity=p.sensitivity * colnorm) / math.sqrt(parties)
+
+
+class GaussianFactorization(_TreeRandomizerBase):
+    """R of the distributed factorized release: every party releases its own noisy prefix sums
+    through a matrix factorization of the prefix-sum matrix [beyond the papers].
+
+    At batch k the party sends s̃_k = Σ_{s≤k} γ_s + (B·z)_k, with z_s ~ N(0, σ²) i.i.d. entrywise
+    on the packed statistics and A = B·C the square-root factorization (B = C, the coefficients
+    of (1 − x)^{−1/2}; Fichtenberger, Henzinger & Upadhyay 2023; Henzinger, Upadhyay & Upadhyay
+    2023) or its banded form (Kalinin & Lampert 2024);
+    :mod:`fedbandit.mechanisms.matrix_factorization`.  The release is the Gaussian mechanism on
+    C·γ post-processed by B, so one user's record (in one batch) has sensitivity
+    Δ·max_t ‖C e_t‖ = Δ·:func:`factorization_sensitivity_factor`, for adaptively chosen
+    batch sums too (Denisov et al. 2022).  σ is the zCDP calibration of
+    :func:`fedbandit.accounting.ldp_sigma0` for one release at that sensitivity (the tree's
+    ``"zcdp"`` rule with one release instead of κ).  The server adds the parties' prefixes
+    (:class:`PrefixTotal`).
+
+    Parameters
+    ----------
+    factorization : {"sqrt", "banded-sqrt"}
+    bands : int, optional
+        b, the diagonals of the banded square root (``"banded-sqrt"`` only).
+    """
+
+    name: ClassVar[str] = "gaussian-factorization"
+    message: ClassVar[str] = "float"
+    supports_run_masks: ClassVar[bool] = True
+    kind_of_noise: ClassVar[str] = "gaussian"
+
+    def __init__(self, factorization: str = "sqrt", *, bands=None):
+        self.factorization = check_choice("factorization", factorization, FACTORIZATIONS)
+        if self.factorization == "banded-sqrt":
+            self.bands = check_positive_int("bands", bands, max_value=10**5, reason="the state holds b − 1 draws")
+        elif bands is not None:
+            raise ValueError(f"bands is for factorization='banded-sqrt', got bands={bands!r} with {factorization!r}")
+        else:
+            self.bands = None
+
+    def describe(self) -> str:
+        what = "square root" if self.bands is None else f"banded square root (b = {self.bands})"
+        return f"per batch k: the party's prefix sum plus the {what} factorization's correlated noise (B·z)_k"
+
+    def configure(self, protocol):
+        p = protocol
+        if p.intermediary.view == "multiset":
+            raise ValueError(f"randomizer {self.name!r} with intermediary {p.intermediary.name!r}: no shuffle "
+                             "accounting covers factorized prefixes (use 'identity' or secure aggregation)")
+        if not p.private:
+            raise ValueError(f"randomizer {self.name!r} needs a target (epsilon, delta)")
+        self.parties = p.n_agents if p.intermediary.view == "sum" else 1
+        _check_factorization_steps(self.factorization, p.n_batches)
+        self.column_norm = factorization_sensitivity_factor(self.factorization, p.n_batches, self.bands)
+        self.sigma0 = float(_factorization_sigma(p, self.column_norm, self.parties))
+
+    def reset(self, protocol):
+        p = protocol
+        self._mech = _factorization_mechanism(self.factorization, self.bands, p.n_batches, (n_coordinates(p.dim),),
+                                              self.sigma0, (p.n_runs, p.n_agents))
+
+    def encode(self, protocol, leaf, users, runs):
+        k, prefix = self._mech.release(leaf, protocol._noise_rng, runs=runs)
+        return k, prefix
+
+    def node_variance(self, protocol):
+        return protocol.n_agents * self.sigma0**2
+
+    def prefix_variance(self, protocol, k) -> float:
+        """Per-entry variance of the server's prefix noise at batch k: M σ² Σ_{j<k} b_j²."""
+        return protocol.n_agents * self._mechanism_for(protocol).prefix_noise_variance(k)
+
+    def _mechanism_for(self, protocol):
+        return _factorization_mechanism(self.factorization, self.bands, protocol.n_batches, (1,), self.sigma0, ())
+
+    def event(self, protocol, relation):
+        db, dg = protocol.record_sensitivities(relation)
+        return GaussianEvent(math.hypot(db, dg) * self.column_norm, math.sqrt(self.parties) * self.sigma0)
+
+    def calibration(self):
+        return {"sigma0": self.sigma0, "factorization": self.factorization, "bands": self.bands,
+                "column_norm": self.column_norm}
+
+
+class PrefixTotal(Analyzer):
+    """A of the factorized release: the server's prefix is the sum of the parties' noisy prefixes."""
+
+    name: ClassVar[str] = "prefix-total"
+
+    def describe(self) -> str:
+        return "sum the parties' noisy prefix sums"
+
+    def reset(self, protocol):
+        pass
+
+    def analyze(self, protocol, j, delivered, runs):
+        return np.array(delivered if delivered.ndim == 2 else delivered.sum(axis=1))
+
+
+class CentralFactorization(Analyzer):
+    """A of the central model with a factorized release: a trusted server adds the parties' exact
+    sums and releases their prefix sums through one factorization mechanism [beyond the papers].
+
+    The noise σ is :class:`GaussianFactorization`'s calibration, added once instead of by
+    every party, so the prefix noise variance at k is σ² Σ_{j<k} b_j².
+
+    Parameters
+    ----------
+    factorization : {"sqrt", "banded-sqrt"}
+    bands : int, optional
+    """
+
+    name: ClassVar[str] = "central-factorization"
+
+    def __init__(self, factorization: str = "sqrt", *, bands=None):
+        self._part = GaussianFactorization(factorization, bands=bands)
+        self.factorization, self.bands = self._part.factorization, self._part.bands
+
+    def describe(self) -> str:
+        return "central factorized release of the summed stream: prefix plus correlated noise (B·z)_k, once"
+
+    def configure(self, protocol):
+        p = protocol
+        if not p.private:
+            raise ValueError(f"analyzer {self.name!r} needs a target (epsilon, delta)")
+        _check_factorization_steps(self.factorization, p.n_batches)
+        self.column_norm = factorization_sensitivity_factor(self.factorization, p.n_batches, self.bands)
+        self.sigma = float(_factorization_sigma(p, self.column_norm))
+
+    def reset(self, protocol):
+        p = protocol
+        self._mech = _factorization_mechanism(self.factorization, self.bands, p.n_batches, (n_coordinates(p.dim),),
+                                              self.sigma, (p.n_runs,))
+
+    def analyze(self, protocol, j, delivered, runs):
+        node = delivered if delivered.ndim == 2 else delivered.sum(axis=1)
+        _, prefix = self._mech.release(node, protocol._noise_rng, runs=runs)
+        return prefix
+
+    def prefix_variance(self, protocol, k) -> float:
+        return _factorization_mechanism(self.factorization, self.bands, protocol.n_batches, (1,), self.sigma,
+                                        ()).prefix_noise_variance(k)
+
+    def event(self, protocol, relation):
+        db, dg = protocol.record_sensitivities(relation)
+        return GaussianEvent(math.hypot(db, dg) * self.column_norm, self.sigma)
+
+
+# ---------------------------------------------------------------------------------------
 # The protocol
 # ---------------------------------------------------------------------------------------
 
@@ -814,9 +1018,9 @@ class StatisticsProtocol(Protocol):
 
     Parameters
     ----------
-    randomizer : ExactStatistics, GaussianTree, DiscreteGaussianTree or VectorSum
+    randomizer : ExactStatistics, GaussianTree, DiscreteGaussianTree, VectorSum or GaussianFactorization
     intermediary : Identity, Shuffler or SecureAggregation
-    analyzer : RunningTotal, TreePrefix or CentralTree
+    analyzer : RunningTotal, TreePrefix, CentralTree, PrefixTotal or CentralFactorization
     name : str
     epsilon, delta : float or None
     relation : {"add-remove", "replace"}, default "add-remove"
@@ -831,23 +1035,28 @@ class StatisticsProtocol(Protocol):
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta, relation=relation)
         if not isinstance(randomizer, _TreeRandomizerBase):
             raise TypeError(f"randomizer {randomizer.name!r} is not a statistics randomizer")
-        if not isinstance(analyzer, (RunningTotal, TreePrefix, CentralTree)):
+        if not isinstance(analyzer, (RunningTotal, TreePrefix, PrefixTotal) + _CENTRAL):
             raise TypeError(f"analyzer {analyzer.name!r} is not a statistics analyzer")
+        if isinstance(randomizer, GaussianFactorization) != isinstance(analyzer, PrefixTotal):
+            raise ValueError(
+                f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: factorized prefixes go to the "
+                "prefix-total analyzer, and only they do"
+            )
         exact = isinstance(randomizer, ExactStatistics)
-        if exact != isinstance(analyzer, (RunningTotal, CentralTree)):
+        if exact != isinstance(analyzer, (RunningTotal,) + _CENTRAL) and not isinstance(analyzer, PrefixTotal):
             raise ValueError(
                 f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: exact sums go to a running total "
                 "or a central tree; tree p-sums go to the tree-prefix analyzer"
             )
-        if isinstance(analyzer, CentralTree) and intermediary.name != "identity":
+        if isinstance(analyzer, _CENTRAL) and intermediary.name != "identity":
             raise ValueError(
-                f"analyzer 'central-tree' with intermediary {intermediary.name!r}: the central model trusts the "
+                f"analyzer {analyzer.name!r} with intermediary {intermediary.name!r}: the central model trusts the "
                 "server with the exact sums, so no intermediary is needed (use 'identity')"
             )
-        if exact and self.private and not isinstance(analyzer, CentralTree):
+        if exact and self.private and not isinstance(analyzer, _CENTRAL):
             raise ValueError(f"randomizer 'exact' with analyzer {analyzer.name!r} is not private: omit epsilon and delta")
-        if isinstance(analyzer, CentralTree) and not self.private:
-            raise ValueError("analyzer 'central-tree' needs a target (epsilon, delta)")
+        if isinstance(analyzer, _CENTRAL) and not self.private:
+            raise ValueError(f"analyzer {analyzer.name!r} needs a target (epsilon, delta)")
         self._model = model
 
     # ------------------------------------------------------------ configuration
@@ -856,12 +1065,12 @@ class StatisticsProtocol(Protocol):
         if self._model is not None:
             return self._model
         if isinstance(self.randomizer, ExactStatistics):
-            return "central" if isinstance(self.analyzer, CentralTree) else "none"
+            return "central" if isinstance(self.analyzer, _CENTRAL) else "none"
         return {"messages": "silo-LDP", "multiset": "SDP", "sum": "distributed"}[self.intermediary.view]
 
     @property
     def trusted(self) -> str:
-        if isinstance(self.analyzer, CentralTree):
+        if isinstance(self.analyzer, _CENTRAL):
             return "the server"
         if isinstance(self.randomizer, ExactStatistics):
             return "everyone (no privacy)"
@@ -974,7 +1183,9 @@ class StatisticsProtocol(Protocol):
     def event(self, relation=None):
         self._require()
         relation = self.relation if relation is None else relation
-        if isinstance(self.analyzer, CentralTree):
+        if isinstance(self.analyzer, CentralFactorization):
+            ev = self.analyzer.event(self, relation)
+        elif isinstance(self.analyzer, CentralTree):
             db, dg = self.record_sensitivities(relation)
             ev = SelfComposedEvent(GaussianEvent(math.hypot(db, dg), self.analyzer.sigma), self.kappa)
         else:
@@ -991,6 +1202,13 @@ class StatisticsProtocol(Protocol):
 
     def theorem(self) -> str:
         r, s = self.randomizer, self.intermediary
+        if isinstance(self.analyzer, CentralFactorization) or isinstance(r, GaussianFactorization):
+            f = self.analyzer if isinstance(self.analyzer, CentralFactorization) else r
+            who = "a trusted server" if f is self.analyzer else (
+                "the sum of the M agents' releases" if s.view == "sum" else "one agent's releases")
+            return (f"{f.factorization} factorization of the prefix-sum matrix [FHU23, HUU23] for {who}: one Gaussian "
+                    f"release at sensitivity Δ × column norm {f.column_norm:.4g} (adaptive streams [DMRST22]), zCDP "
+                    "[BS16] converted by [CKS20]")
         if isinstance(self.analyzer, CentralTree):
             return (f"central tree [DNPR10, CSS11], calibration {self.analyzer.calibration_rule}; verified: zCDP over "
                     f"κ={self.kappa} nodes, [CKS20]")
@@ -1020,14 +1238,14 @@ class StatisticsProtocol(Protocol):
     def sigma0(self) -> float:
         """σ₀: the noise standard deviation one party (or, central, the server) adds per node entry."""
         self._require()
-        if isinstance(self.analyzer, CentralTree):
+        if isinstance(self.analyzer, _CENTRAL):
             return self.analyzer.sigma
         return float(getattr(self.randomizer, "sigma0", 0.0))
 
     def node_noise_std(self) -> float:
         """Per-entry standard deviation of the noise in one node the server sums (all parties)."""
         self._require()
-        if isinstance(self.analyzer, CentralTree):
+        if isinstance(self.analyzer, _CENTRAL):
             return self.analyzer.sigma
         return math.sqrt(self.randomizer.node_variance(self))
 
@@ -1035,6 +1253,10 @@ class StatisticsProtocol(Protocol):
         """Per-entry variance of the noise in the prefix sums released at batch k."""
         self._require()
         k = check_positive_int("k", k)
+        if isinstance(self.analyzer, CentralFactorization):
+            return self.analyzer.prefix_variance(self, k)
+        if isinstance(self.randomizer, GaussianFactorization):
+            return self.randomizer.prefix_variance(self, k)
         if isinstance(self.randomizer, VectorSum):
             return float(sum(self.randomizer.levels[j].noise_std() ** 2 for j in range(k.bit_length()) if k >> j & 1))
         if isinstance(self.randomizer, ExactStatistics) and not isinstance(self.analyzer, CentralTree):
@@ -1044,8 +1266,10 @@ class StatisticsProtocol(Protocol):
     def server_noise_std(self) -> float:
         """σ of Lemma 6.7: max over k of the per-entry noise standard deviation of a prefix."""
         self._require()
-        if isinstance(self.randomizer, ExactStatistics) and not isinstance(self.analyzer, CentralTree):
+        if isinstance(self.randomizer, ExactStatistics) and not isinstance(self.analyzer, _CENTRAL):
             return 0.0
+        if isinstance(self.analyzer, CentralFactorization) or isinstance(self.randomizer, GaussianFactorization):
+            return math.sqrt(self.prefix_noise_variance(self.n_batches))  # Σ_{j<k} b_j² grows with k
         if isinstance(self.randomizer, VectorSum):
             return math.sqrt(self.kappa) * max(m.noise_std() for m in self.randomizer.levels)
         if isinstance(self.analyzer, CentralTree):
@@ -1077,8 +1301,11 @@ class StatisticsProtocol(Protocol):
             "total_variance": sigma**2,
         }
         out.update(self.randomizer.calibration())
-        if isinstance(self.analyzer, CentralTree):
+        if isinstance(self.analyzer, _CENTRAL):
             out["sigma0"] = self.analyzer.sigma
+        if isinstance(self.analyzer, CentralFactorization):
+            out.update(factorization=self.analyzer.factorization, bands=self.analyzer.bands,
+                       column_norm=self.analyzer.column_norm)
         if isinstance(self.randomizer, GaussianTree) and self.randomizer.amplification:
             out["valid"] = all(c.holds for c in self.randomizer.validity)
             out["sum_epsilon"] = self.sum_epsilon()
@@ -1105,3 +1332,7 @@ class StatisticsProtocol(Protocol):
         if not isinstance(self.randomizer, DiscreteGaussianTree):
             raise TypeError(f"protocol {self.name!r} does not round")
         return self.randomizer.rounding_variance()
+
+
+#: The analyzers of the central model (the server adds its own noise to the exact sums).
+_CENTRAL = (CentralTree, CentralFactorization)

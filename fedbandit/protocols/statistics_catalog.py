@@ -12,7 +12,17 @@ name                     randomizer R                        intermediary S     
 ``gaussian-secagg``      Gaussian tree                       secure aggregation    tree prefix
 ``ddg-shuffle``          discrete Gaussian tree              shuffler              tree prefix
 ``dp20``                 Gaussian tree, DP20's σ             identity              tree prefix
+``silo-ldp-mf``          Gaussian square-root factorization  identity              prefix total
+``central-mf``           exact batch sums                    identity              central factorization
+``silo-ldp-mf-banded``   Gaussian banded square root         identity              prefix total
+``central-mf-banded``    exact batch sums                    identity              central banded sqrt
 =======================  ==================================  ====================  ==============
+
+The ``-mf`` protocols go beyond the papers: the same prefix sums released through the
+square-root factorization of the prefix-sum matrix (Fichtenberger, Henzinger & Upadhyay
+2023; Henzinger, Upadhyay & Upadhyay 2023) or its banded form (Kalinin & Lampert 2024),
+at the zCDP calibration of the tree's ``"zcdp"`` rule (one release at the factor's column
+norm instead of κ node releases).
 
 ``gaussian-secagg`` and ``ddg-shuffle`` are assembled from the same parts as the
 papers' protocols: distributed Gaussian noise summed by (ideal) secure aggregation has the
@@ -30,10 +40,13 @@ from fedbandit._validation import check_bool, check_choice
 from fedbandit.protocols.intermediaries import Identity, SecureAggregation, Shuffler
 from fedbandit.protocols.registry import register
 from fedbandit.protocols.statistics import (
+    CentralFactorization,
     CentralTree,
     DiscreteGaussianTree,
     ExactStatistics,
+    GaussianFactorization,
     GaussianTree,
+    PrefixTotal,
     RunningTotal,
     StatisticsProtocol,
     TreePrefix,
@@ -129,3 +142,37 @@ def dp20(epsilon, delta, *, noise="corrected"):
         GaussianTree(rule), Identity(), TreePrefix(), name="dp20", epsilon=epsilon, delta=delta,
         model="silo-LDP (claimed)",
     )
+
+
+_MF = "Fichtenberger, Henzinger & Upadhyay 2023; Henzinger, Upadhyay & Upadhyay 2023"
+
+# The banded protocols' default number of diagonals.
+_DEFAULT_BANDS = 4
+
+
+@register("silo-ldp-mf", kind="statistics", summary="silo-level LDP: distributed square-root factorization",
+          reference=f"{_MF} (beyond the papers)")
+def silo_ldp_mf(epsilon, delta, *, relation="add-remove"):
+    return StatisticsProtocol(GaussianFactorization("sqrt"), Identity(), PrefixTotal(), name="silo-ldp-mf",
+                              epsilon=epsilon, delta=delta, relation=relation, model="silo-LDP")
+
+
+@register("central-mf", kind="statistics", summary="trusted server with one square-root factorization",
+          reference=f"{_MF} (beyond the papers)")
+def central_mf(epsilon, delta, *, relation="add-remove"):
+    return StatisticsProtocol(ExactStatistics(), Identity(), CentralFactorization("sqrt"), name="central-mf",
+                              epsilon=epsilon, delta=delta, relation=relation)
+
+
+@register("silo-ldp-mf-banded", kind="statistics", summary="silo-level LDP: distributed banded square root",
+          reference="Kalinin & Lampert 2024 (beyond the papers)")
+def silo_ldp_mf_banded(epsilon, delta, *, bands=_DEFAULT_BANDS, relation="add-remove"):
+    return StatisticsProtocol(GaussianFactorization("banded-sqrt", bands=bands), Identity(), PrefixTotal(),
+                              name="silo-ldp-mf-banded", epsilon=epsilon, delta=delta, relation=relation, model="silo-LDP")
+
+
+@register("central-mf-banded", kind="statistics", summary="trusted server with one banded square root",
+          reference="Kalinin & Lampert 2024 (beyond the papers)")
+def central_mf_banded(epsilon, delta, *, bands=_DEFAULT_BANDS, relation="add-remove"):
+    return StatisticsProtocol(ExactStatistics(), Identity(), CentralFactorization("banded-sqrt", bands=bands),
+                              name="central-mf-banded", epsilon=epsilon, delta=delta, relation=relation)
