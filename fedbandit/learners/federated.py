@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbandit._validation import (
+    check_array,
     check_choice,
     MAX_STEPS,
     check_float_in_range,
@@ -97,7 +98,18 @@ def local_updates(W, X, Y, mask, count, *, lr: float, local_steps: int) -> np.nd
     client's local training: :class:`FederatedLearner` and the Flower client of
     :mod:`fedbandit.integrations.flower` both call it.
     """
-    W = np.asarray(W, dtype=np.float64)
+    W = check_array("W", W)
+    X, Y, mask, count = (check_array(name, a) for name, a in (("X", X), ("Y", Y), ("mask", mask), ("count", count)))
+    if W.ndim != 3 or X.ndim != 3 or Y.ndim != 3 or mask.ndim != 2 or count.shape != (W.shape[0], 1, 1):
+        raise ValueError(f"W (n, f, C), X (n, L, f), Y (n, L, C), mask (n, L) and count (n, 1, 1) expected, got shapes "
+                         f"{W.shape}, {X.shape}, {Y.shape}, {mask.shape}, {count.shape}")
+    n, f, C = W.shape
+    if X.shape[0] != n or X.shape[2] != f or Y.shape != (n, X.shape[1], C) or mask.shape != X.shape[:2]:
+        raise ValueError(f"W {W.shape}, X {X.shape}, Y {Y.shape} and mask {mask.shape} disagree on n, L, f or C")
+    if np.any(count <= 0):
+        raise ValueError("count must be positive (every client has at least one example)")
+    lr = check_positive_float("lr", lr)
+    local_steps = check_positive_int("local_steps", local_steps, max_value=10**6, reason="steps are a loop")
     Wc = W.copy()
     for _ in range(local_steps):  # local full-batch gradient steps, all clients at once
         z = np.einsum("nlf,nfk->nlk", X, Wc)
@@ -110,6 +122,12 @@ def local_updates(W, X, Y, mask, count, *, lr: float, local_steps: int) -> np.nd
 
 def server_momentum_step(W, mom, total, *, n_clients: int, momentum: float, server_lr: float):
     """Federated averaging with server momentum: m ← μ m + total/n, W ← W + η_s m; returns (W, m)."""
+    W, mom, total = check_array("W", W), check_array("mom", mom), check_array("total", total)
+    if not (W.shape == mom.shape == total.shape):
+        raise ValueError(f"W, mom and total must have one shape, got {W.shape}, {mom.shape}, {total.shape}")
+    n_clients = check_positive_int("n_clients", n_clients, max_value=MAX_STEPS)
+    momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
+    server_lr = check_positive_float("server_lr", server_lr)
     mom = momentum * mom + total / n_clients
     return W + server_lr * mom, mom
 
