@@ -4,6 +4,8 @@
   on (:class:`DDGSetting`, calibrated by this package's ``sum-ddg-secagg``), Flower's
   identity quantiser, and the checks that refuse a bad configuration before any round
   (no ``flwr`` needed);
+* :mod:`fedbandit.integrations.flower.digits` -- chapter 5's digits clients (local training
+  and test accuracy) as a Flower federation runs them (no ``flwr`` needed);
 * :mod:`fedbandit.integrations.flower.apps` -- the client mod (:func:`ddg_mod`), the server
   workflow (:class:`DDGSecAggPlusWorkflow`), the strategy (:class:`DDGFedAvgM`) and the
   simulation runner (:func:`run_ddg_simulation`); importing them needs ``flwr``
@@ -27,8 +29,9 @@ _EXPORTS = {
     "DDGSecAggPlusWorkflow": "apps",
     "DDGFedAvgM": "apps",
     "RoundRecord": "apps",
-    "DigitsClients": "apps",
+    "DigitsClients": "digits",
     "run_ddg_simulation": "apps",
+    "flower_digits_trial": "apps",
 }
 
 __all__ = list(_EXPORTS)

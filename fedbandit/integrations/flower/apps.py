@@ -63,7 +63,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without flwr
         "fedbandit.integrations.flower needs flwr: pip install 'fedbandit[flower]' (flwr[simulation]==1.42.0)"
     ) from exc
 
-__all__ = ["ddg_mod", "DDGSecAggPlusWorkflow", "DDGFedAvgM", "RoundRecord", "DigitsClients", "run_ddg_simulation"]
+__all__ = ["ddg_mod", "DDGSecAggPlusWorkflow", "DDGFedAvgM", "RoundRecord", "run_ddg_simulation", "flower_digits_trial"]
 
 _USED_ROUNDS = "fedbandit.ddg.used_rounds"
 
@@ -287,64 +287,6 @@ class DDGFedAvgM(Strategy):
         return 0.0, {"accuracy": acc}
 
 
-class DigitsClients:
-    """The clients of chapter 5's digits federation: local training and test accuracy (picklable for Ray).
-
-    ``DigitsClients(n_clients, split_seed=0)(pid, W)`` is client ``pid``'s update Δ after
-    ``local_steps`` steps of :func:`fedbandit.learners.local_updates` from the model W, on its
-    part of :func:`fedbandit.envs.load_digits_federated` (the data of
-    ``run_config(instance="digits", n_clients=..., split_seed=...)``); :meth:`accuracy` is
-    the test accuracy of a model.
-    """
-
-    def __init__(self, n_clients: int, *, split_seed: int = 0, lr: float = 0.5, local_steps: int = 5,
-                 n_classes: int = 10):
-        self.n_clients = check_positive_int("n_clients", n_clients, max_value=10**6)
-        self.split_seed = check_int_in_range("split_seed", split_seed, 0, None)
-        self.lr = check_positive_float("lr", lr)
-        self.local_steps = check_positive_int("local_steps", local_steps, max_value=10**6)
-        self.n_classes = check_int_in_range("n_classes", n_classes, 2, 10**6)
-        self._data = None
-
-    def __getstate__(self):
-        return {k: (None if k == "_data" else v) for k, v in self.__dict__.items()}
-
-    @property
-    def data(self):
-        if self._data is None:
-            from fedbandit.envs import load_digits_federated
-
-            self._data = load_digits_federated(self.n_clients, rng=self.split_seed)
-        return self._data
-
-    @property
-    def dim(self) -> int:
-        return (self.data["X"].shape[-1] + 1) * self.n_classes
-
-    def inputs(self, pids):
-        """(X with the bias feature, one-hot Y masked, mask, count) of clients ``pids``."""
-        d = self.data
-        pids = np.atleast_1d(np.asarray(pids, dtype=np.int64))
-        X = np.concatenate([d["X"][pids], np.ones(d["X"][pids].shape[:-1] + (1,))], axis=-1)
-        mask = d["mask"][pids]
-        Y = np.eye(self.n_classes)[d["y"][pids]] * mask[..., None]
-        return X, Y, mask, mask.sum(axis=1)[:, None, None]
-
-    def __call__(self, pid, W) -> np.ndarray:
-        X, Y, mask, count = self.inputs([pid])
-        f = X.shape[-1]
-        W0 = np.asarray(W, dtype=np.float64).reshape(1, f, self.n_classes)
-        from fedbandit.learners import local_updates
-
-        return local_updates(W0, X, Y, mask, count, lr=self.lr, local_steps=self.local_steps)[0]
-
-    def accuracy(self, W) -> float:
-        d = self.data
-        Xt = np.concatenate([d["X_test"], np.ones((len(d["y_test"]), 1))], axis=-1)
-        logits = Xt @ np.asarray(W, dtype=np.float64).reshape(Xt.shape[1], self.n_classes)
-        return float(np.mean(np.argmax(logits, axis=-1) == d["y_test"]))
-
-
 def _server_step(W, mom, total, n, momentum, server_lr):
     from fedbandit.learners import server_momentum_step
 
@@ -428,3 +370,50 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         raise RuntimeError(f"the Flower run completed {len(workflow.records)} of {T} rounds (see Flower's log)")
     return {"records": workflow.records, "accuracy": np.array(strategy.accuracy), "W": strategy.W,
             "seconds": time.perf_counter() - t0}
+
+
+def flower_digits_trial(config: dict, rng) -> dict:
+    """Chapter 5's digits federation in Flower's simulation engine, as a grid point of :func:`fedbandit.experiments.run_grid`.
+
+    ``config``: ``n_clients``, ``clients_per_round``, ``rounds`` (the accounted horizon),
+    ``rounds_run`` (rounds to run, at most ``rounds``), ``epsilon``, ``delta``, ``clip``,
+    ``bits``, ``k``, ``lr``, ``local_steps``, ``momentum``, ``split_seed``,
+    ``num_shares``, ``reconstruction_threshold``.  From ``rng``: the clients' noise keys
+    and the sampling seed.  The client samples also depend on the order of Flower's
+    (random) node ids, so a rerun draws other samples; the grid's cache keeps the first.
+
+    Returns a dict: ``accuracy`` (after every round), ``epsilon`` (reported after every
+    round), ``n_survivors``, ``seconds``.
+    """
+    from fedbandit._validation import check_rng
+    from fedbandit.integrations.flower.digits import DigitsClients
+
+    rng = check_rng("rng", rng)
+    c = dict(config)
+    clients = DigitsClients(c["n_clients"], split_seed=c.get("split_seed", 0), lr=c.get("lr", 0.5),
+                            local_steps=c.get("local_steps", 5))
+    setting = DDGSetting(epsilon=c["epsilon"], delta=c["delta"], n_clients=c["n_clients"],
+                         clients_per_round=c["clients_per_round"], rounds=c["rounds"], dim=clients.dim, clip=c["clip"],
+                         bits=c.get("bits", 16), k=c.get("k", 3.0))
+    master = rng.bytes(32)
+    out = run_ddg_simulation(
+        setting, clients, initial=np.zeros(setting.dim), rounds=c.get("rounds_run", setting.rounds),
+        num_shares=c.get("num_shares", 1.0), reconstruction_threshold=c.get("reconstruction_threshold", 0.5),
+        momentum=c.get("momentum", 0.9), sampling_seed=int(rng.integers(2**31)), evaluate=clients.accuracy,
+        keys=_KeyFamily(master),
+    )
+    recs = out["records"]
+    return {"accuracy": out["accuracy"], "epsilon": np.array([r.epsilon for r in recs]),
+            "n_survivors": np.array([r.n_survivors for r in recs]), "seconds": out["seconds"]}
+
+
+class _KeyFamily:
+    """Client keys SHA-256(master || partition id) (picklable, for the Ray workers)."""
+
+    def __init__(self, master: bytes):
+        self.master = bytes(master)
+
+    def __call__(self, pid: int) -> bytes:
+        import hashlib
+
+        return hashlib.sha256(self.master + int(pid).to_bytes(8, "big")).digest()
