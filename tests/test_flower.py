@@ -139,3 +139,53 @@ def test_flower_federation_decodes_bit_for_bit_the_package_pipeline():
     eps = [r.epsilon for r in out["records"]]
     assert eps[0] < eps[1] and eps[-1] == proto.accounting().epsilon
     assert len(out["accuracy"]) == s.rounds
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_client_mod_encodes_with_its_own_calibration_and_refuses_replays():
+    import flwr.compat.common.recorddict_compat as compat
+    from flwr.app import Context, Message, RecordDict
+    from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedbandit.integrations.flower import ddg_mod
+    from fedbandit.secagg import secure_generator
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 0, 1, 0
+    s = DDGSetting(**SETTING)
+    mod = ddg_mod(s, key=_key(3))
+    update = np.random.default_rng(0).normal(size=s.dim) * 0.05
+
+    def message(config):
+        ins = FitIns(ndarrays_to_parameters([np.zeros(s.dim)]), config)
+        return Message(compat.fitins_to_recorddict(ins, keep_input=True), dst_node_id=1, message_type="train")
+
+    def call_next(msg, ctxt):  # the client's training: returns its update with 7 examples
+        res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([update]), 7, {})
+        return Message(compat.fitres_to_recorddict(res, keep_input=True), reply_to=msg)
+
+    ctxt = Context(run_id=0, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    out = mod(message(dict(s.round_config(), **{"ddg.round": 1})), ctxt, call_next)
+    res = compat.recorddict_to_fitres(out.content, keep_input=True)
+    (sent,) = parameters_to_ndarrays(res.parameters)
+    expected = s.mechanism.encode(update[None], secure_generator(_key(3), stream=1))[0]
+    assert res.num_examples == 1 and np.array_equal(sent + (2**16 - 1) / 2, expected)
+    with pytest.raises(ValueError, match="ddg.round=1 was already encoded"):
+        mod(message(dict(s.round_config(), **{"ddg.round": 1})), ctxt, call_next)
+    with pytest.raises(ValueError, match="sigma=.* does not match"):
+        mod(message(dict(s.round_config(), **{"ddg.round": 2, "ddg.sigma": 0.0})), ctxt, call_next)
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_workflow_refuses_bad_configuration_before_any_round():
+    from fedbandit.integrations.flower import DDGSecAggPlusWorkflow
+
+    s = DDGSetting(**SETTING)
+    w = DDGSecAggPlusWorkflow(s, 1.0, 0.5, modulus_range=2**16, clip=0.3, sigma=s.params.sigma)
+    assert (w.modulus_range, w.quantization_range, w.clipping_range) == (2**16, 2**16 - 1, (2**16 - 1) / 2)
+    for kw, match in ((dict(modulus_range=2**32), "modulus_range"), (dict(clip=1.0), "clip=1.0"),
+                      (dict(sigma=1.0), "sigma=1.0")):
+        with pytest.raises(ValueError, match=match):
+            DDGSecAggPlusWorkflow(s, 1.0, 0.5, **kw)
+    with pytest.raises(ValueError, match="reconstruction_threshold=11"):
+        DDGSecAggPlusWorkflow(s, 10, 11)
