@@ -100,7 +100,7 @@ def test_identity_quantiser_round_trip():
 
 
 # ------------------------------------------------------------------ the federation
-def _package_pipeline(setting, xs, pids, round_):
+def _package_pipeline(setting, xs, pids, round_, key=_key):
     """This package's sum-ddg-secagg R, S, A on the clients' updates with their noise streams."""
     from fedbandit.protocols import create
     from fedbandit.secagg import secure_generator
@@ -110,7 +110,7 @@ def _package_pipeline(setting, xs, pids, round_):
     p.configure(n_parties=setting.clients_per_round, dim=setting.dim, n_rounds=setting.rounds, clip=setting.clip,
                 sampling_rate=setting.sampling_rate)
     p.reset(n_runs=1, rng=0)
-    msgs = np.concatenate([p.randomizer.encode(p, x[None, None], secure_generator(_key(pid), stream=round_))
+    msgs = np.concatenate([p.randomizer.encode(p, x[None, None], secure_generator(key(pid), stream=round_))
                            for x, pid in zip(xs, pids)], axis=1)
     delivered = p.intermediary.deliver(msgs, None, modulus=p.params.modulus)
     return delivered[0], p.analyzer.analyze(p, delivered, None, False)[0], p
@@ -132,6 +132,9 @@ def test_flower_federation_decodes_bit_for_bit_the_package_pipeline():
         xs = [clients(pid, W) for pid in rec.partitions]
         modsum, total, proto = _package_pipeline(s, xs, rec.partitions, t)
         assert np.array_equal(rec.modular_sum, modsum)
+        if t == 1:  # the check can fail: other noise keys, or the next round's streams, give another sum
+            assert not np.array_equal(_package_pipeline(s, xs, rec.partitions, t, key=lambda p: _key(p + 1))[0], modsum)
+            assert not np.array_equal(_package_pipeline(s, xs, rec.partitions, t + 1)[0], modsum)
         assert rec.total.dtype == total.dtype and np.array_equal(rec.total, total)  # bit for bit
         W, mom = server_momentum_step(W, mom, total, n_clients=s.clients_per_round, momentum=0.9, server_lr=1.0)
     assert np.array_equal(out["W"], W)

@@ -35,6 +35,7 @@ References
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -52,8 +53,13 @@ from fedbandit.integrations.flower.setting import (
     residues_to_flower,
 )
 
+# Flower reports usage events to its servers unless FLWR_TELEMETRY_ENABLED=0, read when flwr is
+# first imported: off unless the user chose otherwise (the book's builds run offline).
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
 try:
     import flwr.compat.common.recorddict_compat as _compat
+    from flwr.common.logger import log as _flwr_log
     from flwr.app import ConfigRecord
     from flwr.common import FitIns, FitRes, Status, Code, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.server.strategy import Strategy
@@ -200,8 +206,8 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
         parts = sorted(int(r.metrics["partition-id"]) for _, r in results if "partition-id" in r.metrics)
         self.records.append(RoundRecord(round=server_round, n_survivors=n_alive, modular_sum=modsum, total=total,
                                         epsilon=eps, delta=s.delta, partitions=parts))
-        logging.getLogger("fedbandit").info("round %d: DDG sum of %d clients decoded; epsilon so far %.4g (delta %g)",
-                                            server_round, n_alive, eps, s.delta)
+        _flwr_log(logging.INFO, "[DDG] round %d: sum of %d clients decoded; epsilon so far %.4g (delta %g)",
+                  server_round, n_alive, eps, s.delta)
         return total
 
 
@@ -321,9 +327,6 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         ``records`` (:class:`RoundRecord` per round), ``accuracy`` (per round, if
         ``evaluate``), ``W`` (the final model), ``seconds`` (wall clock of the run).
     """
-    import os
-
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     from flwr.client import NumPyClient
     from flwr.client.mod import secaggplus_mod
     from flwr.clientapp import ClientApp
