@@ -300,8 +300,8 @@ def _server_step(W, mom, total, n, momentum, server_lr):
 
 
 def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_shares=1.0, reconstruction_threshold=0.5,
-                       momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, num_cpus=2,
-                       verbose=False) -> dict:
+                       momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, dropouts=(),
+                       num_cpus=2, verbose=False) -> dict:
     """Run the DDG federation in Flower's simulation engine (Ray) and return what the server saw.
 
     Parameters
@@ -318,6 +318,11 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         sampled client is a neighbour, threshold half of them).
     keys : callable or None
         ``keys(partition_id) -> 32 bytes``: the clients' noise keys (None: fresh OS keys).
+    dropouts : iterable of (round, partition_id)
+        Simulated dropouts: that client, if sampled in that round, fails during its
+        training, after SecAgg+'s key exchange and before it sends its masked update
+        (SecAgg+ then removes its pairwise masks from the survivors' sum; ε is accounted
+        with the survivors' noise shares).
     num_cpus : int
         CPUs Ray may use (one client per CPU at a time).
 
@@ -336,6 +341,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     from flwr.simulation import run_simulation
 
     T = setting.rounds if rounds is None else check_int_in_range("rounds", rounds, 1, setting.rounds)
+    drop = frozenset((int(r), int(p)) for r, p in dropouts)
     workflow = DDGSecAggPlusWorkflow(setting, num_shares, reconstruction_threshold)
     strategy = DDGFedAvgM(setting, initial, momentum=momentum, server_lr=server_lr, sampling_seed=sampling_seed,
                           evaluate=evaluate)
@@ -345,6 +351,8 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
             self.pid = pid
 
         def fit(self, parameters, config):
+            if (int(config["ddg.round"]), self.pid) in drop:
+                raise RuntimeError(f"simulated dropout of client {self.pid} in round {config['ddg.round']}")
             update = np.asarray(train(self.pid, parameters[0]), dtype=np.float64)
             return [update], 1, {"partition-id": self.pid}
 
