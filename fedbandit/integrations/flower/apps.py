@@ -371,6 +371,10 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         ctx = LegacyContext(context=context, config=ServerConfig(num_rounds=T), strategy=strategy)
         DefaultWorkflow(fit_workflow=workflow)(grid, ctx)
 
+    # Ray's memory monitor kills a client actor when the *machine* is above 95% memory, whoever
+    # uses it (on a shared build machine: other jobs); the operating system's OOM killer still
+    # applies.  Off unless the user chose otherwise; read when Ray starts.
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
     t0 = time.perf_counter()
     backend = {"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": int(num_cpus), "log_to_driver": False,
                                                                    "include_dashboard": False}}
