@@ -11,6 +11,7 @@ Subpackages, by concept (imported on first access, so ``import fedbandit`` stays
 - :mod:`fedbandit.theory`: the bounds the chapters plot
 - :mod:`fedbandit.audit`: empirical lower bounds on ε (attacks)
 - :mod:`fedbandit.experiments`: the grid runner with its cache, the synthesis, statistics helpers
+- :mod:`fedbandit.integrations`: the mechanisms in deployment frameworks (Flower; optional ``flwr``)
 - :mod:`fedbandit.book`: the scale knob, the figure style and the Sphinx extension
 """
 
@@ -26,6 +27,7 @@ _SUBPACKAGES = {
     "book",
     "envs",
     "experiments",
+    "integrations",
     "learners",
     "mechanisms",
     "protocols",

@@ -434,6 +434,11 @@ BASELINES = {
     "learners.CentralizedUCB": kw(n_agents=2, n_arms=3, horizon=20),
     "learners.FederatedLearner": lambda: ((), dict(protocol=_protocol("sum-non-private"), n_clients=5, n_features=4,
                                                    rounds=2)),
+    "learners.local_updates": lambda: ((), dict(W=np.zeros((2, 3, 2)), X=np.ones((2, 4, 3)), Y=np.ones((2, 4, 2)) / 2,
+                                                mask=np.ones((2, 4)), count=np.full((2, 1, 1), 4.0), lr=0.5,
+                                                local_steps=2)),
+    "learners.server_momentum_step": lambda: ((), dict(W=np.zeros(3), mom=np.zeros(3), total=np.ones(3), n_clients=2,
+                                                       momentum=0.9, server_lr=1.0)),
     "learners.grid_view": lambda: ((), dict(result=_run_result())),
     "learners.split_params": lambda: ((), dict(config=_synthetic_config(), cls=__import__(
         "fedbandit.learners", fromlist=["x"]).FixedBatchFedLinUCB)),

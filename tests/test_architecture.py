@@ -88,7 +88,9 @@ def test_chapters_import_from_subpackages():
             for line in "".join(cell["source"]).splitlines():
                 s = line.strip()
                 if s.startswith("from fedbandit.") and s.split()[1].count(".") > 1:
-                    bad.append((nb.name, s))
+                    target = PKG.joinpath(*s.split()[1].split(".")[1:])
+                    if not (target / "__init__.py").exists():  # a nested subpackage is a subpackage
+                        bad.append((nb.name, s))
     assert not bad, bad
 
 
@@ -102,3 +104,60 @@ def test_every_registered_protocol_is_composed_of_parts():
         assert isinstance(p, Protocol) and p.name == name
         assert isinstance(p.randomizer, Randomizer) and isinstance(p.intermediary, Intermediary)
         assert isinstance(p.analyzer, Analyzer)
+
+
+#: The layer order of /DESIGN (a module may import only from its own layer or below; the
+#: contract reads function-level imports too).  Same-rank layers may import each other.
+LAYERS = {"_validation": 0, "_registry": 0, "accounting": 1, "mechanisms": 2, "protocols": 3, "secagg": 3, "envs": 4,
+          "theory": 4, "learners": 5, "audit": 6, "experiments": 7, "integrations": 8, "book": 9}
+
+
+def _fedbandit_imports(tree):
+    """Top-level fedbandit subpackages a module imports, anywhere in it (function bodies included)."""
+    out = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module == "fedbandit"]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "fedbandit" and len(parts) > 1 and parts[1] in LAYERS:
+                out.add(parts[1])
+    return out
+
+
+def _layer_violations():
+    bad = []
+    for path in _modules(PKG):
+        rel = path.relative_to(PKG)
+        own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if own not in LAYERS:
+            continue
+        for dep in _fedbandit_imports(ast.parse(path.read_text())):
+            if LAYERS[dep] > LAYERS[own]:
+                bad.append((str(rel), dep))
+    return bad
+
+
+def test_integrations_respect_the_layer_order():
+    # integrations sit above experiments and below book: nothing below imports them, and
+    # they import nothing from the book
+    bad = [(m, dep) for m, dep in _layer_violations() if "integrations" in (dep, m.split("/")[0])]
+    assert not bad, bad
+    assert _fedbandit_imports(ast.parse("def f():\n    from fedbandit.integrations.flower import ddg_mod")) == {"integrations"}
+
+
+def test_flwr_is_imported_only_inside_integrations_flower():
+    offenders = []
+    for path in _modules(PKG):
+        rel = path.relative_to(PKG)
+        if rel.parts[:2] == ("integrations", "flower"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(m == "flwr" or m.startswith("flwr.") for m in mods):
+                offenders.append(str(rel))
+    assert not offenders, offenders

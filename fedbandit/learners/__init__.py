@@ -36,6 +36,8 @@ _EXPORTS = {
     "ADAPTIVE_SCHEDULE_LEAK": "dp20",
     "FederatedLearner": "federated",
     "FederatedResult": "federated",
+    "local_updates": "federated",
+    "server_momentum_step": "federated",
     "WITHIN_BATCH_LEAK": "fixed_batch",
     "FixedBatchFedLinUCB": "fixed_batch",
     "IndependentLinUCB": "fixed_batch",

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbandit._validation import (
+    check_array,
     check_choice,
     MAX_STEPS,
     check_float_in_range,
@@ -53,7 +54,7 @@ from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import Result
 from fedbandit.protocols.sums import SumProtocol
 
-__all__ = ["FederatedLearner", "FederatedResult"]
+__all__ = ["FederatedLearner", "FederatedResult", "local_updates", "server_momentum_step"]
 
 
 @dataclass(kw_only=True)
@@ -85,6 +86,50 @@ class FederatedResult(Result):
     @property
     def n_runs(self) -> int:
         return self.accuracy.shape[0]
+
+
+def local_updates(W, X, Y, mask, count, *, lr: float, local_steps: int) -> np.ndarray:
+    """Clients' updates Δ_i = W_i − W after ``local_steps`` full-batch softmax-regression steps from W.
+
+    One row per client (any number of clients, of any runs, at once): ``W`` (n, f, C) the
+    model each starts from, ``X`` (n, L, f) its examples with the bias feature, ``Y``
+    (n, L, C) their one-hot labels (zero rows for padding), ``mask`` (n, L) which examples
+    are real, ``count`` (n, 1, 1) how many.  Returns (n, f·C).  The single definition of a
+    client's local training: :class:`FederatedLearner` and the Flower client of
+    :mod:`fedbandit.integrations.flower` both call it.
+    """
+    W = check_array("W", W)
+    X, Y, mask, count = (check_array(name, a) for name, a in (("X", X), ("Y", Y), ("mask", mask), ("count", count)))
+    if W.ndim != 3 or X.ndim != 3 or Y.ndim != 3 or mask.ndim != 2 or count.shape != (W.shape[0], 1, 1):
+        raise ValueError(f"W (n, f, C), X (n, L, f), Y (n, L, C), mask (n, L) and count (n, 1, 1) expected, got shapes "
+                         f"{W.shape}, {X.shape}, {Y.shape}, {mask.shape}, {count.shape}")
+    n, f, C = W.shape
+    if X.shape[0] != n or X.shape[2] != f or Y.shape != (n, X.shape[1], C) or mask.shape != X.shape[:2]:
+        raise ValueError(f"W {W.shape}, X {X.shape}, Y {Y.shape} and mask {mask.shape} disagree on n, L, f or C")
+    if np.any(count <= 0):
+        raise ValueError("count must be positive (every client has at least one example)")
+    lr = check_positive_float("lr", lr)
+    local_steps = check_positive_int("local_steps", local_steps, max_value=10**6, reason="steps are a loop")
+    Wc = W.copy()
+    for _ in range(local_steps):  # local full-batch gradient steps, all clients at once
+        z = np.einsum("nlf,nfk->nlk", X, Wc)
+        z -= z.max(-1, keepdims=True)
+        prob = np.exp(z)
+        prob /= prob.sum(-1, keepdims=True)
+        Wc -= lr * np.einsum("nlf,nlk->nfk", X, (prob - Y) * mask[..., None]) / count
+    return (Wc - W).reshape(W.shape[0], -1)
+
+
+def server_momentum_step(W, mom, total, *, n_clients: int, momentum: float, server_lr: float):
+    """Federated averaging with server momentum: m ← μ m + total/n, W ← W + η_s m; returns (W, m)."""
+    W, mom, total = check_array("W", W), check_array("mom", mom), check_array("total", total)
+    if not (W.shape == mom.shape == total.shape):
+        raise ValueError(f"W, mom and total must have one shape, got {W.shape}, {mom.shape}, {total.shape}")
+    n_clients = check_positive_int("n_clients", n_clients, max_value=MAX_STEPS)
+    momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
+    server_lr = check_positive_float("server_lr", server_lr)
+    mom = momentum * mom + total / n_clients
+    return W + server_lr * mom, mom
 
 
 def _repeat_runs(a: np.ndarray, n_runs: int) -> np.ndarray:
@@ -211,18 +256,11 @@ class FederatedLearner:
                 present = sample_rng.random((R, N)) < self.sampling_rate
                 if t == 0:
                     Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))
-            Wc = np.broadcast_to(W.reshape(R, 1, f, C), (R, n, f, C)).reshape(R * n, f, C).copy()
-            for _ in range(self.local_steps):  # local full-batch gradient steps, all clients of all runs at once
-                z = np.einsum("nlf,nfk->nlk", Xr, Wc)
-                z -= z.max(-1, keepdims=True)
-                prob = np.exp(z)
-                prob /= prob.sum(-1, keepdims=True)
-                Wc -= self.lr * np.einsum("nlf,nlk->nfk", Xr, (prob - Yr) * maskr[..., None]) / countr
-            update = Wc.reshape(R, n, d) - W[:, None, :]
+            Wc = np.broadcast_to(W.reshape(R, 1, f, C), (R, n, f, C)).reshape(R * n, f, C)
+            update = local_updates(Wc, Xr, Yr, maskr, countr, lr=self.lr, local_steps=self.local_steps).reshape(R, n, d)
             total = protocol.aggregate(update) if present is None else protocol.aggregate(update, mask=present)
-            avg = total / self.clients_per_round
-            mom = self.momentum * mom + avg
-            W = W + self.server_lr * mom
+            W, mom = server_momentum_step(W, mom, total, n_clients=self.clients_per_round, momentum=self.momentum,
+                                          server_lr=self.server_lr)
             curve[:, t] = self._accuracy(Xt, data["y_test"], W)
         return FederatedResult(
             accuracy=curve[:, -1].copy(),

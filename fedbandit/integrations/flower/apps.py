@@ -1,0 +1,434 @@
+r"""The distributed discrete Gaussian in Flower: a client mod, a server workflow, a strategy and a runner.
+
+Kairouz, Liu & Steinke's DDG [KLS21]_ on top of Flower's SecAgg+ (Bell et al. 2020, the
+``secaggplus_mod`` / ``SecAggPlusWorkflow`` of ``flwr`` 1.42):
+
+* :func:`ddg_mod` -- a client mod placed *inside* ``secaggplus_mod``
+  (``ClientApp(mods=[secaggplus_mod, ddg_mod(setting)])``): on the way back from the
+  client's training it clips the update, rotates it (randomised Hadamard), rounds it,
+  adds discrete Gaussian noise and reduces it mod 2^B -- this package's
+  :meth:`fedbandit.mechanisms.DDGMechanism.encode`, the randomizer of ``sum-ddg-secagg`` --
+  so that SecAgg+ only ever masks residues;
+* :class:`DDGSecAggPlusWorkflow` -- Flower's ``SecAggPlusWorkflow`` with its quantiser set
+  to the identity on residues (:func:`fedbandit.integrations.flower.setting.flower_quantization`),
+  which recovers the modular sum exactly, decodes it with
+  :meth:`~fedbandit.mechanisms.DDGMechanism.decode` (modular clipping, inverse rotation,
+  rescaling), and accounts ε after every round with
+  :meth:`~fedbandit.integrations.flower.setting.DDGSetting.epsilon_after`;
+* :class:`DDGFedAvgM` -- federated averaging with server momentum on the decoded sum, the
+  update rule of :class:`fedbandit.learners.FederatedLearner`
+  (:func:`fedbandit.learners.server_momentum_step`), sampling exactly n clients per round;
+* :func:`run_ddg_simulation` -- the three in Flower's simulation engine (Ray).
+
+Randomness of a client: the package's ChaCha20 noise source
+(:func:`fedbandit.secagg.secure_generator`), with a fresh key from the operating system
+every round unless the client was given a key (simulation, tests); with a key, round t
+draws from stream t of it and a client refuses to encode the same round twice (a server
+replaying a round would otherwise get the same noise twice and cancel it).
+
+References
+----------
+.. [KLS21] P. Kairouz, Z. Liu and T. Steinke, "The distributed discrete Gaussian
+   mechanism for federated learning with secure aggregation", ICML 2021.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int
+from fedbandit.integrations.flower.setting import (
+    DDGSetting,
+    check_expected_calibration,
+    check_flower_modulus,
+    check_round_config,
+    check_secagg_threshold,
+    flower_quantization,
+    modular_sum_from_flower,
+    residues_to_flower,
+)
+
+# Flower reports usage events to its servers unless FLWR_TELEMETRY_ENABLED=0, read when flwr is
+# first imported: off unless the user chose otherwise (the book's builds run offline).
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+try:
+    import flwr.compat.common.recorddict_compat as _compat
+    from flwr.common.logger import log as _flwr_log
+    from flwr.app import ConfigRecord
+    from flwr.common import FitIns, FitRes, Status, Code, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.server.strategy import Strategy
+    from flwr.server.workflow import SecAggPlusWorkflow
+except ImportError as exc:  # pragma: no cover - exercised only without flwr
+    raise ImportError(
+        "fedbandit.integrations.flower needs flwr: pip install 'fedbandit[flower]' (flwr[simulation]==1.42.0)"
+    ) from exc
+
+__all__ = ["ddg_mod", "DDGSecAggPlusWorkflow", "DDGFedAvgM", "RoundRecord", "run_ddg_simulation", "flower_digits_trial"]
+
+_USED_ROUNDS = "fedbandit.ddg.used_rounds"
+
+
+def _client_generator(key, round_: int):
+    from fedbandit.secagg import secure_generator
+
+    return secure_generator(key, stream=round_)
+
+
+def ddg_mod(setting: DDGSetting, *, key: bytes | None = None):
+    """The client mod: DDG-encode the update the client returns, before ``secaggplus_mod`` masks it.
+
+    Parameters
+    ----------
+    setting : DDGSetting
+        The client's own copy of the public setting (its calibration; the server's round
+        parameters are checked against it, :func:`check_round_config`).
+    key : bytes of length 32 or None
+        The client's secret noise key.  None (deployment): a fresh key from ``os.urandom``
+        every round.  A fixed key makes the noise reproducible (simulation, tests): round t
+        draws from stream t, and a round is encoded at most once.
+
+    Returns
+    -------
+    callable
+        A Flower mod ``(message, context, call_next) -> message``; place it after
+        ``secaggplus_mod`` in ``ClientApp(mods=[secaggplus_mod, ddg_mod(setting)])`` so that
+        it runs between the client's training and SecAgg+'s masking.
+    """
+    if not isinstance(setting, DDGSetting):
+        raise TypeError(f"setting must be a DDGSetting, got {type(setting).__name__}")
+    if key is not None and (not isinstance(key, (bytes, bytearray)) or len(key) != 32):
+        raise TypeError("key must be 32 bytes or None")
+    mech, bits, d = setting.mechanism, setting.bits, setting.dim
+
+    def mod(msg, ctxt, call_next):
+        fitins = _compat.recorddict_to_fitins(msg.content, keep_input=True)
+        check_round_config(setting, fitins.config)
+        round_ = check_positive_int("ddg.round", fitins.config.get("ddg.round"), max_value=2**62)
+        if key is not None:
+            used = ctxt.state.config_records.get(_USED_ROUNDS, ConfigRecord({"rounds": []}))
+            rounds = list(used.get("rounds", []))
+            if round_ in rounds:
+                raise ValueError(f"ddg.round={round_} was already encoded by this client: its noise would repeat")
+            ctxt.state.config_records[_USED_ROUNDS] = ConfigRecord({"rounds": rounds + [round_]})
+        out = call_next(msg, ctxt)
+        fitres = _compat.recorddict_to_fitres(out.content, keep_input=True)
+        update = np.concatenate([np.ravel(a) for a in parameters_to_ndarrays(fitres.parameters)]).astype(np.float64)
+        if update.shape != (d,):
+            raise ValueError(f"the client's update has {update.size} entries, the setting's dim={d}")
+        residues = mech.encode(update[None], _client_generator(key, round_))[0]
+        fitres.parameters = ndarrays_to_parameters([residues_to_flower(residues, bits)])
+        fitres.num_examples = 1  # Flower's weight channel: 1 of max_weight 1 (the identity quantiser)
+        out.content = _compat.fitres_to_recorddict(fitres, keep_input=False)
+        return out
+
+    return mod
+
+
+@dataclass
+class RoundRecord:
+    """What the server workflow learnt in one round."""
+
+    round: int
+    n_survivors: int
+    modular_sum: np.ndarray
+    total: np.ndarray
+    epsilon: float
+    delta: float
+    partitions: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
+    """Flower's SecAgg+ workflow around DDG residues: decode the modular sum, account ε every round.
+
+    Parameters
+    ----------
+    setting : DDGSetting
+    num_shares, reconstruction_threshold : int or float
+        SecAgg+'s neighbourhood size and Shamir threshold (Flower's meaning), checked
+        against the n clients per round (:func:`check_secagg_threshold`).
+    modulus_range : int or None
+        If given, must be 2^bits (:func:`check_flower_modulus`).
+    clip, sigma : float or None
+        If given, must be the clip bound and noise scale the target was accounted for
+        (:func:`check_expected_calibration`).
+    timeout : float or None
+        Flower's per-stage timeout.
+
+    Every check runs here, before any round.  After each round :attr:`records` gains a
+    :class:`RoundRecord` (the modular sum, the decoded sum Σ_i Δ_i, ε so far), and the
+    strategy's ``aggregate_fit`` receives the decoded *sum* (one result, ``num_examples``
+    = the survivors), which :class:`DDGFedAvgM` turns into the model update.
+    """
+
+    def __init__(self, setting: DDGSetting, num_shares, reconstruction_threshold, *, modulus_range=None, clip=None,
+                 sigma=None, timeout=None):
+        if not isinstance(setting, DDGSetting):
+            raise TypeError(f"setting must be a DDGSetting, got {type(setting).__name__}")
+        self.setting = setting
+        check_secagg_threshold(setting, num_shares, reconstruction_threshold)
+        if modulus_range is not None:
+            check_flower_modulus(setting, modulus_range)
+        check_expected_calibration(setting, clip=clip, sigma=sigma)
+        self.records: list[RoundRecord] = []
+        self._n_min = setting.clients_per_round
+        # Flower resolves fractional shares and threshold against the sampled clients as checked above.
+        super().__init__(num_shares, reconstruction_threshold, timeout=timeout, **flower_quantization(setting.bits))
+
+    def __call__(self, grid, context):
+        inner = context.strategy
+        context.strategy = _DecodingStrategy(inner, self)
+        t0 = time.perf_counter()
+        try:
+            super().__call__(grid, context)
+        finally:
+            context.strategy = inner
+        if self.records:
+            self.records[-1].seconds = time.perf_counter() - t0
+
+    def decode(self, server_round: int, results):
+        """Recover the survivors' modular sum from SecAgg+'s output, decode it and account the round."""
+        s = self.setting
+        n_alive = len(results)
+        if n_alive < 2:
+            raise ValueError(f"round {server_round}: {n_alive} client(s) survived; secure aggregation needs two")
+        (y,) = parameters_to_ndarrays(results[0][1].parameters)
+        modsum = modular_sum_from_flower(y, n_alive, s.bits)
+        total = s.mechanism.decode(modsum)
+        self._n_min = min(self._n_min, n_alive)
+        eps = s.epsilon_after(len(self.records) + 1, self._n_min)
+        parts = sorted(int(r.metrics["partition-id"]) for _, r in results if "partition-id" in r.metrics)
+        self.records.append(RoundRecord(round=server_round, n_survivors=n_alive, modular_sum=modsum, total=total,
+                                        epsilon=eps, delta=s.delta, partitions=parts))
+        _flwr_log(logging.INFO, "[DDG] round %d: sum of %d clients decoded; epsilon so far %.4g (delta %g)",
+                  server_round, n_alive, eps, s.delta)
+        return total
+
+
+class _DecodingStrategy:
+    """The strategy as the SecAgg+ workflow sees it: ``aggregate_fit`` gets the decoded sum."""
+
+    def __init__(self, inner, workflow: DDGSecAggPlusWorkflow):
+        self._inner, self._workflow = inner, workflow
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def aggregate_fit(self, server_round, results, failures):
+        if not results:
+            return self._inner.aggregate_fit(server_round, results, failures)
+        total = self._workflow.decode(server_round, results)
+        proxy = results[0][0]
+        res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([total]), len(results), {})
+        return self._inner.aggregate_fit(server_round, [(proxy, res)], failures)
+
+
+class DDGFedAvgM(Strategy):
+    """Federated averaging with server momentum on the DDG-decoded sum ([KLS21]_ Sec. 6.2.3).
+
+    Every round samples exactly n of the N clients without replacement (the sampler of
+    :class:`fedbandit.learners.FederatedLearner`: the n smallest of N uniform keys, from
+    ``sampling_seed``, over the clients in node-id order), sends them the model with the
+    setting's ``ddg.*`` parameters, and applies :func:`fedbandit.learners.server_momentum_step`
+    to the decoded sum.  ``evaluate(parameters) -> float`` (optional) is called on the model
+    after every round; its values are :attr:`accuracy`.
+    """
+
+    def __init__(self, setting: DDGSetting, initial, *, momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None,
+                 wait_seconds=600.0):
+        if not isinstance(setting, DDGSetting):
+            raise TypeError(f"setting must be a DDGSetting, got {type(setting).__name__}")
+        self.setting = setting
+        self.W = np.asarray(initial, dtype=np.float64).reshape(-1)
+        if self.W.shape != (setting.dim,):
+            raise ValueError(f"initial must have setting.dim={setting.dim} entries, got {self.W.size}")
+        self.mom = np.zeros_like(self.W)
+        self.momentum = float(momentum)
+        self.server_lr = check_positive_float("server_lr", server_lr)
+        self.sample_rng = np.random.default_rng(check_int_in_range("sampling_seed", sampling_seed, 0, None))
+        self.evaluate_fn = evaluate
+        self.wait_seconds = float(wait_seconds)
+        self.accuracy: list[float] = []
+
+    def initialize_parameters(self, client_manager):
+        return ndarrays_to_parameters([self.W.copy()])
+
+    def configure_fit(self, server_round, parameters, client_manager):
+        s = self.setting
+        if not client_manager.wait_for(s.n_clients, timeout=self.wait_seconds):
+            raise RuntimeError(f"only {client_manager.num_available()} of n_clients={s.n_clients} clients connected")
+        clients = [c for _, c in sorted(client_manager.all().items())]
+        if len(clients) != s.n_clients:
+            raise ValueError(f"{len(clients)} clients are connected, the setting's n_clients={s.n_clients}")
+        idx = np.argsort(self.sample_rng.random(s.n_clients))[: s.clients_per_round]
+        config = dict(s.round_config(), **{"ddg.round": int(server_round)})
+        fitins = FitIns(ndarrays_to_parameters([self.W.copy()]), config)
+        return [(clients[i], fitins) for i in idx]
+
+    def aggregate_fit(self, server_round, results, failures):
+        if not results:
+            return None, {}
+        (total,) = parameters_to_ndarrays(results[0][1].parameters)
+        self.W, self.mom = _server_step(self.W, self.mom, total, self.setting.clients_per_round, self.momentum,
+                                        self.server_lr)
+        return ndarrays_to_parameters([self.W.copy()]), {}
+
+    def configure_evaluate(self, server_round, parameters, client_manager):
+        return []
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        return None, {}
+
+    def evaluate(self, server_round, parameters):
+        if server_round == 0 or self.evaluate_fn is None:
+            return None
+        acc = float(self.evaluate_fn(self.W))
+        self.accuracy.append(acc)
+        return 0.0, {"accuracy": acc}
+
+
+def _server_step(W, mom, total, n, momentum, server_lr):
+    from fedbandit.learners import server_momentum_step
+
+    return server_momentum_step(W, mom, total, n_clients=n, momentum=momentum, server_lr=server_lr)
+
+
+def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_shares=1.0, reconstruction_threshold=0.5,
+                       momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, dropouts=(),
+                       num_cpus=2, verbose=False) -> dict:
+    """Run the DDG federation in Flower's simulation engine (Ray) and return what the server saw.
+
+    Parameters
+    ----------
+    setting : DDGSetting
+    train : callable
+        ``train(partition_id, W) -> update`` (length ``setting.dim``): a client's local
+        training from the model W (runs in the Ray workers; it must be picklable).
+    initial : array_like
+        The initial model (``setting.dim`` entries).
+    rounds : int or None
+        Rounds to run (default ``setting.rounds``; at most that many are accounted).
+    num_shares, reconstruction_threshold : SecAgg+ (Flower's meaning; default: every
+        sampled client is a neighbour, threshold half of them).
+    keys : callable or None
+        ``keys(partition_id) -> 32 bytes``: the clients' noise keys (None: fresh OS keys).
+    dropouts : iterable of (round, partition_id)
+        Simulated dropouts: that client, if sampled in that round, fails during its
+        training, after SecAgg+'s key exchange and before it sends its masked update
+        (SecAgg+ then removes its pairwise masks from the survivors' sum; ε is accounted
+        with the survivors' noise shares).
+    num_cpus : int
+        CPUs Ray may use (one client per CPU at a time).
+
+    Returns
+    -------
+    dict
+        ``records`` (:class:`RoundRecord` per round), ``accuracy`` (per round, if
+        ``evaluate``), ``W`` (the final model), ``seconds`` (wall clock of the run).
+    """
+    from flwr.client import NumPyClient
+    from flwr.client.mod import secaggplus_mod
+    from flwr.clientapp import ClientApp
+    from flwr.server import LegacyContext, ServerConfig
+    from flwr.server.workflow import DefaultWorkflow
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    T = setting.rounds if rounds is None else check_int_in_range("rounds", rounds, 1, setting.rounds)
+    drop = frozenset((int(r), int(p)) for r, p in dropouts)
+    workflow = DDGSecAggPlusWorkflow(setting, num_shares, reconstruction_threshold)
+    strategy = DDGFedAvgM(setting, initial, momentum=momentum, server_lr=server_lr, sampling_seed=sampling_seed,
+                          evaluate=evaluate)
+
+    class _Client(NumPyClient):
+        def __init__(self, pid):
+            self.pid = pid
+
+        def fit(self, parameters, config):
+            if (int(config["ddg.round"]), self.pid) in drop:
+                raise RuntimeError(f"simulated dropout of client {self.pid} in round {config['ddg.round']}")
+            update = np.asarray(train(self.pid, parameters[0]), dtype=np.float64)
+            return [update], 1, {"partition-id": self.pid}
+
+    def client_fn(context):
+        return _Client(int(context.node_config["partition-id"])).to_client()
+
+    def key_mod(msg, ctxt, call_next):  # each simulated client's own key (deployment: keys=None, fresh OS keys)
+        key = None if keys is None else keys(int(ctxt.node_config["partition-id"]))
+        return ddg_mod(setting, key=key)(msg, ctxt, call_next)
+
+    client_app = ClientApp(client_fn=client_fn, mods=[secaggplus_mod, key_mod])
+    server_app = ServerApp()
+
+    @server_app.main()
+    def _main(grid, context):
+        ctx = LegacyContext(context=context, config=ServerConfig(num_rounds=T), strategy=strategy)
+        DefaultWorkflow(fit_workflow=workflow)(grid, ctx)
+
+    # Ray's memory monitor kills a client actor when the *machine* is above 95% memory, whoever
+    # uses it (on a shared build machine: other jobs); the operating system's OOM killer still
+    # applies.  Off unless the user chose otherwise; read when Ray starts.
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+    t0 = time.perf_counter()
+    backend = {"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": int(num_cpus), "log_to_driver": False,
+                                                                   "include_dashboard": False}}
+    logging.getLogger("flwr").setLevel(logging.INFO if verbose else logging.WARNING)
+    run_simulation(server_app, client_app, num_supernodes=setting.n_clients, backend_config=backend,
+                   verbose_logging=verbose)
+    if len(workflow.records) != T:
+        raise RuntimeError(f"the Flower run completed {len(workflow.records)} of {T} rounds (see Flower's log)")
+    return {"records": workflow.records, "accuracy": np.array(strategy.accuracy), "W": strategy.W,
+            "seconds": time.perf_counter() - t0}
+
+
+def flower_digits_trial(config: dict, rng) -> dict:
+    """Chapter 5's digits federation in Flower's simulation engine, as a grid point of :func:`fedbandit.experiments.run_grid`.
+
+    ``config``: ``n_clients``, ``clients_per_round``, ``rounds`` (the accounted horizon),
+    ``rounds_run`` (rounds to run, at most ``rounds``), ``epsilon``, ``delta``, ``clip``,
+    ``bits``, ``k``, ``lr``, ``local_steps``, ``momentum``, ``split_seed``,
+    ``num_shares``, ``reconstruction_threshold``.  From ``rng``: the clients' noise keys
+    and the sampling seed.  The client samples also depend on the order of Flower's
+    (random) node ids, so a rerun draws other samples; the grid's cache keeps the first.
+
+    Returns a dict: ``accuracy`` (after every round), ``epsilon`` (reported after every
+    round), ``n_survivors``, ``seconds``.
+    """
+    from fedbandit._validation import check_rng
+    from fedbandit.integrations.flower.digits import DigitsClients
+
+    rng = check_rng("rng", rng)
+    c = dict(config)
+    clients = DigitsClients(c["n_clients"], split_seed=c.get("split_seed", 0), lr=c.get("lr", 0.5),
+                            local_steps=c.get("local_steps", 5))
+    setting = DDGSetting(epsilon=c["epsilon"], delta=c["delta"], n_clients=c["n_clients"],
+                         clients_per_round=c["clients_per_round"], rounds=c["rounds"], dim=clients.dim, clip=c["clip"],
+                         bits=c.get("bits", 16), k=c.get("k", 3.0))
+    master = rng.bytes(32)
+    out = run_ddg_simulation(
+        setting, clients, initial=np.zeros(setting.dim), rounds=c.get("rounds_run", setting.rounds),
+        num_shares=c.get("num_shares", 1.0), reconstruction_threshold=c.get("reconstruction_threshold", 0.5),
+        momentum=c.get("momentum", 0.9), sampling_seed=int(rng.integers(2**31)), evaluate=clients.accuracy,
+        keys=_KeyFamily(master),
+    )
+    recs = out["records"]
+    return {"accuracy": out["accuracy"], "epsilon": np.array([r.epsilon for r in recs]),
+            "n_survivors": np.array([r.n_survivors for r in recs]), "seconds": out["seconds"]}
+
+
+class _KeyFamily:
+    """Client keys SHA-256(master || partition id) (picklable, for the Ray workers)."""
+
+    def __init__(self, master: bytes):
+        self.master = bytes(master)
+
+    def __call__(self, pid: int) -> bytes:
+        import hashlib
+
+        return hashlib.sha256(self.master + int(pid).to_bytes(8, "big")).digest()

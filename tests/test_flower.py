@@ -1,0 +1,202 @@
+"""The distributed discrete Gaussian in Flower (fedbandit.integrations.flower).
+
+The federation test runs Flower's simulation engine (Ray) with 12 clients, 10 sampled per
+round, through the DDG client mod and Flower's real SecAgg+ (key agreement, Shamir
+sharing, masking with Flower's PRG, and in round 2 the removal of dropped clients' masks),
+and checks that the server's decoded sum of every
+round is, bit for bit, what this package's own ``sum-ddg-secagg`` pipeline -- its
+randomizer, its (ideal) secure aggregation and its decoder -- computes from the same
+clients' updates with the same clients' noise streams.  Any difference in clipping,
+rotation, rounding, noise, the identity quantiser, the modular sum or the decoding breaks
+the equality.  The misconfiguration tests need no flwr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import time
+
+import numpy as np
+import pytest
+
+from fedbandit.integrations.flower import (
+    DDGSetting,
+    check_expected_calibration,
+    check_flower_modulus,
+    check_round_config,
+    check_secagg_threshold,
+    flower_quantization,
+    modular_sum_from_flower,
+    residues_to_flower,
+)
+
+HAVE_FLWR = importlib.util.find_spec("flwr") is not None and importlib.util.find_spec("ray") is not None
+SETTING = dict(epsilon=4.0, delta=1e-5, n_clients=12, clients_per_round=10, rounds=2, dim=650, clip=0.3)
+
+
+def _key(pid: int) -> bytes:
+    return hashlib.sha256(b"fedbandit-test-client-%d" % pid).digest()
+
+
+# ------------------------------------------------------------------ misconfigurations (no flwr)
+def test_modulus_other_than_2_to_the_bits_is_refused():
+    s = DDGSetting(**SETTING)
+    assert check_flower_modulus(s, 2**16) == 2**16
+    with pytest.raises(ValueError, match="modulus_range=32768 is too small.*wrap around"):
+        check_flower_modulus(s, 2**15)
+    with pytest.raises(ValueError, match="modulus_range=4294967296 exceeds 2\\^bits.*carries"):
+        check_flower_modulus(s, 2**32)  # Flower's default modulus
+
+
+def test_bits_beyond_flower_range_refused():
+    with pytest.raises(ValueError, match="bits"):
+        DDGSetting(**dict(SETTING, bits=32))
+
+
+def test_clip_or_sigma_off_the_accounted_target_refused():
+    s = DDGSetting(**SETTING)
+    check_expected_calibration(s, clip=0.3, sigma=s.params.sigma)  # the accounted ones pass
+    with pytest.raises(ValueError, match="clip=0.5 does not match"):
+        check_expected_calibration(s, clip=0.5)
+    with pytest.raises(ValueError, match="sigma=.* does not match"):
+        check_expected_calibration(s, sigma=s.params.sigma * 0.9)
+
+
+def test_fewer_sampled_clients_than_threshold_refused():
+    s = DDGSetting(**SETTING)
+    assert check_secagg_threshold(s, 1.0, 0.5) == (10, 5)
+    with pytest.raises(ValueError, match="reconstruction_threshold=11 exceeds clients_per_round=10"):
+        check_secagg_threshold(s, 10, 11)
+    with pytest.raises(ValueError, match="num_shares=11 exceeds clients_per_round=10"):
+        check_secagg_threshold(s, 11, 5)
+
+
+def test_client_refuses_server_parameters_it_did_not_account():
+    s = DDGSetting(**SETTING)
+    cfg = s.round_config()
+    check_round_config(s, cfg)
+    for key, bad in (("ddg.clip", 0.6), ("ddg.sigma", cfg["ddg.sigma"] / 2), ("ddg.bits", 12), ("ddg.n", 9)):
+        with pytest.raises(ValueError, match=key.split(".")[1] + "="):
+            check_round_config(s, dict(cfg, **{key: bad}))
+
+
+def test_identity_quantiser_round_trip():
+    # Flower's client quantiser and server de-quantiser, written out (flwr 1.42,
+    # flwr/common/secure_aggregation/quantization.py and secaggplus_workflow.py), on residues.
+    bits, n = 16, 10
+    q = flower_quantization(bits)
+    rng = np.random.default_rng(0)
+    r = rng.integers(0, 2**bits, size=(n, 64))
+    sent = residues_to_flower(r, bits)
+    cf, R, m = q["clipping_range"], q["quantization_range"], q["modulus_range"]
+    quant = np.ceil((np.clip(sent, -cf, cf) + cf) * (R / (2 * cf))).astype(np.int64)
+    assert np.array_equal(quant, r)
+    s = quant.sum(axis=0) % m
+    weight = (n * R) % m
+    y = ((s * (2 * cf / R) - cf) - (n - 1) * cf) * (R / weight)
+    assert np.array_equal(modular_sum_from_flower(y, n, bits), s)
+    with pytest.raises(ValueError, match="not the de-quantised modular sum"):
+        modular_sum_from_flower(y + 0.3, n, bits)
+
+
+# ------------------------------------------------------------------ the federation
+def _package_pipeline(setting, xs, pids, round_, key=_key):
+    """This package's sum-ddg-secagg R, S, A on the clients' updates with their noise streams."""
+    from fedbandit.protocols import create
+    from fedbandit.secagg import secure_generator
+
+    p = create("sum-ddg-secagg", epsilon=setting.epsilon, delta=setting.delta, bits=setting.bits, k=setting.k,
+               flatten_seed=setting.flatten_seed)
+    p.configure(n_parties=setting.clients_per_round, dim=setting.dim, n_rounds=setting.rounds, clip=setting.clip,
+                sampling_rate=setting.sampling_rate)
+    p.reset(n_runs=1, rng=0)
+    msgs = np.concatenate([p.randomizer.encode(p, x[None, None], secure_generator(key(pid), stream=round_))
+                           for x, pid in zip(xs, pids)], axis=1)
+    delivered = p.intermediary.deliver(msgs, None, modulus=p.params.modulus)
+    return delivered[0], p.analyzer.analyze(p, delivered, None, False)[0], p
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_flower_federation_decodes_bit_for_bit_the_package_pipeline():
+    from fedbandit.integrations.flower import DigitsClients, run_ddg_simulation
+    from fedbandit.learners import server_momentum_step
+
+    clients = DigitsClients(SETTING["n_clients"])
+    s = DDGSetting(**dict(SETTING, dim=clients.dim))
+    t0 = time.perf_counter()
+    # round 2: clients 0, 1 and 2 fail after the key exchange if sampled (at least one of them is: 10 of 12)
+    out = run_ddg_simulation(s, clients, initial=np.zeros(s.dim), keys=_key, evaluate=clients.accuracy,
+                             dropouts=[(2, 0), (2, 1), (2, 2)])
+    print(f"Flower simulation: {s.n_clients} clients, {s.rounds} rounds, {time.perf_counter() - t0:.1f} s")
+    W, mom = np.zeros(s.dim), np.zeros(s.dim)
+    for t, rec in enumerate(out["records"], start=1):
+        assert rec.round == t and len(rec.partitions) == rec.n_survivors
+        if t == 1:
+            assert rec.n_survivors == s.clients_per_round
+        else:  # the dropped clients' pairwise masks were removed by SecAgg+'s unmasking
+            assert 7 <= rec.n_survivors <= 9 and not {0, 1, 2} & set(rec.partitions)
+        xs = [clients(pid, W) for pid in rec.partitions]
+        modsum, total, proto = _package_pipeline(s, xs, rec.partitions, t)
+        assert np.array_equal(rec.modular_sum, modsum)
+        if t == 1:  # the check can fail: other noise keys, or the next round's streams, give another sum
+            assert not np.array_equal(_package_pipeline(s, xs, rec.partitions, t, key=lambda p: _key(p + 1))[0], modsum)
+            assert not np.array_equal(_package_pipeline(s, xs, rec.partitions, t + 1)[0], modsum)
+        assert rec.total.dtype == total.dtype and np.array_equal(rec.total, total)  # bit for bit
+        W, mom = server_momentum_step(W, mom, total, n_clients=s.clients_per_round, momentum=0.9, server_lr=1.0)
+    assert np.array_equal(out["W"], W)
+    # epsilon reported each round: round 2 had fewer noise shares, so both rounds are accounted at that many
+    eps = [r.epsilon for r in out["records"]]
+    n2 = out["records"][1].n_survivors
+    assert eps[0] == s.epsilon_after(1) and eps[1] == s.epsilon_after(2, n2) > proto.accounting().epsilon
+    assert len(out["accuracy"]) == s.rounds
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_client_mod_encodes_with_its_own_calibration_and_refuses_replays():
+    import flwr.compat.common.recorddict_compat as compat
+    from flwr.app import Context, Message, RecordDict
+    from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedbandit.integrations.flower import ddg_mod
+    from fedbandit.secagg import secure_generator
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 0, 1, 0
+    s = DDGSetting(**SETTING)
+    mod = ddg_mod(s, key=_key(3))
+    update = np.random.default_rng(0).normal(size=s.dim) * 0.05
+
+    def message(config):
+        ins = FitIns(ndarrays_to_parameters([np.zeros(s.dim)]), config)
+        return Message(compat.fitins_to_recorddict(ins, keep_input=True), dst_node_id=1, message_type="train")
+
+    def call_next(msg, ctxt):  # the client's training: returns its update with 7 examples
+        res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([update]), 7, {})
+        return Message(compat.fitres_to_recorddict(res, keep_input=True), reply_to=msg)
+
+    ctxt = Context(run_id=0, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    out = mod(message(dict(s.round_config(), **{"ddg.round": 1})), ctxt, call_next)
+    res = compat.recorddict_to_fitres(out.content, keep_input=True)
+    (sent,) = parameters_to_ndarrays(res.parameters)
+    expected = s.mechanism.encode(update[None], secure_generator(_key(3), stream=1))[0]
+    assert res.num_examples == 1 and np.array_equal(sent + (2**16 - 1) / 2, expected)
+    with pytest.raises(ValueError, match="ddg.round=1 was already encoded"):
+        mod(message(dict(s.round_config(), **{"ddg.round": 1})), ctxt, call_next)
+    with pytest.raises(ValueError, match="sigma=.* does not match"):
+        mod(message(dict(s.round_config(), **{"ddg.round": 2, "ddg.sigma": 0.0})), ctxt, call_next)
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_workflow_refuses_bad_configuration_before_any_round():
+    from fedbandit.integrations.flower import DDGSecAggPlusWorkflow
+
+    s = DDGSetting(**SETTING)
+    w = DDGSecAggPlusWorkflow(s, 1.0, 0.5, modulus_range=2**16, clip=0.3, sigma=s.params.sigma)
+    assert (w.modulus_range, w.quantization_range, w.clipping_range) == (2**16, 2**16 - 1, (2**16 - 1) / 2)
+    for kw, match in ((dict(modulus_range=2**32), "modulus_range"), (dict(clip=1.0), "clip=1.0"),
+                      (dict(sigma=1.0), "sigma=1.0")):
+        with pytest.raises(ValueError, match=match):
+            DDGSecAggPlusWorkflow(s, 1.0, 0.5, **kw)
+    with pytest.raises(ValueError, match="reconstruction_threshold=11"):
+        DDGSecAggPlusWorkflow(s, 10, 11)
