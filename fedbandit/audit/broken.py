@@ -384,27 +384,25 @@ def planted_noise(factor: float, sites=None):
     for site in sites:
         replacements.update(_planted(site, factor))
     saved = []
+
+    def swap(owner):
+        # every attribute of ``owner`` that is one of the patched functions (unhashable values skipped)
+        for attr, value in list(vars(owner).items()):
+            try:
+                new = replacements.get(value)
+            except TypeError:
+                continue
+            if new is not None:
+                saved.append((owner, attr, value))
+                setattr(owner, attr, new)
+
     for name, mod in list(sys.modules.items()):
         if mod is None or not (name == "fedbandit" or name.startswith("fedbandit.")) or name.startswith("fedbandit.audit"):
             continue
-        for attr, value in list(vars(mod).items()):
-            if callable(value) and not isinstance(value, type):
-                try:
-                    new = replacements.get(value)
-                except TypeError:
-                    continue
-                if new is not None:
-                    saved.append((mod, attr, value))
-                    setattr(mod, attr, new)
-            elif isinstance(value, type) and value.__module__ == name:
-                for m_attr, m_value in list(vars(value).items()):
-                    try:
-                        new = replacements.get(m_value)
-                    except TypeError:
-                        continue
-                    if new is not None:
-                        saved.append((value, m_attr, m_value))
-                        setattr(value, m_attr, new)
+        swap(mod)  # functions imported by name
+        for value in list(vars(mod).values()):
+            if isinstance(value, type) and value.__module__ == name:
+                swap(value)  # methods and function-valued class attributes of the module's own classes
     try:
         yield factor
     finally:

@@ -60,7 +60,7 @@ from fedbandit._validation import (
     check_rng,
     check_shape,
 )
-from fedbandit.mechanisms.tree import _check_runs, _draw_noise
+from fedbandit.mechanisms.tree import _advance_runs, _draw_noise
 
 __all__ = [
     "sqrt_toeplitz_coefficients",
@@ -209,15 +209,7 @@ class _ToeplitzRandomizer:
             self.steps += 1
             kk = self.k
         else:
-            idx = _check_runs(runs, self.steps.size)
-            want = (idx.size,) + self.shape[1:]
-            if gamma.shape != want:
-                raise ValueError(f"gamma must have shape {want} for {idx.size} runs, got {gamma.shape}")
-            if np.any(self.steps[idx] >= self.n_steps):
-                raise ValueError(f"a run would exceed the mechanism's n_steps={self.n_steps} steps")
-            self.steps[idx] += 1
-            self.k = int(self.steps.max())
-            kk = self.steps[idx].copy()
+            idx, kk = _advance_runs(self, runs, gamma, "gamma", "the mechanism")
         z = _draw_noise(rng, gamma.shape, self.sigma, "gaussian")
         noise = self._advance(idx, kk, z)
         self._prefix[idx] += gamma

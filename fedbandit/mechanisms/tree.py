@@ -260,15 +260,7 @@ class TreeRandomizer:
             self._alpha[j] = alpha_j
             z = self._noise(rng, self.shape)
             return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
-        idx = _check_runs(runs, self.steps.size)
-        want = (idx.size,) + self.shape[1:]
-        if gamma.shape != want:
-            raise ValueError(f"gamma must have shape {want} for {idx.size} runs, got {gamma.shape}")
-        if np.any(self.steps[idx] >= self.n_steps):
-            raise ValueError(f"a run would exceed the tree's n_steps={self.n_steps} steps")
-        self.steps[idx] += 1
-        self.k = int(self.steps.max())
-        kk = self.steps[idx]
+        idx, kk = _advance_runs(self, runs, gamma, "gamma", "the tree")
         j = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + (1,) * (gamma.ndim - 1))
         a = self._alpha[:, idx]
@@ -294,6 +286,24 @@ def _check_runs(runs, n_runs):
     if idx.ndim != 1 or idx.size == 0 or np.any(idx < 0) or np.any(idx >= n_runs) or np.any(np.diff(idx) <= 0):
         raise ValueError(f"runs must be increasing run indices in [0, {n_runs}), got {runs!r}")
     return idx
+
+
+def _advance_runs(mech, runs, values, name, what):
+    """Advance the steps of the runs ``runs`` of a per-run mechanism (``steps``, ``k``, ``n_steps``).
+
+    Shared by the per-run calls of the tree's randomizer and analyzer and of the factorization
+    randomizers: checks ``runs``, that ``values`` has one row per run, and that no run passes
+    ``n_steps`` (``what`` names the mechanism in the error).  Returns (run indices, their new steps).
+    """
+    idx = _check_runs(runs, mech.steps.size)
+    want = (idx.size,) + mech.batch_shape[1:] + mech.item_shape
+    if values.shape != want:
+        raise ValueError(f"{name} must have shape {want} for {idx.size} runs, got {values.shape}")
+    if np.any(mech.steps[idx] >= mech.n_steps):
+        raise ValueError(f"a run would exceed {what}'s n_steps={mech.n_steps} steps")
+    mech.steps[idx] += 1
+    mech.k = int(mech.steps.max())
+    return idx, mech.steps[idx]
 
 
 class TreeAnalyzer:
@@ -330,15 +340,7 @@ class TreeAnalyzer:
             self._alpha_tilde[j] = alpha_tilde
             bits = [level for level in range(self.kappa) if self.k >> level & 1]
             return self._alpha_tilde[bits].sum(axis=0)
-        idx = _check_runs(runs, self.steps.size)
-        want = (idx.size,) + self.batch_shape[1:] + self.item_shape
-        if alpha_tilde.shape != want:
-            raise ValueError(f"alpha_tilde must have shape {want} for {idx.size} runs, got {alpha_tilde.shape}")
-        if np.any(self.steps[idx] >= self.n_steps):
-            raise ValueError(f"a run would exceed the tree's n_steps={self.n_steps} steps")
-        self.steps[idx] += 1
-        self.k = int(self.steps.max())
-        kk = self.steps[idx]
+        idx, kk = _advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
         expected = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
         if not np.array_equal(np.asarray(j), expected):
             raise ValueError(f"j must be the lowest set bits of the runs' steps, {expected}, got {j!r}")
