@@ -153,3 +153,26 @@ def test_poisson_sampling_for_the_central_gaussian():
         run_fl(dict(SAMPLED, sampling="poisson", **KINDS["ddg"]), np.random.default_rng(0))
     with pytest.raises(ValueError, match="clients_per_round"):
         run_fl(dict(SAMPLED, clients_per_round=61, **KINDS["none"]), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("kind", ["gauss", "ddg"])
+def test_rounds_run_is_the_prefix_of_the_calibrated_run(kind):
+    """``rounds_run=r`` trains the first r rounds of the T-round run: the same draws, the same curve, T's accounting."""
+    cfg = dict(BASE, rounds=6, runs=3, clip=0.3, clients_per_round=8, **KINDS[kind])
+    full = run_fl(cfg, np.random.default_rng(5))
+    short = run_fl(dict(cfg, rounds_run=2), np.random.default_rng(5))
+    assert short.extras["accuracy_curve"].shape == (3, 2) and short.t.tolist() == [1, 2]
+    assert np.array_equal(short.extras["accuracy_curve"], full.extras["accuracy_curve"][:, :2])
+    assert short.accounting == full.accounting  # calibrated and accounted for the 6 rounds
+    assert short.calibration["rounds"] == 6 and short.calibration["rounds_run"] == 2
+    # the check can fail: a run calibrated for 2 rounds has less noise, hence another curve
+    two = run_fl(dict(cfg, rounds=2), np.random.default_rng(5))
+    assert not np.array_equal(two.extras["accuracy_curve"], short.extras["accuracy_curve"])
+
+
+def test_rounds_run_outside_one_to_rounds_is_refused():
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match=rf"rounds_run must be an integer in \[1, 2\], got {bad}"):
+            FederatedLearner(create("sum-non-private"), n_clients=5, n_features=4, rounds=2, rounds_run=bad)
+    with pytest.raises(TypeError, match="rounds_run"):
+        FederatedLearner(create("sum-non-private"), n_clients=5, n_features=4, rounds=2, rounds_run=1.0)

@@ -171,12 +171,17 @@ class FederatedLearner:
         Seed of the client samples, for common random numbers across protocols (the same
         clients in round t of run r whatever the protocol); None draws them from a stream
         spawned from the run's generator.
+    rounds_run : int or None, default None
+        Train only the first ``rounds_run`` of the ``rounds`` rounds the protocol is
+        calibrated and accounted for (None: all of them): the prefix of a T-round run, as a
+        deployment that stops early (its accounting stays the T-round one, an upper bound).
     """
 
     name = "federated-learning"
 
     def __init__(self, protocol, *, n_clients, n_features, n_classes=10, rounds, local_steps=5, lr=0.5, momentum=0.9,
-                 clip=0.3, clients_per_round=None, sampling="fixed", server_lr=1.0, sampling_seed=None):
+                 clip=0.3, clients_per_round=None, sampling="fixed", server_lr=1.0, sampling_seed=None,
+                 rounds_run=None):
         if not isinstance(protocol, SumProtocol):
             raise TypeError(
                 f"protocol must be a fedbandit.protocols.SumProtocol (fedbandit.protocols.create('sum-...', ...)), "
@@ -188,6 +193,7 @@ class FederatedLearner:
         if (self.n_features + 1) * self.n_classes > MAX_STEPS:
             raise ValueError(f"(n_features + 1)·n_classes = {(self.n_features + 1) * self.n_classes} model weights exceed 10^9")
         self.rounds = check_positive_int("rounds", rounds, max_value=MAX_STEPS)
+        self.rounds_run = self.rounds if rounds_run is None else check_int_in_range("rounds_run", rounds_run, 1, self.rounds)
         self.local_steps = check_positive_int("local_steps", local_steps, max_value=10**6, reason="steps per round are a loop")
         self.lr = check_positive_float("lr", lr)
         self.momentum = check_float_in_range("momentum", momentum, 0.0, 1.0, high_inclusive=False)
@@ -226,7 +232,7 @@ class FederatedLearner:
         self._check_data(data)
         rng = check_rng("rng", rng)
         R = check_positive_int("n_runs", self.n_runs if n_runs is None else n_runs)
-        C, T = self.n_classes, self.rounds
+        C, T = self.n_classes, self.rounds_run
         protocol = self.protocol
         sampled = self.sampling_rate < 1.0
         if sampled and self.sampling_seed is not None:  # common random numbers across protocols
@@ -291,7 +297,7 @@ class FederatedLearner:
         out = dict(self.protocol.calibration())
         out.update({"rounds": self.rounds, "local_steps": self.local_steps, "lr": self.lr, "momentum": self.momentum,
                     "clip": self.clip, "clients_per_round": self.clients_per_round, "n_clients": self.n_clients,
-                    "client_sampling": self.sampling, "server_lr": self.server_lr})
+                    "client_sampling": self.sampling, "server_lr": self.server_lr, "rounds_run": self.rounds_run})
         return out
 
     #: Configuration keys the learner reads itself (besides its constructor's).
