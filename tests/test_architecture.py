@@ -161,3 +161,93 @@ def test_flwr_is_imported_only_inside_integrations_flower():
             if any(m == "flwr" or m.startswith("flwr.") for m in mods):
                 offenders.append(str(rel))
     assert not offenders, offenders
+
+
+# --- one version source: pyproject.toml -------------------------------------------------------
+
+
+def _pyproject_version(root=ROOT):
+    import tomllib
+
+    return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def _version_literals(tree):
+    """Line numbers of assignments of a string literal to ``__version__`` in a module's AST."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = {t.id for t in targets if isinstance(t, ast.Name)} | {t.attr for t in targets if isinstance(t, ast.Attribute)}
+        if "__version__" in names and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            hits.append(node.lineno)
+    return hits
+
+
+def test_version_is_pyprojects():
+    import fedbandit
+
+    assert fedbandit.__version__ == _pyproject_version()
+
+
+def test_no_module_types_a_version_literal():
+    offenders = {str(p.relative_to(PKG)): h for p in _modules(PKG) if (h := _version_literals(ast.parse(p.read_text())))}
+    assert not offenders, f"__version__ typed as a literal (pyproject.toml is the one source): {offenders}"
+    assert _version_literals(ast.parse('__version__ = "0.2.0"\nx: str = "1"\n__version__: str = "3"')) == [1, 3]
+    assert _version_literals(ast.parse("__version__ = _version()")) == []
+
+
+def _load_init_from(root):
+    """Execute a copy of fedbandit/__init__.py placed at ``root/fedbandit`` (not registered in sys.modules)."""
+    import importlib.util
+
+    (root / "fedbandit").mkdir()
+    init = root / "fedbandit" / "__init__.py"
+    init.write_text((PKG / "__init__.py").read_text())
+    spec = importlib.util.spec_from_file_location("fedbandit", init)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_version_is_read_from_the_checkouts_pyproject(tmp_path):
+    # a checkout whose pyproject says 9.8.7 reports 9.8.7, whatever an installed copy's metadata says
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fedbandit"\nversion = "9.8.7"\n')
+    assert _load_init_from(tmp_path).__version__ == "9.8.7"
+
+
+def test_version_ignores_another_projects_pyproject(tmp_path):
+    # the package vendored inside another project: that project's version is not ours, and
+    # the installed distribution's metadata is used instead
+    import importlib.metadata
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\nversion = "9.8.7"\n')
+    try:
+        expected = importlib.metadata.version("fedbandit")
+    except importlib.metadata.PackageNotFoundError:
+        with pytest.raises(importlib.metadata.PackageNotFoundError):
+            _load_init_from(tmp_path)
+        return
+    assert _load_init_from(tmp_path).__version__ == expected != "9.8.7"
+
+
+def test_installed_metadata_is_pyprojects_when_installed_from_this_checkout():
+    # `make test` installs this checkout editable (pip install -e '.[test]'), so the metadata
+    # must carry pyproject's version; an install made from another checkout (e.g. a git
+    # worktree run with PYTHONPATH) has its own pyproject and is not this test's business.
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution("fedbandit")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("fedbandit is not installed (run from the source tree)")
+    from urllib.parse import unquote, urlparse
+
+    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    if urlparse(url).scheme != "file" or Path(unquote(urlparse(url).path)).resolve() != ROOT:
+        pytest.skip(f"the installed fedbandit {dist.version} comes from {url or 'an index'}, not from {ROOT}")
+    assert dist.version == _pyproject_version()
