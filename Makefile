@@ -61,9 +61,11 @@ test: $(VENV)/.test-installed
 	$(MAKE) --no-print-directory lint unit notebooks canary book-quick executed browser
 	@echo "make test: all stages passed"
 
-# Cheap, so first: pyflakes, pycodestyle's E4/E7/E9 and import order ([tool.ruff] in pyproject.toml).
+# Cheap, so first: pyflakes, pycodestyle's E4/E7/E9 and import order ([tool.ruff] in pyproject.toml),
+# then the subpackages' layer contract ([tool.importlinter]; it reads the checkout's fedbandit/).
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check fedbandit tests benchmarks
+	$(BIN)/lint-imports --no-cache --no-logo
 
 unit: $(VENV)/.test-installed
 	FEDBANDIT_SCALE=quick $(BIN)/pytest -n $(JOBS) -m "not browser" tests

@@ -251,3 +251,53 @@ def test_installed_metadata_is_pyprojects_when_installed_from_this_checkout():
     if urlparse(url).scheme != "file" or Path(unquote(urlparse(url).path)).resolve() != ROOT:
         pytest.skip(f"the installed fedbandit {dist.version} comes from {url or 'an index'}, not from {ROOT}")
     assert dist.version == _pyproject_version()
+
+
+# --- the layer contract of [tool.importlinter] (run by `make test`'s lint stage) ---------------
+
+
+def _lint_imports(root):
+    """Exit status and output of import-linter run on the package tree and pyproject.toml in ``root``.
+
+    import-linter puts its working directory first on ``sys.path``, so the tree in ``root`` is
+    the one analysed (not an installed copy).
+    """
+    import subprocess
+    import sys
+
+    pytest.importorskip("importlinter", reason="import-linter is in the test extra (pip install -e '.[test]')")
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    proc = subprocess.run([sys.executable, "-c", code, "--no-cache", "--no-logo"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _package_copy(tmp_path):
+    import shutil
+
+    shutil.copytree(PKG, tmp_path / "fedbandit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_layer_contract_holds():
+    status, out = _lint_imports(ROOT)
+    assert status == 0 and "BROKEN" not in out, out
+
+
+@pytest.mark.parametrize("module, planted, reason", [
+    # a back-edge: the accounting layer importing the integrations (inside a function: grimp reads those too)
+    ("accounting/_planted.py", "def f():\n    from fedbandit.integrations import flower\n",
+     "fedbandit.accounting is not allowed to import fedbandit.integrations"),
+    # "|" siblings must not import each other
+    ("_validation.py", "\n\ndef _planted():\n    from fedbandit import _registry\n",
+     "fedbandit._validation is not allowed to import fedbandit._registry"),
+    # a new subpackage that the layer list does not place (the contract is exhaustive)
+    ("newlayer/__init__.py", "X = 1\n", "not listed as layers: - fedbandit.newlayer"),
+])
+def test_layer_contract_can_fail(tmp_path, module, planted, reason):
+    path = _package_copy(tmp_path) / "fedbandit" / module
+    path.parent.mkdir(exist_ok=True)
+    path.write_text((path.read_text() if path.exists() else "") + planted)
+    status, out = _lint_imports(tmp_path)
+    assert status != 0 and "BROKEN" in out and reason in " ".join(out.split()), out
