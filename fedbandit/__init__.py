@@ -27,6 +27,8 @@ def _version() -> str:
     a clone) the checkout's ``pyproject.toml`` is read, so the version is never a stale copy
     left in the metadata of an older install; an installed wheel has no ``pyproject.toml`` next
     to the package and the version comes from its metadata, which the build took from that file.
+    A copy of the package with neither (not installed, no ``pyproject.toml`` beside it) reports
+    ``"0+unknown"`` rather than failing to import.
     """
     from pathlib import Path
 
@@ -39,7 +41,10 @@ def _version() -> str:
             return project["version"]
     import importlib.metadata
 
-    return importlib.metadata.version(__name__)
+    try:
+        return importlib.metadata.version(__name__)
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 __version__ = _version()
