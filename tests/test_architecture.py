@@ -246,19 +246,21 @@ def test_version_without_pyproject_or_metadata_is_unknown(tmp_path, monkeypatch)
 def test_installed_metadata_is_pyprojects_when_installed_from_this_checkout():
     # `make test` installs this checkout editable (pip install -e '.[test]'), so the metadata
     # must carry pyproject's version; an install made from another checkout (e.g. a git
-    # worktree run with PYTHONPATH) has its own pyproject and is not this test's business.
+    # worktree run with PYTHONPATH), or one without a direct_url.json record (an index install,
+    # a source tree's fedbandit.egg-info), is not this test's business.
     import importlib.metadata
-
-    try:
-        dist = importlib.metadata.distribution("fedbandit")
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip("fedbandit is not installed (run from the source tree)")
     from urllib.parse import unquote, urlparse
 
-    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
-    if urlparse(url).scheme != "file" or Path(unquote(urlparse(url).path)).resolve() != ROOT:
-        pytest.skip(f"the installed fedbandit {dist.version} comes from {url or 'an index'}, not from {ROOT}")
-    assert dist.version == _pyproject_version()
+    def origin(dist):
+        url = urlparse(json.loads(dist.read_text("direct_url.json") or "{}").get("url", ""))
+        return Path(unquote(url.path)).resolve() if url.scheme == "file" else None
+
+    dists = list(importlib.metadata.distributions(name="fedbandit"))
+    ours = [d for d in dists if origin(d) == ROOT]
+    if not ours:
+        found = ", ".join(f"{d.version} from {origin(d) or 'no direct_url record'}" for d in dists) or "none"
+        pytest.skip(f"no fedbandit installed from {ROOT} (found: {found})")
+    assert {d.version for d in ours} == {_pyproject_version()}
 
 
 # --- the layer contract of [tool.importlinter] (run by `make test`'s lint stage) ---------------
