@@ -17,11 +17,11 @@ QUICK_HTML := $(QUICK_DIR)/_build/html
 NPM_DIR := _build/npm
 SCALE_LOG := _build/scale.log
 
-.PHONY: help book test unit notebooks canary web-assets book-quick executed browser bench clean venv
+.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
-	@echo "make test   unit tests, nbval on every chapter (quick scale), quick book build and its executed"
+	@echo "make test   lint (ruff), unit tests, nbval on every chapter (quick scale), quick book build and its executed"
 	@echo "            notebooks' outputs, browser check"
 	@echo "make bench  benchmarks side by side with their peers -> benchmarks/results/{results.md,results.json} (about 10 min)"
 	@echo "make clean  remove build outputs (keeps .venv and the experiment cache)"
@@ -58,8 +58,14 @@ book: $(VENV)/.book-installed
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 test: $(VENV)/.test-installed
-	$(MAKE) --no-print-directory unit notebooks canary book-quick executed browser
+	$(MAKE) --no-print-directory lint unit notebooks canary book-quick executed browser
 	@echo "make test: all stages passed"
+
+# Cheap, so first: pyflakes, pycodestyle's E4/E7/E9 and import order ([tool.ruff] in pyproject.toml),
+# then the subpackages' layer contract ([tool.importlinter]; it reads the checkout's fedbandit/).
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check fedbandit tests benchmarks
+	$(BIN)/lint-imports --no-cache --no-logo
 
 unit: $(VENV)/.test-installed
 	FEDBANDIT_SCALE=quick $(BIN)/pytest -n $(JOBS) -m "not browser" tests

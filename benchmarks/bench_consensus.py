@@ -26,12 +26,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _measure import measure  # noqa: E402
-from reference_consensus_ucb import ref_decentralized, ref_master_worker  # noqa: E402
-
 from fedbandit.envs.graphs import ring_graph  # noqa: E402
 from fedbandit.envs.multi_armed import BernoulliBandit  # noqa: E402
 from fedbandit.learners.consensus import DecentralizedUCB, MasterWorkerUCB  # noqa: E402
 from fedbandit.protocols.registry import create  # noqa: E402
+from reference_consensus_ucb import ref_decentralized, ref_master_worker  # noqa: E402
 
 M, K = 20, 10
 MEANS = np.array([0.75, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25])

@@ -17,7 +17,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed  # noqa: E402
-
 from fedbandit.envs.digits import load_digits_federated  # noqa: E402
 from fedbandit.experiments.trials import dme_trial  # noqa: E402
 from fedbandit.learners.federated import FederatedLearner  # noqa: E402

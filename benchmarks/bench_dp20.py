@@ -14,11 +14,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _measure import measure  # noqa: E402
-from reference_dp20 import reference_feducb  # noqa: E402
-
 from fedbandit.envs.linear import SyntheticLinearEnv  # noqa: E402
 from fedbandit.learners.dp20 import FedUCB, wang_threshold  # noqa: E402
 from fedbandit.protocols.registry import create  # noqa: E402
+from reference_dp20 import reference_feducb  # noqa: E402
 
 
 def _dp20():

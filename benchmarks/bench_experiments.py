@@ -14,7 +14,6 @@ import time
 import tracemalloc
 from pathlib import Path
 
-
 from fedbandit.experiments.grid import run_grid
 
 N_CONFIGS = 50

@@ -43,9 +43,8 @@ def SiloLDPProtocol(epsilon, delta):
     return create("silo-ldp", epsilon=epsilon, delta=delta, calibration="paper")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reference_fixed_batch import reference_run  # noqa: E402
-
 from _measure import floor, max_rss_mb, measure  # noqa: E402
+from reference_fixed_batch import reference_run  # noqa: E402
 
 
 def _label(c: dict) -> str:

@@ -31,7 +31,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import Timing, floor, measure, peer_version  # noqa: E402
-
 from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp  # noqa: E402
 from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian  # noqa: E402
 from fedbandit.mechanisms.flattening import fwht  # noqa: E402

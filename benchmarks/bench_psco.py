@@ -20,7 +20,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed  # noqa: E402
-
 from fedbandit.envs.linear import SyntheticLinearEnv  # noqa: E402
 from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB  # noqa: E402
 from fedbandit.mechanisms.psco import (  # noqa: E402

@@ -26,11 +26,10 @@ from collections import defaultdict
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from _measure import max_rss_mb  # noqa: E402
 from fedbandit.experiments.grid import run_grid  # noqa: E402
 from fedbandit.experiments.runner import run_config  # noqa: E402
 from fedbandit.experiments.synthesis import MODELS, audit_side_by_side, side_by_side_configs, sweep_configs  # noqa: E402
-
-from _measure import max_rss_mb  # noqa: E402
 
 # The chapter's paper scale (chapters/06_side_by_side.ipynb).
 DELTA, EPS_MAIN = 1e-5, 4.0

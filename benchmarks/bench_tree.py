@@ -11,7 +11,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import floor, measure  # noqa: E402
-
 from fedbandit.protocols.registry import create  # noqa: E402
 
 RUNS, AGENTS, STEPS = 25, 100, 16

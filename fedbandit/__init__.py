@@ -19,7 +19,35 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.2.0"
+
+def _version() -> str:
+    """The package's version, whose one source is ``pyproject.toml``.
+
+    From a source checkout (the editable install of ``make test``, or ``PYTHONPATH`` pointing at
+    a clone) the checkout's ``pyproject.toml`` is read, so the version is never a stale copy
+    left in the metadata of an older install; an installed wheel has no ``pyproject.toml`` next
+    to the package and the version comes from its metadata, which the build took from that file.
+    A copy of the package with neither (not installed, no ``pyproject.toml`` beside it) reports
+    ``"0+unknown"`` rather than failing to import.
+    """
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == __name__:
+            return project["version"]
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(__name__)
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _version()
 
 _SUBPACKAGES = {
     "accounting",

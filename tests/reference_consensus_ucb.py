@@ -178,7 +178,7 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
             if private else None)
     exact = [[[0.0] * K for _ in range(M)] for _ in range(R)]
     counts = [[[0] * K for _ in range(M)] for _ in range(R)]
-    I = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    ucb = [[[0.0] * K for _ in range(M)] for _ in range(R)]
     arm = [[0] * M for _ in range(R)]
     streak = [[0] * M for _ in range(R)]
     remaining = [[0] * M for _ in range(R)]
@@ -211,18 +211,18 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
                     own_all = [[own(r, m, j, t) for j in range(K)] for m in range(M)]
                     avg = [sum(own_all[m][j] for m in range(M)) / M for j in range(K)]
                     for m in range(M):
-                        I[r][m] = list(avg)
+                        ucb[r][m] = list(avg)
                         deciders.append((r, m))
             else:
                 for r in range(R):
                     for m in range(M):
                         if t == K + 1:
-                            I[r][m] = [own(r, m, j, t) for j in range(K)]
+                            ucb[r][m] = [own(r, m, j, t) for j in range(K)]
                         if remaining[r][m] == 0:
-                            I[r][m][arm[r][m]] = own(r, m, arm[r][m], t)
+                            ucb[r][m][arm[r][m]] = own(r, m, arm[r][m], t)
                             deciders.append((r, m))
             for r, m in deciders:
-                new = _argmax(I[r][m])
+                new = _argmax(ucb[r][m])
                 streak[r][m] = streak[r][m] + 1 if new == arm[r][m] else 1
                 arm[r][m] = new
                 remaining[r][m] = 2 ** (streak[r][m] - 1) if doubling else 1

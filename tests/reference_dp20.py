@@ -129,11 +129,11 @@ def reference_feducb(learner, env, rng):
             sum_u = np.zeros(d)
             for i in range(M):
                 # Randomizer of agent i (Algorithm 2 style): p-sum closing at level j.
-                aG = sum(alpha_G[r][i][l] for l in range(j)) + W[r][i]
-                au = sum(alpha_u[r][i][l] for l in range(j)) + U[r][i]
-                for l in range(j):
-                    alpha_G[r][i][l] = np.zeros((d, d))
-                    alpha_u[r][i][l] = np.zeros(d)
+                aG = sum(alpha_G[r][i][ell] for ell in range(j)) + W[r][i]
+                au = sum(alpha_u[r][i][ell] for ell in range(j)) + U[r][i]
+                for ell in range(j):
+                    alpha_G[r][i][ell] = np.zeros((d, d))
+                    alpha_u[r][i][ell] = np.zeros(d)
                 alpha_G[r][i][j] = aG
                 alpha_u[r][i][j] = au
                 sum_G = sum_G + aG + ZG[pos, i]
@@ -142,6 +142,6 @@ def reference_feducb(learner, env, rng):
                 U[r][i] = np.zeros(d)
             tilde_G[r][j] = sum_G
             tilde_u[r][j] = sum_u
-            S[r] = sum(tilde_G[r][l] for l in range(n_lev) if k[r] >> l & 1)
-            u[r] = sum(tilde_u[r][l] for l in range(n_lev) if k[r] >> l & 1)
+            S[r] = sum(tilde_G[r][ell] for ell in range(n_lev) if k[r] >> ell & 1)
+            u[r] = sum(tilde_u[r][ell] for ell in range(n_lev) if k[r] >> ell & 1)
     return actions, sync, regret, np.array(S)

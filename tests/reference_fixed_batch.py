@@ -143,11 +143,11 @@ def reference_run(env, rng, *, horizon, batch_size, lam, beta, kind, sigma0=0.0,
                         # Randomizer R at agent i (Algorithm 2, lines 4-7).
                         a_b = U[i].copy()
                         a_g = W[i].copy()
-                        for l in range(j):
-                            a_b = a_b + alpha_b[i][l]
-                            a_g = a_g + alpha_g[i][l]
-                            alpha_b[i][l] = np.zeros(d)
-                            alpha_g[i][l] = np.zeros((d, d))
+                        for ell in range(j):
+                            a_b = a_b + alpha_b[i][ell]
+                            a_g = a_g + alpha_g[i][ell]
+                            alpha_b[i][ell] = np.zeros(d)
+                            alpha_g[i][ell] = np.zeros((d, d))
                         alpha_b[i][j] = a_b
                         alpha_g[i][j] = a_g
                         sum_b = sum_b + a_b + nb[k - 1][r, i]
@@ -155,23 +155,23 @@ def reference_run(env, rng, *, horizon, batch_size, lam, beta, kind, sigma0=0.0,
                     # Analyzer A (lines 13-14).
                     tilde_b[j] = sum_b
                     tilde_g[j] = sum_g
-                    U_syn = sum(tilde_b[l] for l in range(kappa) if (k >> l) & 1)
-                    W_syn = sum(tilde_g[l] for l in range(kappa) if (k >> l) & 1)
+                    U_syn = sum(tilde_b[ell] for ell in range(kappa) if (k >> ell) & 1)
+                    W_syn = sum(tilde_g[ell] for ell in range(kappa) if (k >> ell) & 1)
                 elif kind == "central_tree":
                     j = lowest_set_bit(k)
                     g_b = sum(U[i] for i in range(M))
                     g_g = sum(W[i] for i in range(M))
-                    for l in range(j):
-                        g_b = g_b + alpha_b[0][l]
-                        g_g = g_g + alpha_g[0][l]
-                        alpha_b[0][l] = np.zeros(d)
-                        alpha_g[0][l] = np.zeros((d, d))
+                    for ell in range(j):
+                        g_b = g_b + alpha_b[0][ell]
+                        g_g = g_g + alpha_g[0][ell]
+                        alpha_b[0][ell] = np.zeros(d)
+                        alpha_g[0][ell] = np.zeros((d, d))
                     alpha_b[0][j] = g_b
                     alpha_g[0][j] = g_g
                     tilde_b[j] = g_b + nb[k - 1][r]
                     tilde_g[j] = g_g + ng[k - 1][r]
-                    U_syn = sum(tilde_b[l] for l in range(kappa) if (k >> l) & 1)
-                    W_syn = sum(tilde_g[l] for l in range(kappa) if (k >> l) & 1)
+                    U_syn = sum(tilde_b[ell] for ell in range(kappa) if (k >> ell) & 1)
+                    W_syn = sum(tilde_g[ell] for ell in range(kappa) if (k >> ell) & 1)
                 else:
                     raise ValueError(kind)
                 for i in range(M):

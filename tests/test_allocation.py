@@ -10,9 +10,9 @@ import pytest
 from fedbandit.accounting.allocation import COMPOSITIONS, advanced_wins_from, composed_guarantee, mechanism_budget
 from fedbandit.accounting.composition import advanced_composition, level_budget
 from fedbandit.accounting.shuffle import psco_accounting
+from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
 from fedbandit.mechanisms.psco import concurrent_psco, error_proxy, optimal_batch_sizes, paper_batch_sizes
 from fedbandit.protocols.registry import create
-from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 10, 40, 100, 1000])

@@ -161,3 +161,153 @@ def test_flwr_is_imported_only_inside_integrations_flower():
             if any(m == "flwr" or m.startswith("flwr.") for m in mods):
                 offenders.append(str(rel))
     assert not offenders, offenders
+
+
+# --- one version source: pyproject.toml -------------------------------------------------------
+
+
+def _pyproject_version(root=ROOT):
+    import tomllib
+
+    return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def _version_literals(tree):
+    """Line numbers of assignments of a string literal to ``__version__`` in a module's AST."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = {t.id for t in targets if isinstance(t, ast.Name)} | {t.attr for t in targets if isinstance(t, ast.Attribute)}
+        if "__version__" in names and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            hits.append(node.lineno)
+    return hits
+
+
+def test_version_is_pyprojects():
+    import fedbandit
+
+    assert fedbandit.__version__ == _pyproject_version()
+
+
+def test_no_module_types_a_version_literal():
+    offenders = {str(p.relative_to(PKG)): h for p in _modules(PKG) if (h := _version_literals(ast.parse(p.read_text())))}
+    assert not offenders, f"__version__ typed as a literal (pyproject.toml is the one source): {offenders}"
+    assert _version_literals(ast.parse('__version__ = "0.2.0"\nx: str = "1"\n__version__: str = "3"')) == [1, 3]
+    assert _version_literals(ast.parse("__version__ = _version()")) == []
+
+
+def _load_init_from(root):
+    """Execute a copy of fedbandit/__init__.py placed at ``root/fedbandit`` (not registered in sys.modules)."""
+    import importlib.util
+
+    (root / "fedbandit").mkdir()
+    init = root / "fedbandit" / "__init__.py"
+    init.write_text((PKG / "__init__.py").read_text())
+    spec = importlib.util.spec_from_file_location("fedbandit", init)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_version_is_read_from_the_checkouts_pyproject(tmp_path):
+    # a checkout whose pyproject says 9.8.7 reports 9.8.7, whatever an installed copy's metadata says
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fedbandit"\nversion = "9.8.7"\n')
+    assert _load_init_from(tmp_path).__version__ == "9.8.7"
+
+
+def test_version_ignores_another_projects_pyproject(tmp_path):
+    # the package vendored inside another project: that project's version is not ours, and
+    # the installed distribution's metadata is used instead
+    import importlib.metadata
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\nversion = "9.8.7"\n')
+    try:
+        expected = importlib.metadata.version("fedbandit")
+    except importlib.metadata.PackageNotFoundError:
+        expected = "0+unknown"
+    assert _load_init_from(tmp_path).__version__ == expected != "9.8.7"
+
+
+def test_version_without_pyproject_or_metadata_is_unknown(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    def absent(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", absent)
+    assert _load_init_from(tmp_path).__version__ == "0+unknown"
+
+
+def test_installed_metadata_is_pyprojects_when_installed_from_this_checkout():
+    # `make test` installs this checkout editable (pip install -e '.[test]'), so the metadata
+    # must carry pyproject's version; an install made from another checkout (e.g. a git
+    # worktree run with PYTHONPATH), or one without a direct_url.json record (an index install,
+    # a source tree's fedbandit.egg-info), is not this test's business.
+    import importlib.metadata
+    from urllib.parse import unquote, urlparse
+
+    def origin(dist):
+        url = urlparse(json.loads(dist.read_text("direct_url.json") or "{}").get("url", ""))
+        return Path(unquote(url.path)).resolve() if url.scheme == "file" else None
+
+    dists = list(importlib.metadata.distributions(name="fedbandit"))
+    ours = [d for d in dists if origin(d) == ROOT]
+    if not ours:
+        found = ", ".join(f"{d.version} from {origin(d) or 'no direct_url record'}" for d in dists) or "none"
+        pytest.skip(f"no fedbandit installed from {ROOT} (found: {found})")
+    assert {d.version for d in ours} == {_pyproject_version()}
+
+
+# --- the layer contract of [tool.importlinter] (run by `make test`'s lint stage) ---------------
+
+
+def _lint_imports(root):
+    """Exit status and output of import-linter run on the package tree and pyproject.toml in ``root``.
+
+    import-linter puts its working directory first on ``sys.path``, so the tree in ``root`` is
+    the one analysed (not an installed copy).
+    """
+    import subprocess
+    import sys
+
+    pytest.importorskip("importlinter", reason="import-linter is in the test extra (pip install -e '.[test]')")
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    proc = subprocess.run([sys.executable, "-c", code, "--no-cache", "--no-logo"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _package_copy(tmp_path):
+    import shutil
+
+    shutil.copytree(PKG, tmp_path / "fedbandit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_layer_contract_holds():
+    status, out = _lint_imports(ROOT)
+    assert status == 0 and "BROKEN" not in out, out
+
+
+@pytest.mark.parametrize("module, planted, reason", [
+    # a back-edge: the accounting layer importing the integrations (inside a function: grimp reads those too)
+    ("accounting/_planted.py", "def f():\n    from fedbandit.integrations import flower\n",
+     "fedbandit.accounting is not allowed to import fedbandit.integrations"),
+    # "|" siblings must not import each other
+    ("_validation.py", "\n\ndef _planted():\n    from fedbandit import _registry\n",
+     "fedbandit._validation is not allowed to import fedbandit._registry"),
+    # a new subpackage that the layer list does not place (the contract is exhaustive)
+    ("newlayer/__init__.py", "X = 1\n", "not listed as layers: - fedbandit.newlayer"),
+])
+def test_layer_contract_can_fail(tmp_path, module, planted, reason):
+    path = _package_copy(tmp_path) / "fedbandit" / module
+    path.parent.mkdir(exist_ok=True)
+    path.write_text((path.read_text() if path.exists() else "") + planted)
+    status, out = _lint_imports(tmp_path)
+    assert status != 0 and "BROKEN" in out and reason in " ".join(out.split()), out

@@ -20,6 +20,7 @@ from fedbandit.audit import (
     claim_of,
     nodes_from_prefixes,
     noise_scale_of,
+    planted_noise,
     scale_noise_in_place,
     select_threshold,
     tapped,
@@ -27,7 +28,6 @@ from fedbandit.audit import (
     tight_audit,
     tree_nodes_containing,
     with_noise_scale,
-    planted_noise,
 )
 from fedbandit.protocols import create
 

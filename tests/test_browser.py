@@ -25,8 +25,8 @@ Without Chromium the check is skipped with the reason printed, unless
 from __future__ import annotations
 
 import functools
-import http.server
 import html
+import http.server
 import json
 import os
 import re

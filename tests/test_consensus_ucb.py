@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference_consensus_ucb import (
-    ref_decentralized,
-    ref_independent,
-    ref_master_worker,
-)
 
 from fedbandit.envs.graphs import (
     DisconnectedGraphError,
@@ -48,6 +43,11 @@ from fedbandit.theory.consensus import (
     master_worker_regret_bound,
     paper_regret_order,
     ucb_regret_bound,
+)
+from reference_consensus_ucb import (
+    ref_decentralized,
+    ref_independent,
+    ref_master_worker,
 )
 
 MEANS = np.array([0.7, 0.5, 0.45, 0.3])

@@ -10,14 +10,40 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.accounting.shuffle import psco_accounting
-from fedbandit.mechanisms.psco import ContinualRelease, _level_counts, _nested_estimates, central_tree_psco, concurrent_psco, dyadic_batch_sizes, extrapolating_psco, hard_input_single_positions, local_psco, optimal_batch_sizes, prefix_sums, run_psco, sample_bernoulli_input, sample_hard_input, sequential_psco, sup_error, tree_psco
-from fedbandit.experiments.statistics import fit_power_law
-from fedbandit.theory.psco import bandit_regret_rate, big_nk, c_epsilon, concurrent_error_rate, predicted_error_exponent, predicted_regret_exponent, rep_nk, sequential_bandit_regret, tree_levels
-from fedbandit.mechanisms.tree import TreeMechanism
-from fedbandit.accounting.shuffle import rr_flip_probability
 from fedbandit.accounting.composition import group_budget, level_budget
-
+from fedbandit.accounting.shuffle import psco_accounting, rr_flip_probability
+from fedbandit.experiments.statistics import fit_power_law
+from fedbandit.mechanisms.psco import (
+    ContinualRelease,
+    _level_counts,
+    _nested_estimates,
+    central_tree_psco,
+    concurrent_psco,
+    dyadic_batch_sizes,
+    extrapolating_psco,
+    hard_input_single_positions,
+    local_psco,
+    optimal_batch_sizes,
+    prefix_sums,
+    run_psco,
+    sample_bernoulli_input,
+    sample_hard_input,
+    sequential_psco,
+    sup_error,
+    tree_psco,
+)
+from fedbandit.mechanisms.tree import TreeMechanism
+from fedbandit.theory.psco import (
+    bandit_regret_rate,
+    big_nk,
+    c_epsilon,
+    concurrent_error_rate,
+    predicted_error_exponent,
+    predicted_regret_exponent,
+    rep_nk,
+    sequential_bandit_regret,
+    tree_levels,
+)
 from reference_continual import (
     reference_concurrent,
     reference_extrapolating,

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_consensus_ucb import (
-    TextbookBinary,
-    TextbookHybrid,
-    TextbookPerItemLaplace,
-)
 from scipy import stats
 
 from fedbandit.accounting.counting import (
@@ -35,6 +31,11 @@ from fedbandit.mechanisms.continual_counting import (
     per_item_noise_variance,
 )
 from fedbandit.theory.consensus import fact1_error_bound, hybrid_error_bound
+from reference_consensus_ucb import (
+    TextbookBinary,
+    TextbookHybrid,
+    TextbookPerItemLaplace,
+)
 
 
 def _textbook_outputs(xs, eps, seed, sens=1.0):

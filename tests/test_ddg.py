@@ -14,11 +14,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference_ddg as ref
-from fedbandit.accounting.ddg import ddg_delta2, ddg_epsilon, ddg_rdp, ddg_sigma_for_epsilon, ddg_tau, ddg_zcdp_epsilon, single_dg_sum_epsilon, sum_closeness_bound
-from fedbandit.mechanisms.ddg import DDGMechanism, conditional_randomized_round, ddg_noisy_sum, modular_clip
-from fedbandit.accounting.ddg import ddg_params, ddg_params_from_gamma
-from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
+from fedbandit.accounting.ddg import (
+    ddg_delta2,
+    ddg_epsilon,
+    ddg_params,
+    ddg_params_from_gamma,
+    ddg_rdp,
+    ddg_sigma_for_epsilon,
+    ddg_tau,
+    ddg_zcdp_epsilon,
+    single_dg_sum_epsilon,
+    sum_closeness_bound,
+)
 from fedbandit.accounting.gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon, analytic_gaussian_sigma
+from fedbandit.mechanisms.ddg import DDGMechanism, conditional_randomized_round, ddg_noisy_sum, modular_clip
+from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 
 BETA = math.exp(-0.5)
 

@@ -15,8 +15,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedbandit.mechanisms.discrete_gaussian import _as_fraction, _build_tables, _exp_bounds, _resolve_candidate
 from fedbandit.mechanisms.discrete_gaussian import (
+    _as_fraction,
+    _build_tables,
+    _exp_bounds,
+    _resolve_candidate,
     bernoulli_exp_reference,
     discrete_gaussian_pmf,
     discrete_gaussian_variance,

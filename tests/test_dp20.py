@@ -31,7 +31,6 @@ from fedbandit.learners.result import RunResult
 from fedbandit.protocols.intermediaries import Identity
 from fedbandit.protocols.registry import create
 from fedbandit.protocols.statistics import GaussianTree, StatisticsProtocol, TreePrefix
-
 from reference_dp20 import reference_feducb
 
 

@@ -191,12 +191,11 @@ def test_real_env_bad_input(mslr):
 def test_mslr_instance_ships_with_a_non_editable_install(tmp_path):
     """A wheel (what `pip install git+...` on Colab builds) carries the stored instance, and
     mslr_path finds it under <prefix>/share/fedbandit/data when data/ is absent."""
+    import shutil
     import subprocess
     import sys
     import zipfile
     from pathlib import Path
-
-    import shutil
 
     root = Path(__file__).resolve().parent.parent
     src = tmp_path / "src"  # build from a copy: setuptools writes build/ next to pyproject.toml

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference_federated import reference_fl_run
 
 from fedbandit.envs.digits import load_digits_federated
 from fedbandit.experiments import run_config
 from fedbandit.learners.federated import FederatedLearner, FederatedResult
 from fedbandit.protocols.registry import create
+from reference_federated import reference_fl_run
 
 
 def run_fl(config, rng):

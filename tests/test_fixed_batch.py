@@ -9,6 +9,7 @@ from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
 from fedbandit.experiments import run_config
 from fedbandit.learners import FixedBatchFedLinUCB, IndependentLinUCB, SuperAgent, time_average_regret
 from fedbandit.protocols import create
+from reference_fixed_batch import reference_run
 
 
 def NonPrivateProtocol():
@@ -26,7 +27,6 @@ def ShuffleAmplificationProtocol(epsilon, delta, **kw):
 def VectorSumShuffleProtocol(epsilon, delta, **kw):
     return create("sdp-vector-sum", epsilon=epsilon, delta=delta, **kw)
 
-from reference_fixed_batch import reference_run
 
 M, K, D, T, B, R = 3, 6, 4, 48, 4, 2
 

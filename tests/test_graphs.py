@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedbandit.envs.graphs import (
+    TOPOLOGIES,
     DisconnectedGraphError,
     Graph,
-    TOPOLOGIES,
     complete_graph,
     consensus_matrix,
     default_kappa,

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import test_calibration_formulas as formulas  # noqa: E402
 import test_protocol_contract as contract  # noqa: E402
 import test_protocols as protocols_tests  # noqa: E402
-import test_shuffle as shuffle_tests  # noqa: E402
 import test_secagg_attacks as secagg_attacks  # noqa: E402
+import test_shuffle as shuffle_tests  # noqa: E402
 
 
 def _install(monkeypatch, module_name: str, qualname: str, old: str, new: str) -> None:

@@ -8,6 +8,8 @@ from scipy import optimize, stats
 
 from fedbandit import accounting as acc
 from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
+from fedbandit.accounting.calibration import CJMP21_CONSTANT, ldp_sigma0
+from fedbandit.mechanisms.vector_sum import VectorSumShuffle
 from fedbandit.protocols import Shuffler, create, pack_statistics, unpack_statistics
 
 shuffle_messages = Shuffler.permute
@@ -31,9 +33,6 @@ def ShuffleAmplificationProtocol(epsilon, delta, **kw):
 
 def VectorSumShuffleProtocol(epsilon, delta, **kw):
     return create("sdp-vector-sum", epsilon=epsilon, delta=delta, **kw)
-from fedbandit.mechanisms.vector_sum import VectorSumShuffle
-from fedbandit.accounting.calibration import CJMP21_CONSTANT
-from fedbandit.accounting.calibration import ldp_sigma0
 
 
 def _configured(p, M=3, d=2, K=7, B=2, R=1, seed=0, **kw):

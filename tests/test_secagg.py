@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.accounting.ddg import ddg_params
+from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.secagg.errors import SecAggAbort, SecAggError
 from fedbandit.secagg.protocol import (
     ROUND_NAMES,

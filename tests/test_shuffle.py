@@ -11,12 +11,31 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from fedbandit._validation import check_batch_sizes
-from fedbandit.accounting.composition import level_budget
-from fedbandit.accounting.shuffle import local_rr_flip_probability, rr_estimator_variance, rr_flip_probability, rr_message_probabilities, rr_shuffle_delta, rr_shuffle_delta_exact
-from fedbandit.mechanisms.randomized_response import RRShuffleSummation, randomized_round, rr_debias, rr_randomize, sample_rr_counts, unary_resolution, unary_round
-from fedbandit.protocols.intermediaries import Allocation, ConcurrentShuffleModel, ConcurrentShufflers, MixedRadixServer, Shuffler
-from fedbandit.accounting.composition import advanced_composition
-
+from fedbandit.accounting.composition import advanced_composition, level_budget
+from fedbandit.accounting.shuffle import (
+    local_rr_flip_probability,
+    rr_estimator_variance,
+    rr_flip_probability,
+    rr_message_probabilities,
+    rr_shuffle_delta,
+    rr_shuffle_delta_exact,
+)
+from fedbandit.mechanisms.randomized_response import (
+    RRShuffleSummation,
+    randomized_round,
+    rr_debias,
+    rr_randomize,
+    sample_rr_counts,
+    unary_resolution,
+    unary_round,
+)
+from fedbandit.protocols.intermediaries import (
+    Allocation,
+    ConcurrentShuffleModel,
+    ConcurrentShufflers,
+    MixedRadixServer,
+    Shuffler,
+)
 
 # ---------------------------------------------------------------------------------------
 # Accounting

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate
 from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+from scipy import integrate
 
 from fedbandit.accounting.ddg import ddg_epsilon, ddg_params
 from fedbandit.accounting.subsampling import (

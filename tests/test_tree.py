@@ -6,8 +6,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedbandit.mechanisms.tree import TreeAnalyzer, TreeMechanism, TreeRandomizer, draw_noise, lowest_set_bit, prefix_nodes, prefix_noise_variance, tree_depth
 from fedbandit.accounting.zcdp import tree_zcdp
+from fedbandit.mechanisms.tree import (
+    TreeAnalyzer,
+    TreeMechanism,
+    TreeRandomizer,
+    draw_noise,
+    lowest_set_bit,
+    prefix_nodes,
+    prefix_noise_variance,
+    tree_depth,
+)
 
 
 def _membership(n_steps: int) -> np.ndarray:

@@ -344,7 +344,7 @@ def _pld(key):
             nodes[side].append((np.minimum(loss[keep], max_loss), np.exp(lp[keep])))
     out = []
     for parts in nodes:
-        span = sum(float(l.max() - l.min()) if l.size else 0.0 for l, _ in parts)
+        span = sum(float(losses.max() - losses.min()) if losses.size else 0.0 for losses, _ in parts)
         h = max(loss_step, span / _MAX_LOSS_POINTS)
         off, pmfs = 0, []
         for loss, w in parts:

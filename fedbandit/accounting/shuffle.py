@@ -11,8 +11,8 @@ from scipy import optimize, special, stats
 from fedbandit._validation import (
     MAX_COUNT,
     _is_binary,
-    check_choice,
     check_batch_sizes,
+    check_choice,
     check_delta,
     check_epsilon,
     check_float_in_range,

@@ -29,8 +29,6 @@ find -- and a lower bound on the protocol's ε.
 
 from __future__ import annotations
 
-import copy
-import math
 import time
 
 import numpy as np

@@ -1085,7 +1085,8 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     from scipy import stats
 
     from fedbandit.accounting.amplification import gaussian_epsilon_exact
-    from fedbandit.audit.tight import LAW_ALPHA, _GaussianTrials, _worlds_relation as _wr
+    from fedbandit.audit.tight import LAW_ALPHA, _GaussianTrials
+    from fedbandit.audit.tight import _worlds_relation as _wr
     from fedbandit.protocols.statistics import CentralTree, GaussianTree
 
     check_instance("spec", spec, EndToEndSpec)

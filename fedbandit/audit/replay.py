@@ -537,13 +537,14 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
             y0 = float(np.clip(d_data[1][t, agent, 0] + d_data[2][t, agent], -1.0, 1.0))
             y1 = float(np.clip(d1_data[1][t, agent, 0] + d1_data[2][t, agent], -1.0, 1.0))
             target = _Target("linear", x0, y0, x1, y1)
-            make = (lambda data: data)
+            def make(data):
+                return data
         elif family == "counter":
             C = COUNTER
             slot = 1 if position == "first" else C["T"] // 2
             means = np.linspace(0.2, 0.8, C["K"])[::-1]
-            make = (lambda value, slot=slot, agent=agent, means=means: TargetRewardBandit(
-                means, agent=agent, slot=slot, value=value, horizon=C["T"], n_agents=C["M"]))
+            def make(value, slot=slot, agent=agent, means=means):
+                return TargetRewardBandit(means, agent=agent, slot=slot, value=value, horizon=C["T"], n_agents=C["M"])
             d_data, d1_data = 1.0, 0.0
             target = _Target("counter", y=1.0, y1=0.0)
         else:
@@ -551,7 +552,8 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
             if position != "first":
                 continue  # one target client: every round carries its update
             d_data, d1_data = 0, 1
-            make = (lambda world: _federated_data(dict(F, seed=0), world))
+            def make(world):
+                return _federated_data(dict(F, seed=0), world)
             target = _Target("federated", client=0)
         logs = []
         for world_data, forced in ((d_data, None), (d1_data, True)):

@@ -94,7 +94,6 @@ from fedbandit._validation import (
     check_rng,
     check_str,
 )
-
 from fedbandit.audit.broken import planted_noise, with_noise_scale
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, claim_of

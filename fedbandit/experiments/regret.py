@@ -80,8 +80,8 @@ def regret_trial(config: dict, rng) -> dict:
     """
     from fedbandit.envs.linear import SyntheticLinearEnv
     from fedbandit.envs.orthogonal import OrthogonalArmsEnv
-    from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
     from fedbandit.experiments.trials import _check_config
+    from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
     from fedbandit.protocols.registry import create, describe
 
     _check_config(config, ("n", "epsilon", "delta", "protocols"))

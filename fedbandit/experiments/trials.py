@@ -68,8 +68,8 @@ def dme_trial(config: dict, rng) -> dict:
         at that norm, per coordinate of the mean: an upper bound on the expected ``mse_ddg``).
     """
     from fedbandit.accounting.ddg import ddg_zcdp_epsilon
-    from fedbandit.theory.ddg import ddg_mse_bound
     from fedbandit.protocols.registry import create
+    from fedbandit.theory.ddg import ddg_mse_bound
 
     _check_config(config, ("n", "d", "c", "bits", "k", "epsilon", "delta"))
     rng = check_rng("rng", rng)

@@ -60,9 +60,9 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.envs.users import UserSequenceEnv
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
+from fedbandit.envs.users import UserSequenceEnv
 from fedbandit.learners.linucb import TIE_TOL, gather_played, regularized_inverse, select_arms
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import RunResult

@@ -538,7 +538,7 @@ class MasterWorkerUCB(_CounterLearner):
         counts = np.zeros((R, M, K))
         run_of = np.repeat(np.arange(R), M * K)  # run of every flat (r, m, j) entry
         base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K  # flat (r, m, 0)
-        I = np.zeros((R, M, K))
+        ucb = np.zeros((R, M, K))
         arm = np.zeros((R, M), dtype=np.int64)
         streak = np.zeros((R, M), dtype=np.int64)
         remaining = np.zeros((R, M), dtype=np.int64)
@@ -547,7 +547,7 @@ class MasterWorkerUCB(_CounterLearner):
         actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
         all_flat = np.arange(R * M * K)
         counts_f = counts.reshape(-1)
-        I_f = I.reshape(-1)
+        ucb_f = ucb.reshape(-1)
         doubling, lo = self.doubling, self.lo
 
         def own(flat, t):
@@ -606,24 +606,24 @@ class MasterWorkerUCB(_CounterLearner):
                     mine[:] = up
                     tot[:] = up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
-                    I_f[:] = pooled_index(all_flat, t)
+                    ucb_f[:] = pooled_index(all_flat, t)
                     d = np.arange(R * M)
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
                     # every agent restarts from the common index (M uploads, M broadcasts).
                     up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
-                    I[:] = up.mean(axis=1, keepdims=True)
+                    ucb[:] = up.mean(axis=1, keepdims=True)
                     d = np.arange(R * M)
                 else:
                     if t == K + 1:
-                        I_f[:] = index(all_flat, t)
+                        ucb_f[:] = index(all_flat, t)
                     d = np.flatnonzero(remaining == 0)
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
                         f = base.reshape(-1)[d] + arm.reshape(-1)[d]
-                        I_f[f] = index(f, t)
+                        ucb_f[f] = index(f, t)
                 if d.size:
-                    new = I.reshape(R * M, K)[d].argmax(axis=1)
+                    new = ucb.reshape(R * M, K)[d].argmax(axis=1)
                     st = np.where(new == arm.reshape(-1)[d], streak.reshape(-1)[d] + 1, 1)
                     streak.reshape(-1)[d] = st
                     arm.reshape(-1)[d] = new

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbandit._validation import (
+    MAX_STEPS,
     check_array,
     check_choice,
-    MAX_STEPS,
     check_float_in_range,
     check_int_in_range,
     check_positive_float,

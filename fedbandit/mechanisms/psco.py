@@ -69,6 +69,7 @@ from fedbandit._validation import (
     check_unit_interval,
 )
 from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
+from fedbandit.accounting.calibration import laplace_counter_scale
 from fedbandit.accounting.composition import group_budget
 from fedbandit.accounting.shuffle import (
     local_rr_flip_probability,
@@ -76,7 +77,6 @@ from fedbandit.accounting.shuffle import (
     rr_flip_probability,
     rr_message_probabilities,
 )
-from fedbandit.accounting.calibration import laplace_counter_scale
 from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 from fedbandit.mechanisms.randomized_response import rr_debias, sample_rr_counts, unary_resolution, unary_round
 from fedbandit.mechanisms.tree import draw_noise, tree_depth

@@ -24,7 +24,6 @@ so one step of many independent trees is a handful of array operations.
 
 from __future__ import annotations
 
-
 import math
 
 import numpy as np

@@ -86,11 +86,11 @@ from fedbandit.mechanisms.continual_counting import (
     BinaryMechanism,
     HybridMechanism,
     PerItemLaplaceMechanism,
-    binary_noise_variance,
     _floor_log2,
+    _hybrid_sd_factor,
+    binary_noise_variance,
     hybrid_noise_variance,
     hybrid_sd_bound_by_level,
-    _hybrid_sd_factor,
     per_item_noise_variance,
 )
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer

@@ -27,8 +27,8 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
 )
-from fedbandit.mechanisms.tree import tree_depth
 from fedbandit.accounting.calibration import ldp_total_variance
+from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "check_batch_schedule",

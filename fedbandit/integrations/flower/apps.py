@@ -59,9 +59,9 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 try:
     import flwr.compat.common.recorddict_compat as _compat
-    from flwr.common.logger import log as _flwr_log
     from flwr.app import ConfigRecord
-    from flwr.common import FitIns, FitRes, Status, Code, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.common.logger import log as _flwr_log
     from flwr.server.strategy import Strategy
     from flwr.server.workflow import SecAggPlusWorkflow
 except ImportError as exc:  # pragma: no cover - exercised only without flwr
