@@ -20,7 +20,7 @@ round or session) messages are rejected, whoever relays them.  Cost: each client
 about :math:`2n` Ed25519 signatures (the roster and the consistency round).  In the
 single-process simulation of :func:`run_secagg` these are broadcast messages that every
 client checks alike, so each distinct (key, transcript, signature) triple is verified once
-per session and its verdict shared (:class:`_SharedVerdicts`): about :math:`5n`
+per session and its verdict shared (``_SharedVerdicts``): about :math:`5n`
 verifications instead of :math:`2n^2`, with the same verdict for every recipient.
 
 Rounds ([BIK+17]_ Fig. 4 with the signatures and ConsistencyCheck of its
