@@ -118,6 +118,8 @@ class _Run:
                       allow_small_threshold=allow)
         self.clients = {i: _p.SecAggClient(i, identity_key=self.keys[i], **common) for i in range(1, n + 1)}
         self.server = _p.SecAggServer(**common)
+        # one verdict memo per session, as in run_secagg: the attacks run against the shared checks
+        self.verdicts = _p._share_verdicts([*self.clients.values(), self.server])
         self.ids = list(range(1, n + 1))
 
     def sign(self, i, round_name, payload):

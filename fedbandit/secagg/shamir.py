@@ -4,6 +4,29 @@ A secret :math:`s` is the constant term of a random polynomial :math:`f` of degr
 :math:`t - 1`; client :math:`x` holds :math:`f(x)`.  Any :math:`t` shares determine
 :math:`s` (Lagrange interpolation at 0), fewer reveal nothing about it.
 
+Drawing and evaluating the polynomial [derived]
+-----------------------------------------------
+:func:`shamir_share` draws :math:`f` in Newton form at the nodes :math:`0, 1, 2, \dots`,
+
+.. math:: f(x) = \sum_{j=0}^{t-1} D_j \binom{x}{j}, \qquad D_0 = s,\quad
+          D_1, \dots, D_{t-1} \sim \mathrm{U}(\mathbb F_p) \text{ independent},
+
+where :math:`D_j = \Delta^j f(0)` is the :math:`j`-th forward difference at 0.  This is
+the same law as uniform monomial coefficients :math:`a_1, \dots, a_{t-1}` (the textbook
+draw): :math:`D = T a` with :math:`T_{jk} = j!\, S(k, j)` (Stirling numbers of the second
+kind), upper triangular with diagonal :math:`j! \ne 0 \bmod p` (:math:`t < p`), and
+:math:`T_{0k} = 0` for :math:`k \ge 1`, so :math:`(a_1, \dots, a_{t-1}) \mapsto (D_1,
+\dots, D_{t-1})` is a bijection of :math:`\mathbb F_p^{t-1}` and maps the uniform law to
+itself.  The Newton form makes evaluation at the points :math:`1, 2, \dots` cheap: the
+difference table moves one step by :math:`D_j \leftarrow D_j + D_{j+1}`, the same
+addition for every :math:`j`, which one big-integer shift and add does for all :math:`t`
+lanes at once (lanes of :math:`L` bits, reduced mod :math:`p = 2^{521} - 1` by folding the
+bits above 521 back every :math:`L - 523` steps).  :math:`n` shares cost :math:`n` such
+steps of :math:`t L` bits instead of :math:`t n` separate multiply-adds.  Point sets that
+are not dense in :math:`[1, \max x]` (client ids may go up to :math:`2^{32}`) are
+evaluated term by term, :math:`\sum_j D_j \binom{x}{j}` with exact binomials; both give
+the same shares.
+
 Error detection [derived]
 -------------------------
 :func:`shamir_reconstruct` uses *every* share it is given, not only :math:`t` of them.
@@ -69,24 +92,64 @@ def _check_points(ids, name="ids") -> tuple[int, ...]:
 
 
 def shamir_share(secret: int, threshold: int, ids: Iterable[int]) -> dict[int, int]:
-    """Split ``secret`` (in [0, p)) into ``threshold``-of-n Shamir shares at the points ``ids`` (>= 1).
+    r"""Split ``secret`` (in [0, p)) into ``threshold``-of-n Shamir shares at the points ``ids`` (>= 1).
 
-    The coefficients come from the operating system's CSPRNG (:mod:`secrets`).
+    The polynomial is drawn in Newton form, its differences :math:`D_1, \dots, D_{t-1}`
+    uniform from the operating system's CSPRNG (:mod:`secrets`): the same law as uniform
+    monomial coefficients (module notes).
     """
     xs = _check_points(ids)
     if isinstance(secret, bool) or not isinstance(secret, int) or not 0 <= secret < PRIME:
         raise SecAggError(f"secret must be an integer in the field range [0, p), p = 2^521 - 1, got {secret!r:.60}")
     if isinstance(threshold, bool) or not isinstance(threshold, int) or not 1 <= threshold <= len(xs):
         raise SecAggError(f"threshold must lie in [1, {len(xs)}] (the number of share points), got {threshold!r}")
-    coeffs = [secret] + [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
-    rev = coeffs[::-1]
+    diffs = [secret] + [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
+    return _newton_shares(diffs, xs)
+
+
+_FOLD_STEPS = 32  # difference steps between two reductions mod p
+_LANE_BITS = 521 + _FOLD_STEPS + 2  # a folded lane is < 2^522 and at most doubles per step
+
+
+@lru_cache(maxsize=16)
+def _lane_masks(n_lanes: int) -> tuple[int, int]:
+    """(p in every lane, 2^(L - 521) - 1 in every lane): the low and high parts that folding adds."""
+    low = high = 0
+    for _ in range(n_lanes):
+        low = (low << _LANE_BITS) | PRIME
+        high = (high << _LANE_BITS) | ((1 << (_LANE_BITS - 521)) - 1)
+    return low, high
+
+
+def _newton_shares(diffs: list[int], xs: tuple[int, ...]) -> dict[int, int]:
+    """f(x) mod p for f(x) = sum_j diffs[j] * C(x, j) (diffs in [0, p)), at every point of ``xs``."""
+    top = max(xs)
+    if top > 4 * len(xs) + 64:  # sparse points: term by term, exact binomials
+        shares = {}
+        for x in xs:
+            acc, binom = diffs[0], 1
+            for j in range(1, min(len(diffs), x + 1)):
+                binom = binom * (x - j + 1) // j
+                acc += diffs[j] * binom
+            shares[x] = acc % PRIME
+        return shares
+    # dense points: the difference table, all t lanes of one big integer stepped at once;
+    # after the step to x, lane j holds (Delta^j f)(x) mod p (up to multiples of p)
+    width = _LANE_BITS
+    table = 0
+    for d in reversed(diffs):
+        table = (table << width) | d
+    low, high = _lane_masks(len(diffs))
+    lane0 = (1 << width) - 1
+    wanted = set(xs)
     shares = {}
-    for x in xs:
-        acc = 0
-        for a in rev:  # Horner with a small point: no reduction until the end
-            acc = acc * x + a
-        shares[x] = acc % PRIME
-    return shares
+    for x in range(1, top + 1):
+        table += table >> width  # D_j <- D_j + D_{j+1} in every lane; no carry leaves a lane
+        if x % _FOLD_STEPS == 0:
+            table = (table & low) + ((table >> 521) & high)  # 2^521 = 1 mod p, lane by lane
+        if x in wanted:
+            shares[x] = (table & lane0) % PRIME
+    return {x: shares[x] for x in xs}
 
 
 @lru_cache(maxsize=64)
