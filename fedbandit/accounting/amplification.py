@@ -50,6 +50,7 @@ import numpy as np
 from scipy import optimize, special, stats
 from scipy.special import log_ndtr, ndtr
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     MAX_STEPS,
@@ -64,7 +65,6 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
 )
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "AmplificationValidityError",

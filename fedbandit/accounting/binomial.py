@@ -233,7 +233,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     ValueError
         When no grid step lets 2^B cover k standard deviations of the aggregate.
     """
-    from fedbandit.mechanisms.flattening import flattened_dim
+    from fedbandit._combinatorics import flattened_dim
 
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_modular_k(k)

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     check_bool,
@@ -32,7 +33,6 @@ from fedbandit._validation import (
     check_probability,
 )
 from fedbandit.accounting.zcdp import approx_dp_to_zcdp
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "ldp_sigma0",

@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize
 
+from fedbandit._combinatorics import flattened_dim
 from fedbandit._validation import (
     MAX_MAGNITUDE,
     MAX_STEPS,
@@ -67,7 +68,6 @@ from fedbandit._validation import (
 )
 from fedbandit.accounting._roots import decreasing_root
 from fedbandit.accounting.zcdp import _over_square, rdp_to_approx_dp, zcdp_to_approx_dp
-from fedbandit.mechanisms.flattening import flattened_dim
 
 __all__ = [
     "RDP_ORDERS",

@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     check_array,
     check_choice,
@@ -35,7 +36,6 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "gaussian_zcdp",

@@ -30,22 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedbandit._combinatorics import flattened_dim, next_power_of_two
 from fedbandit._validation import MAX_STEPS, check_array, check_bool, check_choice, check_positive_int, check_rng
 
 __all__ = ["fwht", "next_power_of_two", "flattened_dim", "HadamardFlattener", "DFTFlattener", "make_flattener"]
-
-
-def next_power_of_two(d: int) -> int:
-    """Smallest power of two >= ``d``."""
-    d = check_positive_int("d", d)
-    return 1 << (d - 1).bit_length()
-
-
-def flattened_dim(d: int, kind: str = "hadamard") -> int:
-    """The flattener's output dimension for ``d`` inputs: the next power of two (Walsh–Hadamard)
-    or ``d + d mod 2`` (DFT), as :class:`HadamardFlattener` and :class:`DFTFlattener` give."""
-    d = check_positive_int("d", d)
-    return next_power_of_two(d) if check_choice("kind", kind, ("hadamard", "dft")) == "hadamard" else d + d % 2
 
 
 _BLOCK_LOG2 = 4  # dense Hadamard factors of size at most 16: the matrix products' sweet spot

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from fedbandit._combinatorics import lowest_set_bit, prefix_nodes, tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     MAX_STEPS,
@@ -51,32 +52,6 @@ __all__ = [
 ]
 
 NOISES = ("gaussian", "laplace", "discrete_gaussian")
-
-
-def lowest_set_bit(k: int) -> int:
-    """ν(k): the index j of the lowest set bit of k ≥ 1 (k = 2^j · odd)."""
-    k = check_positive_int("k", k)
-    return (k & -k).bit_length() - 1
-
-
-def prefix_nodes(k: int) -> list[tuple[int, int]]:
-    """The tree nodes (level j, index) whose p-sums add up to the prefix sum s_k.
-
-    Node (j, i) covers the stream positions (i − 1)·2^j + 1, …, i·2^j.  The nodes are
-    the set bits of k, so there are popcount(k) ≤ ⌊log₂ k⌋ + 1 of them.
-    """
-    k = check_positive_int("k", k)
-    nodes = []
-    for j in range(k.bit_length()):
-        if k >> j & 1:
-            nodes.append((j, k >> j))
-    return nodes
-
-
-def tree_depth(n_steps: int) -> int:
-    """κ = ⌊log₂ K⌋ + 1: the number of levels of a tree over K steps, which bounds how
-    many p-sums one element enters (Zhou & Chowdhury, Algorithm 2)."""
-    return check_positive_int("n_steps", n_steps).bit_length()
 
 
 def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     check_choice,
     check_delta,
@@ -28,7 +29,6 @@ from fedbandit._validation import (
     check_probability,
 )
 from fedbandit.accounting.calibration import ldp_total_variance
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "check_batch_schedule",
