@@ -39,11 +39,11 @@ from fedbandit._validation import (
     check_array,
     check_choice,
     check_epsilon,
-    check_nonnegative_int,
     check_positive_array,
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.mechanisms.psco import big_nk, c_epsilon, rep_nk
 
 #: Most rungs of :func:`big_ladder` (one per shuffler; the book's k are at most log2 n + 1).
 MAX_LADDER = 10_000
@@ -82,49 +82,12 @@ def _out(x):
     return float(x) if np.ndim(x) == 0 else x
 
 
-def c_epsilon(epsilon: float) -> float:
-    """c_ε = e^ε / (e^{2ε} + 1), the constant of the hard family Δ_{n,k} (the paper's lower-bound section).
-
-    It lies in (0, 1/2) and decreases in ε (c_ε → 1/2 as ε → 0).
-    """
-    epsilon = check_epsilon("epsilon", epsilon)
-    # e^ε/(e^{2ε}+1) = 1/(e^ε + e^{−ε}) avoids overflow for large ε.
-    return 1.0 / (math.exp(epsilon) + math.exp(-epsilon)) if epsilon < 700 else 0.0
-
-
 def _positive_c(epsilon) -> float:
     """c_ε, refused by name where it underflows to 0 (ε ≳ 700: the thresholds divide by it)."""
     c = c_epsilon(epsilon)
     if c <= 0.0:
         raise ValueError(f"epsilon={epsilon!r} is too large: c_epsilon = 1/(e^epsilon + e^-epsilon) underflows to 0")
     return c
-
-
-def rep_nk(n, k: int, epsilon: float):
-    """rep_{n,k} = ½ n^{1/(2k+1)} c_ε^{2k/(2k+1)}: the run length of Δ_{n,k} and the lower bound.
-
-    Every (n, α, β) binary PSCO algorithm with k concurrent shufflers has
-    α = Ω̃(rep_{n,k}) on some distribution of Δ_{n,k} (Tenenbaum et al., lower-bound theorem).
-    ``n`` may be an array; ``k = 0`` (no shuffler) gives ½ n.
-    """
-    n_arr = _check_n(n)
-    k = check_nonnegative_int("k", k)
-    c = c_epsilon(epsilon)
-    return _out(0.5 * n_arr ** (1.0 / (2 * k + 1)) * c ** (2.0 * k / (2 * k + 1)))
-
-
-def big_nk(n, k: int, epsilon: float):
-    """Big_{n,k} = n^{(2k−1)/(2k+1)} c_ε^{2/(2k+1)}: the "large batch" threshold of the induction.
-
-    If an algorithm ever runs a shuffle mechanism over at least Big_{n,k} users, the
-    other k − 1 shufflers must solve PSCO inside that batch, and
-    rep_{Big_{n,k}, k−1} = rep_{n,k}; otherwise the single bits of Δ_{n,k} spaced Big_{n,k}
-    apart give error Ω̃(sqrt(n / Big_{n,k})) = Ω̃(rep_{n,k}).
-    """
-    n_arr = _check_n(n)
-    k = check_positive_int("k", k)
-    c = c_epsilon(epsilon)
-    return _out(n_arr ** ((2.0 * k - 1) / (2 * k + 1)) * c ** (2.0 / (2 * k + 1)))
 
 
 def rep_threshold(k: int, epsilon: float, run_length: float) -> float:
