@@ -88,7 +88,8 @@ def mechanism_budget(epsilon: float, delta: float, n_mechanisms: int, *, composi
     return _advanced_eps0(epsilon, delta, m), delta / (2.0 * m)
 
 
-def composed_guarantee(eps0: float, delta0: float, n_mechanisms: int, delta: float, *, composition: str = "best"):
+def composed_guarantee(eps0: float, delta0: float, n_mechanisms: int, delta: float, *,
+                       composition: str = "best") -> tuple[float, float]:
     """(ε, δ) of m mechanisms at (ε₀, δ₀) each: basic (mε₀, mδ₀), advanced with δ' = δ/2, or the better.
 
     ``delta`` is the overall target, which fixes δ' = δ/2 of advanced composition.

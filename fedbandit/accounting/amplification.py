@@ -64,6 +64,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
     check_probability,
+    check_rng,
 )
 
 __all__ = [
@@ -107,7 +108,7 @@ class Condition:
         return f"{'OK ' if self.holds else 'FAILS'} {self.statement} ({self.detail})"
 
 
-def _enforce(conditions, what: str, force: bool) -> None:
+def _enforce(conditions: list[Condition], what: str, force: bool) -> None:
     failed = [c for c in conditions if not c.holds]
     if not failed:
         return
@@ -394,7 +395,8 @@ def gaussian_epsilon_exact(mu: float, delta: float) -> float:
 # ---------------------------------------------------------------------------------
 
 
-def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", sensitivity=1.0) -> float:
+def zc_lemma_sigma0(epsilon: float, delta: float, n_agents: int, n_records: int, *, variant: str = "authors",
+                    sensitivity: float = 1.0) -> float:
     """σ₀ of the Zhou–Chowdhury lemma for one release per agent, as the book reconstructs it.
 
     The lemma (their Appendix E; statement not in the available text) is taken to say
@@ -423,7 +425,7 @@ def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", s
 _MC_CELLS = 50_000_000
 
 
-def _mu(sensitivity, sigma0) -> float:
+def _mu(sensitivity: float, sigma0: float) -> float:
     """Δ/σ₀ for the exact Gaussian profile, refused by name when it is out of its range."""
     sigma0 = check_positive_float("sigma0", sigma0)
     mu = check_nonnegative_float("sensitivity", sensitivity) / sigma0
@@ -433,7 +435,8 @@ def _mu(sensitivity, sigma0) -> float:
     return mu
 
 
-def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0, n_samples, rng) -> tuple:
+def shuffled_gaussian_privacy_loss(sigma0: float, n_agents: int, others: float, *, sensitivity: float = 1.0,
+                                   n_samples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Samples of the privacy loss of M shuffled Gaussian sums, one agent's record changed.
 
     One-dimensional model: agent 1's sum is 0 (input D) or Δ (input D′, one record changed),
@@ -443,8 +446,6 @@ def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0,
     ℓ(y) = log Σ_j e^{a(y_j)} − log Σ_j e^{a′(y_j)} with a(y) = ((y − c)² − y²)/(2σ₀²) and
     a′(y) = ((y − c)² − (y − Δ)²)/(2σ₀²).  Returns (ℓ under D, ℓ under D′), ``n_samples`` each.
     """
-    from fedbandit._validation import check_rng
-
     sigma0 = check_positive_float("sigma0", sigma0)
     M = check_positive_int("n_agents", n_agents, max_value=_MC_CELLS)
     S = check_positive_int("n_samples", n_samples, max_value=_MC_CELLS)
@@ -465,10 +466,10 @@ def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0,
     return out[0], out[1]
 
 
-def _epsilon_from_losses(loss_p, loss_q, delta):
+def _epsilon_from_losses(loss_p: np.ndarray, loss_q: np.ndarray, delta: float) -> float:
     """Smallest ε on a fine grid with both hockey-stick estimates ≤ δ (Monte Carlo)."""
-    def d_of(e):
-        return max(np.mean(-np.expm1(np.minimum(e - loss_p, 0.0))), np.mean(-np.expm1(np.minimum(e + loss_q, 0.0))))
+    def d_of(e: float) -> float:
+        return float(max(np.mean(-np.expm1(np.minimum(e - loss_p, 0.0))), np.mean(-np.expm1(np.minimum(e + loss_q, 0.0)))))
 
     if d_of(0.0) <= delta:
         return 0.0
@@ -483,7 +484,9 @@ def _epsilon_from_losses(loss_p, loss_q, delta):
     return hi
 
 
-def shuffled_gaussian_epsilon_mc(sigma0, n_agents, others, delta, *, sensitivity=1.0, n_samples=100_000, rng) -> float:
+def shuffled_gaussian_epsilon_mc(sigma0: float, n_agents: int, others: float, delta: float, *,
+                                 sensitivity: float = 1.0, n_samples: int = 100_000,
+                                 rng: np.random.Generator) -> float:
     """ε(δ) of the shuffled Gaussian sums of :func:`shuffled_gaussian_privacy_loss`, by Monte Carlo.
 
     δ(ε) = E_D[(1 − e^{ε − ℓ})₊] (and the other direction) is estimated by the sample mean
@@ -497,7 +500,7 @@ def shuffled_gaussian_epsilon_mc(sigma0, n_agents, others, delta, *, sensitivity
     return _epsilon_from_losses(lp, lq, delta)
 
 
-def shuffled_gaussian_epsilon_far(sigma0, delta, *, sensitivity=1.0) -> float:
+def shuffled_gaussian_epsilon_far(sigma0: float, delta: float, *, sensitivity: float = 1.0) -> float:
     """The exact worst-case ε of shuffled Gaussian sums when the other agents' sums can be far away.
 
     If the other agents' data put their sums at distance ≥ D from agent 1's, the element
@@ -512,7 +515,8 @@ def shuffled_gaussian_epsilon_far(sigma0, delta, *, sensitivity=1.0) -> float:
     return gaussian_epsilon_exact(_mu(sensitivity, sigma0), delta)
 
 
-def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivity=1.0) -> tuple[float, float]:
+def group_privacy_route_epsilon(sigma0: float, n_records: int, n_agents: int, delta: float, *,
+                                sensitivity: float = 1.0) -> tuple[float, float]:
     """The group-privacy route of Lowy & Razaviyayn (2021) for shuffled Gaussian sums of n records.
 
     Each agent's Gaussian sum is (ε_r, δ_r)-DP per record (exact Gaussian profile); by group

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
@@ -32,6 +33,7 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
 )
+from fedbandit.accounting.amplification import zc_amplification_sigma0
 from fedbandit.accounting.zcdp import approx_dp_to_zcdp
 
 __all__ = [
@@ -56,7 +58,8 @@ __all__ = [
 CALIBRATIONS = ("paper", "authors", "zcdp")
 
 
-def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensitivity: float = 1.0) -> float:
+def ldp_sigma0(epsilon: float, delta: float, n_batches_: int, *, calibration: str = "paper",
+               sensitivity: float = 1.0) -> float:
     """Per-agent, per-node noise σ₀ of silo-level LDP (Zhou & Chowdhury, Thm. 6.1).
 
     ``"paper"`` [paper]: σ₀² = 8κ(log(2/δ) + ε)/ε² (so that the server's total noise is
@@ -79,7 +82,8 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     return sensitivity * math.sqrt(k * (math.log(1.0 / delta) + epsilon)) / epsilon
 
 
-def ldp_total_variance(epsilon, delta, n_batches_, n_agents, *, calibration: str = "paper") -> float:
+def ldp_total_variance(epsilon: float, delta: float, n_batches_: int, n_agents: int, *,
+                       calibration: str = "paper") -> float:
     """σ² = M κ σ₀²: total per-entry noise variance at the server (bound over k) [paper]."""
     n_agents = check_positive_int("n_agents", n_agents)
     n_batches_ = check_positive_int("n_batches", n_batches_)
@@ -87,7 +91,7 @@ def ldp_total_variance(epsilon, delta, n_batches_, n_agents, *, calibration: str
     return n_agents * tree_depth(n_batches_) * s0**2
 
 
-def central_sigma(epsilon, delta, n_batches_, *, calibration: str = "paper") -> float:
+def central_sigma(epsilon: float, delta: float, n_batches_: int, *, calibration: str = "paper") -> float:
     """Per-node noise of the central tree at a trusted server (super agent).
 
     The same tree calibration as :func:`ldp_sigma0`, added once at the server instead of
@@ -96,13 +100,13 @@ def central_sigma(epsilon, delta, n_batches_, *, calibration: str = "paper") -> 
     return ldp_sigma0(epsilon, delta, n_batches_, calibration=calibration)
 
 
-def dp20_m(horizon) -> int:
+def dp20_m(horizon: int) -> int:
     """m = 1 + ⌈log₂ T⌉, the tree height in DP20's calibration [recalled]."""
     horizon = check_positive_int("horizon", horizon)
     return 1 + math.ceil(math.log2(horizon)) if horizon > 1 else 1
 
 
-def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
+def dp20_sigma(epsilon: float, delta: float, horizon: int, feature_bound: float = 1.0) -> float:
     """DP20's per-silo, per-node noise standard deviation σ [recalled].
 
     σ² = 16 m L² log²(1/δ) / ε² with m = :func:`dp20_m` (T) (Shariff–Sheffet style tree
@@ -136,12 +140,12 @@ TREE_SIGMA_RULES = (
 
 def gaussian_tree_sigma0(
     rule: str,
-    epsilon,
-    delta,
+    epsilon: float,
+    delta: float,
     *,
-    n_batches,
-    horizon,
-    n_agents,
+    n_batches: int,
+    horizon: int,
+    n_agents: int,
     sensitivity: float = 1.0,
     parties: int = 1,
     feature_bound: float = 1.0,
@@ -163,8 +167,6 @@ def gaussian_tree_sigma0(
       synchronizations); ``"dp20-claimed"`` -- σ/sqrt(M), the total σ² that DP20's regret
       analysis assumes.
     """
-    from fedbandit.accounting.amplification import zc_amplification_sigma0
-
     rule = check_choice("rule", rule, TREE_SIGMA_RULES)
     parties = check_positive_int("parties", parties)
     n_agents = check_positive_int("n_agents", n_agents)
@@ -181,7 +183,8 @@ def gaussian_tree_sigma0(
     return sigma if rule == "dp20" else sigma / math.sqrt(n_agents)
 
 
-def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25) -> tuple[int, int, float]:
+def vector_sum_parameters(epsilon: float, delta: float, n_users: int, dim: int, *, g: int | None = None,
+                          constant: float = CJMP21_CONSTANT, p: float = 0.25) -> tuple[int, int, float]:
     """(g, b, p) of the shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
 
     g = max(⌈2 sqrt n⌉, D, 4) (or a given larger g), b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with
@@ -208,7 +211,8 @@ def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP
     return g, b, float(p)
 
 
-def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature_bound: float = 1.0, p: float = 0.25) -> float:
+def authors_vector_sum_noise(epsilon: float, delta: float, dim: int, *, scale: float = 1.0, feature_bound: float = 1.0,
+                             p: float = 0.25) -> float:
     """Per-coordinate, per-node noise standard deviation of the authors' vector sum [authors' code].
 
     Zhou & Chowdhury's experiment code (``Agents.py``, ``SDPFedLinUCBVecSum.update`` with the
@@ -228,7 +232,7 @@ def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature
     return L * math.sqrt(scale) * math.log(dim**2 / delta) * math.sqrt(p * (1.0 - p)) / epsilon
 
 
-def authors_vector_sum_constant(delta, dim, n_coordinates, *, scale: float = 1.0) -> float:
+def authors_vector_sum_constant(delta: float, dim: int, n_coordinates: int, *, scale: float = 1.0) -> float:
     """The c of :func:`vector_sum_parameters` whose node noise is the authors' [derived].
 
     The book's encoding (coordinates in [−1, 1] mapped to [0, 1], g levels) has node noise
@@ -243,7 +247,8 @@ def authors_vector_sum_constant(delta, dim, n_coordinates, *, scale: float = 1.0
     return scale * (math.log(dim**2 / delta) / (2.0 * math.log(4.0 * n_coordinates**2 / delta))) ** 2
 
 
-def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_bound: float = 1.0) -> float:
+def authors_vector_sum_lambda_sigma(epsilon: float, delta: float, n_batches: int, dim: int, *,
+                                    feature_bound: float = 1.0) -> float:
     """The σ from which the authors' code sets λ for its vector sum [authors' code].
 
     ``SDPFedLinUCBVecSum.__init__``: noise = L·sqrt(κ log(1/δ))·log(κ d²/δ)/ε and
@@ -261,7 +266,7 @@ def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_b
     return math.sqrt(k) * noise
 
 
-def laplace_counter_scale(epsilon, sensitivity: float = 1.0, *, releases: int = 1):
+def laplace_counter_scale(epsilon: ArrayLike, sensitivity: float = 1.0, *, releases: int = 1) -> float | np.ndarray:
     """Laplace scale b = releases·s/ε so that ``releases`` releases of one item are ε-DP in total.
 
     The binary mechanism over T steps puts every item in L = bit_length(T) nodes

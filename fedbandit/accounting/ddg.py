@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
 from fedbandit._combinatorics import flattened_dim
@@ -67,7 +69,8 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting._roots import decreasing_root
-from fedbandit.accounting.zcdp import _over_square, rdp_to_approx_dp, zcdp_to_approx_dp
+from fedbandit.accounting.subsampling import subsampled_epsilon
+from fedbandit.accounting.zcdp import over_sigma_squared, rdp_to_approx_dp, zcdp_to_approx_dp
 
 __all__ = [
     "RDP_ORDERS",
@@ -93,8 +96,7 @@ RDP_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 1.0, 200)[:-1], np.geomspa
 _TAU_CHUNK = 1 << 22
 
 
-def _check_n(n, name="n") -> int:
-    # τ sums n − 1 terms: the time is proportional to n
+def _check_n(n: int, name: str = "n") -> int:
     return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
 
 
@@ -150,11 +152,12 @@ def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) 
     n = _check_n(n)
     d = check_positive_int("d", d)
     tau = ddg_tau(sigma / gamma, n)
-    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
+    a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     return min(math.sqrt(a + 2.0 * tau * d), math.sqrt(a) + tau * math.sqrt(d))
 
 
-def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, delta1: float | None = None) -> np.ndarray:
+def ddg_rdp(orders: ArrayLike, delta2: float, sigma: float, gamma: float, n: int, d: int,
+            delta1: float | None = None) -> np.ndarray:
     r"""RDP curve :math:`\varepsilon(\alpha)` of one DDG release ([KLS21]_ Proposition 14).
 
     ``delta1`` is an :math:`\ell_1` sensitivity bound; the default
@@ -170,7 +173,7 @@ def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, d
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
     tau = ddg_tau(sigma / gamma, n)
-    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
+    a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     t1 = alpha / 2.0 * a + tau * d
     t2 = alpha / 2.0 * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
     t3 = alpha / 2.0 * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
@@ -229,8 +232,6 @@ def ddg_epsilon(
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
     delta2 = ddg_delta2(c, gamma, d, beta)
     if sampling_rate < 1.0:
-        from fedbandit.accounting.subsampling import subsampled_epsilon
-
         if method != "rdp":
             raise ValueError(f"sampling_rate={sampling_rate} < 1 is accounted in Rényi DP: use method='rdp', got {method!r}")
         factor = 1.0 if amplification == "poisson" else 2.0  # replace-one: two rounded vectors, each ≤ Δ₂
@@ -322,7 +323,7 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     sigma = check_positive_float("sigma", sigma)
     n = _check_n(n)
     tau = ddg_tau(sigma, n)  # here the grid step is 1
-    a = _over_square(sensitivity**2, n, sigma, sigma**2)
+    a = over_sigma_squared(sensitivity**2, n, sigma, sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 
@@ -420,7 +421,7 @@ class DDGParams:
 MIN_K = 1e-3
 
 
-def check_modular_k(k) -> float:
+def check_modular_k(k: float) -> float:
     """k of the modular-range rule, in [:data:`MIN_K`, inf)."""
     k = check_positive_float("k", k)
     if k < MIN_K:
@@ -429,7 +430,8 @@ def check_modular_k(k) -> float:
     return k
 
 
-def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps):
+def _check_common(bits: int, k: float, n: int, d: int, c: float, epsilon: float, delta: float, beta: float,
+                  norm_growth: str, flatten: str, method: str, steps: int) -> tuple[Any, ...]:
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_modular_k(k)
     n = _check_n(n)
@@ -594,7 +596,7 @@ def ddg_params_from_gamma(
 
 
 def ddg_tree_params(
-    bits,
+    bits: int | str,
     *,
     k: float,
     n_parties: int,
@@ -628,7 +630,7 @@ def ddg_tree_params(
     n_signal = check_positive_int("n_signal", n_signal)
     rounding_share = check_positive_float("rounding_share", rounding_share)
 
-    def params_for(b):
+    def params_for(b: int) -> DDGParams:
         return ddg_params(b, k, n_parties, dim, clip, epsilon, delta, beta, norm_growth=norm_growth, flatten=flatten,
                           steps=steps, n_signal=n_signal)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fedbandit._validation import (
@@ -45,6 +46,7 @@ from fedbandit._validation import (
     check_probability,
     check_str,
 )
+from fedbandit.accounting.zcdp import over_sigma_squared
 
 __all__ = [
     "RELATIONS",
@@ -69,7 +71,7 @@ __all__ = [
 RELATIONS = ("add-remove", "replace")
 
 
-def check_relation(relation) -> str:
+def check_relation(relation: object) -> str:
     """Validate a neighbouring relation name (one of :data:`RELATIONS`)."""
     return check_choice("relation", relation, RELATIONS)
 
@@ -91,7 +93,7 @@ def record_sensitivities(feature_bound: float, reward_bound: float, relation: st
     return 2.0 * L * Y, math.sqrt(2.0) * L**2
 
 
-def _check_event_epsilon(name: str, value) -> float:
+def _check_event_epsilon(name: str, value: object) -> float:
     """An event's ε: a real number in [0, inf] (inf: no finite guarantee); NaN and negatives refused.
 
     An event is the accountant's input, so a NaN or a negative ε here would come out as a
@@ -105,14 +107,14 @@ def _check_event_epsilon(name: str, value) -> float:
     return v
 
 
-def _check_event_delta(name: str, value) -> float:
+def _check_event_delta(name: str, value: object) -> float:
     """An event's δ: a real number in [0, 1]."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isnan(value):
         raise ValueError(f"{name} must lie in [0, 1] (an event's delta), got {value!r}")
     return check_probability(name, value, open_interval=False)
 
 
-def _check_event(name: str, value) -> "DpEvent":
+def _check_event(name: str, value: object) -> "DpEvent":
     return check_instance(name, value, DpEvent, "a fedbandit.accounting.DpEvent")
 
 
@@ -130,7 +132,7 @@ class NoReleaseEvent(DpEvent):
 
     reason: str = "nothing is released"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("reason", self.reason)
 
     def describe(self) -> str:
@@ -143,7 +145,7 @@ class NonPrivateEvent(DpEvent):
 
     what: str = "exact statistics"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("what", self.what)
 
     def describe(self) -> str:
@@ -157,16 +159,14 @@ class GaussianEvent(DpEvent):
     sensitivity: float
     sigma: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_nonnegative_float("sensitivity", self.sensitivity)
         check_positive_float("sigma", self.sigma)
 
     @property
     def rho(self) -> float:
         """Δ²/(2σ²); +inf when σ² underflows (a tiny σ), not ZeroDivisionError."""
-        from fedbandit.accounting.zcdp import _over_square
-
-        return _over_square(self.sensitivity**2, 2.0, self.sigma, self.sigma**2)
+        return over_sigma_squared(self.sensitivity**2, 2.0, self.sigma, self.sigma**2)
 
     def describe(self) -> str:
         return f"Gaussian (Δ={self.sensitivity:.4g}, σ={self.sigma:.4g})"
@@ -179,7 +179,7 @@ class LaplaceEvent(DpEvent):
     sensitivity: float
     scale: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_nonnegative_float("sensitivity", self.sensitivity)
         check_positive_float("scale", self.scale)
 
@@ -206,7 +206,7 @@ class DiscreteGaussianSumEvent(DpEvent):
     n_parties: int
     sensitivity_factor: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_positive_float("clip", self.clip)
         check_positive_float("gamma", self.gamma)
         check_float_in_range("beta", self.beta, 0.0, 1.0, high_inclusive=False)
@@ -238,7 +238,7 @@ class ShuffledRandomizedResponseEvent(DpEvent):
     delta_message: float
     group_size: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_positive_int("n_messages", self.n_messages)
         check_probability("p", self.p, open_interval=False)
         check_epsilon("epsilon_message", self.epsilon_message)
@@ -257,7 +257,7 @@ class ApproxDpEvent(DpEvent):
     delta: float
     what: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event_epsilon("epsilon", self.epsilon)
         _check_event_delta("delta", self.delta)
         check_str("what", self.what)
@@ -284,7 +284,7 @@ class ClaimedEvent(DpEvent):
     necessary: DpEvent | None = None
     unproven: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event_epsilon("epsilon", self.epsilon)
         _check_event_delta("delta", self.delta)
         check_str("theorem", self.theorem)
@@ -314,7 +314,7 @@ class ConditionalEvent(DpEvent):
     holds: bool
     on_failure: str = "invalid"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event("event", self.event)
         check_str("assumption", self.assumption)
         # a real bool: NaN, 0.0 or "no" must not pass for an assumption that holds
@@ -332,7 +332,7 @@ class InvalidEvent(DpEvent):
     reason: str
     claimed: DpEvent | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("reason", self.reason)
         if self.claimed is not None:
             _check_event("claimed", self.claimed)
@@ -348,7 +348,7 @@ class SelfComposedEvent(DpEvent):
     event: DpEvent
     count: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event("event", self.event)
         check_positive_int("count", self.count)
 
@@ -362,10 +362,33 @@ class ComposedEvent(DpEvent):
 
     events: tuple = field(default_factory=tuple)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_instance("events", self.events, tuple, "a tuple of DpEvents")
         for i, e in enumerate(self.events):
             _check_event(f"events[{i}]", e)
 
     def describe(self) -> str:
         return " + ".join(e.describe() for e in self.events)
+
+
+# The composition trees' folds (the accountant and the exact Gaussian profile both walk them)
+
+
+def sum_over_releases(event: DpEvent, leaf: Callable[[DpEvent], float | None]) -> float | None:
+    """Σ of ``leaf(e)`` over the leaves of a composition, when every leaf has a value (else None).
+
+    zCDP's ρ and pure DP's ε both add up under (adaptive) composition ([BS16] Lemma 2.3;
+    the basic composition theorem).
+    """
+    if isinstance(event, SelfComposedEvent):
+        inner = sum_over_releases(event.event, leaf)
+        return None if inner is None else event.count * inner
+    if isinstance(event, ComposedEvent):
+        parts = [sum_over_releases(e, leaf) for e in event.events]
+        return None if any(p is None for p in parts) else float(sum(p for p in parts if p is not None))
+    return leaf(event)
+
+
+def gaussian_rho(event: DpEvent) -> float | None:
+    """ρ of an event made only of Gaussian releases (None otherwise)."""
+    return sum_over_releases(event, lambda e: e.rho if isinstance(e, GaussianEvent) else None)

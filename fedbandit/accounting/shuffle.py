@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from fedbandit._validation import (
     MAX_COUNT,
-    _is_binary,
     check_batch_sizes,
     check_choice,
     check_delta,
@@ -19,6 +21,7 @@ from fedbandit._validation import (
     check_nonnegative_int,
     check_positive_int,
     check_unit_interval,
+    is_binary,
 )
 from fedbandit.accounting.allocation import COMPOSITIONS, composed_guarantee, mechanism_budget
 from fedbandit.accounting.composition import (
@@ -37,7 +40,7 @@ __all__ = [
 ]
 
 
-def _binom_sf(j, big_n, prob):
+def _binom_sf(j: ArrayLike, big_n: ArrayLike, prob: float) -> np.ndarray:
     """P(Bin(N, prob) > j) for integer-valued float arrays j, N (scipy.special, no stats overhead)."""
     j, big_n = np.broadcast_arrays(np.asarray(j, dtype=float), np.asarray(big_n, dtype=float))
     out = np.where(j < 0, 1.0, 0.0)
@@ -139,7 +142,7 @@ def _rr_shuffle_delta(epsilon: float, n_users: int, p: float, max_grid: int = 51
     return min(1.0, inside + below * 1.0 + above * float(_blanket_hockey(epsilon, np.array([float(hi)]), p)[0]))
 
 
-def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
+def rr_shuffle_delta_exact(epsilon: float, bits_others: ArrayLike, p: float) -> float:
     """Exact δ(ε) of the shuffled count for one fixed dataset of the other users.
 
     Z = Σ_{others} Bernoulli(q_{x_j}) + M, M ~ Bernoulli(q1) versus Bernoulli(q0); both
@@ -149,7 +152,7 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
     """
     epsilon = check_epsilon("epsilon", epsilon)
     bits = check_unit_interval("bits_others", bits_others).ravel()
-    if not _is_binary(bits):
+    if not is_binary(bits):
         raise ValueError("bits_others must hold 0/1 values")
     p = check_float_in_range("p", p, 0.0, 1.0)
     q0, q1 = rr_message_probabilities(p)
@@ -221,7 +224,8 @@ def rr_flip_probability(n_users: int, epsilon: float, delta: float) -> float:
     return _flip_probability(n_users, epsilon, delta)
 
 
-def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolution=1, composition="best") -> dict:
+def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes: Sequence[int], *, resolution: int | Sequence[int] = 1,
+                    composition: str = "best") -> dict[str, Any]:
     """Privacy accounting of the k-level algorithm with the given schedule.
 
     Returns a dict with the per-level rows (batch size b_i, number of batches, ε₀, δ₀,
@@ -247,7 +251,7 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
     delta = check_delta("delta", delta)
     sizes = check_batch_sizes("batch_sizes", batch_sizes, n)
     k = len(sizes)
-    gs = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)
+    gs: list[Any] = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)  # type: ignore[arg-type]
     if len(gs) != k:
         raise ValueError(f"resolution must be one int or one per level ({k}), got {resolution!r}")
     gs = [check_positive_int("resolution", g, max_value=MAX_COUNT // sizes[0], reason="b·g messages per batch are int64")

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
 from fedbandit._combinatorics import tree_depth
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-def _over_square(num, c, sigma, square):
+def over_sigma_squared(num: Any, c: float, sigma: float, square: float) -> Any:
     """``num / (c σ²)`` given ``square`` = σ² (as the caller computes it), without dividing by a σ² that underflowed.
 
     For σ below ~1.5e-154, σ² is subnormal or 0.0 and ``num / (c * σ²)`` loses every digit
@@ -74,7 +75,7 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
     """
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
-    return _over_square(sensitivity**2, 2.0, sigma, sigma**2)
+    return over_sigma_squared(sensitivity**2, 2.0, sigma, sigma**2)
 
 
 def compose_zcdp(*rhos: float) -> float:
@@ -180,7 +181,7 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 
 
 def rdp_to_approx_dp(
-    orders: Sequence[float], rdp: Sequence[float], delta: float, method: str = "cks"
+    orders: ArrayLike, rdp: ArrayLike, delta: float, method: str = "cks"
 ) -> float:
     """Convert a Rényi-DP curve, known at finitely many orders, to (ε, δ)-DP.
 
@@ -247,4 +248,4 @@ def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
     kappa = tree_depth(n_steps)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma0 = check_positive_float("sigma0", sigma0)
-    return _over_square(kappa * sensitivity**2, 2.0, sigma0, sigma0**2)
+    return over_sigma_squared(kappa * sensitivity**2, 2.0, sigma0, sigma0**2)

@@ -63,8 +63,6 @@ from fedbandit._validation import (
     check_epsilon,
     check_instance,
     check_int_in_range,
-    check_nonnegative_int,
-    check_positive_array,
     check_positive_int,
     check_probability,
     check_rng,
@@ -73,6 +71,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
 from fedbandit.accounting.calibration import laplace_counter_scale
 from fedbandit.accounting.composition import group_budget
+from fedbandit.accounting.counting import big_nk, c_epsilon, rep_nk
 from fedbandit.accounting.shuffle import (
     local_rr_flip_probability,
     rr_estimator_variance,
@@ -110,50 +109,6 @@ __all__ = [
 
 #: Names accepted by :func:`run_psco`.
 PSCO_ALGORITHMS = ("local", "sequential", "concurrent", "tree", "central", "extrapolating")
-
-
-# ---------------------------------------------------------------------------------------
-# The hard family Δ_{n,k} of the lower bound (its constants; theory.psco re-exports them)
-# ---------------------------------------------------------------------------------------
-
-
-def c_epsilon(epsilon: float) -> float:
-    """c_ε = e^ε / (e^{2ε} + 1), the constant of the hard family Δ_{n,k} (the paper's lower-bound section).
-
-    It lies in (0, 1/2) and decreases in ε (c_ε → 1/2 as ε → 0).
-    """
-    epsilon = check_epsilon("epsilon", epsilon)
-    # e^ε/(e^{2ε}+1) = 1/(e^ε + e^{−ε}) avoids overflow for large ε.
-    return 1.0 / (math.exp(epsilon) + math.exp(-epsilon)) if epsilon < 700 else 0.0
-
-
-def rep_nk(n, k: int, epsilon: float):
-    """rep_{n,k} = ½ n^{1/(2k+1)} c_ε^{2k/(2k+1)}: the run length of Δ_{n,k} and the lower bound.
-
-    Every (n, α, β) binary PSCO algorithm with k concurrent shufflers has
-    α = Ω̃(rep_{n,k}) on some distribution of Δ_{n,k} (Tenenbaum et al., lower-bound theorem).
-    ``n`` may be an array; ``k = 0`` (no shuffler) gives ½ n.
-    """
-    n_arr = check_positive_array("n", n)  # real "sizes" too (rep_{Big_{n,k}, k−1}): any n > 0
-    k = check_nonnegative_int("k", k)
-    c = c_epsilon(epsilon)
-    out = 0.5 * n_arr ** (1.0 / (2 * k + 1)) * c ** (2.0 * k / (2 * k + 1))
-    return float(out) if np.ndim(out) == 0 else out
-
-
-def big_nk(n, k: int, epsilon: float):
-    """Big_{n,k} = n^{(2k−1)/(2k+1)} c_ε^{2/(2k+1)}: the "large batch" threshold of the induction.
-
-    If an algorithm ever runs a shuffle mechanism over at least Big_{n,k} users, the
-    other k − 1 shufflers must solve PSCO inside that batch, and
-    rep_{Big_{n,k}, k−1} = rep_{n,k}; otherwise the single bits of Δ_{n,k} spaced Big_{n,k}
-    apart give error Ω̃(sqrt(n / Big_{n,k})) = Ω̃(rep_{n,k}).
-    """
-    n_arr = check_positive_array("n", n)  # real "sizes" too (rep_{Big_{n,k}, k−1}): any n > 0
-    k = check_positive_int("k", k)
-    c = c_epsilon(epsilon)
-    out = n_arr ** ((2.0 * k - 1) / (2 * k + 1)) * c ** (2.0 / (2 * k + 1))
-    return float(out) if np.ndim(out) == 0 else out
 
 
 # ---------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
-from fedbandit.mechanisms.psco import big_nk, c_epsilon, rep_nk
+from fedbandit.accounting.counting import big_nk, c_epsilon, rep_nk
 
 #: Most rungs of :func:`big_ladder` (one per shuffler; the book's k are at most log2 n + 1).
 MAX_LADDER = 10_000
