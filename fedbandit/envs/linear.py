@@ -59,7 +59,6 @@ from fedbandit._validation import (
     check_nonnegative_float,
     check_positive_int,
 )
-from fedbandit.envs.mslr import _main
 
 __all__ = [
     "RoundBlock",
@@ -94,6 +93,26 @@ def _child(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
     """Generator keyed by ``key`` below ``root`` (independent of every other key)."""
     ss = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(int(k) for k in key))
     return np.random.default_rng(ss)
+
+
+def reward_noise_rng(root: np.random.SeedSequence, block: int, run: int) -> np.random.Generator:
+    """The generator of the reward noise of block ``block`` in run ``run`` below ``root``.
+
+    Environments that draw their noise as this module does (common random numbers, e.g.
+    :class:`fedbandit.envs.orthogonal.OrthogonalArmsEnv`) call it.
+
+    Parameters
+    ----------
+    root : numpy.random.SeedSequence
+        The environment's root (:func:`as_seed_sequence`).
+    block, run : int
+        The block's index and the run.
+
+    Returns
+    -------
+    numpy.random.Generator
+    """
+    return _child(root, _ROLE_NOISE, block, run)
 
 
 @dataclass
@@ -476,4 +495,6 @@ class RealDataLinearEnv(_LinearEnvBase):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(_main())
+    from fedbandit.envs.mslr import main
+
+    raise SystemExit(main())

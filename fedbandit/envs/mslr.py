@@ -238,7 +238,7 @@ def load_mslr_instance(path=None) -> dict:
     return out
 
 
-def _main(argv=None) -> int:
+def main(argv=None) -> int:
     """``python -m fedbandit.envs.linear build-mslr SOURCE [OUT]``: regenerate the stored instance."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] != "build-mslr":

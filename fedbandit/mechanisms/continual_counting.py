@@ -108,10 +108,10 @@ def _lowest_set_bit_index(n) -> np.ndarray:
 
 def floor_log2(n) -> np.ndarray:
     """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``)."""
-    return _floor_log2(check_int_array("n", n, low=0, high=2**53 - 1))
+    return floor_log2_unchecked(check_int_array("n", n, low=0, high=2**53 - 1))
 
 
-def _floor_log2(n) -> np.ndarray:
+def floor_log2_unchecked(n) -> np.ndarray:
     # the mechanisms' and counters' fast path: n holds integers in [0, 2^53)
     n = np.asarray(n, dtype=np.int64)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
@@ -170,7 +170,7 @@ def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.nda
     """
     n = check_int_array("n", n, low=0, high=2**53 - 1)
     pos = np.maximum(n, 1)
-    k = _floor_log2(pos)
+    k = floor_log2_unchecked(pos)
     tau = pos - (np.int64(1) << k)
     b_log, b_level = hybrid_counter_scales(epsilon, sensitivity)
     b_bin = b_level * k
@@ -206,10 +206,10 @@ def hybrid_sd_factor(n) -> np.ndarray:
     Checked against a Monte Carlo of :class:`HybridMechanism` in the tests.  [derived]
     """
     n = check_int_array("n", n, low=0, high=2**53 - 1)
-    return _hybrid_sd_factor(n)
+    return hybrid_sd_factor_unchecked(n)
 
 
-def _hybrid_sd_factor(n) -> np.ndarray:
+def hybrid_sd_factor_unchecked(n) -> np.ndarray:
     # the learners' fast path: n holds integers in [0, 2^53)
     global _SD_TABLE
     n = np.asarray(n, dtype=np.int64)
@@ -223,7 +223,7 @@ def _hybrid_sd_factor(n) -> np.ndarray:
 
 def _sd_factor_direct(n):
     pos = np.maximum(n, 1)
-    k = _floor_log2(pos)
+    k = floor_log2_unchecked(pos)
     tau = pos - (np.int64(1) << k)
     e = np.sqrt(2.0 * (k + 1) + 2.0 * _popcount(tau) * k.astype(float) ** 2)
     return np.where(n > 0, e, 0.0)
@@ -499,7 +499,7 @@ class HybridMechanism(_BatchedStreams):
             k = _FLOOR_LOG2[n]
             lsb = self._lsb
         else:
-            k = _floor_log2(n)
+            k = floor_log2_unchecked(n)
             lsb = None
         tau = n - (np.int64(1) << k)
         pow2 = tau == 0
@@ -586,3 +586,9 @@ class PerItemLaplaceMechanism(_BatchedStreams):
         out = self._out[idx] + noisy
         self._out[idx] = out
         return out, noisy
+
+
+# Their names before issue #23 made these helpers public (fedbandit.protocols imported the private
+# names): kept only so that branches written against them still import; nothing here uses them.
+_floor_log2 = floor_log2_unchecked
+_hybrid_sd_factor = hybrid_sd_factor_unchecked

@@ -26,7 +26,7 @@ per-run steps):
   (A·C_b⁻¹·z)_t is a running sum of w = C_b⁻¹ z, computed by the recursion
   w_t = z_t − Σ_{1≤k<b} c_k w_{t−k} from the last b − 1 w's: O(b) state and work.
 
-The noise draws go through :func:`fedbandit.mechanisms.tree._draw_noise` (the tree's
+The noise draws go through :func:`fedbandit.mechanisms.tree.draw_noise_unchecked` (the tree's
 Gaussian draw, the ``"tree"`` site of :func:`fedbandit.audit.planted_noise`).
 
 References (BibTeX keys, in ``references_pending_issue24.bib`` until a chapter cites
@@ -60,7 +60,7 @@ from fedbandit._validation import (
     check_rng,
     check_shape,
 )
-from fedbandit.mechanisms.tree import _advance_runs, _draw_noise
+from fedbandit.mechanisms.tree import advance_runs, draw_noise_unchecked
 
 __all__ = [
     "sqrt_toeplitz_coefficients",
@@ -209,8 +209,8 @@ class _ToeplitzRandomizer:
             self.steps += 1
             kk = self.k
         else:
-            idx, kk = _advance_runs(self, runs, gamma, "gamma", "the mechanism")
-        z = _draw_noise(rng, gamma.shape, self.sigma, "gaussian")
+            idx, kk = advance_runs(self, runs, gamma, "gamma", "the mechanism")
+        z = draw_noise_unchecked(rng, gamma.shape, self.sigma, "gaussian")
         noise = self._advance(idx, kk, z)
         self._prefix[idx] += gamma
         out = self._prefix[idx] + noise

@@ -32,13 +32,13 @@ from scipy import stats
 
 from fedbandit._validation import (
     MAX_STEPS,
-    _is_binary,
     check_delta,
     check_epsilon,
     check_int_array,
     check_positive_int,
     check_rng,
     check_unit_interval,
+    is_binary,
 )
 from fedbandit.accounting.composition import group_budget
 from fedbandit.accounting.shuffle import (
@@ -86,7 +86,7 @@ def rr_randomize(bits, p: float, rng) -> np.ndarray:
     """
     q0, q1 = rr_message_probabilities(p)
     arr = check_unit_interval("bits", bits)
-    if arr.dtype != np.uint8 and not _is_binary(arr):
+    if arr.dtype != np.uint8 and not is_binary(arr):
         raise ValueError("bits must hold 0/1 values; round values in [0, 1] with randomized_round first")
     rng = check_rng("rng", rng)
     u = rng.random(arr.shape)
@@ -137,11 +137,11 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
     if np.any(ones < 0) or np.any(ones > m):
         raise ValueError("ones must lie in [0, n_users] for every batch")
     if m_arr.ndim == 0:
-        return _sample_counts(ones, int(m_arr), q0, q1, rng)
+        return sample_rr_counts_unchecked(ones, int(m_arr), q0, q1, rng)
     return rng.binomial(ones, q1) + rng.binomial(m - ones, q0)
 
 
-def _sample_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) -> np.ndarray:
+def sample_rr_counts_unchecked(ones: np.ndarray, m: int, q0: float, q1: float, rng) -> np.ndarray:
     """:func:`sample_rr_counts` for one batch size m, without argument checks (hot loops)."""
     if m <= _SMALL_BATCH:
         return _sample_small_counts(ones, m, q0, q1, rng)
@@ -197,10 +197,10 @@ def unary_round(x, resolution, rng) -> np.ndarray:
     rng = check_rng("rng", rng)
     if arr.dtype == np.uint8:
         return (arr.astype(np.int64) * g).astype(np.int64)
-    return _unary_round(arr, g, rng)
+    return unary_round_unchecked(arr, g, rng)
 
 
-def _unary_round(arr: np.ndarray, g, rng) -> np.ndarray:
+def unary_round_unchecked(arr: np.ndarray, g, rng) -> np.ndarray:
     """:func:`unary_round` of float values without argument checks (hot loops); ``g`` broadcast against ``arr``."""
     scaled = arr * g
     low = np.floor(scaled)
@@ -296,3 +296,8 @@ class RRShuffleSummation:
         z = sample_rr_counts(ones, self.n_messages, self.p, rng)
         return rr_debias(z, self.n_messages, self.p) / self.resolution
 
+
+# Their names before issue #23 made these helpers public (fedbandit.protocols imported the private
+# names): kept only so that branches written against them still import; nothing here uses them.
+_sample_counts = sample_rr_counts_unchecked
+_unary_round = unary_round_unchecked

@@ -39,6 +39,7 @@ from fedbandit._validation import (
     check_rng,
     check_shape,
 )
+from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 
 __all__ = [
     "lowest_set_bit",
@@ -113,17 +114,16 @@ def draw_noise(
     symmetric = check_bool("symmetric", symmetric)
     if symmetric and (len(shape) < 2 or shape[-1] != shape[-2]):
         raise ValueError(f"symmetric=True needs a shape ending in square matrices (..., d, d), got shape={shape}")
-    return _draw_noise(rng, shape, scale, noise, symmetric)
+    return draw_noise_unchecked(rng, shape, scale, noise, symmetric)
 
 
-def _draw_noise(rng, shape, scale, noise="gaussian", symmetric=False):
+def draw_noise_unchecked(rng, shape, scale, noise="gaussian", symmetric=False):
     # the randomizers' fast path (arguments checked by their constructors)
     if scale == 0.0:
         return np.zeros(shape)
     if noise == "discrete_gaussian":
         if symmetric:
             raise ValueError("symmetric=True is not supported for discrete_gaussian noise (pack the matrix instead)")
-        from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 
         return sample_discrete_gaussian(scale, shape, rng).astype(np.float64)
     if symmetric:
@@ -199,8 +199,8 @@ class TreeRandomizer:
 
     def _noise(self, rng, shape):
         if self.segments is None:
-            return _draw_noise(rng, shape, self.sigma0, self.noise, self.symmetric)
-        return np.concatenate([_draw_noise(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
+            return draw_noise_unchecked(rng, shape, self.sigma0, self.noise, self.symmetric)
+        return np.concatenate([draw_noise_unchecked(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
 
     def release(self, gamma, rng, *, runs=None, return_noise=False):
         """Take γ_k and return (j, α̂_j) for the next step k.
@@ -234,7 +234,7 @@ class TreeRandomizer:
             self._alpha[j] = alpha_j
             z = self._noise(rng, self.shape)
             return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
-        idx, kk = _advance_runs(self, runs, gamma, "gamma", "the tree")
+        idx, kk = advance_runs(self, runs, gamma, "gamma", "the tree")
         j = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + (1,) * (gamma.ndim - 1))
         a = self._alpha[:, idx]
@@ -262,7 +262,7 @@ def _check_runs(runs, n_runs):
     return idx
 
 
-def _advance_runs(mech, runs, values, name, what):
+def advance_runs(mech, runs, values, name, what):
     """Advance the steps of the runs ``runs`` of a per-run mechanism (``steps``, ``k``, ``n_steps``).
 
     Shared by the per-run calls of the tree's randomizer and analyzer and of the factorization
@@ -314,7 +314,7 @@ class TreeAnalyzer:
             self._alpha_tilde[j] = alpha_tilde
             bits = [level for level in range(self.kappa) if self.k >> level & 1]
             return self._alpha_tilde[bits].sum(axis=0)
-        idx, kk = _advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
+        idx, kk = advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
         expected = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
         if not np.array_equal(np.asarray(j), expected):
             raise ValueError(f"j must be the lowest set bits of the runs' steps, {expected}, got {j!r}")

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 
 from fedbandit._validation import check_epsilon, check_nonnegative_float, check_positive_float, check_positive_int
+from fedbandit.accounting.ddg import DDGParams
 
 __all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_mse", "ddg_mse_bound", "ddg_mse_terms"]
 
@@ -89,8 +90,6 @@ def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:
 
 def ddg_mse_terms(params, *, sum_norm: float | None = None) -> dict:
     """The terms of :func:`ddg_mse_bound` (noise, rounding variance, rounding bias, wrap), each an error of the sum."""
-    from fedbandit.accounting.ddg import DDGParams
-
     if not isinstance(params, DDGParams):
         raise TypeError(f"params must be a fedbandit.accounting.DDGParams, got {type(params).__name__}")
     p = params

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int
+from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int, check_rng
+from fedbandit.integrations.flower.digits import DigitsClients
 from fedbandit.integrations.flower.setting import (
     DDGSetting,
     check_expected_calibration,
@@ -52,6 +53,8 @@ from fedbandit.integrations.flower.setting import (
     modular_sum_from_flower,
     residues_to_flower,
 )
+from fedbandit.learners import server_momentum_step
+from fedbandit.secagg import secure_generator
 
 # Flower reports usage events to its servers unless FLWR_TELEMETRY_ENABLED=0, read when flwr is
 # first imported: off unless the user chose otherwise (the book's builds run offline).
@@ -75,8 +78,6 @@ _USED_ROUNDS = "fedbandit.ddg.used_rounds"
 
 
 def _client_generator(key, round_: int):
-    from fedbandit.secagg import secure_generator
-
     return secure_generator(key, stream=round_)
 
 
@@ -294,8 +295,6 @@ class DDGFedAvgM(Strategy):
 
 
 def _server_step(W, mom, total, n, momentum, server_lr):
-    from fedbandit.learners import server_momentum_step
-
     return server_momentum_step(W, mom, total, n_clients=n, momentum=momentum, server_lr=server_lr)
 
 
@@ -400,9 +399,6 @@ def flower_digits_trial(config: dict, rng) -> dict:
     Returns a dict: ``accuracy`` (after every round), ``epsilon`` (reported after every
     round), ``n_survivors``, ``seconds``.
     """
-    from fedbandit._validation import check_rng
-    from fedbandit.integrations.flower.digits import DigitsClients
-
     rng = check_rng("rng", rng)
     c = dict(config)
     clients = DigitsClients(c["n_clients"], split_seed=c.get("split_seed", 0), lr=c.get("lr", 0.5),
