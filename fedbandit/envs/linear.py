@@ -79,6 +79,17 @@ def as_seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
     Accepts a non-negative int, a SeedSequence, or a :class:`numpy.random.Generator`
     (from which 128 bits of entropy are drawn once, so a Generator handed out by
     :func:`fedbandit.experiments.grid.run_grid` determines the environment).
+
+    Parameters
+    ----------
+    seed : int, numpy.random.SeedSequence or numpy.random.Generator
+        The seed.
+    name : str, default "seed"
+        The parameter's name in the error message.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
     """
     if isinstance(seed, np.random.SeedSequence):
         return seed
@@ -140,6 +151,9 @@ class RoundBlock:
         table once per synchronization instead of every arm of every round
         (:func:`fedbandit.learners.linucb.table_scores`).  ``features`` is then
         ``env.arm_features[arm_ids]``.
+    table : ndarray of shape (N, d), or None
+        The table ``arm_ids`` index (``env.arm_features``), given with ``_features=None``:
+        ``features`` is then formed from it on first use.
     """
 
     start: int

@@ -53,7 +53,19 @@ def shipped_data_path(name: str, default: Path) -> Path:
     copy) if it exists, else the copy that ``pyproject.toml``'s data-files install under
     ``<prefix>/share/fedbandit/data`` for a non-editable install (``pip install git+...``,
     as on Colab; the prefix is the interpreter's, the one the package was installed under, or
-    the user base), else ``default`` (so that the caller's error names the repository path)."""
+    the user base), else ``default`` (so that the caller's error names the repository path).
+
+    Parameters
+    ----------
+    name : str
+        The file's name in ``data/``.
+    default : path
+        The repository's copy.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     name = check_str("name", name)
     if not isinstance(default, (str, os.PathLike)):
         raise TypeError(f"default must be a path (str or os.PathLike), got {default!r:.80} of type {type(default).__name__}")
@@ -75,7 +87,12 @@ def shipped_data_path(name: str, default: Path) -> Path:
 
 
 def mslr_path() -> Path:
-    """Where the stored real-data instance is (:func:`shipped_data_path` of :data:`MSLR_FILE`)."""
+    """Where the stored real-data instance is (:func:`shipped_data_path` of :data:`MSLR_FILE`).
+
+    Returns
+    -------
+    pathlib.Path
+    """
     return shipped_data_path(MSLR_FILE, DEFAULT_MSLR_PATH)
 
 
@@ -214,7 +231,20 @@ def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR
 
 
 def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
-    """Write an instance from :func:`build_mslr_instance` to a compressed ``.npz``."""
+    """Write an instance from :func:`build_mslr_instance` to a compressed ``.npz``.
+
+    Parameters
+    ----------
+    instance : dict
+        From :func:`build_mslr_instance`.
+    path : path, default the repository's ``data/mslr_rankeval_sample.npz``
+        Where to write it.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **{k: np.asarray(v) for k, v in instance.items()})
@@ -222,7 +252,18 @@ def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
 
 
 def load_mslr_instance(path=None) -> dict:
-    """Load the stored real-data instance (default :func:`mslr_path`; see ``data/README.md`` to regenerate it)."""
+    """Load the stored real-data instance (default :func:`mslr_path`; see ``data/README.md`` to regenerate it).
+
+    Parameters
+    ----------
+    path : path, optional
+        Default :func:`mslr_path`.
+
+    Returns
+    -------
+    dict
+        The instance's arrays, ``lasso_alpha`` a float and ``source_sha256`` a str.
+    """
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike (or None), got {path!r:.80} of type {type(path).__name__}")
     path = mslr_path() if path is None else Path(path)

@@ -96,6 +96,20 @@ def rep_threshold(k: int, epsilon: float, run_length: float) -> float:
     Below rep_{n,k} < 2 a member of Δ_{n,k} repeats no bit (runs of ⌊rep⌋ = 1 copy): it is
     a stream of independent fair bits, no harder than Ber(1/2); the family has structure,
     and the lower bound teeth, only beyond ``rep_threshold(k, ε, 2)``.
+
+    Parameters
+    ----------
+    k : int
+        Number of concurrent shufflers (k ≥ 1).
+    epsilon : float
+        The privacy parameter ε.
+    run_length : float
+        R, the run length to reach (> 0).
+
+    Returns
+    -------
+    float
+        The n, or inf beyond float64's range.
     """
     k = check_positive_int("k", k, max_value=MAX_COUNT)
     run_length = check_positive_float("run_length", run_length)
@@ -112,6 +126,16 @@ def window_variance_inflation(run_length: int) -> float:
     Every R + 1 users of the family hold one single Ber(1/2) bit and R copies of another,
     variance (1 + R²)/4, against (R + 1)/4 for R + 1 fair bits.  It is 1 for R = 1 (the
     family is then fair bits) and grows like R.
+
+    Parameters
+    ----------
+    run_length : int
+        R, the family's run length (≥ 1).
+
+    Returns
+    -------
+    float
+        (1 + R²)/(R + 1).
     """
     r = check_positive_int("run_length", run_length)
     return (1.0 + r * r) / (r + 1.0)
@@ -126,6 +150,20 @@ def big_ladder(n, k: int, epsilon: float) -> list:
     and the N_k users between two releases cost rep_{N_k,0} = N_k/2.  If not, the single
     bits spaced N_j apart (Bits of the proof) are seen only through small batches, and their
     sum costs sqrt(N_{j−1}/N_j).  rep_{N_j,k−j} = rep_{n,k} at every step (:func:`rep_nk`).
+
+    Parameters
+    ----------
+    n : float
+        N₀, the number of users (one positive number).
+    k : int
+        Number of concurrent shufflers (k ≥ 1).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    list of float
+        [N_0, N_1, ..., N_k], k + 1 rungs.
     """
     k = check_positive_int("k", k, max_value=MAX_LADDER, reason="the ladder has k + 1 rungs")
     _positive_c(epsilon)
@@ -141,12 +179,36 @@ def big_ladder(n, k: int, epsilon: float) -> list:
 
 
 def tree_levels(n: int) -> int:
-    """k = ⌊log₂ n⌋ + 1: the number of shufflers (levels) of the dyadic tree variant."""
+    """k = ⌊log₂ n⌋ + 1: the number of shufflers (levels) of the dyadic tree variant.
+
+    Parameters
+    ----------
+    n : int
+        Number of users (≥ 1).
+
+    Returns
+    -------
+    int
+        k = ⌊log₂ n⌋ + 1.
+    """
     return check_positive_int("n", n).bit_length()
 
 
 def local_error_rate(n, epsilon: float):
-    """sqrt(n)/ε: optimal PSCO (and plain summation) error in the local model (Vadhan 2017)."""
+    """sqrt(n)/ε: optimal PSCO (and plain summation) error in the local model (Vadhan 2017).
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Number of users (any n > 0; an array gives one value per entry).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        The rate at each n (a float for a scalar ``n``).
+    """
     epsilon = check_epsilon("epsilon", epsilon)
     return _out(np.sqrt(_check_n(n)) / epsilon)
 
@@ -157,20 +219,60 @@ def sequential_error_rate(n, epsilon: float = 1.0):
     Batches of size b cost O(1/ε) each, sqrt(n/b)/ε over the stream, plus up to b
     uncounted users of the current batch; balancing gives n^{1/3}/ε^{2/3} (the paper's
     Θ̃(n^{1/3}) for constant ε).
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Number of users (any n > 0; an array gives one value per entry).
+    epsilon : float, default 1.0
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        The rate at each n (a float for a scalar ``n``).
     """
     epsilon = check_epsilon("epsilon", epsilon)
     return _out(_check_n(n) ** (1.0 / 3.0) * epsilon ** (-2.0 / 3.0))
 
 
 def concurrent_error_rate(n, k: int, epsilon: float):
-    """k^{3/2} n^{1/(2k+1)} / ε: Corollary 3.3 of Tenenbaum et al. (polylogs dropped)."""
+    """k^{3/2} n^{1/(2k+1)} / ε: Corollary 3.3 of Tenenbaum et al. (polylogs dropped).
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Number of users (any n > 0; an array gives one value per entry).
+    k : int
+        Number of concurrent shufflers (k ≥ 1).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        The rate at each n (a float for a scalar ``n``).
+    """
     k = check_positive_int("k", k)
     epsilon = check_epsilon("epsilon", epsilon)
     return _out(k**1.5 * _check_n(n) ** (1.0 / (2 * k + 1)) / epsilon)
 
 
 def tree_error_rate(n, epsilon: float):
-    """Corollary 3.3 at k = ⌊log₂ n⌋ + 1: k^{3/2} n^{1/(2k+1)}/ε = O(log^{3/2}(n)/ε)."""
+    """Corollary 3.3 at k = ⌊log₂ n⌋ + 1: k^{3/2} n^{1/(2k+1)}/ε = O(log^{3/2}(n)/ε).
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Number of users (any n > 0; an array gives one value per entry).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        The rate at each n (a float for a scalar ``n``).
+    """
     n_arr = _check_n(n)
     epsilon = check_epsilon("epsilon", epsilon)
     k = np.floor(np.log2(n_arr)) + 1
@@ -181,6 +283,18 @@ def central_error_rate(n, epsilon: float):
     """log₂^{3/2}(n)/ε: the central binary-tree mechanism (Dwork et al. 2010; Chan et al. 2011).
 
     Laplace(log n/ε) noise on each of the ≤ log n nodes of a prefix sum.
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Number of users (any n > 0; an array gives one value per entry).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        The rate at each n (a float for a scalar ``n``).
     """
     n_arr = _check_n(n)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -188,7 +302,22 @@ def central_error_rate(n, epsilon: float):
 
 
 def lower_bound_rate(n, k: int, epsilon: float):
-    """The lower bound's scale: rep_{n,k} (lower-bound theorem; constant and polylogs dropped)."""
+    """The lower bound's scale: rep_{n,k} (lower-bound theorem; constant and polylogs dropped).
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Number of users (any n > 0; an array gives one value per entry).
+    k : int
+        Number of concurrent shufflers (k ≥ 0).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        rep_{n,k} (:func:`fedbandit.accounting.counting.rep_nk`).
+    """
     return rep_nk(n, k, epsilon)
 
 
@@ -197,6 +326,18 @@ def predicted_error_exponent(algorithm: str, k: int | None = None) -> float:
 
     ``"local"`` 1/2, ``"sequential"`` 1/3, ``"concurrent"`` 1/(2k+1), ``"tree"`` and
     ``"central"`` 0.
+
+    Parameters
+    ----------
+    algorithm : {"local", "sequential", "concurrent", "tree", "central"}
+        One of :data:`ALGORITHMS`.
+    k : int, optional
+        Number of shufflers; required for ``"concurrent"``.
+
+    Returns
+    -------
+    float
+        The exponent of n.
     """
     check_choice("algorithm", algorithm, ALGORITHMS)
     if algorithm == "local":
@@ -213,6 +354,20 @@ def bandit_regret_rate(n, k: int, epsilon: float):
     """k^{3/4} n^{(k+1)/(2k+1)} / sqrt(ε): concurrent-shuffle LinUCB (Tenenbaum et al., linear-bandit theorem).
 
     sqrt(n · ρ_max) with ρ_max = k^{3/2} n^{1/(2k+1)}/ε from Corollary 3.3.
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Horizon (number of users) (any n > 0; an array gives one value per entry).
+    k : int
+        Number of concurrent shufflers (k ≥ 1).
+    epsilon : float
+        The privacy parameter ε.
+
+    Returns
+    -------
+    float or ndarray
+        The regret rate at each n (a float for a scalar ``n``).
     """
     k = check_positive_int("k", k)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -223,6 +378,18 @@ def sequential_bandit_regret(n, batch_size):
     """B + n^{3/4}/B^{1/4}: sequential-shuffle LinUCB with batch B (Chowdhury & Zhou 2022).
 
     Minimised at B = n^{3/5}, giving Õ(n^{3/5}).
+
+    Parameters
+    ----------
+    n : int, float or array_like
+        Horizon (number of users) (any n > 0; an array gives one value per entry).
+    batch_size : float or array_like
+        B ≥ 1 (broadcast against ``n``).
+
+    Returns
+    -------
+    float or ndarray
+        B + n^{3/4}/B^{1/4} (a float for scalar inputs).
     """
     n_arr = _check_n(n)
     b = check_array("batch_size", batch_size)
@@ -233,7 +400,20 @@ def sequential_bandit_regret(n, batch_size):
 
 def predicted_regret_exponent(algorithm: str, k: int | None = None) -> float:
     """Exponent of n in the regret: concurrent (k+1)/(2k+1), sequential 3/5, local 3/4,
-    central and tree 1/2."""
+    central and tree 1/2.
+
+    Parameters
+    ----------
+    algorithm : {"local", "sequential", "concurrent", "tree", "central"}
+        One of :data:`ALGORITHMS`.
+    k : int, optional
+        Number of shufflers; required for ``"concurrent"``.
+
+    Returns
+    -------
+    float
+        The exponent of n in the regret.
+    """
     check_choice("algorithm", algorithm, ALGORITHMS)
     if algorithm == "local":
         return 0.75
