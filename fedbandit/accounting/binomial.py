@@ -85,7 +85,24 @@ def _dp(p: float) -> float:
 
 
 def binomial_sensitivities(c: float, s: float, d: int, relation: str = "add-remove") -> tuple[float, float, float]:
-    """(Δ₁, Δ₂, Δ∞) of one client's clipped, rotated vector rounded on the grid s (module docstring) [derived]."""
+    """(Δ₁, Δ₂, Δ∞) of one client's clipped, rotated vector rounded on the grid s (module docstring) [derived].
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm.
+    s : float
+        The grid step.
+    d : int
+        The (padded) dimension.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation (replace doubles every bound).
+
+    Returns
+    -------
+    (float, float, float)
+        (Δ₁, Δ₂, Δ∞).
+    """
     c = check_positive_float("c", c)
     s = check_positive_float("s", s)
     d = check_positive_int("d", d)
@@ -114,7 +131,28 @@ def _condition(trials: float, p: float, s: float, d: int, delta: float, delta_in
 
 
 def cpsgd_condition(trials: float, p: float, s: float, d: int, delta: float, delta_inf: float) -> bool:
-    """[ASYKM18]_ Thm. 1's condition :math:`Np(1-p) \\ge \\max\\{23\\log(10d/\\delta), 2\\Delta_\\infty/s\\}`."""
+    """[ASYKM18]_ Thm. 1's condition :math:`Np(1-p) \\ge \\max\\{23\\log(10d/\\delta), 2\\Delta_\\infty/s\\}`.
+
+    Parameters
+    ----------
+    trials : float
+        N, the binomial trials of the aggregate.
+    p : float
+        The binomial probability.
+    s : float
+        The grid step.
+    d : int
+        The dimension.
+    delta : float
+        δ.
+    delta_inf : float
+        Δ∞.
+
+    Returns
+    -------
+    bool
+        Whether the condition holds.
+    """
     trials, p, s, d, delta = _check_cpsgd(trials, p, s, d, delta)
     delta_inf = check_nonnegative_float("delta_inf", delta_inf)
     return _condition(trials, p, s, d, delta, delta_inf)
@@ -135,6 +173,11 @@ def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensi
         Dimension (padded).
     delta : float
     sensitivities : (Δ₁, Δ₂, Δ∞)
+
+    Returns
+    -------
+    float
+        ε (inf where the theorem's condition fails).
     """
     trials, p, s, d, delta = _check_cpsgd(trials, p, s, d, delta)
     d1, d2, dinf = _check_sensitivities(sensitivities)
@@ -156,7 +199,24 @@ def split_delta(delta: float, steps: int, q: float) -> tuple[float, float]:
 
 
 def binomial_run_epsilon(eps0: float, delta0: float, steps: int, q: float, slack: float) -> float:
-    """ε of ``steps`` (ε₀, δ₀)-DP rounds, each on a q-sample: amplification, then basic/advanced composition."""
+    """ε of ``steps`` (ε₀, δ₀)-DP rounds, each on a q-sample: amplification, then basic/advanced composition.
+
+    Parameters
+    ----------
+    eps0, delta0 : float
+        Each round's (ε₀, δ₀).
+    steps : int
+        The number of rounds.
+    q : float
+        The sampling rate of each round, in (0, 1].
+    slack : float
+        δ' of advanced composition (0: basic only).
+
+    Returns
+    -------
+    float
+        ε of the run.
+    """
     eps0 = check_positive_float("eps0", eps0)
     delta0 = check_float_in_range("delta0", delta0, 0.0, 1.0, high_inclusive=False)
     steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
@@ -181,6 +241,37 @@ class BinomialParams:
     ``scale`` is the grid step s, ``trials_per_client`` the :math:`N_i` of each client's
     Bin(N_i, p) (even, so that the server subtracts the integer :math:`nN_ip` at p = 1/2),
     ``eps_round``/``delta_round`` the per-round (ε₀, δ₀) of [ASYKM18]_ Thm. 1.
+
+    Attributes
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients in one aggregate.
+    d, d_pad : int
+        Input and flattened dimensions.
+    c : float
+        Clipping norm.
+    epsilon, delta : float
+        Target of the whole run.
+    p : float
+        The binomial probability.
+    scale : float
+        The grid step s.
+    trials_per_client : int
+        N_i.
+    eps_round, delta_round : float
+        The per-round (ε₀, δ₀).
+    steps : int, default 1
+        Releases composed.
+    sampling_rate : float, default 1.0
+        q of each release.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
     """
 
     bits: int
@@ -229,6 +320,37 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     the fewest with :func:`cpsgd_epsilon` ≤ ε₀; s solves the range condition
     :math:`2^B s = 2k\sqrt{c^2 n_f/d' + n s^2/4 + N p(1-p) s^2}` [derived: the DDG rule with
     the binomial variance in place of σ², rounding variance at most s²/4].
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients in one aggregate.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ). of the whole run.
+    p : float, default 0.5
+        The binomial probability.
+    steps : int, default 1
+        Releases composed.
+    sampling_rate : float, default 1.0
+        q of each release.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener (sets d′).
+
+    Returns
+    -------
+    BinomialParams
 
     Raises
     ------

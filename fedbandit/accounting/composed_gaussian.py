@@ -65,6 +65,11 @@ def composed_gaussian_sigma(epsilon: float, delta: float, sensitivity: float, n_
     calibration : {"analytic", "zcdp"}
         ``"analytic"``: exact, σ = analytic Gaussian σ at sensitivity Δ√T ([BW18]_ Thm. 8);
         ``"zcdp"``: through zCDP and the [CKS20]_ conversion.
+
+    Returns
+    -------
+    float
+        σ per release.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)

@@ -101,7 +101,20 @@ def _check_n(n: int, name: str = "n") -> int:
 
 
 def ddg_tau(sigma_over_gamma: float, n: int) -> float:
-    r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1)."""
+    r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1).
+
+    Parameters
+    ----------
+    sigma_over_gamma : float
+        σ/γ, the noise scale on the integer grid.
+    n : int
+        The number of clients.
+
+    Returns
+    -------
+    float
+        τ.
+    """
     s = check_positive_float("sigma_over_gamma", sigma_over_gamma)
     n = _check_n(n)
     if n == 1:
@@ -130,6 +143,11 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
     beta : float
         Conditional rounding parameter in [0, 1); 0 means unconditional rounding and
         the worst-case bound :math:`c + \gamma\sqrt d`.
+
+    Returns
+    -------
+    float
+        Δ₂.
     """
     c = check_positive_float("c", c)
     gamma = check_positive_float("gamma", gamma)
@@ -145,7 +163,26 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
 
 
 def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) -> float:
-    r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP."""
+    r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP.
+
+    Parameters
+    ----------
+    delta2 : float
+        Δ₂.
+    sigma : float
+        σ, each client's noise scale.
+    gamma : float
+        γ.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+
+    Returns
+    -------
+    float
+        ε, with the sum ½ε²-zCDP.
+    """
     delta2 = check_positive_float("delta2", delta2)
     sigma = check_positive_float("sigma", sigma)
     gamma = check_positive_float("gamma", gamma)
@@ -162,6 +199,28 @@ def ddg_rdp(orders: ArrayLike, delta2: float, sigma: float, gamma: float, n: int
 
     ``delta1`` is an :math:`\ell_1` sensitivity bound; the default
     :math:`\sqrt d\,\Delta_2` makes the middle term equal to the last one.
+
+    Parameters
+    ----------
+    orders : array_like
+        Rényi orders α > 1.
+    delta2 : float
+        Δ₂.
+    sigma : float
+        σ, each client's noise scale.
+    gamma : float
+        γ.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+    delta1 : float, optional
+        Δ₁ (default sqrt(d) Δ₂).
+
+    Returns
+    -------
+    ndarray
+        ε(α) at each order.
     """
     alpha = check_array("orders", orders)
     if alpha.ndim > 1 or alpha.size == 0 or np.any(alpha <= 1.0):
@@ -223,6 +282,11 @@ def ddg_epsilon(
         sensitivity 2Δ₂); :func:`fedbandit.accounting.subsampling.subsampled_epsilon`.
         Needs ``method="rdp"``.
     amplification : {"poisson", "without-replacement"}
+
+    Returns
+    -------
+    float
+        ε at ``delta``.
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
@@ -265,6 +329,36 @@ def ddg_sigma_for_epsilon(
 
     :math:`\varepsilon` decreases in :math:`\sigma` (both :math:`\Delta_2/(\sqrt n\sigma)`
     and :math:`\tau` do), so the root is unique.
+
+    Parameters
+    ----------
+    epsilon : float
+        The target ε.
+    c : float
+        The clipping norm.
+    gamma : float
+        The granularity γ.
+    beta : float
+        The conditional rounding parameter β.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+    delta : float
+        δ.
+    steps : int, default 1
+        Releases composed.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting (:func:`ddg_epsilon`).
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling (:func:`ddg_epsilon`).
+
+    Returns
+    -------
+    float
+        The smallest σ (original units).
     """
     epsilon = check_epsilon("epsilon", epsilon)
     ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
@@ -301,6 +395,16 @@ def sum_closeness_bound(sigma2: float, tau2: float) -> float:
     Returns the bound :math:`5\exp(-2\pi^2/(1/\sigma^2 + 1/\tau^2))`, valid when
     :math:`1/\sigma^2 + 1/\tau^2 \le 8` ([recalled]; consistent with the paper's
     "≤ 1e-12 at σ² = τ² = 3").
+
+    Parameters
+    ----------
+    sigma2, tau2 : float
+        The two discrete Gaussians' variances σ², τ².
+
+    Returns
+    -------
+    float
+        The bound on the divergence.
     """
     sigma2 = check_positive_float("sigma2", sigma2)
     tau2 = check_positive_float("tau2", tau2)
@@ -318,6 +422,20 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
        e^{-2\pi^2\sigma^2\frac{k}{k+1}}\Big\}
 
     (one-dimensional; the mechanism is :math:`\tfrac12\varepsilon^2`-zCDP).
+
+    Parameters
+    ----------
+    sensitivity : float
+        Δ.
+    sigma : float
+        σ of each discrete Gaussian (grid step 1).
+    n : int
+        The number of summed noises.
+
+    Returns
+    -------
+    float
+        ε.
     """
     sensitivity = check_nonnegative_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
@@ -356,6 +474,20 @@ class DDGParams:
         Per-client noise scale in original units (integer-grid scale ``sigma / gamma``).
     delta2 : float
         Sensitivity bound :math:`\\Delta_2` enforced by conditional rounding.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting.
+    steps : int, default 1
+        Releases composed.
+    rho : float, default 1.0
+        The flatness constant ρ.
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling.
     """
 
     bits: int
@@ -490,6 +622,43 @@ def ddg_params(
     the clients (:func:`ddg_epsilon`); σ is calibrated with the subsampled accounting, as
     the authors' code does for federated learning.
 
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients that add noise.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ).
+    beta : float, default exp(-1/2)
+        The conditional rounding parameter.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        n_f = n_s² or n_s.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener (sets d′).
+    steps : int, default 1
+        Releases composed.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting (:func:`ddg_epsilon`).
+    rho : float, default 1.0
+        The flatness constant ρ.
+    n_signal : int, optional
+        n_s, the rounded vectors per aggregate (default ``n``).
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling (:func:`ddg_epsilon`).
+
+    Returns
+    -------
+    DDGParams
+
     Raises
     ------
     ValueError
@@ -582,7 +751,40 @@ def ddg_params_from_gamma(
     steps: int = 1,
     k: float = 1.0,
 ) -> DDGParams:
-    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted)."""
+    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted).
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    gamma : float
+        γ.
+    sigma : float
+        σ (original units).
+    n : int
+        Clients that add noise.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    delta : float
+        δ.
+    beta : float, default exp(-1/2)
+        The conditional rounding parameter.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting.
+    steps : int, default 1
+        Releases composed.
+    k : float, default 1.0
+        Aggregate standard deviations the modular range covers (recorded).
+
+    Returns
+    -------
+    DDGParams
+        With the computed ε.
+    """
     gamma = check_positive_float("gamma", gamma)
     sigma = check_positive_float("sigma", sigma)
     bits, k, n, d, d_pad, c, _, delta, beta, steps = _check_common(
@@ -620,6 +822,39 @@ def ddg_tree_params(
     variance n_signal·γ²/4 is at most ``rounding_share`` of the node's privacy-noise variance
     ``n_agents``·σ² [reconstruction: the book's rule; [KLS21] pick the width for a one-shot
     sum, whereas tree nodes grow with the users they hold].
+
+    Parameters
+    ----------
+    bits : int or "auto"
+        Bits per coordinate, or chosen (above).
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n_parties : int
+        Parties whose noise is in what the adversary sees.
+    n_agents : int
+        Agents adding noise to a node.
+    dim : int
+        The input dimension.
+    clip : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ).
+    beta : float
+        The conditional rounding parameter.
+    norm_growth : {"conservative", "optimistic"}
+        How the node's norm grows.
+    flatten : {"hadamard", "dft"}
+        The flattener.
+    steps : int
+        The node releases a user's record enters.
+    n_signal : int
+        User records rounded into the largest node.
+    rounding_share : float
+        The rounding variance's allowed share of the noise variance (``bits="auto"``).
+
+    Returns
+    -------
+    DDGParams
     """
 
     n_parties = _check_n(n_parties, "n_parties")

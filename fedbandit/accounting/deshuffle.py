@@ -228,6 +228,25 @@ def deshuffle_scenarios(batch_size: int, n_nodes: int, feature_bound: float = 1.
     node and other p-sums further away can only set the target's message further apart --
     the tests check on the full search that these attain its maximum.  Returns a tuple of
     :class:`DeshuffleScenario`, the κ = ``n_nodes`` node means included.
+
+    Parameters
+    ----------
+    batch_size : int
+        B, the users of a batch.
+    n_nodes : int
+        κ, the nodes a user enters.
+    feature_bound : float, default 1.0
+        L.
+    reward_bound : float, default 1.0
+        Y.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation.
+    dominant : bool, default False
+        Keep only the dominant scenarios (above).
+
+    Returns
+    -------
+    tuple of DeshuffleScenario
     """
     B = check_positive_int("batch_size", batch_size, max_value=MAX_STEPS)
     kappa = check_positive_int("n_nodes", n_nodes, max_value=_MAX_NODES, reason="a user enters one node per tree level")
@@ -281,6 +300,24 @@ def deshuffled_max_logpdf(t: ArrayLike, mean: float, others: float, n_messages: 
 
     f(t) = [φ(z₁)Φ(z₀)^{M−1} + (M − 1)Φ(z₁)φ(z₀)Φ(z₀)^{M−2}]/σ₀ with z₁ = (t − μ)/σ₀,
     z₀ = (t − c)/σ₀ (the derivative of F above).  Vectorized in ``t``.
+
+    Parameters
+    ----------
+    t : float or array_like
+        The point(s).
+    mean : float
+        μ, the target's projection.
+    others : float
+        c, the other messages' projection.
+    n_messages : int
+        M.
+    sigma0 : float
+        σ₀.
+
+    Returns
+    -------
+    ndarray
+        log f(t).
     """
     t = check_array("t", t, dtype=float)
     mu = check_finite_float("mean", mean)
@@ -439,6 +476,18 @@ def deshuffled_gaussian_epsilon(delta: float, sigma0: float, n_messages: int, me
     Any protocol whose adversary sees the shuffled multiset of the κ nodes' messages on
     these data is at best (ε, δ)-DP with this ε (post-processing; the discretization only
     lowers it).  Parameters as in :func:`deshuffled_gaussian_delta`.
+
+    Parameters
+    ----------
+    delta : float
+        The target δ.
+    sigma0, n_messages, means0, means1, others, t_step, loss_step, max_loss
+        As in :func:`deshuffled_gaussian_delta`.
+
+    Returns
+    -------
+    float
+        ε.
     """
     delta = check_delta("delta", delta)
     key = _key(sigma0, n_messages, means0, means1, others, t_step, loss_step, max_loss)
@@ -473,6 +522,17 @@ class DeshuffledGaussianEvent(DpEvent):
     * the exact ε of ``summed`` (the sum of the messages, a Gaussian event) if given,
 
     both functions of the multiset, hence lower bounds on the protocol's ε.
+
+    Attributes
+    ----------
+    sigma0 : float
+        σ₀, each message's noise.
+    n_messages : int
+        M, the messages of one node.
+    scenarios : tuple of DeshuffleScenario
+        The adversary's data choices searched.
+    summed : DpEvent, optional
+        The Gaussian event of the messages' sum.
     """
 
     sigma0: float
@@ -501,6 +561,17 @@ def deshuffled_event_epsilon(event: DeshuffledGaussianEvent, delta: float) -> tu
     ε is the largest de-shuffled ε over the event's scenarios and ``scenario`` the one
     that attains it; the sum's exact ε (Balle & Wang, composed over the nodes) is returned
     separately (NaN without ``summed``).
+
+    Parameters
+    ----------
+    event : DeshuffledGaussianEvent
+    delta : float
+        The target δ.
+
+    Returns
+    -------
+    (float, DeshuffleScenario, float)
+        (ε, the scenario attaining it, ε of the sum or NaN).
     """
     check_instance("event", event, DeshuffledGaussianEvent)
     delta = check_delta("delta", delta)

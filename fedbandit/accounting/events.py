@@ -72,7 +72,18 @@ RELATIONS = ("add-remove", "replace")
 
 
 def check_relation(relation: object) -> str:
-    """Validate a neighbouring relation name (one of :data:`RELATIONS`)."""
+    """Validate a neighbouring relation name (one of :data:`RELATIONS`).
+
+    Parameters
+    ----------
+    relation : str
+        "add-remove" or "replace".
+
+    Returns
+    -------
+    str
+        ``relation``, checked.
+    """
     return check_choice("relation", relation, RELATIONS)
 
 
@@ -84,6 +95,20 @@ def record_sensitivities(feature_bound: float, reward_bound: float, relation: st
     so √2·L² (the Gram difference of two unit vectors is at most √2 in Frobenius norm).
     The upper triangle of a Gram matrix has at most its Frobenius norm, so these bound
     the packed (bias, upper-triangle) releases too.
+
+    Parameters
+    ----------
+    feature_bound : float
+        L, the bound on ‖x‖.
+    reward_bound : float
+        Y, the bound on |y|.
+    relation : {"add-remove", "replace"}
+        The neighbouring relation.
+
+    Returns
+    -------
+    (float, float)
+        (Δ_bias, Δ_gram).
     """
     L = check_positive_float("feature_bound", feature_bound)
     Y = check_positive_float("reward_bound", reward_bound)
@@ -128,7 +153,13 @@ class DpEvent:
 
 @dataclass(frozen=True)
 class NoReleaseEvent(DpEvent):
-    """Nothing that depends on the data leaves the party (ε = 0)."""
+    """Nothing that depends on the data leaves the party (ε = 0).
+
+    Attributes
+    ----------
+    reason : str, default "nothing is released"
+        Why nothing is released (reported in the notes).
+    """
 
     reason: str = "nothing is released"
 
@@ -141,7 +172,13 @@ class NoReleaseEvent(DpEvent):
 
 @dataclass(frozen=True)
 class NonPrivateEvent(DpEvent):
-    """The data (or an exact function of it) is released: no privacy."""
+    """The data (or an exact function of it) is released: no privacy.
+
+    Attributes
+    ----------
+    what : str, default "exact statistics"
+        What is released.
+    """
 
     what: str = "exact statistics"
 
@@ -154,7 +191,15 @@ class NonPrivateEvent(DpEvent):
 
 @dataclass(frozen=True)
 class GaussianEvent(DpEvent):
-    """One release with i.i.d. N(0, σ²) noise on a vector of ℓ2 sensitivity Δ: (Δ²/2σ²)-zCDP [BS16]."""
+    """One release with i.i.d. N(0, σ²) noise on a vector of ℓ2 sensitivity Δ: (Δ²/2σ²)-zCDP [BS16].
+
+    Attributes
+    ----------
+    sensitivity : float
+        Δ, the ℓ2 sensitivity.
+    sigma : float
+        σ, the noise's standard deviation.
+    """
 
     sensitivity: float
     sigma: float
@@ -174,7 +219,15 @@ class GaussianEvent(DpEvent):
 
 @dataclass(frozen=True)
 class LaplaceEvent(DpEvent):
-    """One release with i.i.d. Laplace(b) noise on a vector of ℓ1 sensitivity Δ: (Δ/b)-DP."""
+    """One release with i.i.d. Laplace(b) noise on a vector of ℓ1 sensitivity Δ: (Δ/b)-DP.
+
+    Attributes
+    ----------
+    sensitivity : float
+        Δ, the ℓ1 sensitivity.
+    scale : float
+        b, the Laplace scale.
+    """
 
     sensitivity: float
     scale: float
@@ -196,6 +249,23 @@ class DiscreteGaussianSumEvent(DpEvent):
     accountant uses :func:`fedbandit.accounting.ddg_rdp`.  ``sensitivity_factor`` scales
     Δ₂ (and Δ₁): 1 for adding or removing one (rounded) record, 2 for replacing it by
     another, since two independently rounded records, each of norm ≤ Δ₂, differ by ≤ 2Δ₂.
+
+    Attributes
+    ----------
+    clip : float
+        c, the clipping norm.
+    gamma : float
+        γ, the rounding grid.
+    beta : float
+        β of the conditional randomized rounding.
+    dim : int
+        d, the padded dimension.
+    sigma : float
+        σ, each party's noise scale (original units).
+    n_parties : int
+        The number of parties summed.
+    sensitivity_factor : float, default 1.0
+        1 (add/remove) or 2 (replace).
     """
 
     clip: float
@@ -230,6 +300,17 @@ class ShuffledRandomizedResponseEvent(DpEvent):
     (ε_message, δ_message)-DP by the privacy-blanket bound [BBGN19]
     (:func:`fedbandit.accounting.rr_shuffle_delta`), and group privacy gives the user's
     (ε, δ) (:func:`fedbandit.accounting.group_budget`).
+
+    Attributes
+    ----------
+    n_messages : int
+        The messages shuffled together.
+    p : float
+        The flip probability.
+    epsilon_message, delta_message : float
+        Each message's (ε, δ) by the privacy-blanket bound.
+    group_size : int, default 1
+        How many messages one user's value moves.
     """
 
     n_messages: int
@@ -251,7 +332,15 @@ class ShuffledRandomizedResponseEvent(DpEvent):
 
 @dataclass(frozen=True)
 class ApproxDpEvent(DpEvent):
-    """A release known to be (ε, δ)-DP by the book's own accounting (composed basically)."""
+    """A release known to be (ε, δ)-DP by the book's own accounting (composed basically).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The release's (ε, δ).
+    what : str, default ""
+        What is released.
+    """
 
     epsilon: float
     delta: float
@@ -275,6 +364,19 @@ class ClaimedEvent(DpEvent):
     *exact* ε is a lower bound on the protocol's ε (for example the server's sum of the
     shuffled messages); if it exceeds the target the status is "invalid".  ``unproven``
     marks a guarantee that no theorem covers (an idealized noise level).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The claimed (ε, δ).
+    theorem : str
+        The citation.
+    conditions : tuple, default ()
+        The theorem's validity conditions.
+    necessary : DpEvent, optional
+        An event whose exact ε bounds the protocol's from below.
+    unproven : str, default ""
+        Why no theorem covers the setting, if none does.
     """
 
     epsilon: float
@@ -307,6 +409,17 @@ class ConditionalEvent(DpEvent):
 
     If ``holds`` is False the status becomes ``on_failure`` ("invalid" or "unproven") and
     ``assumption`` is reported in the notes.
+
+    Attributes
+    ----------
+    event : DpEvent
+        The release.
+    assumption : str
+        What its accounting assumes.
+    holds : bool
+        Whether the assumption holds.
+    on_failure : {"invalid", "unproven"}, default "invalid"
+        The status when it does not.
     """
 
     event: DpEvent
@@ -327,7 +440,15 @@ class ConditionalEvent(DpEvent):
 
 @dataclass(frozen=True)
 class InvalidEvent(DpEvent):
-    """The release is known *not* to meet any finite guarantee the book can state (ε = ∞)."""
+    """The release is known *not* to meet any finite guarantee the book can state (ε = ∞).
+
+    Attributes
+    ----------
+    reason : str
+        Why no finite guarantee holds.
+    claimed : DpEvent, optional
+        The guarantee that was claimed.
+    """
 
     reason: str
     claimed: DpEvent | None = None
@@ -343,7 +464,15 @@ class InvalidEvent(DpEvent):
 
 @dataclass(frozen=True)
 class SelfComposedEvent(DpEvent):
-    """``count`` adaptive repetitions of ``event`` (for example a user's κ tree nodes)."""
+    """``count`` adaptive repetitions of ``event`` (for example a user's κ tree nodes).
+
+    Attributes
+    ----------
+    event : DpEvent
+        The repeated release.
+    count : int
+        The number of repetitions.
+    """
 
     event: DpEvent
     count: int
@@ -358,7 +487,13 @@ class SelfComposedEvent(DpEvent):
 
 @dataclass(frozen=True)
 class ComposedEvent(DpEvent):
-    """Adaptive composition of several events."""
+    """Adaptive composition of several events.
+
+    Attributes
+    ----------
+    events : tuple of DpEvent
+        The composed releases.
+    """
 
     events: tuple = field(default_factory=tuple)
 

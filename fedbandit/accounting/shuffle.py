@@ -149,6 +149,20 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others: ArrayLike, p: float) -> 
     directions of the hockey-stick divergence, maximised.  O(m²): for tests and small m
     (it is a lower bound on the worst case over datasets, which
     :func:`rr_shuffle_delta` upper-bounds).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε.
+    bits_others : array_like of {0, 1}
+        The other users' bits.
+    p : float
+        The flip probability.
+
+    Returns
+    -------
+    float
+        δ(ε).
     """
     epsilon = check_epsilon("epsilon", epsilon)
     bits = check_unit_interval("bits_others", bits_others).ravel()
@@ -168,7 +182,18 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others: ArrayLike, p: float) -> 
 
 
 def local_rr_flip_probability(epsilon: float) -> float:
-    """p = 2/(e^ε + 1): binary randomized response that is ε-LDP on its own (q1/q0 = e^ε)."""
+    """p = 2/(e^ε + 1): binary randomized response that is ε-LDP on its own (q1/q0 = e^ε).
+
+    Parameters
+    ----------
+    epsilon : float
+        The local ε.
+
+    Returns
+    -------
+    float
+        p.
+    """
     epsilon = check_epsilon("epsilon", epsilon)
     if epsilon > 700.0:  # the same value without overflowing e^ε
         return 2.0 * math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
@@ -239,11 +264,22 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes: Sequence[
 
     Parameters
     ----------
+    n : int
+        The number of users.
+    epsilon, delta : float
+        The target (ε, δ) of the whole algorithm.
+    batch_sizes : sequence of int
+        (b_1, ..., b_k), the batch size of every level (:func:`fedbandit._validation.check_batch_sizes`).
     resolution : int or sequence of int
         Messages per user at every level (one value for all levels, or one per level);
         1 for bits.
     composition : {"best", "basic", "advanced"}
         The split of (ε, δ) over the k levels.
+
+    Returns
+    -------
+    dict
+        The per-level rows and the compositions described above.
     """
     composition = check_choice("composition", composition, COMPOSITIONS)
     n = check_positive_int("n", n)
@@ -299,6 +335,16 @@ def rr_message_probabilities(p: float) -> tuple[float, float]:
 
     With probability p the user sends a uniformly random bit ("blanket" message, Cheu
     et al. 2019, the λ/n of their randomizer), otherwise its own bit.
+
+    Parameters
+    ----------
+    p : float
+        The flip probability, in [0, 1].
+
+    Returns
+    -------
+    (float, float)
+        (q0, q1).
     """
     p = check_float_in_range("p", p, 0.0, 1.0)
     return p / 2.0, 1.0 - p / 2.0
@@ -309,6 +355,18 @@ def rr_estimator_variance(n_users: int, p: float) -> float:
 
     Each message is Bernoulli(q0) or Bernoulli(q1) with q1 = 1 − q0, and q0(1 − q0) =
     q1(1 − q1), so the variance does not depend on the users' bits.
+
+    Parameters
+    ----------
+    n_users : int
+        m, the users of the batch.
+    p : float
+        The flip probability, in [0, 1).
+
+    Returns
+    -------
+    float
+        The variance.
     """
     n_users = check_nonnegative_int("n_users", n_users)
     q0, q1 = rr_message_probabilities(p)

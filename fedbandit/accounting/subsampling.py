@@ -128,7 +128,17 @@ SAMPLING_RELATIONS = {"poisson": "add-remove", "fixed": "replace"}
 
 
 def amplification_for(relation: str) -> str:
-    """The amplification bound used for a neighbouring relation: Poisson (add/remove) or WBK19 (replace)."""
+    """The amplification bound used for a neighbouring relation: Poisson (add/remove) or WBK19 (replace).
+
+    Parameters
+    ----------
+    relation : {"add-remove", "replace"}
+
+    Returns
+    -------
+    str
+        "poisson" or "without-replacement".
+    """
     relation = check_choice("relation", relation, ("add-remove", "replace"))
     return "poisson" if relation == "add-remove" else "without-replacement"
 
@@ -359,7 +369,24 @@ def without_replacement_rdp(orders: ArrayLike, q: float, base_rdp: Callable[...,
 
 
 def subsampled_rdp(orders: ArrayLike, q: float, base_rdp: Callable[..., Any], amplification: str = "poisson") -> np.ndarray:
-    """:func:`poisson_subsampled_rdp` (``"poisson"``) or :func:`without_replacement_rdp` (``"without-replacement"``)."""
+    """:func:`poisson_subsampled_rdp` (``"poisson"``) or :func:`without_replacement_rdp` (``"without-replacement"``).
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Orders α ≥ 2.
+    q : float
+        The sampling probability in (0, 1].
+    base_rdp : callable
+        ε(·) of the mechanism run on the sample.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+
+    Returns
+    -------
+    ndarray
+        The subsampled RDP at each order.
+    """
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
     if amplification == "poisson":
         return poisson_subsampled_rdp(orders, q, base_rdp)
@@ -368,7 +395,28 @@ def subsampled_rdp(orders: ArrayLike, q: float, base_rdp: Callable[..., Any], am
 
 def subsampled_epsilon(base_rdp: Callable[..., Any], q: float, steps: int, delta: float, amplification: str = "poisson",
                        *, orders: ArrayLike | None = None) -> float:
-    """(ε, δ) of ``steps`` subsampled rounds: the per-round bound composed and converted [CKS20]."""
+    """(ε, δ) of ``steps`` subsampled rounds: the per-round bound composed and converted [CKS20].
+
+    Parameters
+    ----------
+    base_rdp : callable
+        ε(·) of the mechanism run on the sample.
+    q : float
+        The sampling probability in (0, 1].
+    steps : int
+        The rounds composed.
+    delta : float
+        The target δ.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+    orders : array_like, optional
+        The orders (default :data:`SUBSAMPLING_ORDERS`).
+
+    Returns
+    -------
+    float
+        ε (inf when no order gives a finite bound).
+    """
     check_callable("base_rdp", base_rdp)
     q = _check_q(q)
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
@@ -390,6 +438,24 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
     (integer and fractional; at least as tight as dp-accounting's RDP accountant);
     ``"without-replacement"``: [WBK19]_ Thm. 9 on the Gaussian's RDP α/(2z²), where z is
     σ over the *replace-one* sensitivity.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        z = σ/Δ.
+    q : float
+        The sampling probability in (0, 1].
+    steps : int
+        The rounds composed.
+    delta : float
+        The target δ.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+
+    Returns
+    -------
+    float
+        ε.
     """
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
     z = check_positive_float("noise_multiplier", noise_multiplier)
@@ -414,6 +480,22 @@ def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, st
     """Smallest noise multiplier z = σ/Δ with :func:`sampled_gaussian_epsilon` ≤ ``epsilon`` (root finding).
 
     ε decreases in z, so the root is unique; found on log z by Brent's method.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    q : float
+        The sampling probability in (0, 1].
+    steps : int
+        The rounds composed.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+
+    Returns
+    -------
+    float
+        z.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)

@@ -72,6 +72,11 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
         ℓ2 sensitivity Δ > 0 of the released quantity.
     sigma : float
         Standard deviation σ > 0 of the added Gaussian noise (per coordinate).
+
+    Returns
+    -------
+    float
+        ρ (inf when σ² underflows).
     """
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
@@ -79,14 +84,38 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
 
 
 def compose_zcdp(*rhos: float) -> float:
-    """Adaptive composition of zCDP mechanisms: ρ = Σ ρ_i ([BS16], Lemma 2.3)."""
+    """Adaptive composition of zCDP mechanisms: ρ = Σ ρ_i ([BS16], Lemma 2.3).
+
+    Parameters
+    ----------
+    *rhos : float
+        The mechanisms' ρ_i ≥ 0 (at least one).
+
+    Returns
+    -------
+    float
+        Σ ρ_i.
+    """
     if not rhos:
         raise ValueError("compose_zcdp needs at least one rho, got none")
     return float(sum(check_nonnegative_float(f"rhos[{i}]", r) for i, r in enumerate(rhos)))
 
 
 def gaussian_sigma_for_zcdp(rho: float, sensitivity: float = 1.0) -> float:
-    """σ such that the Gaussian mechanism at sensitivity Δ is ρ-zCDP: σ = Δ / sqrt(2ρ)."""
+    """σ such that the Gaussian mechanism at sensitivity Δ is ρ-zCDP: σ = Δ / sqrt(2ρ).
+
+    Parameters
+    ----------
+    rho : float
+        ρ > 0.
+    sensitivity : float, default 1.0
+        Δ.
+
+    Returns
+    -------
+    float
+        σ.
+    """
     rho = check_positive_float("rho", rho)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     return sensitivity / math.sqrt(2.0 * rho)
@@ -161,6 +190,16 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 
     Inverse of :func:`zcdp_to_approx_dp` (``method="cks"``), found by root finding
     (ε is increasing in ρ).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+
+    Returns
+    -------
+    float
+        ρ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -229,6 +268,20 @@ def calibrate_gaussian_sigma(
     Each release at ℓ2 sensitivity Δ with noise N(0, σ²) is Δ²/(2σ²)-zCDP; k of them
     compose to kΔ²/(2σ²)-zCDP, converted with [CKS20].  So
     σ = Δ sqrt(k / (2ρ)) with ρ = :func:`approx_dp_to_zcdp` (ε, δ).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ) of all releases.
+    sensitivity : float, default 1.0
+        Δ.
+    n_compositions : int, default 1
+        k, the releases.
+
+    Returns
+    -------
+    float
+        σ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -244,6 +297,20 @@ def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
     One element of the stream changes at most κ = :func:`tree_depth` (K) p-sums, each
     by at most Δ in ℓ2, and each p-sum is a Gaussian mechanism; zCDP composes
     additively (Bun & Steinke 2016, Lemma 2.3).
+
+    Parameters
+    ----------
+    n_steps : int
+        K.
+    sensitivity : float
+        Δ of one element.
+    sigma0 : float
+        σ₀ of each node.
+
+    Returns
+    -------
+    float
+        ρ.
     """
     kappa = tree_depth(n_steps)
     sensitivity = check_positive_float("sensitivity", sensitivity)
