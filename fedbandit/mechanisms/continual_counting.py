@@ -93,7 +93,18 @@ del _t
 
 
 def lowest_set_bit_index(n) -> np.ndarray:
-    """Index ``i`` of the lowest set bit of integers ``n >= 0`` (``n & -n == 2^i``; 0 for ``n = 0``)."""
+    """Index ``i`` of the lowest set bit of integers ``n >= 0`` (``n & -n == 2^i``; 0 for ``n = 0``).
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) n ≥ 0.
+
+    Returns
+    -------
+    ndarray of int64
+        The index of each lowest set bit.
+    """
     return _lowest_set_bit_index(check_int_array("n", n, low=0))
 
 
@@ -107,7 +118,18 @@ def _lowest_set_bit_index(n) -> np.ndarray:
 
 
 def floor_log2(n) -> np.ndarray:
-    """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``)."""
+    """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``).
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Integers in [0, 2^53).
+
+    Returns
+    -------
+    ndarray of int64
+        ⌊log₂ n⌋ (0 at n = 0).
+    """
     return floor_log2_unchecked(check_int_array("n", n, low=0, high=2**53 - 1))
 
 
@@ -126,6 +148,16 @@ def draw_standard_laplace(rng, size: int) -> np.ndarray:
     ziggurat exponential sampler makes this faster than ``rng.laplace``.  The first
     ``size`` exponentials are the ``E_1``'s; every mechanism here draws its noise through
     this function, and the loop references do too, so they see the same values.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    size : int
+        The number of variates.
+
+    Returns
+    -------
+    ndarray of shape (size,)
     """
     rng = check_rng("rng", rng)
     size = check_nonnegative_int("size", size, max_value=MAX_STEPS, reason="an array of size variates is drawn")
@@ -148,14 +180,46 @@ def _popcount(n) -> np.ndarray:
 
 
 def binary_noise_variance(n, n_steps: int, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
-    """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``."""
+    """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) n ≥ 0.
+    n_steps : int
+        The stream's length (sets L).
+    epsilon : float
+        ε.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The variance at each n.
+    """
     n = check_int_array("n", n, low=0)
     b = binary_counter_scale(epsilon, n_steps, sensitivity)
     return _popcount(n) * 2.0 * b * b
 
 
 def per_item_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
-    """Variance of the per-item Laplace mechanism's error at count ``n``: ``n`` releases of ``Lap(s/eps)``, ``2 n b^2``."""
+    """Variance of the per-item Laplace mechanism's error at count ``n``: ``n`` releases of ``Lap(s/eps)``, ``2 n b^2``.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) n ≥ 0.
+    epsilon : float
+        ε.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The variance at each n.
+    """
     n = check_int_array("n", n, low=0)
     b = per_item_counter_scale(epsilon, sensitivity)
     return n * 2.0 * b * b
@@ -167,6 +231,20 @@ def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.nda
     With ``k = floor(log2 n)`` and ``tau = n - 2^k``: ``k + 1`` logarithmic releases of
     ``Lap(2 s / eps)`` plus ``popcount(tau)`` binary nodes of ``Lap(2 k s / eps)``; a
     Laplace variable of scale ``b`` has variance ``2 b^2``.  Zero at ``n = 0``.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) in [0, 2^53).
+    epsilon : float
+        ε.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The variance at each n.
     """
     n = check_int_array("n", n, low=0, high=2**53 - 1)
     pos = np.maximum(n, 1)
@@ -185,6 +263,16 @@ def hybrid_sd_bound_by_level(max_level: int = 64) -> np.ndarray:
     exact variance (:func:`hybrid_noise_variance`: ``k + 1`` releases of ``Lap(2s/eps)``,
     ``popcount(tau) <= k`` nodes of ``Lap(2ks/eps)``) divided by ``(2s/eps)^2``, with
     ``popcount(tau)`` replaced by its maximum ``k``.  [derived]
+
+    Parameters
+    ----------
+    max_level : int, default 64
+        The largest level k.
+
+    Returns
+    -------
+    ndarray of shape (max_level + 1,)
+        g(0), ..., g(max_level).
     """
     max_level = check_nonnegative_int("max_level", max_level, max_value=1024, reason="counts below 2^1024")
     k = np.arange(max_level + 1, dtype=float)
@@ -204,6 +292,16 @@ def hybrid_sd_factor(n) -> np.ndarray:
     :func:`hybrid_sd_bound_by_level` replaces ``popcount(tau)`` by its maximum ``k`` and is
     up to ``sqrt(k)`` times larger (1.61 at ``n = 300``: popcount(44) = 3 against k = 8).
     Checked against a Monte Carlo of :class:`HybridMechanism` in the tests.  [derived]
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) in [0, 2^53).
+
+    Returns
+    -------
+    ndarray
+        e(n) at each n.
     """
     n = check_int_array("n", n, low=0, high=2**53 - 1)
     return hybrid_sd_factor_unchecked(n)
@@ -390,6 +488,15 @@ class LogarithmicMechanism(_BatchedStreams):
     At counts ``n = 2^k`` it releases ``L(2^k) = L(2^{k-1}) + (items since) + Lap(s / eps)``;
     between powers of two it repeats the last release (``0`` before the first item).
     Pure ``epsilon``-DP (each item enters exactly one release).
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        ε (one per stream, broadcast against ``batch_shape``).
+    batch_shape : tuple of int, default ()
+        The shape of the independent streams run side by side.
+    sensitivity : float, default 1.0
+        Width of the interval the items lie in.
     """
 
     def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):

@@ -78,7 +78,20 @@ __all__ = [
 # Pipeline steps
 # ---------------------------------------------------------------------------
 def clip_l2(x, c: float) -> np.ndarray:
-    r"""Scale each vector (last axis) to norm at most ``c``: :math:`x \min(1, c/\|x\|_2)`."""
+    r"""Scale each vector (last axis) to norm at most ``c``: :math:`x \min(1, c/\|x\|_2)`.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., d)
+        The vectors.
+    c : float
+        The clipping norm.
+
+    Returns
+    -------
+    ndarray
+        The clipped vectors, same shape.
+    """
     c = check_positive_float("c", c)
     x = check_array("x", x)
     if x.ndim < 1:
@@ -105,6 +118,13 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
         :math:`\Delta_2/\gamma`; must be at least the norm of ``z`` plus the largest
         possible rounding (else the loop could be long; ``max_tries`` guards it).
     rng : numpy.random.Generator
+    max_tries : int, default 10000
+        Rounds allowed before giving up (a ``ValueError``: ``bound`` is too small).
+
+    Returns
+    -------
+    ndarray of int64, shape of ``z``
+        The rounded vectors, each of norm at most ``bound``.
     """
     rng = check_rng("rng", rng)
     bound = check_positive_float("bound", bound)
@@ -134,7 +154,20 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
 
 
 def modular_clip(s, modulus: int) -> np.ndarray:
-    r"""Map residues mod :math:`m` to the representatives in :math:`[-m/2, m/2)` ([KLS21]_ Def. 33)."""
+    r"""Map residues mod :math:`m` to the representatives in :math:`[-m/2, m/2)` ([KLS21]_ Def. 33).
+
+    Parameters
+    ----------
+    s : int or array_like of int
+        The residues.
+    modulus : int
+        m.
+
+    Returns
+    -------
+    ndarray of int64
+        The representatives in [−m/2, m/2).
+    """
     modulus = check_int_in_range("modulus", modulus, 2, 2**62)
     s = check_int_array("s", s, low=None, high=None)
     half = modulus // 2
@@ -238,7 +271,23 @@ class DDGMechanism:
 
 
 def ddg_noisy_sum(x, params: DDGParams, rng, *, flatten_seed=0) -> np.ndarray:
-    """Functional form of :meth:`DDGMechanism.noisy_sum` (batch (..., n_clients, d) -> (..., d))."""
+    """Functional form of :meth:`DDGMechanism.noisy_sum` (batch (..., n_clients, d) -> (..., d)).
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n_clients, d)
+        The clients' vectors.
+    params : DDGParams
+        The configuration.
+    rng : numpy.random.Generator
+    flatten_seed : int, default 0
+        The shared seed of the flattening.
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        The decoded noisy sum.
+    """
     return DDGMechanism(params, flatten_seed).noisy_sum(x, rng)
 
 

@@ -444,6 +444,16 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
     return whether that :math:`k` is odd; for :math:`\gamma > 1`, multiply
     :math:`\lfloor\gamma\rfloor` independent Bernoulli(:math:`e^{-1}`) draws with one
     Bernoulli(:math:`e^{-(\gamma - \lfloor\gamma\rfloor)}`).  Exact, no floating point.
+
+    Parameters
+    ----------
+    gamma : fractions.Fraction or int
+        γ ≥ 0 (rational).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    bool
     """
     if not isinstance(gamma, Fraction):
         check_nonnegative_float("gamma", gamma)
@@ -462,7 +472,18 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
 
 
 def discrete_laplace_reference(t: int, rng) -> int:
-    r"""Discrete Laplace with integer scale :math:`t`, mass :math:`\propto e^{-|y|/t}` ([CKS20]_ Algorithm 2)."""
+    r"""Discrete Laplace with integer scale :math:`t`, mass :math:`\propto e^{-|y|/t}` ([CKS20]_ Algorithm 2).
+
+    Parameters
+    ----------
+    t : int
+        The scale t ≥ 1.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    int
+    """
     t = check_positive_int("t", t)
     rng = check_rng("rng", rng)
     while True:
@@ -494,6 +515,18 @@ def sample_discrete_gaussian_reference(sigma, size, rng) -> np.ndarray:
     Slow (tens of thousands of samples per second); kept as the reference that the
     vectorized :func:`sample_discrete_gaussian` is tested against, and as its fallback
     above :data:`MAX_TABLE_SIGMA`.
+
+    Parameters
+    ----------
+    sigma : float
+        σ > 0.
+    size : int or tuple of int
+        The output shape.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int64
     """
     sig = _check_sigma(sigma)
     shape = _check_size(size)
@@ -521,6 +554,18 @@ def discrete_gaussian_pmf(y, sigma) -> np.ndarray:
 
     The normaliser is summed over :math:`|z| \le \lceil 40\sigma\rceil + 40` (the rest is
     below 1e-300); for :math:`\sigma < 1` the sum converges within a few terms.
+
+    Parameters
+    ----------
+    y : array_like
+        The point(s).
+    sigma : float
+        σ.
+
+    Returns
+    -------
+    ndarray
+        P(Y = y).
     """
     sig = _check_sum_sigma(sigma)
     y = check_array("y", y)
@@ -539,6 +584,16 @@ def discrete_gaussian_variance(sigma) -> float:
 
     By Poisson summation the variance equals :math:`\sigma^2` up to a term of order
     :math:`e^{-2\pi^2\sigma^2}`; it is computed here by direct summation.
+
+    Parameters
+    ----------
+    sigma : float
+        σ.
+
+    Returns
+    -------
+    float
+        The variance.
     """
     sig = _check_sum_sigma(sigma)
     if sig > _POISSON_SIGMA:

@@ -77,6 +77,11 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     x : array_like, shape (..., d)
         ``d`` must be a power of two.
     normalize : bool, default True
+
+    Returns
+    -------
+    ndarray
+        The transform of each vector (divided by sqrt(d) when ``normalize``).
     """
     x = check_array("x", x, finite=False)
     normalize = check_bool("normalize", normalize)
@@ -168,6 +173,13 @@ class DFTFlattener:
     :math:`e^{i\theta_j}`, :math:`\theta_j \in \{0, \pi/2, \pi, 3\pi/2\}`, and the unitary DFT
     (``norm="ortho"``) is applied; real and imaginary parts of the result are the
     ``d_out = d + (d mod 2)`` output coordinates.  The map is real-linear and orthogonal.
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    rng : numpy.random.Generator or int
+        The source of the shared random phases.
     """
 
     kind = "dft"
@@ -203,6 +215,20 @@ class DFTFlattener:
 
 
 def make_flattener(d: int, rng, kind: str = "hadamard"):
-    """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``)."""
+    """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``).
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    rng : numpy.random.Generator or int
+        The source of the shared randomness.
+    kind : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+
+    Returns
+    -------
+    HadamardFlattener or DFTFlattener
+    """
     check_choice("kind", kind, ("hadamard", "dft"))
     return HadamardFlattener(d, rng) if kind == "hadamard" else DFTFlattener(d, rng)

@@ -30,6 +30,21 @@ def gaussian_mechanism(value, sigma: float, rng, *, return_noise: bool = False):
 
     With ``return_noise=True`` also the noise that was added (for measuring the error of a
     simulation; a real server would not keep it).
+
+    Parameters
+    ----------
+    value : array_like
+        The exact value.
+    sigma : float
+        σ > 0.
+    rng : numpy.random.Generator
+    return_noise : bool, default False
+        Also return the noise.
+
+    Returns
+    -------
+    ndarray or (ndarray, ndarray)
+        The noisy value (and the noise).
     """
     sigma = check_positive_float("sigma", sigma)
     rng = check_rng("rng", rng)

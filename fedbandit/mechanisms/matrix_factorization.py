@@ -95,6 +95,15 @@ def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
 
     The lower-triangular Toeplitz matrix of these coefficients is the square root of the
     prefix-sum matrix ([FHU23]_, [HUU23]_): Σ_{j≤k} c_j c_{k−j} = 1 for every k.
+
+    Parameters
+    ----------
+    n : int
+        The number of coefficients.
+
+    Returns
+    -------
+    ndarray of shape (n,)
     """
     n = check_positive_int("n", n, max_value=MAX_SERIES, reason="the coefficients are stored")
     k = np.arange(1, n, dtype=float)
@@ -104,7 +113,20 @@ def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
 def inverse_series(coefficients, n: int) -> np.ndarray:
     """The first n coefficients of 1/p(x), p(x) = Σ_k a_k x^k with a_0 ≠ 0 (the first column of
     the inverse of the lower-triangular Toeplitz matrix of a), by the recursion
-    q_t = −(Σ_{1≤j≤min(t, b−1)} a_j q_{t−j})/a_0 (a linear filter's impulse response)."""
+    q_t = −(Σ_{1≤j≤min(t, b−1)} a_j q_{t−j})/a_0 (a linear filter's impulse response).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The size (number of steps).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        q_0, ..., q_{n−1}.
+    """
     from scipy.signal import lfilter
 
     a = _check_coefficients("coefficients", coefficients, nonzero_first=True)
@@ -119,7 +141,19 @@ def inverse_series(coefficients, n: int) -> np.ndarray:
 
 
 def lower_toeplitz(coefficients, n: int) -> np.ndarray:
-    """The n × n lower-triangular Toeplitz matrix T[t, s] = a_{t−s} (0 beyond the given a's)."""
+    """The n × n lower-triangular Toeplitz matrix T[t, s] = a_{t−s} (0 beyond the given a's).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The matrix size (at most 2000: dense).
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+    """
     a = _check_coefficients("coefficients", coefficients)
     n = check_positive_int("n", n, max_value=2000, reason="the matrix is dense")
     col = np.zeros(n)
@@ -130,7 +164,19 @@ def lower_toeplitz(coefficients, n: int) -> np.ndarray:
 
 def max_column_norm(coefficients, n: int) -> float:
     """max_t ‖C e_t‖ of the n × n lower-triangular Toeplitz C of ``coefficients``: the first
-    column's norm sqrt(Σ_{k<min(n, b)} a_k²) (the other columns are its truncations)."""
+    column's norm sqrt(Σ_{k<min(n, b)} a_k²) (the other columns are its truncations).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The size (number of steps).
+
+    Returns
+    -------
+    float
+    """
     a = _check_coefficients("coefficients", coefficients)
     n = check_positive_int("n", n, max_value=MAX_STEPS)
     with np.errstate(all="ignore"):
@@ -143,7 +189,20 @@ def max_column_norm(coefficients, n: int) -> float:
 def factorization_noise_coefficients(coefficients, n: int) -> np.ndarray:
     """The first column of B = A·C⁻¹ for the Toeplitz right factor C of ``coefficients``: the
     coefficients of (1 − x)^{−1}/p(x), i.e. the running sums of :func:`inverse_series` (B is
-    Toeplitz too).  For the square root this is c itself (B = C)."""
+    Toeplitz too).  For the square root this is c itself (B = C).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The size (number of steps).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The first column of B.
+    """
     with np.errstate(all="ignore"):
         out = np.cumsum(inverse_series(coefficients, n))
     if not np.all(np.isfinite(out)):

@@ -192,7 +192,17 @@ def _as_runs(x, name: str = "x") -> np.ndarray:
 
 
 def prefix_sums(x) -> np.ndarray:
-    """S_0 = 0, S_t = Σ_{s ≤ t} x_s for t = 1..n; shape (runs, n + 1)."""
+    """S_0 = 0, S_t = Σ_{s ≤ t} x_s for t = 1..n; shape (runs, n + 1).
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        The stream(s).
+
+    Returns
+    -------
+    ndarray of shape (runs, n + 1)
+    """
     arr = _as_runs(x)
     out = np.zeros((arr.shape[0], arr.shape[1] + 1), dtype=np.int64 if arr.dtype == np.uint8 else float)
     np.cumsum(arr, axis=1, out=out[:, 1:])
@@ -205,6 +215,17 @@ def sup_error(release: ContinualRelease, x) -> np.ndarray:
     For piecewise-constant releases the supremum over a block is attained at one of its
     two ends, because S_t is non-decreasing (x_t ≥ 0); so only O(n / block) estimates are
     compared, plus one pass over x for the block sums.
+
+    Parameters
+    ----------
+    release : ContinualRelease
+        An algorithm's estimates.
+    x : array_like, shape (n,) or (runs, n)
+        The stream(s) it was run on (values ≥ 0).
+
+    Returns
+    -------
+    ndarray of shape (runs,)
     """
     check_instance("release", release, ContinualRelease)
     arr = _as_runs(x)
@@ -236,7 +257,17 @@ def sup_error(release: ContinualRelease, x) -> np.ndarray:
 
 
 def dyadic_batch_sizes(n: int) -> tuple[int, ...]:
-    """(2^{L−1}, ..., 2, 1) with L = ⌊log₂ n⌋ + 1: the tree variant's k = L levels."""
+    """(2^{L−1}, ..., 2, 1) with L = ⌊log₂ n⌋ + 1: the tree variant's k = L levels.
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+
+    Returns
+    -------
+    tuple of int
+    """
     n = check_positive_int("n", n)
     levels = tree_depth(n)
     return tuple(2**j for j in range(levels - 1, -1, -1))
@@ -249,6 +280,18 @@ def paper_batch_sizes(n: int, k: int) -> tuple[int, ...]:
     (lowered until b_1 = a r^{k−1} ≤ n), b_i = a r^{k−i}: the exponents of the paper's
     allocation, with every constant 1, unlike :func:`optimal_batch_sizes`, which also
     weighs the per-batch noise at the actual budget.
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    k : int
+        The number of shufflers.
+
+    Returns
+    -------
+    tuple of int
+        (b_1, ..., b_k), nested.
     """
     n = check_positive_int("n", n)
     k = check_int_in_range("k", k, 1, tree_depth(n))
@@ -387,6 +430,11 @@ def optimal_batch_sizes(
     composition : {"best", "basic", "advanced"}
         How the per-level budget is split over the k · streams mechanisms of a user
         (:func:`fedbandit.accounting.allocation.mechanism_budget`).
+
+    Returns
+    -------
+    tuple of int
+        (b_1, ..., b_k), nested.
     """
     n = check_positive_int("n", n, max_value=MAX_COUNT, reason="counts are int64")
     k = check_int_in_range("k", k, 1, tree_depth(n))
@@ -418,6 +466,25 @@ def error_proxy(
     v(b) is the exact noise variance of a batch of b users at the per-level budget
     (``composition``: :func:`fedbandit.accounting.allocation.mechanism_budget`).  Used
     for theory curves and for the pre-asymptotic slopes the chapter compares fits with.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`PSCO_ALGORITHMS`.
+    n : int
+        The number of users.
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    k : int, optional
+        The number of shufflers ("concurrent", "extrapolating").
+    batch_sizes : sequence of int, optional
+        The schedule (default the algorithm's).
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    float
     """
     check_choice("name", name, PSCO_ALGORITHMS)
     composition = check_choice("composition", composition, COMPOSITIONS)
@@ -474,6 +541,18 @@ def local_psco(x, epsilon: float, rng) -> ContinualRelease:
     p = 2/(e^ε + 1); the estimate after t users is Σ_{s ≤ t}(M_s − p/2)/(1 − p), with
     error Θ(sqrt(n)/ε) (optimal in the local model, Vadhan 2017).  Values in [0, 1]
     are randomized-rounded first.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon : float
+        The local ε.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ContinualRelease
     """
     arr = _as_runs(x)
     epsilon = _check_psco_epsilon(epsilon)
@@ -681,6 +760,26 @@ def sequential_psco(
 
     With the optimal batch size b ≈ (n σ²)^{1/3} (σ the noise of one batch) the error is
     Θ̃(n^{1/3}) (Tenenbaum et al., after Cheu et al. 2022 and Chowdhury & Zhou 2022).
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    batch_size : int, optional
+        b (default the optimal one).
+    sampling : {"aggregate", "per_user"}, default "aggregate"
+        As in :func:`concurrent_psco`.
+    resolution : int or "auto", default "auto"
+        As in :func:`concurrent_psco`.
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    ContinualRelease
     """
     sizes = None if batch_size is None else (batch_size,)
     release = concurrent_psco(x, 1, epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution,
@@ -696,6 +795,24 @@ def tree_psco(
 
     The estimate at t is the binary decomposition of t (the p-sums of the tree
     mechanism), each p-sum computed by its own shuffled summation: polylog(n)/ε error.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    sampling : {"aggregate", "per_user"}, default "aggregate"
+        As in :func:`concurrent_psco`.
+    resolution : int or "auto", default "auto"
+        As in :func:`concurrent_psco`.
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    ContinualRelease
     """
     arr = _as_runs(x)
     sizes = dyadic_batch_sizes(arr.shape[1])
@@ -723,6 +840,26 @@ def extrapolating_psco(
     random bits make the rate unpredictable, the extrapolation errs by about
     sqrt(b_k · rep_{n,k}).  The estimate is post-processing of the same releases, so the
     privacy is that of :func:`concurrent_psco`.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    k : int
+        The number of shufflers.
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    batch_sizes : sequence of int, optional
+        The nested schedule (default optimised with ``objective="smooth"``).
+    sampling : {"aggregate", "per_user"}, default "aggregate"
+        As in :func:`concurrent_psco`.
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    ContinualRelease
     """
     k = check_positive_int("k", k)
     arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
@@ -761,6 +898,20 @@ def central_tree_psco(
     The node closing at step s draws the s-th noise of one ``draw_noise(rng, (n, runs))``
     call, the order in which :class:`fedbandit.mechanisms.tree.TreeMechanism` draws
     them, so both give the same estimates from the same generator.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    noise : {"gaussian", "laplace"}, default "gaussian"
+        The node noise.
+
+    Returns
+    -------
+    ContinualRelease
     """
     arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
     check_choice("noise", noise, ("gaussian", "laplace"))
@@ -798,7 +949,26 @@ def central_tree_psco(
 
 
 def run_psco(name: str, x, epsilon: float, delta: float, rng, *, k: int | None = None, **kwargs) -> ContinualRelease:
-    """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating")."""
+    """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating").
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`PSCO_ALGORITHMS`.
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    k : int, optional
+        The number of shufflers ("concurrent", "extrapolating").
+    **kwargs
+        Passed to the algorithm.
+
+    Returns
+    -------
+    ContinualRelease
+    """
     check_choice("name", name, PSCO_ALGORITHMS)
     if name == "local":
         check_delta("delta", delta)
@@ -896,6 +1066,21 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
 
     Bits_{n,k} of the proof is the subset of these spaced about Big_{n,k} apart
     (:func:`big_nk`).
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    k : int
+        The number of shufflers the family is hard for.
+    epsilon : float
+        ε of c_ε.
+    prefix_length : int
+        ℓ, the member of the family.
+
+    Returns
+    -------
+    ndarray of int64
     """
     n = check_positive_int("n", n, max_value=MAX_STEPS, reason="an array of the positions is returned")
     k = check_positive_int("k", k)
@@ -906,7 +1091,22 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
 
 
 def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
-    """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream."""
+    """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream.
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    rng : numpy.random.Generator
+    runs : int, default 1
+        Independent streams.
+    mean : float, default 0.5
+        The bits' mean.
+
+    Returns
+    -------
+    ndarray of uint8, shape (runs, n)
+    """
     n = check_positive_int("n", n)
     rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
@@ -916,7 +1116,22 @@ def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> 
 
 
 def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndarray:
-    """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n)."""
+    """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n).
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    run_length : int
+        The copies of each bit.
+    rng : numpy.random.Generator
+    runs : int, default 1
+        Independent streams.
+
+    Returns
+    -------
+    ndarray of uint8, shape (runs, n)
+    """
     n = check_positive_int("n", n)
     run_length = check_positive_int("run_length", run_length)
     rng = check_rng("rng", rng)

@@ -70,6 +70,16 @@ def randomized_round(x, rng) -> np.ndarray:
     Bits (bool or integer 0/1 input) are returned unchanged as ``uint8`` without
     consuming randomness.  The rounding error Σ(bit − x) has mean 0 and variance
     Σ x(1 − x): it is part of the error of any summation that rounds.
+
+    Parameters
+    ----------
+    x : array_like
+        Values in [0, 1] (or bits).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of uint8
     """
     arr = check_unit_interval("x", x)
     rng = check_rng("rng", rng)
@@ -83,6 +93,19 @@ def rr_randomize(bits, p: float, rng) -> np.ndarray:
 
     Message = bit with probability 1 − p, a uniform random bit with probability p;
     implemented as ``u < q_bit`` with one uniform u per message.
+
+    Parameters
+    ----------
+    bits : array_like of {0, 1}
+        The users' bits.
+    p : float
+        The flip probability.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of uint8
+        One message per bit.
     """
     q0, q1 = rr_message_probabilities(p)
     arr = check_unit_interval("bits", bits)
@@ -98,6 +121,20 @@ def rr_debias(count, n_users, p: float):
 
     Only the number of ones of the shuffled messages is used, so the random order the
     shuffler releases them in is irrelevant to the estimate (as it must be).
+
+    Parameters
+    ----------
+    count : int or array_like
+        Z, the ones among the shuffled messages.
+    n_users : int or array_like
+        m, the messages.
+    p : float
+        The flip probability (< 1).
+
+    Returns
+    -------
+    float or ndarray
+        The estimated batch sum.
     """
     q0, _ = rr_message_probabilities(p)
     if p >= 1.0:
@@ -125,6 +162,11 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
     p : float
         Blanket probability in [0, 1].
     rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int64
+        Z, one count per batch.
     """
     rng = check_rng("rng", rng)
     q0, q1 = rr_message_probabilities(p)
@@ -185,6 +227,19 @@ def unary_round(x, resolution, rng) -> np.ndarray:
     independently at every g_i and the result has a leading axis of length k (the k
     levels of the concurrent-shuffle protocol, each level's randomizer rounding on its
     own), from one draw of uniforms of shape (k,) + x.shape.
+
+    Parameters
+    ----------
+    x : array_like
+        Values in [0, 1] (or bits).
+    resolution : int or sequence of int
+        g, or (g_1, ..., g_k).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int64
+        u (with a leading axis of length k for a sequence).
     """
     arr = check_unit_interval("x", x)
     if np.ndim(resolution) == 0:
@@ -213,6 +268,16 @@ def unary_resolution(n_users: int) -> int:
     The rounding variance of the batch sum, at most m/(4g²), is then at most 1/4, while
     the privacy noise grows only through the group-privacy budget of the g messages
     (:class:`RRShuffleSummation` with ``resolution=g``).  [derived]
+
+    Parameters
+    ----------
+    n_users : int
+        m, the users of the batch.
+
+    Returns
+    -------
+    int
+        g.
     """
     m = check_positive_int("n_users", n_users)
     return max(1, math.ceil(math.sqrt(m)))

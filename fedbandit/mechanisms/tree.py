@@ -62,6 +62,19 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
     standard deviation σ₀, popcount(k)·2b² for Laplace noise of scale b = σ₀, and at most
     popcount(k)·σ₀² for discrete Gaussian noise of scale σ₀ (whose variance is below σ₀²).
     ``k`` may be an int or an integer array.
+
+    Parameters
+    ----------
+    k : int or array_like of int
+        Step(s) k ≥ 1.
+    sigma0 : float
+        σ₀ (the Laplace scale b for ``noise="laplace"``).
+    noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
+
+    Returns
+    -------
+    float or ndarray
+        The variance at each k.
     """
     sigma0 = check_nonnegative_float("sigma0", sigma0)
     check_choice("noise", noise, NOISES)
@@ -106,6 +119,21 @@ def draw_noise(
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise
     of Algorithm 2 for Gram matrices; the hypotheses of Zhou & Chowdhury Lemma 6.7).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    shape : tuple of int
+        The output shape.
+    scale : float
+        σ (the Laplace scale b).
+    noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
+    symmetric : bool, default False
+        Mirror the last two axes (above).
+
+    Returns
+    -------
+    ndarray of float64
     """
     rng = check_rng("rng", rng)
     shape = check_shape("shape", shape)
@@ -287,6 +315,15 @@ class TreeAnalyzer:
     prefix estimate s̃_k = Σ_{l : bit l of k set} α̃_l.  ``runs=`` serves runs at
     different steps, as :meth:`TreeRandomizer.release` does (and, as there, a call without
     ``runs`` once the runs are at different steps advances every run by its own step).
+
+    Parameters
+    ----------
+    n_steps : int
+        K, the steps the tree covers.
+    item_shape : tuple of int
+        The shape of one stream element.
+    batch_shape : tuple of int, optional
+        Leading axes of independent analyzers (the first is the run axis of ``runs=``).
     """
 
     def __init__(self, n_steps, item_shape, *, batch_shape=()):
@@ -333,6 +370,20 @@ class TreeMechanism:
     ``step(x, rng)`` takes the next stream element (shape batch_shape + item_shape)
     and returns the noisy prefix sum.  Each prefix error has per-entry variance
     :func:`prefix_noise_variance` (k, sigma).
+
+    Parameters
+    ----------
+    n_steps : int
+        K, the steps the tree covers.
+    item_shape : tuple of int
+        The shape of one stream element.
+    sigma : float
+        σ₀ of every node (the Laplace scale b).
+    batch_shape : tuple of int, optional
+        Leading axes of independent trees.
+    symmetric : bool, optional
+        Symmetric matrix noise.
+    noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
     """
 
     def __init__(self, n_steps, item_shape, sigma, *, batch_shape=(), symmetric=False, noise="gaussian"):

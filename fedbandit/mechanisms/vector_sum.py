@@ -48,6 +48,8 @@ class VectorSumShuffle:
         Override g (must be ≥ max(2 sqrt n, D, 4)).
     constant : float
         c in b.
+    p : float, default 0.25
+        The blanket probability (the theorem covers 1/4).
     """
 
     def __init__(self, epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25):
