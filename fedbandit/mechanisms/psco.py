@@ -49,9 +49,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     MAX_COUNT,
@@ -146,7 +149,7 @@ class ContinualRelease:
     def runs(self) -> int:
         return self.values.shape[0]
 
-    def estimates(self, times) -> np.ndarray:
+    def estimates(self, times: ArrayLike) -> np.ndarray:
         """Estimates at the given times (integers in [0, n]); shape (runs, len(times))."""
         t = np.asarray(times, dtype=np.int64)
         if t.ndim != 1 or np.any(t < 0) or np.any(t > self.n):
@@ -167,7 +170,7 @@ class ContinualRelease:
 MAX_PSCO_EPSILON = 700.0
 
 
-def _check_psco_epsilon(epsilon) -> float:
+def _check_psco_epsilon(epsilon: float) -> float:
     epsilon = check_epsilon("epsilon", epsilon)
     if epsilon > MAX_PSCO_EPSILON:
         raise ValueError(
@@ -182,7 +185,7 @@ def _check_input_size(n: int, runs: int) -> None:
         raise ValueError(f"runs={runs} sequences of n={n} users hold {n * runs} bits, more than 10^9")
 
 
-def _as_runs(x, name: str = "x") -> np.ndarray:
+def _as_runs(x: ArrayLike, name: str = "x") -> np.ndarray:
     arr = check_unit_interval(name, x)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -191,7 +194,7 @@ def _as_runs(x, name: str = "x") -> np.ndarray:
     return arr
 
 
-def prefix_sums(x) -> np.ndarray:
+def prefix_sums(x: ArrayLike) -> np.ndarray:
     """S_0 = 0, S_t = Σ_{s ≤ t} x_s for t = 1..n; shape (runs, n + 1).
 
     Parameters
@@ -209,7 +212,7 @@ def prefix_sums(x) -> np.ndarray:
     return out
 
 
-def sup_error(release: ContinualRelease, x) -> np.ndarray:
+def sup_error(release: ContinualRelease, x: ArrayLike) -> np.ndarray:
     """sup_{1 ≤ t ≤ n} |Ŝ_t − S_t| for every run; shape (runs,).
 
     For piecewise-constant releases the supremum over a block is attained at one of its
@@ -333,7 +336,7 @@ def _log_variance_curve(eps0: float, delta0: float, m_max: int, real: bool = Fal
     return np.log(grid.astype(float)), logv
 
 
-def _batch_variance(m, eps0: float, delta0: float, m_max: int, real: bool = False) -> np.ndarray:
+def _batch_variance(m: ArrayLike, eps0: float, delta0: float, m_max: int, real: bool = False) -> np.ndarray:
     """Var of a batch of size m ≤ m_max, interpolated log-log from :func:`_log_variance_curve`."""
     # One curve per decade of m_max, so nearby horizons share the accountant's work.
     decade = int(10 ** math.ceil(math.log10(max(m_max, 10))))
@@ -341,7 +344,8 @@ def _batch_variance(m, eps0: float, delta0: float, m_max: int, real: bool = Fals
     return np.exp(np.interp(np.log(np.asarray(m, dtype=float)), logm, logv))
 
 
-def _schedule_objective(n, a, r, k, eps0, delta0, objective, real=False):
+def _schedule_objective(n: int, a: ArrayLike, r: ArrayLike, k: int, eps0: float, delta0: float, objective: str,
+                        real: bool = False) -> np.ndarray:
     """Proxy for the worst-case error of the schedule b_i = a r^{k−i} [derived].
 
     2·sqrt(total noise variance of the worst estimate) + the uncounted users: a − 1 for
@@ -450,7 +454,8 @@ def optimal_batch_sizes(
 
 
 def error_proxy(
-    name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None, composition: str = "best"
+    name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes: Sequence[int] | None = None,
+    composition: str = "best",
 ) -> float:
     """A deterministic scale of an algorithm's sup error (the quantity the schedule search minimises).
 
@@ -535,7 +540,7 @@ def _round_inputs(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (rng.random(arr.shape) < arr).astype(np.uint8)
 
 
-def local_psco(x, epsilon: float, rng) -> ContinualRelease:
+def local_psco(x: ArrayLike, epsilon: float, rng: np.random.Generator) -> ContinualRelease:
     """Local-model PSCO: every user sends one ε-LDP randomized-response bit.
 
     p = 2/(e^ε + 1); the estimate after t users is Σ_{s ≤ t}(M_s − p/2)/(1 − p), with
@@ -613,7 +618,7 @@ def _level_counts(bits: np.ndarray, sizes: tuple) -> list:
     return counts
 
 
-def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
+def _level_resolution(resolution: int | str, batch_size: int, binary: bool) -> int:
     if resolution == "auto":
         # Bits need one message; values in [0, 1] get g ≈ sqrt(m) messages, which makes
         # the rounding variance m/(4g²) ≤ 1/4 (see RRShuffleSummation).
@@ -621,7 +626,9 @@ def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
     return check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
 
 
-def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto", composition="best"):
+def _kshuffler(arr: np.ndarray, sizes: tuple[int, ...], epsilon: float, delta: float, rng: np.random.Generator, sampling: str, name: str,
+               return_levels: bool, resolution: int | str = "auto",
+               composition: str = "best") -> tuple[np.ndarray, list[np.ndarray], dict[str, Any]]:
     runs, n = arr.shape
     k = len(sizes)
     eps0, delta0 = mechanism_budget(epsilon, delta, k, composition=composition)
@@ -679,21 +686,21 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
     return values, level_sums, info
 
 
-def _check_common(x, epsilon, delta, rng):
+def _check_common(x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator) -> tuple[np.ndarray, float, float, np.random.Generator]:
     return _as_runs(x), _check_psco_epsilon(epsilon), check_delta("delta", delta), check_rng("rng", rng)
 
 
 def concurrent_psco(
-    x,
+    x: ArrayLike,
     k: int,
     epsilon: float,
     delta: float,
-    rng,
+    rng: np.random.Generator,
     *,
-    batch_sizes=None,
+    batch_sizes: Sequence[int] | None = None,
     sampling: str = "aggregate",
     return_levels: bool = False,
-    resolution="auto",
+    resolution: int | str = "auto",
     composition: str = "best",
 ) -> ContinualRelease:
     """The k-shuffler PSCO algorithm (book's reconstruction of Tenenbaum et al., Section 3.2).
@@ -753,8 +760,8 @@ def concurrent_psco(
 
 
 def sequential_psco(
-    x, epsilon: float, delta: float, rng, *, batch_size=None, sampling: str = "aggregate", resolution="auto",
-    composition: str = "best",
+    x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, batch_size: int | None = None, sampling: str = "aggregate",
+    resolution: int | str = "auto", composition: str = "best",
 ) -> ContinualRelease:
     """Sequential shuffle model: one shuffler over consecutive batches (k = 1).
 
@@ -789,7 +796,8 @@ def sequential_psco(
 
 
 def tree_psco(
-    x, epsilon: float, delta: float, rng, *, sampling: str = "aggregate", resolution="auto", composition: str = "best"
+    x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, sampling: str = "aggregate", resolution: int | str = "auto",
+    composition: str = "best",
 ) -> ContinualRelease:
     """The tree variant: k = ⌊log₂ n⌋ + 1 shufflers with dyadic batches 2^{k−1}, ..., 2, 1.
 
@@ -825,8 +833,8 @@ def tree_psco(
 
 
 def extrapolating_psco(
-    x, k: int, epsilon: float, delta: float, rng, *, batch_sizes=None, sampling: str = "aggregate",
-    composition: str = "best",
+    x: ArrayLike, k: int, epsilon: float, delta: float, rng: np.random.Generator, *, batch_sizes: Sequence[int] | None = None,
+    sampling: str = "aggregate", composition: str = "best",
 ) -> ContinualRelease:
     """An easy-input exploiting k-shuffler algorithm: extrapolates the unfinished batch.
 
@@ -886,7 +894,7 @@ def extrapolating_psco(
 
 
 def central_tree_psco(
-    x, epsilon: float, delta: float, rng, *, noise: str = "gaussian"
+    x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, noise: str = "gaussian"
 ) -> ContinualRelease:
     """Central binary-tree mechanism (Dwork et al. 2010; Chan, Shi & Song 2011), whole stream at once.
 
@@ -922,7 +930,7 @@ def central_tree_psco(
         scale = calibrate_gaussian_sigma(epsilon, delta, 1.0, levels)
         privacy = (epsilon, delta)
     else:
-        scale = laplace_counter_scale(epsilon, 1.0, releases=levels)  # each user in `levels` nodes
+        scale = float(laplace_counter_scale(epsilon, 1.0, releases=levels))  # each user in `levels` nodes
         privacy = (epsilon, 0.0)
     step_noise = draw_noise(rng, (n, runs), scale, noise).T
     vals = arr.astype(float) if arr.dtype == np.uint8 else arr
@@ -948,7 +956,8 @@ def central_tree_psco(
     return ContinualRelease(n=n, block=1, values=values, info=info)
 
 
-def run_psco(name: str, x, epsilon: float, delta: float, rng, *, k: int | None = None, **kwargs) -> ContinualRelease:
+def run_psco(name: str, x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, k: int | None = None,
+             **kwargs: Any) -> ContinualRelease:
     """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating").
 
     Parameters
@@ -1000,7 +1009,7 @@ def sample_hard_input(
     n: int,
     k: int,
     epsilon: float,
-    rng,
+    rng: np.random.Generator,
     *,
     runs: int = 1,
     prefix_length: int | None = None,
@@ -1090,7 +1099,7 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
     return np.arange(ell, n, rep + 1)
 
 
-def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
+def sample_bernoulli_input(n: int, rng: np.random.Generator, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
     """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream.
 
     Parameters
@@ -1115,7 +1124,7 @@ def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> 
     return (rng.random((runs, n)) < mean).astype(np.uint8)
 
 
-def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndarray:
+def sample_runs_input(n: int, run_length: int, rng: np.random.Generator, *, runs: int = 1) -> np.ndarray:
     """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n).
 
     Parameters

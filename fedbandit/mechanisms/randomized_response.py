@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from fedbandit._validation import (
@@ -64,7 +67,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------
 
 
-def randomized_round(x, rng) -> np.ndarray:
+def randomized_round(x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
     """Unbiased randomized rounding of values in [0, 1] to bits: P(bit = 1) = x.
 
     Bits (bool or integer 0/1 input) are returned unchanged as ``uint8`` without
@@ -88,7 +91,7 @@ def randomized_round(x, rng) -> np.ndarray:
     return (rng.random(arr.shape) < arr).astype(np.uint8)
 
 
-def rr_randomize(bits, p: float, rng) -> np.ndarray:
+def rr_randomize(bits: ArrayLike, p: float, rng: np.random.Generator) -> np.ndarray:
     """The local randomizer R of binary randomized response, one message per bit.
 
     Message = bit with probability 1 − p, a uniform random bit with probability p;
@@ -116,7 +119,7 @@ def rr_randomize(bits, p: float, rng) -> np.ndarray:
     return (u < np.where(arr.astype(bool), q1, q0)).astype(np.uint8)
 
 
-def rr_debias(count, n_users, p: float):
+def rr_debias(count: ArrayLike, n_users: ArrayLike, p: float) -> np.ndarray:
     """Analyzer A: unbiased estimate (Z − m q0)/(1 − p) of the batch sum from the count Z of ones.
 
     Only the number of ones of the shuffled messages is used, so the random order the
@@ -146,7 +149,7 @@ def rr_debias(count, n_users, p: float):
     return (np.asarray(count, dtype=float) - np.asarray(n_users, dtype=float) * q0) / (1.0 - p)
 
 
-def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
+def sample_rr_counts(ones: ArrayLike, n_users: ArrayLike, p: float, rng: np.random.Generator) -> np.ndarray:
     """Draw the shuffled count Z of ones of whole batches from its exact distribution.
 
     A batch of m users with c ones sends c Bernoulli(q1) and m − c Bernoulli(q0)
@@ -183,7 +186,7 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
     return rng.binomial(ones, q1) + rng.binomial(m - ones, q0)
 
 
-def sample_rr_counts_unchecked(ones: np.ndarray, m: int, q0: float, q1: float, rng) -> np.ndarray:
+def sample_rr_counts_unchecked(ones: np.ndarray, m: int, q0: float, q1: float, rng: np.random.Generator) -> np.ndarray:
     """:func:`sample_rr_counts` for one batch size m, without argument checks (hot loops)."""
     if m <= _SMALL_BATCH:
         return _sample_small_counts(ones, m, q0, q1, rng)
@@ -207,7 +210,7 @@ def _small_count_cdf(m: int, q0: float, q1: float) -> np.ndarray:
     return table
 
 
-def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) -> np.ndarray:
+def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng: np.random.Generator) -> np.ndarray:
     table = _small_count_cdf(m, q0, q1)
     u = rng.random(ones.shape)
     z = np.zeros(ones.shape, dtype=np.int64)
@@ -216,7 +219,7 @@ def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) ->
     return z
 
 
-def unary_round(x, resolution, rng) -> np.ndarray:
+def unary_round(x: ArrayLike, resolution: int | Sequence[int], rng: np.random.Generator) -> np.ndarray:
     """Unbiased rounding of x in [0, 1] to u ∈ {0, ..., g} ones out of g bits: E[u] = g x.
 
     u = ⌊g x⌋ + Bernoulli(g x − ⌊g x⌋); the user's g messages are u ones and g − u zeros
@@ -242,10 +245,11 @@ def unary_round(x, resolution, rng) -> np.ndarray:
         u (with a leading axis of length k for a sequence).
     """
     arr = check_unit_interval("x", x)
+    g: int | np.ndarray
     if np.ndim(resolution) == 0:
         g = check_positive_int("resolution", resolution)
     else:
-        levels = [check_positive_int(f"resolution[{i}]", r) for i, r in enumerate(resolution)]
+        levels = [check_positive_int(f"resolution[{i}]", r) for i, r in enumerate(cast(Sequence[int], resolution))]
         if not levels:
             raise ValueError("resolution must be a positive int or a non-empty sequence of positive ints")
         g = np.array(levels, dtype=float).reshape((-1,) + (1,) * arr.ndim)
@@ -255,7 +259,7 @@ def unary_round(x, resolution, rng) -> np.ndarray:
     return unary_round_unchecked(arr, g, rng)
 
 
-def unary_round_unchecked(arr: np.ndarray, g, rng) -> np.ndarray:
+def unary_round_unchecked(arr: np.ndarray, g: ArrayLike, rng: np.random.Generator) -> np.ndarray:
     """:func:`unary_round` of float values without argument checks (hot loops); ``g`` broadcast against ``arr``."""
     scaled = arr * g
     low = np.floor(scaled)
@@ -340,19 +344,19 @@ class RRShuffleSummation:
         """R for one bit: the message given one uniform ``u`` in [0, 1) (resolution 1)."""
         return int(u < (self.q1 if bit else self.q0))
 
-    def encode(self, x: float, rng) -> np.ndarray:
+    def encode(self, x: float, rng: np.random.Generator) -> np.ndarray:
         """R for one user's value x in [0, 1]: its g randomized bits."""
         rng = check_rng("rng", rng)
         ones = int(unary_round(np.array([float(x)]), self.resolution, rng)[0])
         bits = np.arange(self.resolution) < ones
         return (rng.random(self.resolution) < np.where(bits, self.q1, self.q0)).astype(np.uint8)
 
-    def analyzer(self, messages) -> float:
+    def analyzer(self, messages: np.ndarray) -> float:
         """A: debiased sum from the shuffled messages (only their count matters)."""
         messages = np.asarray(messages)
         return float(rr_debias(int(messages.sum()), messages.size, self.p)) / self.resolution
 
-    def sample_estimate(self, ones, rng) -> np.ndarray:
+    def sample_estimate(self, ones: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """Debiased sums of whole batches whose users hold ``ones`` unary ones in total.
 
         ``ones`` counts ones among the m g (pre-randomization) bits; for bits and

@@ -25,8 +25,10 @@ so one step of many independent trees is a handful of array operations.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._combinatorics import lowest_set_bit, prefix_nodes, tree_depth
 from fedbandit._validation import (
@@ -55,7 +57,7 @@ __all__ = [
 NOISES = ("gaussian", "laplace", "discrete_gaussian")
 
 
-def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
+def prefix_noise_variance(k: ArrayLike, sigma0: float, noise: str = "gaussian") -> float | np.ndarray:
     """Per-entry variance of the prefix-sum error at step(s) k.
 
     popcount(k) independent node noises: popcount(k)·σ₀² for Gaussian noise of
@@ -87,11 +89,12 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
     return float(out) if np.ndim(out) == 0 else out
 
 
-def _check_shape(name: str, shape) -> tuple[int, ...]:
+def _check_shape(name: str, shape: int | tuple[int, ...]) -> tuple[int, ...]:
     return check_shape(name, shape)
 
 
-def _check_tree_shapes(n_steps, item_shape, batch_shape):
+def _check_tree_shapes(n_steps: int, item_shape: int | tuple[int, ...],
+                       batch_shape: int | tuple[int, ...]) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
     """(K, item_shape, batch_shape, κ), checked; the trees hold κ · batch · item floats."""
     n_steps = check_positive_int("n_steps", n_steps)
     item_shape = check_shape("item_shape", item_shape, allow_empty=False)
@@ -145,8 +148,8 @@ def draw_noise(
     return draw_noise_unchecked(rng, shape, scale, noise, symmetric)
 
 
-def draw_noise_unchecked(rng, shape, scale, noise="gaussian", symmetric=False):
-    # the randomizers' fast path (arguments checked by their constructors)
+def draw_noise_unchecked(rng: np.random.Generator, shape: tuple[int, ...], scale: float, noise: str = "gaussian",
+                         symmetric: bool = False) -> np.ndarray:
     if scale == 0.0:
         return np.zeros(shape)
     if noise == "discrete_gaussian":
@@ -206,7 +209,8 @@ class TreeRandomizer:
         those of drawing each statistic's noise on its own, in that order.
     """
 
-    def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian", segments=None):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma0: float, *, batch_shape: int | tuple[int, ...] = (),
+                 symmetric: bool = False, noise: str = "gaussian", segments: int | tuple[int, ...] | None = None) -> None:
         self.n_steps, self.item_shape, self.batch_shape, _ = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.sigma0 = check_nonnegative_float("sigma0", sigma0)
         self.noise = check_choice("noise", noise, NOISES)
@@ -225,12 +229,13 @@ class TreeRandomizer:
         """Shape of one release: batch_shape + item_shape."""
         return self.batch_shape + self.item_shape
 
-    def _noise(self, rng, shape):
+    def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.segments is None:
             return draw_noise_unchecked(rng, shape, self.sigma0, self.noise, self.symmetric)
         return np.concatenate([draw_noise_unchecked(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
 
-    def release(self, gamma, rng, *, runs=None, return_noise=False):
+    def release(self, gamma: ArrayLike, rng: np.random.Generator, *, runs: ArrayLike | None = None,
+                return_noise: bool = False) -> tuple[Any, ...]:
         """Take γ_k and return (j, α̂_j) for the next step k.
 
         With ``runs`` (increasing indices into the run axis), ``gamma`` holds the elements
@@ -274,7 +279,7 @@ class TreeRandomizer:
         return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
 
 
-def _check_segments(segments, item_shape, symmetric):
+def _check_segments(segments: int | tuple[int, ...] | None, item_shape: tuple[int, ...], symmetric: bool) -> tuple[int, ...] | None:
     if segments is None:
         return None
     segs = check_shape("segments", segments, allow_empty=False, max_size=MAX_COUNT)
@@ -283,14 +288,14 @@ def _check_segments(segments, item_shape, symmetric):
     return segs
 
 
-def _check_runs(runs, n_runs):
+def _check_runs(runs: ArrayLike, n_runs: int) -> np.ndarray:
     idx = np.asarray(runs, dtype=np.int64)
     if idx.ndim != 1 or idx.size == 0 or np.any(idx < 0) or np.any(idx >= n_runs) or np.any(np.diff(idx) <= 0):
         raise ValueError(f"runs must be increasing run indices in [0, {n_runs}), got {runs!r}")
     return idx
 
 
-def advance_runs(mech, runs, values, name, what):
+def advance_runs(mech: Any, runs: ArrayLike, values: np.ndarray, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Advance the steps of the runs ``runs`` of a per-run mechanism (``steps``, ``k``, ``n_steps``).
 
     Shared by the per-run calls of the tree's randomizer and analyzer and of the factorization
@@ -326,13 +331,13 @@ class TreeAnalyzer:
         Leading axes of independent analyzers (the first is the run axis of ``runs=``).
     """
 
-    def __init__(self, n_steps, item_shape, *, batch_shape=()):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], *, batch_shape: int | tuple[int, ...] = ()) -> None:
         self.n_steps, self.item_shape, self.batch_shape, self.kappa = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
-    def update(self, j, alpha_tilde, *, runs=None) -> np.ndarray:
+    def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
         if runs is None and self.batch_shape and np.any(self.steps != self.k):
@@ -360,8 +365,8 @@ class TreeAnalyzer:
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + extra)
         a = np.where(levels == expected.reshape((1, -1) + extra), alpha_tilde[None], a)
         self._alpha_tilde[:, idx] = a
-        bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + extra)
-        return np.where(bits, a, 0.0).sum(axis=0)
+        set_bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + extra)
+        return np.where(set_bits, a, 0.0).sum(axis=0)
 
 
 class TreeMechanism:
@@ -386,7 +391,8 @@ class TreeMechanism:
     noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
     """
 
-    def __init__(self, n_steps, item_shape, sigma, *, batch_shape=(), symmetric=False, noise="gaussian"):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma: float, *, batch_shape: int | tuple[int, ...] = (),
+                 symmetric: bool = False, noise: str = "gaussian") -> None:
         self.randomizer = TreeRandomizer(
             n_steps, item_shape, sigma, batch_shape=batch_shape, symmetric=symmetric, noise=noise
         )
@@ -396,7 +402,7 @@ class TreeMechanism:
     def k(self) -> int:
         return self.randomizer.k
 
-    def step(self, x, rng) -> np.ndarray:
+    def step(self, x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         j, alpha_hat = self.randomizer.release(x, rng)
         return self.analyzer.update(j, alpha_hat)
 
