@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 
+from scipy import optimize
+
 from fedbandit._validation import (
     MAX_COUNT,
     MIN_EPSILON,
@@ -46,8 +48,6 @@ COMPOSITIONS = ("best", "basic", "advanced")
 
 
 def _advanced_eps0(epsilon: float, delta: float, m: int) -> float:
-    from scipy import optimize
-
     def gap(e0: float) -> float:
         return advanced_composition(e0, delta / (2 * m), m, delta / 2.0)[0] - epsilon
 

@@ -42,11 +42,13 @@ Neighbouring inputs [derived]:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -769,8 +771,6 @@ def _noise_law_check(spec, rng, n_runs):
     α = :data:`fedbandit.audit.tight.LAW_ALPHA`.  Returns ``None`` (no declared per-release
     law, see :func:`_declared_law`) or (p-value, measured noise ratio sqrt(X̄/F), text).
     """
-    from scipy import stats
-
     if spec.protocol is None:
         return None
     mech = EndToEndMechanism(spec, "correct")
@@ -887,8 +887,6 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
 
 def _target_candidates(spec):
     """The specs of the candidate targets of an audit (one, unless the adversary has a choice)."""
-    import dataclasses
-
     if spec.family == "multi-armed" and spec.protocol is not None and "pull" not in spec.setting:
         pulls = sorted({1, _counter_target(spec.protocol, spec.setting["T"])[0]})
         return [dataclasses.replace(spec, setting=dict(spec.setting, pull=n)) for n in pulls]
@@ -929,8 +927,6 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     whose code adds less noise is audited at its own noise;
     :attr:`AuditReport.exact_epsilon` is the exact ε of this one release under the declared law.
     """
-    from scipy import stats
-
     check_instance("spec", spec, EndToEndSpec)
     if spec.family != "linear" or spec.learner != "fixed-batch":
         raise ValueError(f"first_release_audit audits the fixed-batch learner, got spec {spec.name!r}")

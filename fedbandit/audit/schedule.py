@@ -37,6 +37,7 @@ first user is Alice.  D is public, as the rule is.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -79,8 +80,6 @@ __all__ = [
 
 def _check_learner_kwargs(learner_kwargs, cls, set_here=("protocol", "n_agents", "dim", "horizon")):
     """Refuse keys of ``learner_kwargs`` that ``cls`` does not accept (or that the mechanism sets)."""
-    import inspect
-
     if not learner_kwargs:
         return
     accepted = set(inspect.signature(cls).parameters) - set(set_here)

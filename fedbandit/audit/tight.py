@@ -82,6 +82,7 @@ import math
 import time
 
 import numpy as np
+from scipy import stats
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -408,8 +409,6 @@ class TightAudit:
         world 1 over every attacked release; the statistic of those releases is tested
         against the declared law and its spread compared with the declared one.
         """
-        from scipy import stats
-
         n = self.check_runs
         # in chunks of runs: the recorded views are (steps, runs, agents, F) and at a paper-scale
         # setting 1000 runs of them take gigabytes; only the statistics are kept

@@ -230,7 +230,7 @@ class _AggregatesTransform(SphinxPostTransform):
         return [summary] + out
 
     def _status(self, env):
-        from myst_nb.sphinx_ import NbMetadataCollector
+        from myst_nb.sphinx_ import NbMetadataCollector  # myst-nb exists only in the book's build
 
         metadata = NbMetadataCollector.get_doc_data(env)
         scales = getattr(env, "fedbandit_scales", {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import site
 import sys
 import tarfile
 from pathlib import Path
@@ -72,8 +73,6 @@ def shipped_data_path(name: str, default: Path) -> Path:
     default = Path(default)
     if default.exists():
         return default
-    import site
-
     here = Path(__file__).resolve()
     # <prefix>/lib/pythonX.Y/site-packages/fedbandit/envs/<module>.py -> <prefix>
     prefixes = [Path(sys.prefix), here.parents[5] if len(here.parents) > 5 else None, Path(site.USER_BASE or "")]
@@ -210,7 +209,7 @@ def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR
         ``features`` (n_docs, d) raw features, ``labels``, ``query`` (query number
         0..n_queries−1 of every document), ``theta`` (d,), ``columns``, ``source_sha256``.
     """
-    from sklearn.linear_model import Lasso
+    from sklearn.linear_model import Lasso  # scikit-learn (the book extra) is needed only to rebuild the data
 
     lasso_alpha = check_positive_float("lasso_alpha", lasso_alpha)
     labels, query, X_all, digest = read_rankeval_sample(source, check_hash=check_hash)

@@ -31,7 +31,7 @@ RUNNER_KEYS = ("learner", "protocol", "n_checkpoints", "T", "B", "epsilon", "del
 
 def _max_rss_mb() -> float:
     try:
-        import resource
+        import resource  # Unix only: imported where used, inside the try (absent on Windows)
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     except ImportError:  # pragma: no cover - not on POSIX

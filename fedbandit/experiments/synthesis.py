@@ -27,6 +27,7 @@ same noise); :func:`accounting_under` reports the other relation for the table's
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -345,8 +346,6 @@ def accounting_under(config: dict, relation: str) -> dict:
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     relation = check_relation(relation)
     learner = _learner_of(config)
-    import inspect
-
     acc = getattr(learner, "accounting", None)
     if acc is not None and "relation" in inspect.signature(acc).parameters:
         return acc(relation).as_dict()

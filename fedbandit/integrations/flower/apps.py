@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -331,6 +332,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         ``records`` (:class:`RoundRecord` per round), ``accuracy`` (per round, if
         ``evaluate``), ``W`` (the final model), ``seconds`` (wall clock of the run).
     """
+    # flwr (the optional flower extra, with Ray) loads only when a federation runs
     from flwr.client import NumPyClient
     from flwr.client.mod import secaggplus_mod
     from flwr.clientapp import ClientApp
@@ -425,6 +427,4 @@ class _KeyFamily:
         self.master = bytes(master)
 
     def __call__(self, pid: int) -> bytes:
-        import hashlib
-
         return hashlib.sha256(self.master + int(pid).to_bytes(8, "big")).digest()
