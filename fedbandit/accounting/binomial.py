@@ -424,6 +424,6 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
                           sampling_rate=q, relation=relation, norm_growth=norm_growth)
 
 
-# Their names before issue #23 made these helpers public (fedbandit.protocols imported the private
-# names): kept only so that branches written against them still import; nothing here uses them.
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
 _split_delta = split_delta

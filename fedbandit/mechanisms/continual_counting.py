@@ -702,7 +702,7 @@ class PerItemLaplaceMechanism(_BatchedStreams):
         return out, noisy
 
 
-# Their names before issue #23 made these helpers public (fedbandit.protocols imported the private
-# names): kept only so that branches written against them still import; nothing here uses them.
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
 _floor_log2 = floor_log2_unchecked
 _hybrid_sd_factor = hybrid_sd_factor_unchecked

@@ -366,7 +366,7 @@ class RRShuffleSummation:
         return rr_debias(z, self.n_messages, self.p) / self.resolution
 
 
-# Their names before issue #23 made these helpers public (fedbandit.protocols imported the private
-# names): kept only so that branches written against them still import; nothing here uses them.
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
 _sample_counts = sample_rr_counts_unchecked
 _unary_round = unary_round_unchecked

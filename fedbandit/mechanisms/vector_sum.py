@@ -116,6 +116,6 @@ def draw_binomial(rng: np.random.Generator, n: float, p: float, size: int | tupl
     return n * p + math.sqrt(n * p * (1 - p)) * rng.standard_normal(size)
 
 
-# Their names before issue #23 made these helpers public (fedbandit.protocols imported the private
-# names): kept only so that branches written against them still import; nothing here uses them.
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
 _binomial = draw_binomial
