@@ -72,10 +72,9 @@ NO_PROTOCOL_RUNS = {
 
 
 def _family(learner: str) -> str:
-    from fedbandit.learners.registry import learner_class
+    from fedbandit.learners.registry import learner_family
 
-    mod = learner_class(learner).__module__.rsplit(".", 1)[-1]
-    return {"consensus": "counter", "federated": "federated"}.get(mod, "linear")
+    return learner_family(learner)
 
 
 def pair_config(learner: str, protocol: str) -> dict:

@@ -19,13 +19,13 @@ WANT = golden.load()
 
 def test_record_covers_every_pair_protocol_and_environment():
     from fedbandit.audit.replay import replay_pairs
-    from fedbandit.envs.factory import INSTANCES
+    from fedbandit.envs.factory import available_environments
     from fedbandit.protocols import available
 
     assert {f"run {a}/{b}" for a, b in replay_pairs()[0]} <= set(WANT)
     assert {f"protocol {n}" for n in available()} <= set(WANT)
     instances = {cfg.get("instance", "synthetic") for cfg in golden.golden_configs().values()}
-    assert set(INSTANCES) <= instances
+    assert set(available_environments()) <= instances
 
 
 @pytest.mark.parametrize("label", sorted(WANT))

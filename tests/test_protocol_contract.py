@@ -331,7 +331,7 @@ def test_shuffler_hides_the_sender():
         p.reset(n_runs=R, rng=np.random.default_rng(4))
         bias = np.zeros((R, M, D))
         bias[:, 0, 0] = 1.0
-        j, msgs = p.randomizer.encode(p, np.concatenate([bias, np.zeros((R, M, 3))], axis=-1), None, None)
+        j, msgs = p.randomizer.encode(np.concatenate([bias, np.zeros((R, M, 3))], axis=-1), None, None, p._noise_rng)
         delivered = p.intermediary.deliver(msgs, p._shuffle_rng)
         positions[s.name] = int(np.sum(delivered[:, 0, 0] > 0.5))
     assert positions["identity"] == R

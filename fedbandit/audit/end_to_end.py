@@ -443,6 +443,8 @@ class EndToEndMechanism:
                 kw["local_updates"] = True
             return cls(protocol, n_agents=st["M"], dim=st["d"], horizon=st["T"], schedule="fixed",
                        batch_size=st["B"], **kw)
+        if getattr(cls, "family", None) == "linear":  # the linear family's constructor convention
+            return cls(protocol, horizon=st["T"], batch_size=st["B"], n_agents=st["M"], dim=st["d"], **kw)
         raise ValueError(f"learner {name!r} is not a linear-bandit learner")
 
     def _run_linear(self, world, rng, n):
@@ -1266,9 +1268,9 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     return out
 
 
-#: The end-to-end family of each learner module (the consensus learners are multi-armed).
-_LEARNER_FAMILY = {"fixed_batch": "linear", "dp20": "linear", "concurrent_linucb": "linear",
-                   "consensus": "multi-armed", "federated": "federated"}
+#: The end-to-end family of each learner family (fedbandit.learners.LEARNER_FAMILIES; the consensus
+#: learners, of the counter family, are multi-armed).
+_LEARNER_FAMILY = {"linear": "linear", "counter": "multi-armed", "federated": "federated"}
 
 
 #: The weakest power-check cut of an assembled pair's audit: its instance was tuned for neither of its
@@ -1295,7 +1297,7 @@ def pair_end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
         Named ``"learner/protocol"``; together with :func:`end_to_end_specs` one audit per pair.
     """
     from fedbandit.audit.replay import replay_pairs
-    from fedbandit.learners.registry import learner_class
+    from fedbandit.learners.registry import learner_family
     from fedbandit.protocols.registry import describe
 
     base = end_to_end_specs(epsilon=epsilon, delta=delta)
@@ -1304,7 +1306,7 @@ def pair_end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     for learner, proto in replay_pairs()[0]:
         if (learner, proto) in covered:
             continue
-        family = _LEARNER_FAMILY[learner_class(learner).__module__.rsplit(".", 1)[-1]]
+        family = _LEARNER_FAMILY[learner_family(learner)]
         kind = describe(proto).kind
         # the learner's own audit, one with a protocol of the same kind first (its instance fits that kind)
         own = sorted((s for s in base if s.learner == learner and s.family == family and s.broken != "as-written"),

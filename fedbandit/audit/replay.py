@@ -370,12 +370,9 @@ def _protocol(name):
 
 
 def _family(learner):
-    from fedbandit.learners.registry import learner_class
+    from fedbandit.learners.registry import learner_family
 
-    cls = learner_class(learner)
-    mod = cls.__module__.rsplit(".", 1)[-1]
-    return {"fixed_batch": "linear", "dp20": "linear", "concurrent_linucb": "linear", "consensus": "counter",
-            "federated": "federated"}.get(mod)
+    return learner_family(learner)
 
 
 def _build(learner, protocol, overrides):
@@ -407,6 +404,15 @@ def _build(learner, protocol, overrides):
         if learner in ("master-worker", "independent-ucb"):
             return cls(protocol, n_agents=C["M"], n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
         if learner == "federated-learning":
+            return cls(protocol, n_clients=F["n_clients"], n_features=F["n_features"], n_classes=F["n_classes"],
+                       rounds=F["T"], **kw)
+        # any other learner: its family's constructor convention (fedbandit.learners.LEARNER_FAMILIES)
+        family = _family(learner)
+        if family == "linear":
+            return cls(protocol, horizon=L["T"], batch_size=L["B"], n_agents=L["M"], dim=L["d"], **kw)
+        if family == "counter":
+            return cls(protocol, n_agents=C["M"], n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
+        if family == "federated":
             return cls(protocol, n_clients=F["n_clients"], n_features=F["n_features"], n_classes=F["n_classes"],
                        rounds=F["T"], **kw)
     raise KeyError(learner)

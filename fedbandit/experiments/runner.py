@@ -3,7 +3,7 @@
 A configuration is a flat dict: ``learner`` (a name of
 :func:`fedbandit.learners.available_learners`), ``protocol`` (a name of
 :func:`fedbandit.protocols.available`, for learners that share), the environment's keys
-(:data:`fedbandit.envs.ENVIRONMENT_KEYS`), the learner's shape keys (``T``, ``B``, ...),
+(:func:`fedbandit.envs.environment_keys`), the learner's shape keys (``T``, ``B``, ...),
 and any parameter of the protocol factory or of the learner's constructor, by name.
 Every key must be used by one of them (a misspelt key is an error, not a silent
 default).  ``rng`` drives only the learner's and the protocol's randomness; the
@@ -78,11 +78,11 @@ def _config_names(config):
 
 
 def _check_keys(config, cls):
-    from fedbandit.envs.factory import ENVIRONMENT_KEYS
+    from fedbandit.envs.factory import environment_keys
     from fedbandit.learners.registry import keyword_parameters
     from fedbandit.protocols.registry import describe
 
-    known = set(RUNNER_KEYS) | set(ENVIRONMENT_KEYS) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
+    known = set(RUNNER_KEYS) | set(environment_keys()) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
     if config.get("protocol") is not None:
         known |= set(describe(config["protocol"]).parameters)
     unknown = sorted(set(config) - known)

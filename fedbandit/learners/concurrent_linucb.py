@@ -154,7 +154,7 @@ def _beta(t, params, dim, scale):
     return scale * (params["noise_bound"] * np.sqrt(inner) + params["param_bound"] * math.sqrt(rho_max) + params["gamma"])
 
 
-@register_learner("concurrent-linucb")
+@register_learner("concurrent-linucb", family="linear")
 class ConcurrentShuffleLinUCB:
     """LinUCB for n users served one at a time on the noisy prefix sums of a privacy protocol.
 

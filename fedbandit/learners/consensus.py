@@ -459,7 +459,7 @@ def _own_index(learner, sigma, sums_over_n, n, t, rho_e, num_e):
 # --------------------------------------------------------------------------------------
 
 
-@register_learner("master-worker")
+@register_learner("master-worker", family="counter")
 class MasterWorkerUCB(_CounterLearner):
     """DP-Master-worker UCB (Li, Song & Fragouli, Algorithm 1; reconstruction in the module doc).
 
@@ -661,7 +661,7 @@ class MasterWorkerUCB(_CounterLearner):
 # --------------------------------------------------------------------------------------
 
 
-@register_learner("decentralized")
+@register_learner("decentralized", family="counter")
 class DecentralizedUCB(_CounterLearner):
     """DP-Decentralized UCB (Li, Song & Fragouli, Algorithm 2; reconstruction in the module doc).
 
@@ -824,7 +824,7 @@ class DecentralizedUCB(_CounterLearner):
 # --------------------------------------------------------------------------------------
 
 
-@register_learner("independent-ucb")
+@register_learner("independent-ucb", family="counter")
 class IndependentUCB(_CounterLearner):
     """``M`` independent single-agent UCB learners on their own counters (no communication).
 
@@ -895,7 +895,7 @@ class IndependentUCB(_CounterLearner):
         return cls._from_grid(config, env)
 
 
-@register_learner("centralized-ucb")
+@register_learner("centralized-ucb", family="counter")
 class CentralizedUCB(_CounterLearner):
     """A central learner that sees all ``M T`` samples (no privacy, no communication cost).
 

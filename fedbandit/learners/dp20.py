@@ -150,7 +150,7 @@ def noise_norm_bound(total_sigma, dim, horizon, alpha=0.01) -> float:
     return math.sqrt(dp20_m(T)) * s * (4.0 * math.sqrt(d) + 2.0 * math.log(2.0 * T / alpha))
 
 
-@register_learner("feducb")
+@register_learner("feducb", family="linear")
 class FedUCB:
     """DP20's FedUCB (Dubey & Pentland 2020) with a pluggable statistics protocol, vectorized over runs and agents.
 

@@ -137,7 +137,7 @@ def _repeat_runs(a: np.ndarray, n_runs: int) -> np.ndarray:
     return a if n_runs == 1 else np.concatenate([a] * n_runs, axis=0)
 
 
-@register_learner("federated-learning")
+@register_learner("federated-learning", family="federated")
 class FederatedLearner:
     """Federated averaging of a softmax-regression model through a sum protocol.
 

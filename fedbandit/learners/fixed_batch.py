@@ -87,7 +87,7 @@ WITHIN_BATCH_LEAK = (
 )
 
 
-@register_learner("fixed-batch")
+@register_learner("fixed-batch", family="linear")
 class FixedBatchFedLinUCB:
     """Algorithm 1 of Zhou & Chowdhury (2023) with any statistics protocol of :mod:`fedbandit.protocols`.
 
@@ -442,7 +442,7 @@ class FixedBatchFedLinUCB:
         return cls(protocol, horizon=config["T"], batch_size=config["B"], n_agents=config["M"], dim=env.dim, **kw)
 
 
-@register_learner("independent")
+@register_learner("independent", family="linear")
 class IndependentLinUCB(FixedBatchFedLinUCB):
     """Non-federated baseline: M agents each running LinUCB on its own data only.
 
@@ -473,7 +473,7 @@ class IndependentLinUCB(FixedBatchFedLinUCB):
         return cls(horizon=config["T"], n_agents=config["M"], dim=env.dim, **kw)
 
 
-@register_learner("super-agent")
+@register_learner("super-agent", family="linear")
 class SuperAgent(FixedBatchFedLinUCB):
     """The central-DP benchmark: one trusted server serving all M·T users (batch size 1).
 

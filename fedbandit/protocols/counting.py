@@ -53,6 +53,8 @@ per advancing stream per release, in the order of the indices, from ``rng`` itse
 
 from __future__ import annotations
 
+import abc
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -106,6 +108,7 @@ __all__ = [
     "RunningSums",
     "CounterProtocol",
     "PRIVACY_WIDTH_KINDS",
+    "CounterSetting",
 ]
 
 #: Privacy widths a counter randomizer can give a UCB index (see :meth:`CounterRandomizer.width_scale`).
@@ -120,33 +123,64 @@ _G_SHIFTED = np.r_[_G[0], _G]  # indexed by frexp's exponent (floor(log2 n) + 1)
 # ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CounterSetting:
+    """What a counter protocol's randomizer is configured for (no random state).
+
+    Attributes
+    ----------
+    n_agents, n_arms : int
+        M agents with K arms: the streams of a run.
+    horizon : int or None
+        T, the most items a stream receives (None: not bounded).
+    sensitivity : float
+        s, the width of the interval every item is clipped to.
+    epsilon : float, array of shape (n_runs,), or None
+        The privacy of every stream (one per run for sweeps); None without privacy.
+    relation : {"replace", "add-remove"}
+    """
+
+    n_agents: int
+    n_arms: int
+    horizon: int | None
+    sensitivity: float
+    epsilon: object = None
+    relation: str = "replace"
+
+
 class CounterRandomizer(Randomizer):
     """R of a counter protocol: a continual counter on each of an agent's reward streams.
 
     A subclass names its mechanism (:meth:`make_streams`), the privacy event of one item
-    (:meth:`event`), its error variance (:meth:`noise_variance`) and the factors of the
-    ``"std"`` privacy width: an upper bound ``scale · factor(n)`` on the standard deviation
-    of a stream's noise after ``n`` items, ``scale`` from :mod:`fedbandit.accounting.counting`
-    and ``factor`` from :meth:`sd_factor` (integer counts) or :meth:`sd_factor_float`
-    (real-valued counts, the consensus estimates ``n̂ >= 1``).
+    (:meth:`event`), the theorem it rests on (:meth:`theorem`), its error variance
+    (:meth:`noise_variance`) and the factors of the ``"std"`` privacy width: an upper bound
+    ``scale · factor(n)`` on the standard deviation of a stream's noise after ``n`` items,
+    ``scale`` from :mod:`fedbandit.accounting.counting` (:meth:`std_scale`) and ``factor`` from
+    :meth:`sd_factor` (integer counts) or :meth:`sd_factor_float` (real-valued counts, the
+    consensus estimates ``n̂ >= 1``).  Every one of them is abstract: a new counter that leaves
+    one out cannot be built.  All take the configured :class:`CounterSetting`.
     """
 
     message: ClassVar[str] = "float"
     needs_horizon: ClassVar[bool] = False
 
-    def check(self, protocol: CounterProtocol) -> None:
-        """Raise if the configured setting does not suit this randomizer."""
+    def configure(self, setting: CounterSetting) -> None:
+        """Raise ``ValueError`` if the setting does not suit this randomizer (nothing to calibrate:
+        the streams' Laplace scales follow from ε when they are made)."""
 
-    def make_streams(self, protocol: CounterProtocol, epsilon, shape):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def make_streams(self, setting: CounterSetting, epsilon, shape):
+        """The continual counters of ``shape`` (runs, agents, arms) streams at ``epsilon`` (scalar or per run)."""
 
-    def event(self, protocol: CounterProtocol, epsilon: float, relation: str) -> DpEvent:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def event(self, setting: CounterSetting, epsilon: float, relation: str) -> DpEvent:
+        """The releases one reward enters (its stream's) at ``epsilon``, under ``relation``."""
 
-    def noise_variance(self, protocol: CounterProtocol, n, epsilon):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def noise_variance(self, setting: CounterSetting, n, epsilon):
+        """Variance of a stream's error after ``n`` items at ``epsilon``."""
 
-    def width_scale(self, kind: str, protocol: CounterProtocol):
+    def width_scale(self, kind: str, setting: CounterSetting):
         """Count-free scale of the privacy width of a UCB index (scalar or per run); None for ``"none"``."""
         if kind == "none":
             return None
@@ -155,18 +189,21 @@ class CounterRandomizer(Randomizer):
                 f"privacy_width='fact1' with randomizer {self.name!r}: Fact 1 is the error bound of the hybrid "
                 "mechanism; use 'std' (the noise-std bound of this mechanism) or 'none'"
             )
-        return self.std_scale(protocol)
+        return self.std_scale(setting)
 
-    def std_scale(self, protocol: CounterProtocol):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def std_scale(self, setting: CounterSetting):
+        """``scale`` of the ``"std"`` width (scalar or per run)."""
 
-    def sd_factor(self, n):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sd_factor(self, n):
+        """``factor(n)`` of the ``"std"`` width at integer counts ``n``."""
 
-    def sd_factor_float(self, n_hat):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sd_factor_float(self, n_hat):
+        """``factor(n̂)`` of the ``"std"`` width at real-valued counts ``n̂ >= 1``."""
 
-    def calibration(self, protocol: CounterProtocol) -> dict:
+    def calibration(self, setting: CounterSetting) -> dict:
         return {}
 
 
@@ -199,27 +236,27 @@ class HybridCounter(CounterRandomizer):
     def describe(self) -> str:
         return "hybrid mechanism per (agent, arm) stream: Lap(2s/ε) at 2^k, binary nodes Lap(2ks/ε) inside"
 
-    def make_streams(self, protocol, epsilon, shape):
-        return HybridMechanism(epsilon, shape, sensitivity=protocol.sensitivity, track_true=False)
+    def make_streams(self, setting, epsilon, shape):
+        return HybridMechanism(epsilon, shape, sensitivity=setting.sensitivity, track_true=False)
 
-    def event(self, protocol, epsilon, relation):
-        s = protocol.sensitivity
+    def event(self, setting, epsilon, relation):
+        s = setting.sensitivity
         b_log, b_level = hybrid_counter_scales(epsilon, s)
         # The deepest interval a stream of at most T items reaches (every k gives the same ε).
-        k = max(1, int(_floor_log2(max(protocol.horizon or 2, 2))))
+        k = max(1, int(_floor_log2(max(setting.horizon or 2, 2))))
         return ComposedEvent((LaplaceEvent(s, b_log), SelfComposedEvent(LaplaceEvent(s, b_level * k), k)))
 
-    def noise_variance(self, protocol, n, epsilon):
-        return hybrid_noise_variance(n, epsilon, protocol.sensitivity)
+    def noise_variance(self, setting, n, epsilon):
+        return hybrid_noise_variance(n, epsilon, setting.sensitivity)
 
-    def width_scale(self, kind, protocol):
+    def width_scale(self, kind, setting):
         if kind == "fact1":
             # Fact 1's bound (s/ε)(log2 t)^1.5 ln(1/δ_t): its count-free scale is s/ε.
-            return per_item_counter_scale(protocol.epsilon, protocol.sensitivity)
-        return super().width_scale(kind, protocol)
+            return per_item_counter_scale(setting.epsilon, setting.sensitivity)
+        return super().width_scale(kind, setting)
 
-    def std_scale(self, protocol):
-        return hybrid_counter_scales(protocol.epsilon, protocol.sensitivity)[0]
+    def std_scale(self, setting):
+        return hybrid_counter_scales(setting.epsilon, setting.sensitivity)[0]
 
     def sd_factor(self, n):
         """``g(floor(log2 n))`` (level bound) or the exact factor at ``n`` (``width_sd="exact"``)."""
@@ -233,8 +270,13 @@ class HybridCounter(CounterRandomizer):
         # n̂ >= 1 after the round-robin slots, so frexp's exponent is floor(log2 n̂) + 1.
         return _G_SHIFTED[np.frexp(n_hat)[1]]
 
-    def calibration(self, protocol):
-        b_log, b_level = hybrid_counter_scales(protocol.epsilon, protocol.sensitivity)
+    def theorem(self, setting) -> str:
+        return ("hybrid mechanism [CSS11, Thm. 4.7]: one reward enters one logarithmic release Lap(2s/ε) and at "
+                "most k binary nodes Lap(2ks/ε) of one (agent, arm) stream; pure ε-DP by basic composition "
+                "(the paper's Theorems 1 and 3 by post-processing)")
+
+    def calibration(self, setting):
+        b_log, b_level = hybrid_counter_scales(setting.epsilon, setting.sensitivity)
         return {"log_scale": _plain(b_log), "node_scale_per_level": _plain(b_level), "width_sd": self.width_sd}
 
 
@@ -262,31 +304,31 @@ class BinaryCounter(CounterRandomizer):
     def describe(self) -> str:
         return "binary mechanism per (agent, arm) stream over at most T items: nodes Lap(L s/ε), L = bit_length(T)"
 
-    def n_steps(self, protocol) -> int:
-        return self.horizon if self.horizon is not None else protocol.horizon
+    def n_steps(self, setting) -> int:
+        return self.horizon if self.horizon is not None else setting.horizon
 
-    def check(self, protocol):
-        if protocol.horizon is None:
+    def configure(self, setting):
+        if setting.horizon is None:
             raise ValueError("randomizer 'binary' needs a horizon: configure(horizon=T)")
-        if self.horizon is not None and self.horizon < protocol.horizon:
+        if self.horizon is not None and self.horizon < setting.horizon:
             raise ValueError(
                 f"randomizer 'binary' was built for horizon={self.horizon} items per stream, but the learner's "
-                f"horizon is {protocol.horizon}: a stream may receive that many items"
+                f"horizon is {setting.horizon}: a stream may receive that many items"
             )
 
-    def make_streams(self, protocol, epsilon, shape):
-        return BinaryMechanism(self.n_steps(protocol), epsilon, shape, sensitivity=protocol.sensitivity)
+    def make_streams(self, setting, epsilon, shape):
+        return BinaryMechanism(self.n_steps(setting), epsilon, shape, sensitivity=setting.sensitivity)
 
-    def event(self, protocol, epsilon, relation):
-        s = protocol.sensitivity
-        L = self.n_steps(protocol).bit_length()
-        return SelfComposedEvent(LaplaceEvent(s, binary_counter_scale(epsilon, self.n_steps(protocol), s)), L)
+    def event(self, setting, epsilon, relation):
+        s = setting.sensitivity
+        L = self.n_steps(setting).bit_length()
+        return SelfComposedEvent(LaplaceEvent(s, binary_counter_scale(epsilon, self.n_steps(setting), s)), L)
 
-    def noise_variance(self, protocol, n, epsilon):
-        return binary_noise_variance(n, self.n_steps(protocol), epsilon, protocol.sensitivity)
+    def noise_variance(self, setting, n, epsilon):
+        return binary_noise_variance(n, self.n_steps(setting), epsilon, setting.sensitivity)
 
-    def std_scale(self, protocol):
-        return binary_counter_scale(protocol.epsilon, self.n_steps(protocol), protocol.sensitivity)
+    def std_scale(self, setting):
+        return binary_counter_scale(setting.epsilon, self.n_steps(setting), setting.sensitivity)
 
     def sd_factor(self, n):
         return np.sqrt(2.0 * (_floor_log2(n.astype(np.int64)) + 1))
@@ -294,9 +336,13 @@ class BinaryCounter(CounterRandomizer):
     def sd_factor_float(self, n_hat):
         return np.sqrt(2.0 * np.frexp(n_hat)[1])
 
-    def calibration(self, protocol):
-        return {"node_scale": _plain(binary_counter_scale(protocol.epsilon, self.n_steps(protocol), protocol.sensitivity)),
-                "n_steps": self.n_steps(protocol)}
+    def theorem(self, setting) -> str:
+        return ("binary mechanism [CSS11]: one reward enters at most L = bit_length(T) nodes Lap(Ls/ε) of one "
+                "stream; pure ε-DP by basic composition")
+
+    def calibration(self, setting):
+        return {"node_scale": _plain(binary_counter_scale(setting.epsilon, self.n_steps(setting), setting.sensitivity)),
+                "n_steps": self.n_steps(setting)}
 
 
 class PerItemLaplaceCounter(CounterRandomizer):
@@ -313,18 +359,18 @@ class PerItemLaplaceCounter(CounterRandomizer):
     def describe(self) -> str:
         return "every reward released with its own Lap(s/ε); the running sum of the noisy rewards"
 
-    def make_streams(self, protocol, epsilon, shape):
-        return PerItemLaplaceMechanism(epsilon, shape, sensitivity=protocol.sensitivity)
+    def make_streams(self, setting, epsilon, shape):
+        return PerItemLaplaceMechanism(epsilon, shape, sensitivity=setting.sensitivity)
 
-    def event(self, protocol, epsilon, relation):
-        s = protocol.sensitivity
+    def event(self, setting, epsilon, relation):
+        s = setting.sensitivity
         return LaplaceEvent(s, per_item_counter_scale(epsilon, s))
 
-    def noise_variance(self, protocol, n, epsilon):
-        return per_item_noise_variance(n, epsilon, protocol.sensitivity)
+    def noise_variance(self, setting, n, epsilon):
+        return per_item_noise_variance(n, epsilon, setting.sensitivity)
 
-    def std_scale(self, protocol):
-        return per_item_counter_scale(protocol.epsilon, protocol.sensitivity)
+    def std_scale(self, setting):
+        return per_item_counter_scale(setting.epsilon, setting.sensitivity)
 
     def sd_factor(self, n):
         return np.sqrt(2.0 * n)
@@ -332,8 +378,11 @@ class PerItemLaplaceCounter(CounterRandomizer):
     def sd_factor_float(self, n_hat):
         return np.sqrt(2.0 * n_hat)
 
-    def calibration(self, protocol):
-        return {"scale": _plain(per_item_counter_scale(protocol.epsilon, protocol.sensitivity))}
+    def theorem(self, setting) -> str:
+        return "per-item Laplace counter [CSS11, simple mechanism II, recalled]: one release Lap(s/ε) per reward"
+
+    def calibration(self, setting):
+        return {"scale": _plain(per_item_counter_scale(setting.epsilon, setting.sensitivity))}
 
 
 class ExactCounter(CounterRandomizer):
@@ -345,17 +394,29 @@ class ExactCounter(CounterRandomizer):
     def describe(self) -> str:
         return "exact running sums of the rewards (no privacy)"
 
-    def make_streams(self, protocol, epsilon, shape):
+    def make_streams(self, setting, epsilon, shape):
         return _ExactSums(int(np.prod(shape)))
 
-    def event(self, protocol, epsilon, relation):
+    def event(self, setting, epsilon, relation):
         return NonPrivateEvent("every agent's exact reward sums reach the others (or drive its actions)")
 
-    def noise_variance(self, protocol, n, epsilon):
+    def noise_variance(self, setting, n, epsilon):
         return np.zeros(np.shape(n))
 
-    def width_scale(self, kind, protocol):
+    def width_scale(self, kind, setting):
         return None
+
+    def std_scale(self, setting):
+        raise ValueError("randomizer 'exact' adds no noise: it has no privacy width")
+
+    def sd_factor(self, n):
+        raise ValueError("randomizer 'exact' adds no noise: it has no privacy width")
+
+    def sd_factor_float(self, n_hat):
+        raise ValueError("randomizer 'exact' adds no noise: it has no privacy width")
+
+    def theorem(self, setting) -> str:
+        return ""  # no guarantee
 
 
 class _ExactSums:
@@ -453,19 +514,15 @@ class CounterProtocol(Protocol):
     """
 
     kind: ClassVar[str] = "counter"
+    randomizer_type: ClassVar[type] = CounterRandomizer
+    #: the consensus learners address every message by its sender (the master averages per agent,
+    #: neighbours mix per edge): the identity
+    intermediary_type: ClassVar[type] = Identity
+    analyzer_type: ClassVar[type] = RunningSums
 
     def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon=None, delta=None, relation="replace"):
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=None, delta=None, relation=relation)
-        if not isinstance(randomizer, CounterRandomizer):
-            raise TypeError(f"randomizer {randomizer.name!r} is not a counter randomizer")
-        if not isinstance(analyzer, RunningSums):
-            raise TypeError(f"analyzer {analyzer.name!r} is not a counter analyzer (use RunningSums)")
-        if not isinstance(intermediary, Identity):
-            raise ValueError(
-                f"randomizer {randomizer.name!r} with intermediary {intermediary.name!r}: the consensus learners address "
-                "every message by its sender (the master averages per agent, neighbours mix per edge); use 'identity'"
-            )
-        exact = isinstance(randomizer, ExactCounter)
+        exact = randomizer.message == "exact"
         if exact and epsilon is not None:
             raise ValueError(f"randomizer 'exact' is not private: omit epsilon (got {epsilon!r})")
         if not exact and epsilon is None:
@@ -511,7 +568,9 @@ class CounterProtocol(Protocol):
         self.sensitivity = check_positive_float("sensitivity", sensitivity)
         if n_runs is not None:
             self._check_runs(check_positive_int("n_runs", n_runs))
-        self.randomizer.check(self)
+        self._configure_parts(CounterSetting(self.n_agents, self.n_arms, self.horizon, self.sensitivity, self.epsilon,
+                                             self.relation),
+                              f"n_agents={self.n_agents}, n_arms={self.n_arms}, horizon={self.horizon}")
         self._configured = True
         self._reset_done = False
         return self
@@ -533,7 +592,7 @@ class CounterProtocol(Protocol):
         self.communication = Communication(payload_unit="floats")
         shape = (self.n_runs, self.n_agents, self.n_arms)
         eps = self.epsilon.reshape(self.n_runs, 1, 1) if self.per_run else self.epsilon
-        self._streams = self.randomizer.make_streams(self, eps, shape)
+        self._streams = self.randomizer.make_streams(self.setting, eps, shape)
         self._reset_done = True
         return self
 
@@ -578,7 +637,7 @@ class CounterProtocol(Protocol):
         kind = check_choice("privacy_width", kind, PRIVACY_WIDTH_KINDS)
         if not self.private:
             return None
-        return self.randomizer.width_scale(kind, self)
+        return self.randomizer.width_scale(kind, self.setting)
 
     def sd_factor(self, n) -> np.ndarray:
         """Count factor of the ``"std"`` width at integer counts ``n`` (float array of counts >= 1)."""
@@ -591,7 +650,7 @@ class CounterProtocol(Protocol):
     def noise_variance(self, n, *, run=None) -> np.ndarray:
         """Variance of a stream's error after ``n`` items (of run ``run``; default the noisiest run)."""
         self._require()
-        return self.randomizer.noise_variance(self, n, self._epsilon_of(run, smallest=True))
+        return self.randomizer.noise_variance(self.setting, n, self._epsilon_of(run, smallest=True))
 
     def max_noise_variance(self) -> float:
         """Largest error variance of any stream over ``1..horizon`` items (0 without privacy)."""
@@ -619,7 +678,7 @@ class CounterProtocol(Protocol):
         """The releases one reward enters (its stream's), for run ``run`` (default: the weakest run)."""
         self._require()
         relation = self.relation if relation is None else check_relation(relation)
-        return self.randomizer.event(self, self._epsilon_of(run), relation)
+        return self.randomizer.event(self.setting, self._epsilon_of(run), relation)
 
     def accounting(self, relation=None, *, run=None) -> Accounting:
         """Pure ε-DP per reward for run ``run`` (default: the weakest run, largest ε), or "none"."""
@@ -648,19 +707,6 @@ class CounterProtocol(Protocol):
         firsts = {float(e): int(i) for i, e in reversed(list(enumerate(self.epsilon)))}
         return {e: self.accounting(relation, run=i) for e, i in sorted(firsts.items())}
 
-    def theorem(self) -> str:
-        r = self.randomizer
-        if isinstance(r, HybridCounter):
-            return ("hybrid mechanism [CSS11, Thm. 4.7]: one reward enters one logarithmic release Lap(2s/ε) and at "
-                    "most k binary nodes Lap(2ks/ε) of one (agent, arm) stream; pure ε-DP by basic composition "
-                    "(the paper's Theorems 1 and 3 by post-processing)")
-        if isinstance(r, BinaryCounter):
-            return ("binary mechanism [CSS11]: one reward enters at most L = bit_length(T) nodes Lap(Ls/ε) of one "
-                    "stream; pure ε-DP by basic composition")
-        if isinstance(r, PerItemLaplaceCounter):
-            return "per-item Laplace counter [CSS11, simple mechanism II, recalled]: one release Lap(s/ε) per reward"
-        return ""
-
     def bounds_note(self) -> str:
         if not self.private:
             return ""
@@ -673,7 +719,7 @@ class CounterProtocol(Protocol):
         out = {"protocol": self.name, "model": self.model, "mechanism": self.randomizer.name,
                "epsilon": None if self.epsilon is None else _plain(self.epsilon), "sensitivity": self.sensitivity}
         if self.private:
-            out.update(self.randomizer.calibration(self))
+            out.update(self.randomizer.calibration(self.setting))
         return out
 
 

@@ -182,14 +182,20 @@ class SecureAggregation(Intermediary):
         self.mode = check_choice("mode", mode, ("ideal", "real"))
         self.threshold = None if threshold is None else check_positive_int("threshold", threshold)
 
-    def check(self, randomizer: Randomizer) -> None:
-        super().check(randomizer)
-        if self.mode == "real" and randomizer.message != "integer":
-            raise ValueError(
+    def supports(self, randomizer: Randomizer) -> str | None:
+        reason = super().supports(randomizer)
+        if reason is None and self.mode == "real" and randomizer.message != "integer":
+            reason = (
                 f"randomizer {randomizer.name!r} with intermediary 'secure-aggregation' (mode='real'): real secure "
                 f"aggregation sums integers modulo 2^bits, but this randomizer sends {randomizer.message} messages; "
                 "use mode='ideal' or a discretizing randomizer (the distributed discrete Gaussian)"
             )
+        return reason
+
+    def check_parties(self, n_parties: int, name: str = "n_parties") -> None:
+        """The five-round protocol shares every key among the other parties: ``mode="real"`` needs two or more."""
+        if self.mode == "real" and n_parties < 2:
+            raise ValueError(f"secure aggregation mode='real' needs {name} >= 2, got {n_parties}")
 
     def describe(self) -> str:
         how = "the five-round protocol of Bonawitz et al." if self.mode == "real" else "ideal"
@@ -248,14 +254,15 @@ class ConcurrentShufflers(Intermediary):
         self.batch_sizes = check_batch_sizes("batch_sizes", batch_sizes, check_positive_int("n", n))
         self.k = len(self.batch_sizes)
 
-    def check(self, randomizer: Randomizer) -> None:
-        super().check(randomizer)
-        if randomizer.message != "count":
-            raise ValueError(
+    def supports(self, randomizer: Randomizer) -> str | None:
+        reason = super().supports(randomizer)
+        if reason is None and randomizer.message != "count":
+            reason = (
                 f"randomizer {randomizer.name!r} with intermediary 'concurrent-shufflers': the k shufflers carry "
                 f"one-bit messages (delivered as their counts of ones), but this randomizer sends {randomizer.message} "
                 "messages; use the randomized-response randomizer"
             )
+        return reason
 
     @property
     def local(self) -> bool:

@@ -19,7 +19,7 @@ from fedbandit._registry import Registry
 from fedbandit._validation import check_choice
 from fedbandit.protocols.base import KINDS, Protocol
 
-__all__ = ["register", "available", "create", "describe", "ProtocolInfo"]
+__all__ = ["register", "unregister", "available", "create", "describe", "ProtocolInfo"]
 
 #: Modules that register protocol factories (imported on first use of the registry).
 _FAMILIES = (
@@ -59,6 +59,11 @@ def register(name: str, *, kind: str, summary: str, reference: str = ""):
         return factory
 
     return deco
+
+
+def unregister(name: str) -> None:
+    """Remove the protocol registered as ``name`` (for tests and notebooks that register one for a while)."""
+    _REGISTRY.remove(name)
 
 
 def available(kind: str | None = None) -> tuple[str, ...]:

@@ -1,0 +1,30 @@
+"""A of Zhou & Chowdhury's Algorithm 2: the prefix sums from the parties' noisy p-sums."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from fedbandit.mechanisms.tree import TreeAnalyzer
+from fedbandit.protocols.statistics.parts import StatisticsAnalyzer
+
+__all__ = ["TreePrefix"]
+
+
+class TreePrefix(StatisticsAnalyzer):
+    """A of Algorithm 2 (Zhou & Chowdhury): α̃_j = Σ_i α̂_{j,i} (decoded), prefix s̃_k = Σ over the set bits of k.
+
+    The node sums come decoded by the randomizer's public decoding (real messages summed, the
+    discrete Gaussian's residues summed mod m and unrotated, the vector sum's counts debiased);
+    the analyzer keeps the latest node of every level (:class:`fedbandit.mechanisms.TreeAnalyzer`).
+    """
+
+    name: ClassVar[str] = "tree-prefix"
+
+    def describe(self) -> str:
+        return "sum the parties' noisy p-sums; prefix = Σ over the set bits of k"
+
+    def reset(self, setting, n_runs):
+        self._tree = TreeAnalyzer(setting.n_batches, (setting.coordinates,), batch_shape=(n_runs,))
+
+    def analyze(self, j, node, runs, rng):
+        return self._tree.update(j, node, runs=runs)
