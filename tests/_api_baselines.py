@@ -421,6 +421,7 @@ BASELINES = {
     "learners.time_average_regret": kw(regret=np.cumsum(np.ones((2, 5)), axis=1)),
     "learners.Result": kw(),
     "learners.RunResult": kw(t=np.arange(1, 5), regret=np.cumsum(np.ones((2, 4)), axis=1)),
+    "learners.CommunicationRecord": kw(rounds=4, messages=12, payload=60.0, unit="floats", bits=3840.0),
     "learners.FederatedResult": kw(accuracy=np.array([[0.5, 0.6]]), t=np.array([1, 2])),
     "learners.FixedBatchFedLinUCB": lambda: ((), dict(protocol=_protocol("central"), horizon=8, batch_size=2,
                                                       n_agents=2, dim=2)),

@@ -64,6 +64,7 @@ _EXPORTS = {
     "split_params": "registry",
     "Result": "result",
     "RunResult": "result",
+    "CommunicationRecord": "result",
     "checkpoint_indices": "result",
     "time_average_regret": "result",
 }

@@ -100,7 +100,7 @@ from fedbandit._validation import (
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
 from fedbandit.envs.multi_armed import KArmedBandit, RewardStream
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
 
 __all__ = [
@@ -424,9 +424,8 @@ class _CounterLearner:
         return RunResult(
             t=self.checkpoints.copy(),
             regret=rec.regret,
-            communication=({**comm.as_dict(), "bits": comm.bits} if comm is not None else
-                           {"rounds": 0, "messages": 0, "payload": 0.0, "unit": "floats", "bits": 0.0}),
-            accounting=self.accounting().as_dict(),
+            communication=CommunicationRecord.of(comm) if comm is not None else CommunicationRecord(),
+            accounting=self.accounting(),
             calibration=calibration if calibration is not None else self._calibration(sigma),
             noise_variance=self.protocol.max_noise_variance() if self.protocol is not None else 0.0,
             extras=ex,

@@ -110,7 +110,7 @@ from fedbandit.accounting.calibration import dp20_m
 from fedbandit.learners.fixed_batch import WITHIN_BATCH_LEAK
 from fedbandit.learners.linucb import gather_played, select_arms
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.statistics import SCHEDULES, GaussianTree, StatisticsProtocol, n_coordinates
 
 __all__ = [
@@ -564,7 +564,7 @@ class FedUCB:
             t=np.arange(1, T + 1),
             regret=np.cumsum(regret, axis=1),
             communication=self.communication(n_syncs),
-            accounting=self.accounting().as_dict(),
+            accounting=self.accounting(),
             calibration=self.calibration(),
             noise_variance=self.max_prefix_noise_variance(int(n_syncs.max())),
             extras=extras,
@@ -572,13 +572,13 @@ class FedUCB:
             protocol=protocol.name,
         )
 
-    def communication(self, n_syncs) -> dict:
+    def communication(self, n_syncs) -> CommunicationRecord:
         """Mean over runs of what the agents sent: per synchronization M uploads of D = d + d(d+1)/2 floats."""
         n_syncs = np.asarray(n_syncs, dtype=float)
         rounds = float(n_syncs.mean())
         payload = rounds * self.n_agents * n_coordinates(self.dim)
-        return {"rounds": rounds, "messages": rounds * self.n_agents, "payload": payload, "unit": "floats",
-                "bits": 64.0 * payload, "rounds_min": int(n_syncs.min()), "rounds_max": int(n_syncs.max())}
+        return CommunicationRecord(rounds=rounds, messages=rounds * self.n_agents, payload=payload, unit="floats",
+                                   bits=64.0 * payload, rounds_min=int(n_syncs.min()), rounds_max=int(n_syncs.max()))
 
     def max_prefix_noise_variance(self, k_max: int) -> float:
         """Largest per-entry noise variance of a prefix released at steps 1..k_max.
