@@ -678,6 +678,8 @@ BASELINES = {
     "audit.end_to_end_specs": kw(),
     "audit.pair_end_to_end_specs": kw(),
     "audit.linear_users": kw(M=2, K=3, d=2, T=4),
+    "audit.users_from_environment": lambda: ((), dict(
+        env=__import__("fedbandit.envs", fromlist=["x"]).SyntheticLinearEnv(2, 3, 2, seed=0), T=4)),
     "audit.TargetRewardBandit": kw(means=np.array([0.7, 0.2]), agent=1, slot=2, value=0.0, horizon=3, n_agents=2),
     "audit.KnownProjection": kw(direction=np.array([1.0, 0.0])),
     "audit.LearnedProjection": kw(),

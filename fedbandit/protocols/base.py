@@ -12,13 +12,17 @@ each is an object:
   them with their senders, an anonymous multiset, or only their sum);
 * :class:`Analyzer` -- what the server computes from what it received;
 
-and a :class:`Protocol` composes them.  ``Protocol(randomizer, intermediary, analyzer)``
-refuses a combination that makes no sense (for example vector-sum messages without a
-shuffler, or floating-point messages into real secure aggregation) with a ``ValueError``
-naming both parts and why.  A protocol *describes what it released* as a privacy event
-(:meth:`Protocol.event`), and :func:`fedbandit.accounting.account` turns that into the
-guarantee (:meth:`Protocol.accounting`): accounting apart from mechanisms, as in
-``dp_accounting``.
+and a :class:`Protocol` composes them.  The parts carry their behaviour: the protocol is a
+pipeline that asks them (each kind has public abstract parts whose methods a new part must
+answer, configured from a frozen setting, never from the protocol), and
+:meth:`Protocol.supports` -- the one place that looks at the parts' types -- gives the
+reason a combination makes no sense (for example vector-sum messages without a shuffler, or
+floating-point messages into real secure aggregation), which the constructor raises as a
+``ValueError``.  A protocol *describes what it released* as a privacy event (the part that
+adds the noise gives it: :meth:`Protocol.event`), and :func:`fedbandit.accounting.account`
+turns that into the guarantee (:meth:`Protocol.accounting`): accounting apart from
+mechanisms, as in ``dp_accounting``.  ARCHITECTURE.md at the repository root lists the
+parts' contracts and the recipe for a new protocol.
 
 Three kinds of protocol serve the book's learners (:attr:`Protocol.kind`):
 

@@ -35,6 +35,7 @@ class CentralFactorization(CentralStatisticsAnalyzer):
     """
 
     name: ClassVar[str] = "central-factorization"
+    reads: ClassVar[tuple[str, ...]] = ("batch sums",)
 
     def __init__(self, factorization: str = "sqrt", *, bands=None):
         part = GaussianFactorization(factorization, bands=bands)  # the same checks of the two parameters

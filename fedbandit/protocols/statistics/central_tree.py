@@ -30,6 +30,7 @@ class CentralTree(CentralStatisticsAnalyzer):
     """
 
     name: ClassVar[str] = "central-tree"
+    reads: ClassVar[tuple[str, ...]] = ("batch sums",)
 
     def __init__(self, calibration: str = "paper", *, gram_noise: str = "mirror"):
         self.calibration_rule = check_choice("calibration", calibration, ("paper", "authors", "zcdp"))

@@ -55,6 +55,7 @@ class DiscreteGaussianTree(StatisticsRandomizer):
     """
 
     name: ClassVar[str] = "discrete-gaussian-tree"
+    releases: ClassVar[str] = "tree nodes"
     message: ClassVar[str] = "integer"
     needs_user_data: ClassVar[bool] = True
     payload_unit: ClassVar[str] = "bits"

@@ -21,6 +21,7 @@ class ExactStatistics(StatisticsRandomizer):
     """
 
     name: ClassVar[str] = "exact"
+    releases: ClassVar[str] = "batch sums"
     message: ClassVar[str] = "exact"
     supports_run_masks: ClassVar[bool] = True
     sigma0: ClassVar[float] = 0.0

@@ -89,6 +89,7 @@ class GaussianFactorization(StatisticsRandomizer):
     """
 
     name: ClassVar[str] = "gaussian-factorization"
+    releases: ClassVar[str] = "prefix sums"
     message: ClassVar[str] = "float"
     supports_run_masks: ClassVar[bool] = True
     kind_of_noise: ClassVar[str] = "gaussian"

@@ -62,6 +62,7 @@ class GaussianTree(StatisticsRandomizer):
     """
 
     name: ClassVar[str] = "gaussian-tree"
+    releases: ClassVar[str] = "tree nodes"
     message: ClassVar[str] = "float"
     supports_run_masks: ClassVar[bool] = True
     kind_of_noise: ClassVar[str] = "gaussian"

@@ -96,9 +96,14 @@ class StatisticsRandomizer(Randomizer, StatisticsNoise):
     Lifecycle (called by the protocol): :meth:`configure` (setting), :meth:`reset` (runs), then per
     synchronization :meth:`encode` → the intermediary's ``deliver`` → :meth:`decode` → the analyzer.
 
+    ``releases``: what its decoded messages are -- ``"batch sums"`` (each synchronization's sums,
+    exact or noisy), ``"tree nodes"`` (the p-sums of Algorithm 2's tree) or ``"prefix sums"``; an
+    analyzer states which it reads (:attr:`StatisticsAnalyzer.reads`) and
+    :meth:`~fedbandit.protocols.StatisticsProtocol.supports` matches the two.
     ``supports_run_masks``: whether runs may synchronize at different times (an adaptive schedule).
     """
 
+    releases: ClassVar[str] = ""
     supports_run_masks: ClassVar[bool] = False
 
     @abc.abstractmethod
@@ -128,7 +133,12 @@ class StatisticsRandomizer(Randomizer, StatisticsNoise):
 
 
 class StatisticsAnalyzer(Analyzer):
-    """A of a statistics protocol: the server's prefix sums from the decoded node sums."""
+    """A of a statistics protocol: the server's prefix sums from the decoded node sums.
+
+    ``reads``: the releases it turns into prefix sums (:attr:`StatisticsRandomizer.releases`).
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def reset(self, setting: StatisticsSetting, n_runs: int) -> None:

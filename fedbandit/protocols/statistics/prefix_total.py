@@ -16,6 +16,7 @@ class PrefixTotal(StatisticsAnalyzer):
     (:class:`~fedbandit.protocols.GaussianFactorization`; beyond the papers)."""
 
     name: ClassVar[str] = "prefix-total"
+    reads: ClassVar[tuple[str, ...]] = ("prefix sums",)
 
     def describe(self) -> str:
         return "sum the parties' noisy prefix sums"

@@ -16,12 +16,8 @@ from fedbandit._validation import (
 from fedbandit.accounting.events import ConditionalEvent, record_sensitivities
 from fedbandit.mechanisms.tree import tree_depth
 from fedbandit.protocols.base import Protocol
-from fedbandit.protocols.statistics.exact import ExactStatistics
-from fedbandit.protocols.statistics.factorization import GaussianFactorization
 from fedbandit.protocols.statistics.packing import SCHEDULES, check_setting, pack_unchecked, unpack_unchecked
 from fedbandit.protocols.statistics.parts import CentralStatisticsAnalyzer, StatisticsAnalyzer, StatisticsRandomizer
-from fedbandit.protocols.statistics.prefix_total import PrefixTotal
-from fedbandit.protocols.statistics.running_total import RunningTotal
 from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["StatisticsProtocol"]
@@ -102,22 +98,21 @@ class StatisticsProtocol(Protocol):
         """Why (R, S, A) cannot form a statistics protocol, or None.
 
         R must be a :class:`~fedbandit.protocols.StatisticsRandomizer` and A a
-        :class:`~fedbandit.protocols.StatisticsAnalyzer`; factorized prefixes go to the
-        prefix-total analyzer and only they do; exact sums go to a running total or a central
-        analyzer, tree p-sums to the tree prefix; a central analyzer (a trusted server) needs no
-        intermediary.
+        :class:`~fedbandit.protocols.StatisticsAnalyzer` that reads what R releases (batch sums,
+        tree nodes or prefix sums: ``R.releases in A.reads``); a central analyzer (a trusted
+        server) adds the noise to the exact sums, with no intermediary.
         """
         reason = super().supports(randomizer, intermediary, analyzer)
         if reason is not None:
             return reason
-        if isinstance(randomizer, GaussianFactorization) != isinstance(analyzer, PrefixTotal):
-            return (f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: factorized prefixes go to the "
-                    "prefix-total analyzer, and only they do")
-        exact = isinstance(randomizer, ExactStatistics)
+        if randomizer.releases not in analyzer.reads:
+            reads = " or ".join(analyzer.reads) or "nothing declared"
+            return (f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: the randomizer releases "
+                    f"{randomizer.releases or 'nothing declared'}, the analyzer reads {reads}")
         central = isinstance(analyzer, CentralStatisticsAnalyzer)
-        if exact != (central or isinstance(analyzer, RunningTotal)) and not isinstance(analyzer, PrefixTotal):
-            return (f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: exact sums go to a running total "
-                    "or a central tree; tree p-sums go to the tree-prefix analyzer")
+        if central and randomizer.message != "exact":
+            return (f"randomizer {randomizer.name!r} with analyzer {analyzer.name!r}: a central analyzer adds the noise "
+                    "to the exact sums (use 'exact')")
         if central and intermediary.name != "identity":
             return (f"analyzer {analyzer.name!r} with intermediary {intermediary.name!r}: the central model trusts the "
                     "server with the exact sums, so no intermediary is needed (use 'identity')")

@@ -19,6 +19,7 @@ class RunningTotal(StatisticsAnalyzer):
     """
 
     name: ClassVar[str] = "running-total"
+    reads: ClassVar[tuple[str, ...]] = ("batch sums",)
 
     def describe(self) -> str:
         return "add them to the running totals"

@@ -19,6 +19,7 @@ class TreePrefix(StatisticsAnalyzer):
     """
 
     name: ClassVar[str] = "tree-prefix"
+    reads: ClassVar[tuple[str, ...]] = ("tree nodes",)
 
     def describe(self) -> str:
         return "sum the parties' noisy p-sums; prefix = Σ over the set bits of k"

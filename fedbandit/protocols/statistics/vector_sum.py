@@ -56,6 +56,7 @@ class VectorSum(StatisticsRandomizer):
     """
 
     name: ClassVar[str] = "vector-sum"
+    releases: ClassVar[str] = "tree nodes"
     message: ClassVar[str] = "count"
     needs_user_data: ClassVar[bool] = True
     private_alone: ClassVar[bool] = False
