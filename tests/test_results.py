@@ -53,7 +53,8 @@ def test_typed_records_survive_the_cache(tmp_path):
 
 def test_the_cache_key_follows_the_package_source(tmp_path, monkeypatch):
     """A result cached by another package source is not read (the typed records could not be)."""
-    import fedbandit.experiments.grid as grid
+    # the runner lives in fedbandit._grid (fedbandit.experiments.grid re-exports it): patch it there
+    import fedbandit._grid as grid
 
     run_grid(_run, [CONFIG], seeds=[0], cache_dir=tmp_path, version=1)
     n = len(CALLS)

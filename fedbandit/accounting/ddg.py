@@ -48,10 +48,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
+from fedbandit._combinatorics import flattened_dim
 from fedbandit._validation import (
     MAX_MAGNITUDE,
     MAX_STEPS,
@@ -66,8 +69,8 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting._roots import decreasing_root
-from fedbandit.accounting.zcdp import _over_square, rdp_to_approx_dp, zcdp_to_approx_dp
-from fedbandit.mechanisms.flattening import flattened_dim
+from fedbandit.accounting.subsampling import subsampled_epsilon
+from fedbandit.accounting.zcdp import over_sigma_squared, rdp_to_approx_dp, zcdp_to_approx_dp
 
 __all__ = [
     "RDP_ORDERS",
@@ -93,13 +96,25 @@ RDP_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 1.0, 200)[:-1], np.geomspa
 _TAU_CHUNK = 1 << 22
 
 
-def _check_n(n, name="n") -> int:
-    # τ sums n − 1 terms: the time is proportional to n
+def _check_n(n: int, name: str = "n") -> int:
     return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
 
 
 def ddg_tau(sigma_over_gamma: float, n: int) -> float:
-    r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1)."""
+    r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1).
+
+    Parameters
+    ----------
+    sigma_over_gamma : float
+        σ/γ, the noise scale on the integer grid.
+    n : int
+        The number of clients.
+
+    Returns
+    -------
+    float
+        τ.
+    """
     s = check_positive_float("sigma_over_gamma", sigma_over_gamma)
     n = _check_n(n)
     if n == 1:
@@ -128,6 +143,11 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
     beta : float
         Conditional rounding parameter in [0, 1); 0 means unconditional rounding and
         the worst-case bound :math:`c + \gamma\sqrt d`.
+
+    Returns
+    -------
+    float
+        Δ₂.
     """
     c = check_positive_float("c", c)
     gamma = check_positive_float("gamma", gamma)
@@ -143,22 +163,64 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
 
 
 def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) -> float:
-    r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP."""
+    r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP.
+
+    Parameters
+    ----------
+    delta2 : float
+        Δ₂.
+    sigma : float
+        σ, each client's noise scale.
+    gamma : float
+        γ.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+
+    Returns
+    -------
+    float
+        ε, with the sum ½ε²-zCDP.
+    """
     delta2 = check_positive_float("delta2", delta2)
     sigma = check_positive_float("sigma", sigma)
     gamma = check_positive_float("gamma", gamma)
     n = _check_n(n)
     d = check_positive_int("d", d)
     tau = ddg_tau(sigma / gamma, n)
-    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
+    a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     return min(math.sqrt(a + 2.0 * tau * d), math.sqrt(a) + tau * math.sqrt(d))
 
 
-def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, delta1: float | None = None) -> np.ndarray:
+def ddg_rdp(orders: ArrayLike, delta2: float, sigma: float, gamma: float, n: int, d: int,
+            delta1: float | None = None) -> np.ndarray:
     r"""RDP curve :math:`\varepsilon(\alpha)` of one DDG release ([KLS21]_ Proposition 14).
 
     ``delta1`` is an :math:`\ell_1` sensitivity bound; the default
     :math:`\sqrt d\,\Delta_2` makes the middle term equal to the last one.
+
+    Parameters
+    ----------
+    orders : array_like
+        Rényi orders α > 1.
+    delta2 : float
+        Δ₂.
+    sigma : float
+        σ, each client's noise scale.
+    gamma : float
+        γ.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+    delta1 : float, optional
+        Δ₁ (default sqrt(d) Δ₂).
+
+    Returns
+    -------
+    ndarray
+        ε(α) at each order.
     """
     alpha = check_array("orders", orders)
     if alpha.ndim > 1 or alpha.size == 0 or np.any(alpha <= 1.0):
@@ -170,7 +232,7 @@ def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, d
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
     tau = ddg_tau(sigma / gamma, n)
-    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
+    a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     t1 = alpha / 2.0 * a + tau * d
     t2 = alpha / 2.0 * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
     t3 = alpha / 2.0 * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
@@ -220,6 +282,11 @@ def ddg_epsilon(
         sensitivity 2Δ₂); :func:`fedbandit.accounting.subsampling.subsampled_epsilon`.
         Needs ``method="rdp"``.
     amplification : {"poisson", "without-replacement"}
+
+    Returns
+    -------
+    float
+        ε at ``delta``.
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
@@ -229,8 +296,6 @@ def ddg_epsilon(
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
     delta2 = ddg_delta2(c, gamma, d, beta)
     if sampling_rate < 1.0:
-        from fedbandit.accounting.subsampling import subsampled_epsilon
-
         if method != "rdp":
             raise ValueError(f"sampling_rate={sampling_rate} < 1 is accounted in Rényi DP: use method='rdp', got {method!r}")
         factor = 1.0 if amplification == "poisson" else 2.0  # replace-one: two rounded vectors, each ≤ Δ₂
@@ -264,6 +329,36 @@ def ddg_sigma_for_epsilon(
 
     :math:`\varepsilon` decreases in :math:`\sigma` (both :math:`\Delta_2/(\sqrt n\sigma)`
     and :math:`\tau` do), so the root is unique.
+
+    Parameters
+    ----------
+    epsilon : float
+        The target ε.
+    c : float
+        The clipping norm.
+    gamma : float
+        The granularity γ.
+    beta : float
+        The conditional rounding parameter β.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+    delta : float
+        δ.
+    steps : int, default 1
+        Releases composed.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting (:func:`ddg_epsilon`).
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling (:func:`ddg_epsilon`).
+
+    Returns
+    -------
+    float
+        The smallest σ (original units).
     """
     epsilon = check_epsilon("epsilon", epsilon)
     ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
@@ -300,6 +395,16 @@ def sum_closeness_bound(sigma2: float, tau2: float) -> float:
     Returns the bound :math:`5\exp(-2\pi^2/(1/\sigma^2 + 1/\tau^2))`, valid when
     :math:`1/\sigma^2 + 1/\tau^2 \le 8` ([recalled]; consistent with the paper's
     "≤ 1e-12 at σ² = τ² = 3").
+
+    Parameters
+    ----------
+    sigma2, tau2 : float
+        The two discrete Gaussians' variances σ², τ².
+
+    Returns
+    -------
+    float
+        The bound on the divergence.
     """
     sigma2 = check_positive_float("sigma2", sigma2)
     tau2 = check_positive_float("tau2", tau2)
@@ -317,12 +422,26 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
        e^{-2\pi^2\sigma^2\frac{k}{k+1}}\Big\}
 
     (one-dimensional; the mechanism is :math:`\tfrac12\varepsilon^2`-zCDP).
+
+    Parameters
+    ----------
+    sensitivity : float
+        Δ.
+    sigma : float
+        σ of each discrete Gaussian (grid step 1).
+    n : int
+        The number of summed noises.
+
+    Returns
+    -------
+    float
+        ε.
     """
     sensitivity = check_nonnegative_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
     n = _check_n(n)
     tau = ddg_tau(sigma, n)  # here the grid step is 1
-    a = _over_square(sensitivity**2, n, sigma, sigma**2)
+    a = over_sigma_squared(sensitivity**2, n, sigma, sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 
@@ -355,6 +474,20 @@ class DDGParams:
         Per-client noise scale in original units (integer-grid scale ``sigma / gamma``).
     delta2 : float
         Sensitivity bound :math:`\\Delta_2` enforced by conditional rounding.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting.
+    steps : int, default 1
+        Releases composed.
+    rho : float, default 1.0
+        The flatness constant ρ.
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling.
     """
 
     bits: int
@@ -420,7 +553,7 @@ class DDGParams:
 MIN_K = 1e-3
 
 
-def check_modular_k(k) -> float:
+def check_modular_k(k: float) -> float:
     """k of the modular-range rule, in [:data:`MIN_K`, inf)."""
     k = check_positive_float("k", k)
     if k < MIN_K:
@@ -429,7 +562,8 @@ def check_modular_k(k) -> float:
     return k
 
 
-def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps):
+def _check_common(bits: int, k: float, n: int, d: int, c: float, epsilon: float, delta: float, beta: float,
+                  norm_growth: str, flatten: str, method: str, steps: int) -> tuple[Any, ...]:
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_modular_k(k)
     n = _check_n(n)
@@ -487,6 +621,43 @@ def ddg_params(
     ``sampling_rate`` and ``amplification``: the releases sum a random sample of ``n`` of
     the clients (:func:`ddg_epsilon`); σ is calibrated with the subsampled accounting, as
     the authors' code does for federated learning.
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients that add noise.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ).
+    beta : float, default exp(-1/2)
+        The conditional rounding parameter.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        n_f = n_s² or n_s.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener (sets d′).
+    steps : int, default 1
+        Releases composed.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting (:func:`ddg_epsilon`).
+    rho : float, default 1.0
+        The flatness constant ρ.
+    n_signal : int, optional
+        n_s, the rounded vectors per aggregate (default ``n``).
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling (:func:`ddg_epsilon`).
+
+    Returns
+    -------
+    DDGParams
 
     Raises
     ------
@@ -580,7 +751,40 @@ def ddg_params_from_gamma(
     steps: int = 1,
     k: float = 1.0,
 ) -> DDGParams:
-    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted)."""
+    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted).
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    gamma : float
+        γ.
+    sigma : float
+        σ (original units).
+    n : int
+        Clients that add noise.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    delta : float
+        δ.
+    beta : float, default exp(-1/2)
+        The conditional rounding parameter.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting.
+    steps : int, default 1
+        Releases composed.
+    k : float, default 1.0
+        Aggregate standard deviations the modular range covers (recorded).
+
+    Returns
+    -------
+    DDGParams
+        With the computed ε.
+    """
     gamma = check_positive_float("gamma", gamma)
     sigma = check_positive_float("sigma", sigma)
     bits, k, n, d, d_pad, c, _, delta, beta, steps = _check_common(
@@ -594,7 +798,7 @@ def ddg_params_from_gamma(
 
 
 def ddg_tree_params(
-    bits,
+    bits: int | str,
     *,
     k: float,
     n_parties: int,
@@ -618,6 +822,39 @@ def ddg_tree_params(
     variance n_signal·γ²/4 is at most ``rounding_share`` of the node's privacy-noise variance
     ``n_agents``·σ² [reconstruction: the book's rule; [KLS21] pick the width for a one-shot
     sum, whereas tree nodes grow with the users they hold].
+
+    Parameters
+    ----------
+    bits : int or "auto"
+        Bits per coordinate, or chosen (above).
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n_parties : int
+        Parties whose noise is in what the adversary sees.
+    n_agents : int
+        Agents adding noise to a node.
+    dim : int
+        The input dimension.
+    clip : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ).
+    beta : float
+        The conditional rounding parameter.
+    norm_growth : {"conservative", "optimistic"}
+        How the node's norm grows.
+    flatten : {"hadamard", "dft"}
+        The flattener.
+    steps : int
+        The node releases a user's record enters.
+    n_signal : int
+        User records rounded into the largest node.
+    rounding_share : float
+        The rounding variance's allowed share of the noise variance (``bits="auto"``).
+
+    Returns
+    -------
+    DDGParams
     """
 
     n_parties = _check_n(n_parties, "n_parties")
@@ -628,7 +865,7 @@ def ddg_tree_params(
     n_signal = check_positive_int("n_signal", n_signal)
     rounding_share = check_positive_float("rounding_share", rounding_share)
 
-    def params_for(b):
+    def params_for(b: int) -> DDGParams:
         return ddg_params(b, k, n_parties, dim, clip, epsilon, delta, beta, norm_growth=norm_growth, flatten=flatten,
                           steps=steps, n_signal=n_signal)
 

@@ -69,8 +69,18 @@ import sys
 
 import numpy as np
 
+import fedbandit.mechanisms.binomial as binomial
+import fedbandit.mechanisms.continual_counting as cc
+import fedbandit.mechanisms.discrete_gaussian as dg
+import fedbandit.mechanisms.gaussian as gm
+import fedbandit.mechanisms.randomized_response as rr
+import fedbandit.mechanisms.tree as tree
+import fedbandit.mechanisms.vector_sum as vs
 from fedbandit._validation import check_nonnegative_float
+from fedbandit.accounting.accountant import account
+from fedbandit.accounting.events import InvalidEvent
 from fedbandit.protocols.base import Protocol
+from fedbandit.protocols.counting import CounterProtocol
 
 __all__ = ["with_noise_scale", "scale_noise_in_place", "noise_scale_of", "planted_noise", "PLANTED_SITES"]
 
@@ -83,8 +93,6 @@ _SCALED_CLASSES: dict = {}
 def _scale(p, f):
     """Scale the privacy noise of configured protocol ``p`` by ``f``: the part that adds it does
     (``scale_noise``, the parts' testing hook); a counter's streams are rebuilt at reset (below)."""
-    from fedbandit.protocols.counting import CounterProtocol
-
     if isinstance(p, CounterProtocol):
         if not p.private:
             raise TypeError(f"protocol {p.name!r} adds no noise to scale")
@@ -101,8 +109,6 @@ def _scale(p, f):
 
 def _scaled_class(cls):
     if cls not in _SCALED_CLASSES:
-        from fedbandit.protocols.counting import CounterProtocol
-
         def configure(self, *args, **kwargs):
             out = cls.configure(self, *args, **kwargs)
             _scale(self, self._audit_noise_scale)
@@ -113,9 +119,6 @@ def _scaled_class(cls):
             try:
                 return cls.accounting(self, *args, **kwargs)
             except (OverflowError, FloatingPointError, ValueError, ZeroDivisionError):
-                from fedbandit.accounting.accountant import account
-                from fedbandit.accounting.events import InvalidEvent
-
                 return account(InvalidEvent(f"noise scaled by {self._audit_noise_scale:g}: not private"),
                                target_epsilon=self.target_epsilon, target_delta=self.target_delta,
                                model=self.model, relation=self.relation)
@@ -218,14 +221,6 @@ class _ScaledBinomialGenerator(np.random.Generator):
 
 def _planted(site, f):
     """{(module name, attribute): replacement} of one site (the originals are looked up now)."""
-    import fedbandit.mechanisms.binomial as binomial
-    import fedbandit.mechanisms.continual_counting as cc
-    import fedbandit.mechanisms.discrete_gaussian as dg
-    import fedbandit.mechanisms.gaussian as gm
-    import fedbandit.mechanisms.randomized_response as rr
-    import fedbandit.mechanisms.tree as tree
-    import fedbandit.mechanisms.vector_sum as vs
-
     if site == "tree":
         orig = tree._draw
         return {orig: lambda rng, shape, noise: f * orig(rng, shape, noise)}
@@ -247,7 +242,7 @@ def _planted(site, f):
 
         return {orig: mech}
     if site == "binomial":
-        enc, vbin = binomial.BinomialMechanism.encode, vs._binomial
+        enc, vbin = binomial.BinomialMechanism.encode, vs.draw_binomial
 
         def encode(self, x, rng):
             return enc(self, x, _ScaledBinomialGenerator(rng, f))
@@ -272,7 +267,7 @@ def _planted(site, f):
 
         return {rel: release}
     if site == "randomized-response":
-        orig = rr._sample_counts
+        orig = rr.sample_rr_counts_unchecked
 
         def counts(ones, m, q0, q1, rng):
             # the flip probability p = 2 q0 drawn as p f² (a message's noise std ≈ × f; a

@@ -53,8 +53,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbandit._validation import check_choice
+from fedbandit._validation import check_array, check_choice
+from fedbandit.audit._inputs import TargetRewardBandit, federated_data, linear_users
+from fedbandit.envs.graphs import make_graph
+from fedbandit.envs.users import UsersEnv
+from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class, learner_family
 from fedbandit.protocols.base import Protocol
+from fedbandit.protocols.registry import available, create, describe
 
 __all__ = [
     "ReplayViolation",
@@ -357,8 +362,6 @@ _PROTOCOL_PARAMS = {
 
 
 def _protocol(name):
-    from fedbandit.protocols.registry import create, describe
-
     info = describe(name)
     params = {} if "epsilon" not in info.parameters else dict(_PROTOCOL_PARAMS.get(name, dict(epsilon=2.0, delta=0.1)))
     if info.kind == "counter" and "delta" in params and "delta" not in info.parameters:
@@ -370,15 +373,11 @@ def _protocol(name):
 
 
 def _family(learner):
-    from fedbandit.learners.registry import learner_family
-
     return learner_family(learner)
 
 
 def _build(learner, protocol, overrides):
     """The learner ``learner`` with ``protocol`` on the contract's small instance (construction may raise)."""
-    from fedbandit.learners.registry import learner_class
-
     cls = learner_class(learner)
     kw = dict(overrides)
     L, C, F = LINEAR, COUNTER, FEDERATED
@@ -398,8 +397,6 @@ def _build(learner, protocol, overrides):
             return cls(protocol, n_users=L["M"] * L["T"], dim=L["d"], agents_per_round=L["M"],
                        **{"min_period": L["B"], **kw})
         if learner == "decentralized":
-            from fedbandit.envs.graphs import make_graph
-
             return cls(protocol, graph=make_graph("ring", C["M"]), n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
         if learner in ("master-worker", "independent-ucb"):
             return cls(protocol, n_agents=C["M"], n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
@@ -426,7 +423,6 @@ def _target_round(position, batch):
 
 def _linear_data(relation, target_round, agent, world, users=None):
     """Users of the linear instance (or ``users``); the target (all arms alike) is D's (world 1) or D′'s (world 0)."""
-    from fedbandit.audit.end_to_end import linear_users
 
     L = LINEAR
     K = L["K"] if users is None else np.shape(users[0])[2]
@@ -438,8 +434,6 @@ def _linear_data(relation, target_round, agent, world, users=None):
 
 def _run(learner, family, data, rng_seed=0):
     if family == "linear":
-        from fedbandit.envs.users import UsersEnv
-
         env = UsersEnv(*data, n_runs=1)
         return learner.run(env, np.random.default_rng(rng_seed))
     if family == "counter":
@@ -487,8 +481,6 @@ def _check_targets(targets):
 
 def _check_users(users):
     """(features (T, M, K, d), means (T, M, K), noise (T, M)) with the :data:`LINEAR` sizes T, M, d, checked."""
-    from fedbandit._validation import check_array
-
     if not isinstance(users, tuple) or len(users) != 3:
         raise TypeError(f"users must be a tuple (features, means, noise), got {type(users).__name__}")
     features, means, noise = (check_array(f"users[{i}]", a) for i, a in enumerate(users))
@@ -525,10 +517,6 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
     ValueError, TypeError
         If the learner does not accept the protocol (construction raises), or on an unknown name.
     """
-    from fedbandit.audit.end_to_end import TargetRewardBandit, _federated_data
-    from fedbandit.learners.registry import available_learners
-    from fedbandit.protocols.registry import available
-
     learner = check_choice("learner", learner, available_learners())
     protocol = check_choice("protocol", protocol, available())
     if overrides is not None and not isinstance(overrides, dict):
@@ -544,7 +532,6 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
     if family is None or learner in NOT_REPLAYED:
         raise ValueError(f"learner {learner!r} has no replay instance"
                          + (f": {NOT_REPLAYED[learner]}" if learner in NOT_REPLAYED else ""))
-    from fedbandit.learners.registry import keyword_parameters, learner_class
 
     unknown = sorted(str(k) for k in overrides if k not in keyword_parameters(learner_class(learner)))
     if unknown:
@@ -586,7 +573,7 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
                 continue  # one target client: every round carries its update
             d_data, d1_data = 0, 1
             def make(world):
-                return _federated_data(dict(F, seed=0), world)
+                return federated_data(dict(F, seed=0), world)
             target = _Target("federated", client=0)
         logs = []
         for world_data, forced in ((d_data, None), (d1_data, True)):
@@ -610,9 +597,6 @@ def replay_pairs() -> tuple[list[tuple[str, str]], dict]:
     Returns ``(pairs, refused)``: ``refused[(learner, protocol)]`` is the construction's error
     message, or :data:`NOT_REPLAYED`'s reason for a learner without a protocol.
     """
-    from fedbandit.learners.registry import available_learners
-    from fedbandit.protocols.registry import available
-
     pairs, refused = [], {}
     for lrn in available_learners():
         for name in available():

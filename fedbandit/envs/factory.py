@@ -45,7 +45,19 @@ _COMMON_KEYS = ("instance", "runs", "env_seed")
 
 @dataclass(frozen=True)
 class EnvironmentInfo:
-    """What the registry knows about an instance name: the keys it reads and how it is built."""
+    """What the registry knows about an instance name: the keys it reads and how it is built.
+
+    Attributes
+    ----------
+    name : str
+        The instance name (``config["instance"]``).
+    keys : tuple of str
+        The configuration keys the builder reads, besides ``instance``, ``runs`` and ``env_seed``.
+    summary : str
+        One line for listings.
+    build : callable
+        ``build(config, runs, seed) -> environment``.
+    """
 
     name: str
     keys: tuple[str, ...]
@@ -63,6 +75,20 @@ def register_environment(name: str, *, keys=(), summary: str = ""):
     ``env_seed``; the runner refuses a key nothing reads); ``runs`` is ``config["runs"]``
     (checked), ``seed`` the ``env_seed`` (checked: an int, a SeedSequence or a Generator).
     The builder checks its own keys (errors naming the key the user wrote).
+
+    Parameters
+    ----------
+    name : str
+        The instance name configurations give as ``instance``.
+    keys : sequence of str, optional
+        The configuration keys the builder reads.
+    summary : str, optional
+        One line for listings.
+
+    Returns
+    -------
+    callable
+        The decorator; it registers ``build`` and returns it unchanged.
     """
     name = check_str("name", name)
     if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
@@ -79,17 +105,35 @@ def register_environment(name: str, *, keys=(), summary: str = ""):
 
 
 def unregister_environment(name: str) -> None:
-    """Remove the environment registered as ``name`` (for tests and notebooks that register one for a while)."""
+    """Remove the environment registered as ``name`` (for tests and notebooks that register one for a while).
+
+    Parameters
+    ----------
+    name : str
+        A registered instance name.
+    """
     _ENVIRONMENTS.remove(name)
 
 
 def available_environments() -> tuple[str, ...]:
-    """Every registered instance name, in registration order."""
+    """Every registered instance name, in registration order.
+
+    Returns
+    -------
+    tuple of str
+        The names ``config["instance"]`` accepts.
+    """
     return _ENVIRONMENTS.names()
 
 
 def environment_keys() -> tuple[str, ...]:
-    """Every configuration key some registered environment reads (the runner's check)."""
+    """Every configuration key some registered environment reads (the runner's check).
+
+    Returns
+    -------
+    tuple of str
+        ``instance``, ``runs``, ``env_seed`` and every registered builder's keys, without repeats.
+    """
     keys = list(_COMMON_KEYS)
     for _, info in _ENVIRONMENTS.items():
         keys += [k for k in info.keys if k not in keys]
@@ -111,6 +155,16 @@ def make_environment(config: dict):
     = 100, ``split_seed`` = 0, ``test_fraction`` = 0.2), the federated learner's data.
     ``"rankers"``: the ``K`` (default 10) best MSLR rankers as arms with their real reward
     distributions (:func:`~fedbandit.envs.recommendation.ranker_bandit`).
+
+    Parameters
+    ----------
+    config : dict
+        The configuration (keys above, plus ``runs``).
+
+    Returns
+    -------
+    object
+        The environment: a linear environment, a multi-armed bandit or the digits split.
     """
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")

@@ -29,23 +29,12 @@ References
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from fedbandit._combinatorics import flattened_dim, next_power_of_two
 from fedbandit._validation import MAX_STEPS, check_array, check_bool, check_choice, check_positive_int, check_rng
 
 __all__ = ["fwht", "next_power_of_two", "flattened_dim", "HadamardFlattener", "DFTFlattener", "make_flattener"]
-
-
-def next_power_of_two(d: int) -> int:
-    """Smallest power of two >= ``d``."""
-    d = check_positive_int("d", d)
-    return 1 << (d - 1).bit_length()
-
-
-def flattened_dim(d: int, kind: str = "hadamard") -> int:
-    """The flattener's output dimension for ``d`` inputs: the next power of two (Walsh–Hadamard)
-    or ``d + d mod 2`` (DFT), as :class:`HadamardFlattener` and :class:`DFTFlattener` give."""
-    d = check_positive_int("d", d)
-    return next_power_of_two(d) if check_choice("kind", kind, ("hadamard", "dft")) == "hadamard" else d + d % 2
 
 
 _BLOCK_LOG2 = 4  # dense Hadamard factors of size at most 16: the matrix products' sweet spot
@@ -71,7 +60,7 @@ def _plan(k: int) -> list[int]:
     return [base + (1 if i >= n - extra else 0) for i in range(n)]
 
 
-def fwht(x, *, normalize: bool = True) -> np.ndarray:
+def fwht(x: ArrayLike, *, normalize: bool = True) -> np.ndarray:
     r"""Fast Walsh–Hadamard transform along the last axis (length a power of two).
 
     Computes :math:`H_{d} x` for the Sylvester–Hadamard matrix
@@ -89,6 +78,11 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     x : array_like, shape (..., d)
         ``d`` must be a power of two.
     normalize : bool, default True
+
+    Returns
+    -------
+    ndarray
+        The transform of each vector (divided by sqrt(d) when ``normalize``).
     """
     x = check_array("x", x, finite=False)
     normalize = check_bool("normalize", normalize)
@@ -129,6 +123,14 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     return out
 
 
+def _check_last_axis(x: ArrayLike, dim: int, name: str) -> np.ndarray:
+    """``x`` as an array whose last axis has length ``dim`` (both flatteners' input check)."""
+    arr = check_array(name, x, finite=False)
+    if arr.ndim == 0 or arr.shape[-1] != dim:
+        raise ValueError(f"{name} must have last axis of length {dim}, got shape {arr.shape}")
+    return arr
+
+
 class HadamardFlattener:
     r"""Randomized Hadamard rotation :math:`U x = H D \,\mathrm{pad}(x) / \sqrt{d'}` ([KLS21]_ Sec. 4.2).
 
@@ -144,29 +146,23 @@ class HadamardFlattener:
     kind = "hadamard"
     rho = 1.0  # subgaussian flatness constant (Lemma 29)
 
-    def __init__(self, d: int, rng):
+    def __init__(self, d: int, rng: int | np.random.Generator) -> None:
         self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = next_power_of_two(self.d)
         rng = check_rng("rng", rng)
         self.signs = rng.choice(np.array([-1.0, 1.0]), size=self.d_out)
 
-    def _check(self, x, dim, name):
-        x = check_array(name, x, finite=False)
-        if x.ndim == 0 or x.shape[-1] != dim:
-            raise ValueError(f"{name} must have last axis of length {dim}, got shape {x.shape}")
-        return x
-
-    def flatten(self, x) -> np.ndarray:
+    def flatten(self, x: ArrayLike) -> np.ndarray:
         """Map ``x`` of shape (..., d) to ``U x`` of shape (..., d_out)."""
-        x = self._check(x, self.d, "x")
+        x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
         pad[..., : self.d] = x
         pad *= self.signs
         return fwht(pad)
 
-    def unflatten(self, y) -> np.ndarray:
+    def unflatten(self, y: ArrayLike) -> np.ndarray:
         """Map ``y`` of shape (..., d_out) to ``U^T y`` truncated to shape (..., d)."""
-        y = self._check(y, self.d_out, "y")
+        y = _check_last_axis(y, self.d_out, "y")
         z = fwht(y)
         z *= self.signs
         return z[..., : self.d]
@@ -180,21 +176,26 @@ class DFTFlattener:
     :math:`e^{i\theta_j}`, :math:`\theta_j \in \{0, \pi/2, \pi, 3\pi/2\}`, and the unitary DFT
     (``norm="ortho"``) is applied; real and imaginary parts of the result are the
     ``d_out = d + (d mod 2)`` output coordinates.  The map is real-linear and orthogonal.
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    rng : numpy.random.Generator or int
+        The source of the shared random phases.
     """
 
     kind = "dft"
     rho = 1.0
 
-    def __init__(self, d: int, rng):
+    def __init__(self, d: int, rng: int | np.random.Generator) -> None:
         self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = self.d + (self.d % 2)
         rng = check_rng("rng", rng)
         self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=self.d_out // 2)]
 
-    _check = HadamardFlattener._check
-
-    def flatten(self, x) -> np.ndarray:
-        x = self._check(x, self.d, "x")
+    def flatten(self, x: ArrayLike) -> np.ndarray:
+        x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
         pad[..., : self.d] = x
         z = (pad[..., 0::2] + 1j * pad[..., 1::2]) * self.phases
@@ -204,8 +205,8 @@ class DFTFlattener:
         out[..., 1::2] = f.imag
         return out
 
-    def unflatten(self, y) -> np.ndarray:
-        y = self._check(y, self.d_out, "y")
+    def unflatten(self, y: ArrayLike) -> np.ndarray:
+        y = _check_last_axis(y, self.d_out, "y")
         z = y[..., 0::2] + 1j * y[..., 1::2]
         f = np.fft.ifft(z, axis=-1, norm="ortho") * np.conj(self.phases)
         out = np.empty(y.shape, dtype=np.float64)
@@ -214,7 +215,21 @@ class DFTFlattener:
         return out[..., : self.d]
 
 
-def make_flattener(d: int, rng, kind: str = "hadamard"):
-    """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``)."""
+def make_flattener(d: int, rng: int | np.random.Generator, kind: str = "hadamard") -> HadamardFlattener | DFTFlattener:
+    """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``).
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    rng : numpy.random.Generator or int
+        The source of the shared randomness.
+    kind : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+
+    Returns
+    -------
+    HadamardFlattener or DFTFlattener
+    """
     check_choice("kind", kind, ("hadamard", "dft"))
     return HadamardFlattener(d, rng) if kind == "hadamard" else DFTFlattener(d, rng)

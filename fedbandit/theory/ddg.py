@@ -48,12 +48,28 @@ from __future__ import annotations
 import math
 
 from fedbandit._validation import check_epsilon, check_nonnegative_float, check_positive_float, check_positive_int
+from fedbandit.accounting.ddg import DDGParams
 
 __all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_mse", "ddg_mse_bound", "ddg_mse_terms"]
 
 
 def theorem2_sigma(c: float, n: int, epsilon: float) -> float:
-    r"""Per-client noise of Theorem 2's proof: :math:`\sigma = 2c/(\varepsilon\sqrt n)` ([KLS21]_, [paper])."""
+    r"""Per-client noise of Theorem 2's proof: :math:`\sigma = 2c/(\varepsilon\sqrt n)` ([KLS21]_, [paper]).
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm c of each client's vector.
+    n : int
+        The number of clients.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        σ.
+    """
     c = check_positive_float("c", c)
     n = check_positive_int("n", n)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -65,6 +81,22 @@ def theorem2_gamma(c: float, n: int, d: int, epsilon: float) -> float:
 
     :math:`(\sigma/\gamma)^2 \ge 8d/(\varepsilon^2 n)` and
     :math:`(\sigma/\gamma)^2 \ge \log(80nd/\varepsilon^2)/\pi^2` (from :math:`20nd\,e^{-\pi^2(\sigma/\gamma)^2} \le \varepsilon^2/4`).
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm c of each client's vector.
+    n : int
+        The number of clients.
+    d : int
+        The dimension.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        γ.
     """
     d = check_positive_int("d", d)
     sigma = theorem2_sigma(c, n, epsilon)
@@ -78,6 +110,22 @@ def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:
     β = min{1/n, 1/2} and γ = :func:`theorem2_gamma`; the first term (privacy) dominates:
     the :math:`O(c^2d/\varepsilon^2)` of the theorem.  (The modular-clipping term is assumed
     negligible: the theorem's bit width is chosen so.)
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm c of each client's vector.
+    n : int
+        The number of clients.
+    d : int
+        The dimension.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        The mean squared error of the sum.
     """
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
@@ -88,9 +136,20 @@ def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:
 
 
 def ddg_mse_terms(params, *, sum_norm: float | None = None) -> dict:
-    """The terms of :func:`ddg_mse_bound` (noise, rounding variance, rounding bias, wrap), each an error of the sum."""
-    from fedbandit.accounting.ddg import DDGParams
+    """The terms of :func:`ddg_mse_bound` (noise, rounding variance, rounding bias, wrap), each an error of the sum.
 
+    Parameters
+    ----------
+    params : DDGParams
+        From :func:`fedbandit.accounting.ddg.ddg_params`.
+    sum_norm : float, optional
+        A bound on the sum's norm (default n c).
+
+    Returns
+    -------
+    dict
+        ``noise``, ``rounding_variance``, ``rounding_bias``, ``wrap``: each an error of the sum.
+    """
     if not isinstance(params, DDGParams):
         raise TypeError(f"params must be a fedbandit.accounting.DDGParams, got {type(params).__name__}")
     p = params

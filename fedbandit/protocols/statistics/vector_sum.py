@@ -122,7 +122,7 @@ class VectorSum(StatisticsRandomizer):
 
     def encode(self, leaf, users, runs, rng):
         from fedbandit.mechanisms.tree import lowest_set_bit
-        from fedbandit.mechanisms.vector_sum import _binomial
+        from fedbandit.mechanisms.vector_sum import draw_binomial
 
         x, y = users
         v = user_records_unchecked(x, y)  # (B, R, M, D)
@@ -135,7 +135,7 @@ class VectorSum(StatisticsRandomizer):
         self._alpha[:j] = 0.0
         self._alpha[j] = alpha_j
         mech = self.levels[j]
-        ones = alpha_j + _binomial(rng, mech.n_users * mech.b, self.p, (R, D))
+        ones = alpha_j + draw_binomial(rng, mech.n_users * mech.b, self.p, (R, D))
         self._last_level = j
         return j, ones[:, None, :]  # pooled: one "sender"
 

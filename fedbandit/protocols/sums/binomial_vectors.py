@@ -76,14 +76,14 @@ class BinomialVectors(ModularVectors):
     def run_epsilon(self, setting, relation) -> float:
         """ε of the whole run under ``relation`` (per-round [ASYKM18] Thm. 1, amplification, composition)."""
         from fedbandit.accounting.binomial import (
-            _split_delta,
             binomial_run_epsilon,
             binomial_sensitivities,
             cpsgd_epsilon,
+            split_delta,
         )
 
         p, q = setting, self.params
-        delta0, slack = _split_delta(p.delta, p.n_rounds, p.sampling_rate)
+        delta0, slack = split_delta(p.delta, p.n_rounds, p.sampling_rate)
         sens = binomial_sensitivities(p.clip, q.scale, q.d_pad, relation)
         eps0 = cpsgd_epsilon(p.n_parties * q.trials_per_client, q.p, q.scale, q.d_pad, delta0, sens)
         return binomial_run_epsilon(eps0, delta0, p.n_rounds, p.sampling_rate, slack)
