@@ -197,13 +197,19 @@ def run_golden(config: dict, seed: int = 0) -> dict:
         logs.append(log)
         return replaying(create(name, **params), log)
 
-    registry.create = recording_create
+    # every module that imported create by name (the learner registry's split_params does) is patched too
+    patched = [(mod, attr) for name, mod in list(sys.modules.items())
+               if mod is not None and (name == "fedbandit" or name.startswith("fedbandit."))
+               for attr, value in list(vars(mod).items()) if value is create]
+    for mod, attr in patched:
+        setattr(mod, attr, recording_create)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = run_config(dict(config), np.random.default_rng(seed))
     finally:
-        registry.create = create
+        for mod, attr in patched:
+            setattr(mod, attr, create)
     out = {
         "regret": digest([res.t, res.regret] if hasattr(res, "regret") else []),
         "noise_variance": digest(getattr(res, "noise_variance", None)),

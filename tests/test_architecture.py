@@ -397,23 +397,7 @@ def test_the_private_import_check_can_fail():
 #: being rewritten on other branches, which will move these imports to the top.  The test fails
 #: when one no longer does (remove it here) or when any other module starts to.
 FUNCTION_LEVEL_PENDING = {
-    "fedbandit.protocols.base": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.concurrent": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.intermediaries": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.statistics.discrete_gaussian_tree": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.statistics.factorization": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.statistics.gaussian_tree": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.statistics.vector_sum": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.sums.binomial_vectors": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.sums.clipped_vectors": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.sums.ddg_vectors": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.sums.gaussian_sum": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.protocols.sums.parts": "protocols/: the parts rewrite (branch parts)",
-    "fedbandit.learners.consensus": "learners/: the learner registration (branch parts)",
-    "fedbandit.learners.dp20": "learners/: the learner registration (branch parts)",
     "fedbandit.learners.fixed_batch": "learners/fixed_batch.py: branch speed",
-    "fedbandit.learners.registry": "learners/: the learner registration (branch parts)",
-    "fedbandit.envs.factory": "envs/factory.py: environment registration (branch parts)",
 }
 
 

@@ -27,6 +27,11 @@ from fedbandit._validation import (
     check_rng,
     check_str,
 )
+from fedbandit.envs.digits import load_digits_federated
+from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv, as_seed_sequence
+from fedbandit.envs.mslr import load_mslr_instance
+from fedbandit.envs.multi_armed import make_env
+from fedbandit.envs.recommendation import ranker_bandit
 
 __all__ = [
     "make_environment",
@@ -172,8 +177,6 @@ def make_environment(config: dict):
     runs = check_positive_int("runs", config.get("runs", 1))
     seed = config.get("env_seed", 0)
     if not isinstance(seed, (np.random.Generator, np.random.SeedSequence)):  # (a Generator would be consumed)
-        from fedbandit.envs.linear import as_seed_sequence
-
         as_seed_sequence(seed, "env_seed")
     return _ENVIRONMENTS.get(instance).build(config, runs, seed)
 
@@ -194,8 +197,6 @@ def _check_linear(config, instance):
 @register_environment("synthetic", keys=("M", "K", "d", "noise_std", "shared_contexts"),
                       summary="Zhou & Chowdhury's synthetic linear instance")
 def _synthetic(config, runs, seed):
-    from fedbandit.envs.linear import SyntheticLinearEnv
-
     _check_linear(config, "synthetic")
     check_positive_int("K", config.get("K", 100), max_value=MAX_STEPS)
     check_positive_int("d", config.get("d", 10), max_value=MAX_STEPS)
@@ -209,9 +210,6 @@ def _synthetic(config, runs, seed):
 @register_environment("real", keys=("M", "noise_std", "shared_contexts", "max_arms"),
                       summary="the real-data linear instance of the shipped MSLR sample")
 def _real(config, runs, seed):
-    from fedbandit.envs.linear import RealDataLinearEnv
-    from fedbandit.envs.mslr import load_mslr_instance
-
     _check_linear(config, "real")
     if config.get("max_arms") is not None:
         check_positive_int("max_arms", config["max_arms"])
@@ -224,8 +222,6 @@ def _real(config, runs, seed):
 
 def _k_armed(instance):
     def build(config, runs, seed):
-        from fedbandit.envs.multi_armed import make_env
-
         if "means" not in config:
             raise ValueError(f"instance {instance!r} needs 'means', the arms' mean rewards")
         check_array("means", config["means"])
@@ -244,8 +240,6 @@ register_environment("gaussian", keys=("means", "env_sigma"), summary="K-armed G
 @register_environment("digits", keys=("n_clients", "split_seed", "test_fraction"),
                       summary="the federated split of scikit-learn's digits (the federated learner's data)")
 def _digits(config, runs, seed):
-    from fedbandit.envs.digits import load_digits_federated
-
     check_probability("test_fraction", config.get("test_fraction", 0.2))
     check_rng("split_seed", config.get("split_seed", 0))
     return load_digits_federated(
@@ -256,8 +250,6 @@ def _digits(config, runs, seed):
 
 @register_environment("rankers", keys=("K",), summary="the K best MSLR rankers as arms, real reward distributions")
 def _rankers(config, runs, seed):
-    from fedbandit.envs.recommendation import ranker_bandit
-
     return ranker_bandit(config.get("K", 10))
 
 

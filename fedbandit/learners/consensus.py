@@ -97,11 +97,14 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
+from fedbandit.accounting.accountant import account
+from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
 from fedbandit.envs.multi_armed import KArmedBandit, RewardStream
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
+from fedbandit.protocols.registry import describe
 
 __all__ = [
     "MasterWorkerUCB",
@@ -308,8 +311,6 @@ def _grid_config(config: dict, cls, *, private_allowed=True):
                              f"{cls.name!r} has no privacy protocol")
         _, kw = split_params(config, cls, protocol=False)
     else:
-        from fedbandit.protocols.registry import describe
-
         info = describe(name)
         if (eps_runs is not None or config.get("delta") is not None) and "epsilon" not in info.parameters:
             raise ValueError(f"config has epsilon={config.get('epsilon')!r}, delta={config.get('delta')!r}, but "
@@ -911,9 +912,6 @@ class CentralizedUCB(_CounterLearner):
 
     def accounting(self):
         """No privacy: a central learner sees every raw reward."""
-        from fedbandit.accounting.accountant import account
-        from fedbandit.accounting.events import NonPrivateEvent
-
         return account(NonPrivateEvent("a central learner sees every agent's raw rewards"), model="none",
                        relation="replace")
 

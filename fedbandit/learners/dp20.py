@@ -106,12 +106,15 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
+from fedbandit.accounting.accountant import account
 from fedbandit.accounting.calibration import dp20_m
+from fedbandit.accounting.events import InvalidEvent
 from fedbandit.learners.fixed_batch import WITHIN_BATCH_LEAK
 from fedbandit.learners.linucb import gather_played, select_arms
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.statistics import SCHEDULES, GaussianTree, StatisticsProtocol, n_coordinates
+from fedbandit.theory.linear import optimal_batch_size
 
 __all__ = [
     "wang_threshold",
@@ -339,9 +342,6 @@ class FedUCB:
         changes the later records of its agent's batch).  Otherwise (the frozen variant, B =
         1, or no privacy at all): the protocol's own accounting.
         """
-        from fedbandit.accounting.accountant import account
-        from fedbandit.accounting.events import InvalidEvent
-
         p = self.protocol
         if self.schedule == "fixed" and self.local_updates and self.batch_size > 1 and p.private:
             return p.account_event(lambda rel: InvalidEvent(WITHIN_BATCH_LEAK, claimed=p.event(rel)))
@@ -606,8 +606,6 @@ class FedUCB:
         runner's batch size, which a side-by-side configuration shares with the fixed-batch
         learners).
         """
-        from fedbandit.theory.linear import optimal_batch_size
-
         protocol, kw = split_params(config, cls)
         if "threshold" in kw:
             raise ValueError("give the adaptive rule's threshold as config['D'] (a number or 'wang'), not 'threshold'")

@@ -13,6 +13,7 @@ import inspect
 
 from fedbandit._registry import Registry
 from fedbandit._validation import check_bool, check_choice
+from fedbandit.protocols.registry import create, describe
 
 __all__ = ["register_learner", "unregister_learner", "learner_class", "learner_family", "available_learners",
            "split_params", "LEARNER_FAMILIES"]
@@ -98,8 +99,6 @@ def split_params(config: dict, cls, *, protocol: bool = True):
     configuration's entries that its factory accepts; the learner gets the entries its
     constructor accepts.  ``protocol=False``: no protocol (independent agents).
     """
-    from fedbandit.protocols.registry import create, describe
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     if not isinstance(cls, type):

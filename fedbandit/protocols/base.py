@@ -48,7 +48,7 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fedbandit._validation import MAX_STEPS, check_positive_int, check_rng
+from fedbandit._validation import MAX_STEPS, check_delta, check_epsilon, check_positive_int, check_rng
 from fedbandit.accounting.accountant import Accounting, account
 from fedbandit.accounting.events import DpEvent, check_relation
 
@@ -250,8 +250,6 @@ class Protocol(abc.ABC):
         self.analyzer = analyzer
         self.name = str(name)
         self.relation = check_relation(relation)
-        from fedbandit._validation import check_delta, check_epsilon
-
         if epsilon is None:
             if delta is not None:
                 raise ValueError(f"protocol {self.name!r}: delta={delta!r} given without epsilon")

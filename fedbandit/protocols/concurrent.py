@@ -63,14 +63,18 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
-from fedbandit.accounting.events import ApproxDpEvent, ComposedEvent, ConditionalEvent, check_relation
+from fedbandit.accounting.calibration import CJMP21_CONSTANT
+from fedbandit.accounting.events import ApproxDpEvent, ClaimedEvent, ComposedEvent, ConditionalEvent, check_relation
 from fedbandit.mechanisms.psco import dyadic_batch_sizes, optimal_batch_sizes
 from fedbandit.mechanisms.randomized_response import (
     RRShuffleSummation,
+    rr_message_probabilities,
     unary_resolution,
 )
 from fedbandit.mechanisms.randomized_response import sample_rr_counts_unchecked as _sample_counts
 from fedbandit.mechanisms.randomized_response import unary_round_unchecked as _unary_round
+from fedbandit.mechanisms.vector_sum import VectorSumShuffle
+from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
 from fedbandit.protocols.intermediaries import ConcurrentShufflers
 from fedbandit.protocols.registry import register
@@ -369,8 +373,6 @@ class RandomizedResponseRecords(RecordRandomizer):
 
     def scale_noise(self, factor: float) -> None:
         """Testing hook of the audits: every level's flip probability × factor² (its noise std ∝ sqrt(p))."""
-        from fedbandit.mechanisms.randomized_response import rr_message_probabilities
-
         for level in self.levels:
             level.p = min(1.0, level.p * factor * factor)
             level.q0, level.q1 = rr_message_probabilities(level.p)
@@ -754,16 +756,12 @@ class VectorSumRecords(RecordRandomizer):
     name: ClassVar[str] = "vector-sum"
 
     def __init__(self, *, constant=None):
-        from fedbandit.accounting.calibration import CJMP21_CONSTANT
-
         self.constant = CJMP21_CONSTANT if constant is None else check_positive_float("constant", constant)
 
     def describe(self) -> str:
         return "per user and coordinate: ⌊zg⌋+η₁ unary bits plus b Ber(1/4) bits (vector-sum randomizer), one batch per user"
 
     def configure(self, setting: RecordSetting) -> None:
-        from fedbandit.mechanisms.vector_sum import VectorSumShuffle
-
         p = setting
         self.half_range = p.half_range
         self.n_coords = self.half_range.size
@@ -783,8 +781,6 @@ class VectorSumRecords(RecordRandomizer):
 
     def encode(self, users, rng) -> dict:
         """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
-        from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
-
         x, y = users
         c = x.shape[0]
         iu, ju = _triu(x.shape[-1])
@@ -814,9 +810,6 @@ class VectorSumRecords(RecordRandomizer):
 
     def event(self, setting: RecordSetting, relation: str):
         """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
-        from fedbandit.accounting.calibration import CJMP21_CONSTANT
-        from fedbandit.accounting.events import ClaimedEvent
-
         node = ClaimedEvent(setting.epsilon, setting.delta,
                             f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user [recalled]")
         return ConditionalEvent(

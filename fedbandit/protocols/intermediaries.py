@@ -35,6 +35,7 @@ from fedbandit._validation import (
 )
 from fedbandit.mechanisms.randomized_response import RRShuffleSummation
 from fedbandit.protocols.base import Intermediary, Randomizer
+from fedbandit.secagg.protocol import run_secagg
 
 __all__ = [
     "Identity",
@@ -207,8 +208,6 @@ class SecureAggregation(Intermediary):
             return messages.sum(axis=1)
         if self.mode == "ideal":
             return np.mod(messages.sum(axis=1), modulus)
-        from fedbandit.secagg.protocol import run_secagg
-
         bits = int(modulus).bit_length() - 1
         M = messages.shape[1]
         t = self.threshold if self.threshold is not None else M // 2 + 1

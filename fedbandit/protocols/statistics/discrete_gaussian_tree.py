@@ -8,7 +8,10 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import check_choice, check_float_in_range, check_int_in_range, check_positive_float
+from fedbandit.accounting.ddg import ddg_tree_params
 from fedbandit.accounting.events import DiscreteGaussianSumEvent, SelfComposedEvent
+from fedbandit.mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round
+from fedbandit.mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
 from fedbandit.mechanisms.tree import TreeRandomizer
 from fedbandit.protocols.statistics.packing import user_records_unchecked
 from fedbandit.protocols.statistics.parts import StatisticsRandomizer
@@ -78,10 +81,6 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         )
 
     def configure(self, setting):
-        from fedbandit.accounting.ddg import ddg_tree_params
-        from fedbandit.mechanisms.ddg import DDGMechanism
-        from fedbandit.mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
-
         s = setting
         if not s.private:
             raise ValueError("randomizer 'discrete-gaussian-tree' needs a target (epsilon, delta)")
@@ -128,8 +127,6 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         )
 
     def encode(self, leaf, users, runs, rng):
-        from fedbandit.mechanisms.ddg import clip_l2, conditional_randomized_round
-
         x, y = users
         v = user_records_unchecked(x, y)  # (B, R, M, D)
         flat = self.mechanism.flattener.flatten(clip_l2(v, self.clip)) / self.params.gamma
@@ -179,8 +176,6 @@ class DiscreteGaussianTree(StatisticsRandomizer):
 
     def scale_noise(self, factor):
         import dataclasses
-
-        from fedbandit.mechanisms.ddg import DDGMechanism
 
         self.params = dataclasses.replace(self.params, sigma=self.params.sigma * factor)
         self.sigma0 = self.params.sigma

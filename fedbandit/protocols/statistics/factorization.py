@@ -7,7 +7,15 @@ import math
 from typing import ClassVar
 
 from fedbandit._validation import MAX_STEPS, check_choice, check_positive_int
+from fedbandit.accounting.calibration import ldp_sigma0
 from fedbandit.accounting.events import GaussianEvent
+from fedbandit.mechanisms.matrix_factorization import (
+    MAX_DENSE_STEPS,
+    BandedSqrtRandomizer,
+    SqrtToeplitzRandomizer,
+    max_column_norm,
+    sqrt_toeplitz_coefficients,
+)
 from fedbandit.protocols.statistics.parts import StatisticsRandomizer, one_vector_per_party
 
 __all__ = ["GaussianFactorization", "FACTORIZATIONS", "factorization_sensitivity_factor"]
@@ -17,8 +25,6 @@ FACTORIZATIONS = ("sqrt", "banded-sqrt")
 
 
 def factorization_mechanism(factorization, bands, n_steps, item_shape, sigma, batch_shape):
-    from fedbandit.mechanisms.matrix_factorization import BandedSqrtRandomizer, SqrtToeplitzRandomizer
-
     if factorization == "sqrt":
         return SqrtToeplitzRandomizer(n_steps, item_shape, sigma, batch_shape=batch_shape)
     return BandedSqrtRandomizer(n_steps, item_shape, sigma, bands, batch_shape=batch_shape)
@@ -28,29 +34,21 @@ def factorization_sensitivity_factor(factorization: str, n_steps: int, bands=Non
     """max_t ‖C e_t‖ of the right factor C over ``n_steps`` releases (the square root's, or the
     banded square root's with ``bands`` diagonals): one record's Δ times it is the sensitivity
     of the factorized release (:mod:`fedbandit.mechanisms.matrix_factorization`)."""
-    from fedbandit.mechanisms.matrix_factorization import max_column_norm, sqrt_toeplitz_coefficients
-
     check_choice("factorization", factorization, FACTORIZATIONS)
     n = check_positive_int("n_steps", n_steps, max_value=MAX_STEPS)
     if factorization == "sqrt":
-        from fedbandit.mechanisms.matrix_factorization import MAX_DENSE_STEPS
-
         n = check_positive_int("n_steps", n, max_value=MAX_DENSE_STEPS, reason="the dense square root's coefficients")
     b = n if factorization == "sqrt" else min(check_positive_int("bands", bands, max_value=10**5), n)
     return max_column_norm(sqrt_toeplitz_coefficients(b), n)
 
 
 def check_factorization_steps(factorization, n_batches):
-    from fedbandit.mechanisms.matrix_factorization import MAX_DENSE_STEPS
-
     if factorization == "sqrt":
         check_positive_int("n_batches", n_batches, max_value=MAX_DENSE_STEPS,
                            reason="the dense square root stores every draw (use factorization='banded-sqrt')")
 
 
 def factorization_sigma(setting, colnorm, parties=1):
-    from fedbandit.accounting.calibration import ldp_sigma0
-
     # one Gaussian release (κ = 1) of sensitivity (record sensitivity × column norm), the tree's
     # "zcdp" rule with the κ node releases replaced by the factor's column norm
     s = setting

@@ -8,7 +8,10 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import check_bool, check_choice, check_positive_float, check_positive_int
+from fedbandit.accounting.accountant import exact_gaussian_epsilon
+from fedbandit.accounting.amplification import zc_amplification_validity
 from fedbandit.accounting.calibration import TREE_SIGMA_RULES, gaussian_tree_sigma0
+from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffle_scenarios
 from fedbandit.accounting.events import ClaimedEvent, GaussianEvent, SelfComposedEvent
 from fedbandit.mechanisms.tree import TreeRandomizer
 from fedbandit.protocols.statistics.parts import StatisticsRandomizer, one_vector_per_party
@@ -83,8 +86,6 @@ class GaussianTree(StatisticsRandomizer):
         s = setting
         self.validity = ()
         if self.amplification:
-            from fedbandit.accounting.amplification import zc_amplification_validity
-
             if s.view != "multiset":
                 raise ValueError(
                     f"randomizer 'gaussian-tree' with calibration {self.calibration_rule!r} and intermediary "
@@ -197,8 +198,6 @@ class GaussianTree(StatisticsRandomizer):
         The server can always add up the messages it receives, and the sum is a Gaussian
         mechanism with noise sqrt(M)·σ₀ per node over the κ nodes a user enters.
         """
-        from fedbandit.accounting.accountant import exact_gaussian_epsilon
-
         db, dg = setting.record_sensitivities()
         ev = SelfComposedEvent(GaussianEvent(math.hypot(db, dg), math.sqrt(setting.n_agents) * self.sigma0),
                                setting.kappa)
@@ -213,8 +212,6 @@ class GaussianTree(StatisticsRandomizer):
         the target silo holds the largest record, the other silos the record pointing away
         from it), with ``summed`` (the messages' sum) as the second attack.
         """
-        from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffle_scenarios
-
         s = setting
         y = 1.0 if s.reward_bound is None else s.reward_bound
         scenarios = deshuffle_scenarios(s.batch_size, s.kappa, s.feature_bound, y, relation, dominant=True)

@@ -8,9 +8,12 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import check_choice, check_positive_float
-from fedbandit.accounting.calibration import CJMP21_CONSTANT
+from fedbandit.accounting.amplification import gaussian_epsilon_exact
+from fedbandit.accounting.calibration import CJMP21_CONSTANT, authors_vector_sum_constant
 from fedbandit.accounting.composition import split_budget_advanced
 from fedbandit.accounting.events import ClaimedEvent, ConditionalEvent, SelfComposedEvent
+from fedbandit.mechanisms.tree import lowest_set_bit
+from fedbandit.mechanisms.vector_sum import VectorSumShuffle, draw_binomial
 from fedbandit.protocols.statistics.packing import user_records_unchecked
 from fedbandit.protocols.statistics.parts import StatisticsRandomizer
 
@@ -79,8 +82,6 @@ class VectorSum(StatisticsRandomizer):
         )
 
     def configure(self, setting):
-        from fedbandit.mechanisms.vector_sum import VectorSumShuffle
-
         p = setting
         if not p.private:
             raise ValueError("randomizer 'vector-sum' needs a target (epsilon, delta)")
@@ -104,8 +105,6 @@ class VectorSum(StatisticsRandomizer):
         self.level_users = [users_per_batch * 2**j for j in range(p.kappa)]
         g = max(math.ceil(2 * math.sqrt(self.level_users[-1])), self.coord_dim, 4)
         if self.noise == "authors":
-            from fedbandit.accounting.calibration import authors_vector_sum_constant
-
             self.book_constant = authors_vector_sum_constant(self.delta_node, p.dim, self.coord_dim, scale=self.constant)
         else:
             self.book_constant = self.constant
@@ -121,9 +120,6 @@ class VectorSum(StatisticsRandomizer):
         self._k = 0
 
     def encode(self, leaf, users, runs, rng):
-        from fedbandit.mechanisms.tree import lowest_set_bit
-        from fedbandit.mechanisms.vector_sum import draw_binomial
-
         x, y = users
         v = user_records_unchecked(x, y)  # (B, R, M, D)
         B, R, M, D = v.shape
@@ -171,8 +167,6 @@ class VectorSum(StatisticsRandomizer):
         μ = Δ·sqrt(Σ_j 1/σ_j²) over the user's nodes (the smallest κ stds, the worst case), and
         ε is read off its exact privacy profile (Balle & Wang 2018).
         """
-        from fedbandit.accounting.amplification import gaussian_epsilon_exact
-
         s = self._setting
         db, dg = s.record_sensitivities(relation)
         stds = sorted(m.noise_std() for m in self.levels)[: s.kappa]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 from fedbandit._validation import check_choice, check_float_in_range, check_int_in_range, check_positive_float
+from fedbandit.accounting.binomial import (
+    binomial_params,
+    binomial_run_epsilon,
+    binomial_sensitivities,
+    cpsgd_epsilon,
+    split_delta,
+)
 from fedbandit.accounting.events import ApproxDpEvent
+from fedbandit.mechanisms.binomial import BinomialMechanism
 from fedbandit.protocols.sums.parts import ModularVectors, check_aggregation_width, require_target_and_clip
 
 __all__ = ["BinomialVectors"]
@@ -46,9 +54,6 @@ class BinomialVectors(ModularVectors):
         return "clip to c, flatten (shared rotation), scale by 1/s, round, add Bin(N_i, p), reduce mod 2^bits"
 
     def configure(self, setting):
-        from fedbandit.accounting.binomial import binomial_params
-        from fedbandit.mechanisms.binomial import BinomialMechanism
-
         p = setting
         require_target_and_clip(self.name, p)
         check_aggregation_width(self.bits, p.n_parties)  # the bits are fixed: refuse before the search
@@ -60,8 +65,6 @@ class BinomialVectors(ModularVectors):
                                                                                   self.flatten)
 
     def reset(self, setting, rng):
-        from fedbandit.mechanisms.binomial import BinomialMechanism
-
         if self.flatten_seed is None:
             self.mechanism = BinomialMechanism(self.params, rng, self.flatten)
 
@@ -75,13 +78,6 @@ class BinomialVectors(ModularVectors):
 
     def run_epsilon(self, setting, relation) -> float:
         """ε of the whole run under ``relation`` (per-round [ASYKM18] Thm. 1, amplification, composition)."""
-        from fedbandit.accounting.binomial import (
-            binomial_run_epsilon,
-            binomial_sensitivities,
-            cpsgd_epsilon,
-            split_delta,
-        )
-
         p, q = setting, self.params
         delta0, slack = split_delta(p.delta, p.n_rounds, p.sampling_rate)
         sens = binomial_sensitivities(p.clip, q.scale, q.d_pad, relation)
@@ -108,8 +104,6 @@ class BinomialVectors(ModularVectors):
 
     def scale_noise(self, factor):
         import dataclasses
-
-        from fedbandit.mechanisms.binomial import BinomialMechanism
 
         # the noise's standard deviation grows like sqrt(N): N f² trials (kept even, as calibrated)
         trials = max(2, 2 * round(self.params.trials_per_client * factor * factor / 2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from fedbandit.mechanisms.ddg import clip_l2
 from fedbandit.protocols.sums.exact_vectors import ExactVectors
 
 __all__ = ["ClippedVectors"]
@@ -30,6 +31,4 @@ class ClippedVectors(ExactVectors):
         self.clip = setting.clip
 
     def encode(self, x, rng):
-        from fedbandit.mechanisms.ddg import clip_l2
-
         return clip_l2(x, self.clip)

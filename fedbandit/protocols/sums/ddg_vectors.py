@@ -8,9 +8,10 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import check_choice, check_float_in_range, check_int_in_range, check_positive_float
-from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_delta2
+from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_delta2, ddg_epsilon, ddg_params, ddg_tree_params
 from fedbandit.accounting.events import ApproxDpEvent, DiscreteGaussianSumEvent, SelfComposedEvent
 from fedbandit.accounting.subsampling import amplification_for
+from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.protocols.sums.parts import ModularVectors, check_aggregation_width, require_target_and_clip
 
 __all__ = ["DDGVectors", "AUTO_BITS_ROUNDING_SHARE_SUM"]
@@ -74,9 +75,6 @@ class DDGVectors(ModularVectors):
         )
 
     def configure(self, setting):
-        from fedbandit.accounting.ddg import ddg_params, ddg_tree_params
-        from fedbandit.mechanisms.ddg import DDGMechanism
-
         p = setting
         require_target_and_clip(self.name, p)
         if self.bits_rule == "auto" and p.sampling_rate < 1.0:
@@ -100,8 +98,6 @@ class DDGVectors(ModularVectors):
         self.mechanism = None if self.flatten_seed is None else DDGMechanism(self.params, self.flatten_seed)
 
     def reset(self, setting, rng):
-        from fedbandit.mechanisms.ddg import DDGMechanism
-
         if self.flatten_seed is None:  # a fresh public rotation, drawn from the protocol's generator
             self.mechanism = DDGMechanism(self.params, rng)
         self.wrapped = 0
@@ -128,8 +124,6 @@ class DDGVectors(ModularVectors):
 
     def sampled_epsilon(self, setting, relation) -> float:
         """ε of the T rounds on q-samples under ``relation`` (:func:`fedbandit.accounting.ddg.ddg_epsilon`)."""
-        from fedbandit.accounting.ddg import ddg_epsilon
-
         p, q = setting, self.params
         return ddg_epsilon(q.sigma, c=p.clip, gamma=q.gamma, beta=q.beta, n=p.n_parties, d=q.d_pad,
                            delta=p.delta, steps=p.n_rounds, sampling_rate=p.sampling_rate,
@@ -162,8 +156,6 @@ class DDGVectors(ModularVectors):
 
     def scale_noise(self, factor):
         import dataclasses
-
-        from fedbandit.mechanisms.ddg import DDGMechanism
 
         self.params = dataclasses.replace(self.params, sigma=self.params.sigma * factor)
         if self.flatten_seed is not None:

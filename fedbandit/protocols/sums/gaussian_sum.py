@@ -8,7 +8,12 @@ from fedbandit._validation import check_choice
 from fedbandit.accounting.accountant import exact_gaussian_epsilon
 from fedbandit.accounting.composed_gaussian import COMPOSED_GAUSSIAN_CALIBRATIONS, composed_gaussian_sigma
 from fedbandit.accounting.events import ApproxDpEvent, GaussianEvent, SelfComposedEvent
-from fedbandit.accounting.subsampling import amplification_for
+from fedbandit.accounting.subsampling import (
+    amplification_for,
+    sampled_gaussian_epsilon,
+    sampled_gaussian_noise_multiplier,
+)
+from fedbandit.mechanisms.gaussian import gaussian_mechanism
 from fedbandit.protocols.sums.parts import SumAnalyzer, SumNoise
 
 __all__ = ["GaussianSum"]
@@ -45,8 +50,6 @@ class GaussianSum(SumAnalyzer, SumNoise):
         if not p.private:
             raise ValueError("analyzer 'gaussian-sum' needs a target (epsilon, delta)")
         if p.sampling_rate < 1.0:  # the subsampled Gaussian, RDP [MTZ19] / [WBK19] (its own rule)
-            from fedbandit.accounting.subsampling import sampled_gaussian_noise_multiplier
-
             sens = p.clip_sensitivity(p.relation)
             self.sigma = sens * sampled_gaussian_noise_multiplier(
                 p.epsilon, p.delta, p.sampling_rate, p.n_rounds, amplification_for(p.relation))
@@ -55,8 +58,6 @@ class GaussianSum(SumAnalyzer, SumNoise):
                                                  calibration=self.calibration_rule)
 
     def analyze(self, total, rng, return_noise):
-        from fedbandit.mechanisms.gaussian import gaussian_mechanism
-
         return gaussian_mechanism(total, self.sigma, rng, return_noise=return_noise)
 
     def gaussian_event(self, setting, relation) -> SelfComposedEvent:
@@ -67,8 +68,6 @@ class GaussianSum(SumAnalyzer, SumNoise):
     def event(self, setting, relation):
         """The exact (ε, δ) of the T releases at the target δ (one Gaussian mechanism, [BW18] Thm. 8), or
         with client sampling the sampled Gaussian's RDP bound."""
-        from fedbandit.accounting.subsampling import sampled_gaussian_epsilon
-
         p = setting
         if p.sampling_rate < 1.0:
             sens = p.clip_sensitivity(relation)

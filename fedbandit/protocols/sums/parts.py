@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from fedbandit.accounting.events import DpEvent
+from fedbandit.accounting.events import DpEvent, NonPrivateEvent
 from fedbandit.protocols.base import Analyzer, Randomizer
 from fedbandit.protocols.sums.setting import SumSetting
 
@@ -122,8 +122,6 @@ class SumAnalyzer(Analyzer):
 def exact_sum_event(setting: SumSetting):
     """The event of a sum released without noise: the server sees the exact sum (secure
     aggregation) or every party's exact vector."""
-    from fedbandit.accounting.events import NonPrivateEvent
-
     what = "the exact sum" if setting.view == "sum" else "every party's exact vector"
     return NonPrivateEvent(f"the server sees {what}")
 
