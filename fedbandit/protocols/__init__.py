@@ -14,6 +14,7 @@ Kinds: ``statistics`` (continual release of the linear-bandit statistics;
 """
 
 import importlib
+from typing import Any
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
@@ -107,7 +108,7 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # Public names are imported from their module on first use (PEP 562), so importing a
     # subpackage stays cheap and subpackages can import each other's modules freely.
     module = _EXPORTS.get(name)
@@ -118,6 +119,6 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 # --- end of re-exports ---

@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
+
+import numpy as np
 
 from fedbandit._validation import MAX_STEPS, check_delta, check_epsilon, check_positive_int, check_rng
 from fedbandit.accounting.accountant import Accounting, account
@@ -75,7 +77,7 @@ class Communication:
     """Counters of what the parties sent: synchronization rounds, messages, payload."""
 
     rounds: int = 0
-    messages: int = 0
+    messages: float = 0  # a count; the mean number of senders per run with Poisson client sampling
     payload: float = 0.0
     payload_unit: str = "floats"
 
@@ -138,15 +140,15 @@ class Randomizer(abc.ABC):
         """One line for tables: what a party sends and what noise it adds."""
 
     @abc.abstractmethod
-    def configure(self, setting) -> None:
+    def configure(self, setting: Any) -> None:
         """Calibrate for the frozen ``setting`` (no random state); ``ValueError`` if it cannot meet it."""
 
     @abc.abstractmethod
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: Any) -> str:
         """Which result the guarantee of this randomizer's releases rests on, with its citation."""
 
     @abc.abstractmethod
-    def calibration(self, setting) -> dict:
+    def calibration(self, setting: Any) -> dict:
         """The noise parameters of the configured randomizer (for tables)."""
 
     @property
@@ -189,7 +191,7 @@ class Intermediary(abc.ABC):
         """Raise ``ValueError`` (naming the setting's parameter ``name``) if ``n_parties`` cannot use it."""
 
     @abc.abstractmethod
-    def deliver(self, messages, rng=None, *, modulus=None):
+    def deliver(self, messages: Any, rng: np.random.Generator | None = None, *, modulus: int | None = None) -> Any:
         """What the server receives of ``messages`` (senders on axis 1)."""
 
     @abc.abstractmethod
@@ -212,10 +214,10 @@ class Analyzer(abc.ABC):
     def describe(self) -> str:
         """One line for tables."""
 
-    def configure(self, setting) -> None:
+    def configure(self, setting: Any) -> None:
         """Calibrate for the frozen ``setting`` (the central analyzers' noise); nothing by default."""
 
-    def calibration(self, setting) -> dict:
+    def calibration(self, setting: Any) -> dict:
         """The analyzer's noise parameters (the central analyzers'); none by default."""
         return {}
 
@@ -237,11 +239,16 @@ class Protocol(abc.ABC):
 
     kind: ClassVar[str] = "statistics"
     #: The part types a protocol of this class is built from (its kind's abstract parts, or narrower).
-    randomizer_type: ClassVar[type] = None
-    intermediary_type: ClassVar[type] = None
-    analyzer_type: ClassVar[type] = None
+    randomizer_type: ClassVar[type | None] = None
+    intermediary_type: ClassVar[type | None] = None
+    analyzer_type: ClassVar[type | None] = None
+    #: The frozen setting of the last :meth:`configure` (the kind's setting class); None before.
+    setting: Any
+    _noise_rng: np.random.Generator
+    _shuffle_rng: np.random.Generator | None
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name: str, epsilon=None, delta=None, relation="add-remove"):
+    def __init__(self, randomizer: Any, intermediary: Any, analyzer: Any, *, name: str, epsilon: float | None = None,
+                 delta: float | None = None, relation: str = "add-remove") -> None:
         reason = type(self).supports(randomizer, intermediary, analyzer)
         if reason is not None:
             raise ValueError(reason)
@@ -250,6 +257,8 @@ class Protocol(abc.ABC):
         self.analyzer = analyzer
         self.name = str(name)
         self.relation = check_relation(relation)
+        self.target_epsilon: float | None
+        self.target_delta: float | None
         if epsilon is None:
             if delta is not None:
                 raise ValueError(f"protocol {self.name!r}: delta={delta!r} given without epsilon")
@@ -263,7 +272,7 @@ class Protocol(abc.ABC):
         self.communication = Communication(payload_unit=randomizer.payload_unit)
 
     @classmethod
-    def supports(cls, randomizer, intermediary, analyzer) -> str | None:
+    def supports(cls, randomizer: Any, intermediary: Any, analyzer: Any) -> str | None:
         """Why the parts (R, S, A) cannot form a protocol of this class, naming the parts; None if they can.
 
         The constructor raises ``ValueError`` with this reason.  The base class checks that each
@@ -284,7 +293,8 @@ class Protocol(abc.ABC):
                                     ("intermediary", intermediary, cls.intermediary_type),
                                     ("analyzer", analyzer, cls.analyzer_type)):
             if required is not None and not isinstance(obj, required):
-                named = f" ({required.name!r})" if getattr(required, "name", part) != part else ""
+                required_name = getattr(required, "name", part)
+                named = f" ({required_name!r})" if required_name != part else ""
                 return f"{part} {obj.name!r} is not a {cls.kind} {part} of {cls.__name__}: it needs a {required.__name__}{named}"
         return None
 
@@ -295,7 +305,7 @@ class Protocol(abc.ABC):
         if reset and not self._reset_done:
             raise ProtocolStateError(f"protocol {self.name!r}: reset(n_runs=..., rng=...) must be called before releasing")
 
-    def reset(self, *, n_runs, rng):
+    def reset(self, *, n_runs: int, rng: np.random.Generator) -> Protocol:
         """Allocate the state of ``n_runs`` independent runs; the protocol's streams come from ``rng``."""
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS, reason="the state has one row per run")
@@ -324,7 +334,7 @@ class Protocol(abc.ABC):
         """Who must be trusted, in words."""
         return self.intermediary.trusted
 
-    def _configure_parts(self, setting, text: str) -> None:
+    def _configure_parts(self, setting: Any, text: str) -> None:
         """Store the frozen ``setting`` and configure R and A for it; a calibration that cannot meet
         the target there is a ValueError that says which setting (``text``, e.g. "n_agents=3, ...")."""
         self.setting = setting
@@ -343,7 +353,7 @@ class Protocol(abc.ABC):
         """(ε, δ) for the configured setting under ``relation`` (default: the protocol's own)."""
         return self.account_event(self.event, relation)
 
-    def account_event(self, event, relation: str | None = None) -> Accounting:
+    def account_event(self, event: Callable[[str], DpEvent], relation: str | None = None) -> Accounting:
         """The accounting of ``event(relation)`` -- a function of the relation giving the
         :class:`DpEvent` of one user's influence -- with this protocol's target, model, theorem
         and notes (a learner whose behaviour changes the event, e.g. releasing more than the
@@ -365,11 +375,11 @@ class Protocol(abc.ABC):
         self._require()
         return self._noise_part().theorem(self.setting)
 
-    def _noise_part(self):
+    def _noise_part(self) -> Any:
         """The part whose noise the guarantee rests on: a central analyzer's, else the randomizer's."""
         return self.analyzer if self.analyzer.central else self.randomizer
 
-    def _capability(self, part, attribute: str, missing: str):
+    def _capability(self, part: Any, attribute: str, missing: str) -> Any:
         """``part``'s optional ``attribute`` (a statement only some parts make, such as the Gaussian
         tree's measured noise); ``TypeError`` naming the protocol and the part, saying ``missing``, without it."""
         found = getattr(part, attribute, None)

@@ -51,7 +51,7 @@ import abc
 import functools
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -64,7 +64,14 @@ from fedbandit._validation import (
 )
 from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
 from fedbandit.accounting.calibration import CJMP21_CONSTANT
-from fedbandit.accounting.events import ApproxDpEvent, ClaimedEvent, ComposedEvent, ConditionalEvent, check_relation
+from fedbandit.accounting.events import (
+    ApproxDpEvent,
+    ClaimedEvent,
+    ComposedEvent,
+    ConditionalEvent,
+    DpEvent,
+    check_relation,
+)
 from fedbandit.mechanisms.psco import dyadic_batch_sizes, optimal_batch_sizes
 from fedbandit.mechanisms.randomized_response import (
     RRShuffleSummation,
@@ -105,7 +112,7 @@ def _triu(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(dim)
 
 
-def _is_int_like(v) -> bool:
+def _is_int_like(v: object) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
@@ -118,7 +125,8 @@ def record_half_range(dim: int, feature_bound: float = 1.0, reward_bound: float 
 
 
 def concurrent_schedule(
-    n: int, k, epsilon: float, delta: float, dim: int, *, finest: int | None = None, composition: str = "best"
+    n: int, k: int | str, epsilon: float, delta: float, dim: int, *, finest: int | None = None,
+    composition: str = "best"
 ) -> tuple[int, ...]:
     """Batch sizes of the k-shuffler PSCO on a user's D-coordinate record over n users.
 
@@ -202,7 +210,7 @@ class RecordRandomizer(Randomizer):
         """Allocate the state of ``n_runs`` runs."""
 
     @abc.abstractmethod
-    def encode(self, users, rng) -> dict:
+    def encode(self, users: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> dict:
         """The period's users' records in; {level: (closing times, counts (m, R, D))} of the batches closing in it."""
 
     @abc.abstractmethod
@@ -214,7 +222,7 @@ class RecordRandomizer(Randomizer):
         """One-bit messages a user sends."""
 
     @abc.abstractmethod
-    def event(self, setting: RecordSetting, relation: str):
+    def event(self, setting: RecordSetting, relation: str) -> DpEvent:
         """The mechanisms one user's record joins, under ``relation``."""
 
 
@@ -288,7 +296,7 @@ class RandomizedResponseRecords(RecordRandomizer):
         """One-bit messages a user sends: g_i per coordinate and level."""
         return self.n_coords * sum(self.resolutions)
 
-    def encode(self, users, rng) -> dict:
+    def encode(self, users: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> dict:
         """The period's users' records in; the counts of the batches closing in the period out.
 
         ``users`` = (x (c, R, d), y (c, R)), the c users of one synchronization period
@@ -341,7 +349,7 @@ class RandomizedResponseRecords(RecordRandomizer):
             out[i] = (times, (count - b * g * p / 2.0) / ((1.0 - p) * g))
         return out
 
-    def event(self, setting: RecordSetting, relation: str):
+    def event(self, setting: RecordSetting, relation: str) -> DpEvent:
         """The k·D shuffle mechanisms a user's record joins, each (ε₀, δ₀)-DP if its level's certificate holds."""
         per_level = []
         for i, (lvl, ok) in enumerate(zip(self.levels, self.certified)):
@@ -487,13 +495,19 @@ class ConcurrentShuffleProtocol(Protocol):
     analyzer_type: ClassVar[type] = MixedRadixAnalyzer
     supports_run_masks: ClassVar[bool] = False
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace", k=None,
-                 composition="best"):
+    setting: RecordSetting
+
+    def __init__(self, randomizer: RecordRandomizer, intermediary: ConcurrentShufflers, analyzer: RecordAnalyzer, *,
+                 name: str, epsilon: float, delta: float, relation: str = "replace", k: int | str | None = None,
+                 composition: str = "best") -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta, relation=relation)
         self.composition = check_choice("composition", composition, COMPOSITIONS)
         if not self.private:
             raise ValueError(f"protocol {self.name!r} needs a target (epsilon, delta)")
+        assert self.target_epsilon is not None and self.target_delta is not None  # private (checked above)
+        self._target = (self.target_epsilon, self.target_delta)
         self._fixed_sizes = intermediary.batch_sizes
+        self.k_rule: int | str
         if self._fixed_sizes is None:
             self.k_rule = 1 if k is None else k if (isinstance(k, str) and k == "log") else check_positive_int("k", k)
         else:
@@ -523,7 +537,7 @@ class ConcurrentShuffleProtocol(Protocol):
     def needs_user_data(self) -> bool:
         return True
 
-    def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
+    def batch_sizes_for(self, n_users: int, dim: int, period: int | None = None) -> tuple[int, ...]:
         """The schedule (b_1, ..., b_k) for ``n_users`` users with d = ``dim`` (no state).
 
         ``period``: the learner synchronizes every ``period`` users, which must be a
@@ -543,11 +557,12 @@ class ConcurrentShuffleProtocol(Protocol):
                     f"multiple of b_k={sizes[-1]} users, got batch_size={period}"
                 )
             return sizes
-        return concurrent_schedule(n, self.k_rule, self.target_epsilon, self.target_delta, dim, finest=period,
+        return concurrent_schedule(n, self.k_rule, *self._target, dim, finest=period,
                                    composition=self.composition)
 
-    def configure(self, *, n_agents, dim, n_batches, batch_size, feature_bound=1.0, reward_bound=1.0, schedule="fixed",
-                  n_users=None):
+    def configure(self, *, n_agents: int, dim: int, n_batches: int, batch_size: int, feature_bound: float = 1.0,
+                  reward_bound: float | None = 1.0, schedule: str = "fixed",
+                  n_users: int | None = None) -> ConcurrentShuffleProtocol:
         """Validate the setting, fix the schedule and calibrate every level; returns ``self``."""
         if check_positive_int("n_agents", n_agents) != 1:
             raise ValueError(
@@ -577,13 +592,13 @@ class ConcurrentShuffleProtocol(Protocol):
         self.period = self.batch_size
         self.horizon = self.n_users
         setting = RecordSetting(self.dim, self.feature_bound, self.reward_bound, sizes, self.period, self.n_users,
-                                self.target_epsilon, self.target_delta, self.relation, self.composition)
+                                *self._target, self.relation, self.composition)
         self._configure_parts(setting, f"dim={self.dim}, n_users={self.n_users}, batch_size={self.batch_size}")
         self._configured = True
         self._reset_done = False
         return self
 
-    def reset(self, *, n_runs, rng):
+    def reset(self, *, n_runs: int, rng: np.random.Generator) -> ConcurrentShuffleProtocol:
         """Allocate ``n_runs`` runs.
 
         The randomizer's rounding and randomized responses -- all of the protocol's
@@ -603,7 +618,8 @@ class ConcurrentShuffleProtocol(Protocol):
         return self
 
     # ------------------------------------------------------------ the release
-    def synchronize(self, bias, gram, *, users=None, runs=None):
+    def synchronize(self, bias: np.ndarray, gram: np.ndarray, *, users: tuple[np.ndarray, np.ndarray] | None = None,
+                    runs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """One synchronization after ``period`` users; returns the noisy prefix sums (R, d) and (R, d, d)."""
         self._require(reset=True)
         R, d, b = self.n_runs, self.dim, self.period
@@ -625,7 +641,7 @@ class ConcurrentShuffleProtocol(Protocol):
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
         return self.release(x[:, :, 0], y[:, :, 0])
 
-    def release(self, x, y):
+    def release(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`synchronize` from the period's users x (P, R, d), y (P, R), without argument checks."""
         if self._k >= self.n_batches:
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
@@ -647,7 +663,7 @@ class ConcurrentShuffleProtocol(Protocol):
         return prefix[:, :d], gram_prefix
 
     # ------------------------------------------------------------ privacy
-    def event(self, relation=None):
+    def event(self, relation: str | None = None) -> DpEvent:
         """The mechanisms one user's record joins (the randomizer's event; every level's, for randomized response)."""
         self._require()
         relation = check_relation(self.relation if relation is None else relation)
@@ -685,7 +701,7 @@ class ConcurrentShuffleProtocol(Protocol):
         """Largest per-entry noise standard deviation of a released prefix (over entries and time)."""
         return float(self.coordinate_noise_std().max())
 
-    def prefix_noise_variance(self, k) -> float:
+    def prefix_noise_variance(self, k: int) -> float:
         """Largest per-entry noise variance of the prefix released at synchronization k (after k·P users)."""
         self._require()
         k = check_positive_int("k", k)
@@ -712,7 +728,8 @@ class ConcurrentShuffleProtocol(Protocol):
 @register("concurrent-shuffle", kind="statistics",
           summary="k concurrent shufflers: randomized response on every user's record, mixed-radix prefix sums",
           reference=f"{_TKMS}; sequential (one level): Chowdhury & Zhou 2022")
-def concurrent_shuffle(epsilon, delta, *, k=None, batch_sizes=None, relation="replace", composition="best"):
+def concurrent_shuffle(epsilon: float, delta: float, *, k: int | str | None = None, batch_sizes: Any = None,
+                       relation: str = "replace", composition: str = "best") -> ConcurrentShuffleProtocol:
     """The concurrent-shuffle protocol: ``k`` shufflers (int, or "log" for dyadic batches; default 1) or explicit ``batch_sizes``.
 
     ``composition`` ("best", "basic", "advanced") splits (ε, δ) over the k·D mechanisms of
@@ -755,7 +772,7 @@ class VectorSumRecords(RecordRandomizer):
 
     name: ClassVar[str] = "vector-sum"
 
-    def __init__(self, *, constant=None):
+    def __init__(self, *, constant: float | None = None) -> None:
         self.constant = CJMP21_CONSTANT if constant is None else check_positive_float("constant", constant)
 
     def describe(self) -> str:
@@ -779,7 +796,7 @@ class VectorSumRecords(RecordRandomizer):
     def bits_per_user(self) -> int:
         return self.n_coords * (self.mech.g + self.mech.b)
 
-    def encode(self, users, rng) -> dict:
+    def encode(self, users: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> dict:
         """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
         x, y = users
         c = x.shape[0]
@@ -808,7 +825,7 @@ class VectorSumRecords(RecordRandomizer):
         """Every released batch's vector sum (:meth:`fedbandit.mechanisms.VectorSumShuffle.analyze`), [0, 1] units."""
         return {i: (times, self.mech.analyze(ones)) for i, (times, ones) in delivered.items()}
 
-    def event(self, setting: RecordSetting, relation: str):
+    def event(self, setting: RecordSetting, relation: str) -> DpEvent:
         """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
         node = ClaimedEvent(setting.epsilon, setting.delta,
                             f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user [recalled]")
@@ -868,8 +885,9 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     randomizer_type: ClassVar[type] = VectorSumRecords
     analyzer_type: ClassVar[type] = BatchSumAnalyzer
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace",
-                 batch_size=None):
+    def __init__(self, randomizer: VectorSumRecords, intermediary: ConcurrentShufflers, analyzer: BatchSumAnalyzer, *,
+                 name: str, epsilon: float, delta: float, relation: str = "replace",
+                 batch_size: int | None = None) -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta,
                          relation=relation, k=1)
         self._batch = None if batch_size is None else check_positive_int("batch_size", batch_size)
@@ -882,7 +900,7 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     def trusted(self) -> str:
         return self.intermediary.trusted
 
-    def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
+    def batch_sizes_for(self, n_users: int, dim: int, period: int | None = None) -> tuple[int, ...]:
         """(B,): the given batch, or B = ⌈n^{3/5}⌉ (:func:`sequential_batch_sizes`); ``period`` a multiple of B."""
         n = check_positive_int("n_users", n_users)
         sizes = check_batch_sizes("batch_sizes", (self._batch,), n) if self._batch is not None else sequential_batch_sizes(n)
@@ -895,7 +913,8 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
 @register("sequential-vector-sum", kind="statistics",
           summary="one shuffler over consecutive batches of B users, shuffled vector sum per batch",
           reference="Chowdhury & Zhou 2022 (sequential shuffle LinUCB); vector sum: Cheu, Joseph, Mao & Peng 2021")
-def sequential_vector_sum(epsilon, delta, *, batch_size=None, constant=None, relation="replace"):
+def sequential_vector_sum(epsilon: float, delta: float, *, batch_size: int | None = None,
+                          constant: float | None = None, relation: str = "replace") -> SequentialVectorSumProtocol:
     """Chowdhury & Zhou's shuffle LinUCB protocol: batches of ``batch_size`` users (default ⌈n^{3/5}⌉),
     the vector sum with constant ``constant`` (default the theorem's)."""
     sizes = None if batch_size is None else (check_positive_int("batch_size", batch_size),)

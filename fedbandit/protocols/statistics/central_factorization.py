@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from fedbandit.accounting.events import GaussianEvent
+import numpy as np
+
+from fedbandit.accounting.events import DpEvent, GaussianEvent
 from fedbandit.protocols.statistics.factorization import (
     GaussianFactorization,
     check_factorization_steps,
@@ -14,7 +16,8 @@ from fedbandit.protocols.statistics.factorization import (
     factorization_sigma,
     factorization_theorem,
 )
-from fedbandit.protocols.statistics.parts import CentralStatisticsAnalyzer
+from fedbandit.protocols.statistics.parts import CentralStatisticsAnalyzer, Level, Runs
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["CentralFactorization"]
 
@@ -37,14 +40,14 @@ class CentralFactorization(CentralStatisticsAnalyzer):
     name: ClassVar[str] = "central-factorization"
     reads: ClassVar[tuple[str, ...]] = ("batch sums",)
 
-    def __init__(self, factorization: str = "sqrt", *, bands=None):
+    def __init__(self, factorization: str = "sqrt", *, bands: int | None = None) -> None:
         part = GaussianFactorization(factorization, bands=bands)  # the same checks of the two parameters
         self.factorization, self.bands = part.factorization, part.bands
 
     def describe(self) -> str:
         return "central factorized release of the summed stream: prefix plus correlated noise (B·z)_k, once"
 
-    def configure(self, setting):
+    def configure(self, setting: StatisticsSetting) -> None:
         s = setting
         if not s.private:
             raise ValueError(f"analyzer {self.name!r} needs a target (epsilon, delta)")
@@ -52,38 +55,38 @@ class CentralFactorization(CentralStatisticsAnalyzer):
         self.column_norm = factorization_sensitivity_factor(self.factorization, s.n_batches, self.bands)
         self.sigma = float(factorization_sigma(s, self.column_norm))
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         s = setting
         self._mech = factorization_mechanism(self.factorization, self.bands, s.n_batches, (s.coordinates,),
                                               self.sigma, (n_runs,))
 
-    def analyze(self, j, node, runs, rng):
+    def analyze(self, j: Level, node: np.ndarray, runs: Runs, rng: np.random.Generator) -> np.ndarray:
         _, prefix = self._mech.release(node, rng, runs=runs)
         return prefix
 
-    def event(self, setting, relation):
+    def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
         db, dg = setting.record_sensitivities(relation)
         return GaussianEvent(math.hypot(db, dg) * self.column_norm, self.sigma)
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: StatisticsSetting) -> str:
         return factorization_theorem(self.factorization, self.column_norm, "a trusted server")
 
-    def node_variance(self, setting):
+    def node_variance(self, setting: StatisticsSetting) -> float:
         return self.sigma**2
 
-    def node_noise_std(self, setting):
+    def node_noise_std(self, setting: StatisticsSetting) -> float:
         return self.sigma
 
-    def prefix_variance(self, setting, k) -> float:
+    def prefix_variance(self, setting: StatisticsSetting, k: int) -> float:
         return factorization_mechanism(self.factorization, self.bands, setting.n_batches, (1,), self.sigma,
                                         ()).prefix_noise_variance(k)
 
-    def server_noise_std(self, setting):
+    def server_noise_std(self, setting: StatisticsSetting) -> float:
         return math.sqrt(self.prefix_variance(setting, setting.n_batches))  # Σ_{j<k} b_j² grows with k
 
-    def calibration(self, setting):
+    def calibration(self, setting: StatisticsSetting) -> dict:
         return {"sigma0": self.sigma, "factorization": self.factorization, "bands": self.bands,
                 "column_norm": self.column_norm}
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         self.sigma *= factor

@@ -9,12 +9,13 @@ import numpy as np
 
 from fedbandit._validation import check_choice, check_float_in_range, check_int_in_range, check_positive_float
 from fedbandit.accounting.ddg import ddg_tree_params
-from fedbandit.accounting.events import DiscreteGaussianSumEvent, SelfComposedEvent
+from fedbandit.accounting.events import DiscreteGaussianSumEvent, DpEvent, SelfComposedEvent
 from fedbandit.mechanisms.ddg import DDGMechanism, clip_l2, conditional_randomized_round
 from fedbandit.mechanisms.discrete_gaussian import MAX_TABLE_SIGMA
 from fedbandit.mechanisms.tree import TreeRandomizer
 from fedbandit.protocols.statistics.packing import user_records_unchecked
-from fedbandit.protocols.statistics.parts import StatisticsRandomizer
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsRandomizer, Users
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["DiscreteGaussianTree", "AUTO_BITS_ROUNDING_SHARE"]
 
@@ -65,8 +66,8 @@ class DiscreteGaussianTree(StatisticsRandomizer):
     kind_of_noise: ClassVar[str] = "discrete_gaussian"
     sigma0: float = math.nan  # σ of one party's noise, set by configure
 
-    def __init__(self, *, bits="auto", k=3.0, beta=math.exp(-0.5), flatten="hadamard", norm_growth="conservative",
-                 flatten_seed=0):
+    def __init__(self, *, bits: int | str = "auto", k: float = 3.0, beta: float = math.exp(-0.5), flatten: str = "hadamard",
+                 norm_growth: str = "conservative", flatten_seed: int = 0) -> None:
         self.bits_rule = "auto" if isinstance(bits, str) and bits == "auto" else check_int_in_range("bits", bits, 2, 62)
         self.k_std = check_positive_float("k", k)
         self.beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
@@ -80,7 +81,7 @@ class DiscreteGaussianTree(StatisticsRandomizer):
             "discrete Gaussian noise N_Z(0, σ²/γ²), reduce mod 2^bits"
         )
 
-    def configure(self, setting):
+    def configure(self, setting: StatisticsSetting) -> None:
         s = setting
         if not s.private:
             raise ValueError("randomizer 'discrete-gaussian-tree' needs a target (epsilon, delta)")
@@ -89,6 +90,7 @@ class DiscreteGaussianTree(StatisticsRandomizer):
                 "randomizer 'discrete-gaussian-tree' is calibrated for relation='add-remove' ([KLS21] Thm. 1); "
                 "its accounting under 'replace' is reported by accounting(relation='replace')"
             )
+        epsilon, delta = s.target()
         db, dg = s.record_sensitivities("add-remove")
         self.coord_dim = s.coordinates
         self.clip = math.hypot(db, dg)
@@ -96,7 +98,7 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         self.parties = s.parties
         self.params = ddg_tree_params(
             self.bits_rule, k=self.k_std, n_parties=self.parties, n_agents=s.n_agents, dim=self.coord_dim,
-            clip=self.clip, epsilon=s.epsilon, delta=s.delta, beta=self.beta,
+            clip=self.clip, epsilon=epsilon, delta=delta, beta=self.beta,
             norm_growth=self.norm_growth, flatten=self.flatten, steps=s.kappa, n_signal=self.max_node_users,
             rounding_share=AUTO_BITS_ROUNDING_SHARE,
         )
@@ -119,14 +121,15 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         """m = 2^bits: the parties' residues are summed modulo it."""
         return self.params.modulus
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         s = setting
         self._tree = TreeRandomizer(
             s.n_batches, (self.params.d_pad,), self.params.sigma_int, batch_shape=(n_runs, s.n_agents),
             noise="discrete_gaussian",
         )
 
-    def encode(self, leaf, users, runs, rng):
+    def encode(self, leaf: np.ndarray, users: Users, runs: Runs, rng: np.random.Generator) -> tuple[Level, np.ndarray]:
+        assert users is not None  # needs_user_data: the protocol hands it the batch's records
         x, y = users
         v = user_records_unchecked(x, y)  # (B, R, M, D)
         flat = self.mechanism.flattener.flatten(clip_l2(v, self.clip)) / self.params.gamma
@@ -134,14 +137,14 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         j, alpha_hat = self._tree.release(rounded.sum(axis=0).astype(np.float64), rng)
         return j, np.mod(alpha_hat, self.params.modulus).astype(np.int64)
 
-    def decode(self, delivered):
+    def decode(self, delivered: np.ndarray) -> np.ndarray:
         """The node sums (R, D): the residues summed mod m (unless secure aggregation summed them),
         then modular clipping, unflattening and rescaling ([KLS21] Alg. 1's decoder)."""
         if delivered.ndim == 3:  # not summed by the intermediary: the server adds mod m
             delivered = np.mod(delivered.sum(axis=1), self.params.modulus)
         return self.mechanism.decode(delivered)
 
-    def payload(self, setting, level):
+    def payload(self, setting: StatisticsSetting, level: Level) -> tuple[float, float]:
         M = setting.n_agents
         return M, float(M) * self.params.d_pad * self.bits
 
@@ -149,13 +152,13 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         """Upper bound on the rounding variance per entry of the largest node sum, n_s·γ²/4."""
         return self.max_node_users * self.params.gamma**2 / 4.0
 
-    def node_variance(self, setting):
+    def node_variance(self, setting: StatisticsSetting) -> float:
         return setting.n_agents * self.sigma0**2
 
-    def server_noise_std(self, setting):
+    def server_noise_std(self, setting: StatisticsSetting) -> float:
         return math.sqrt(setting.n_agents * setting.kappa) * self.sigma0
 
-    def event(self, setting, relation):
+    def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
         # Records are clipped to c whatever the relation; replacing one rounded record by
         # another moves a node sum by up to twice the bound Δ₂ of one rounded record.
         e = DiscreteGaussianSumEvent(
@@ -164,17 +167,17 @@ class DiscreteGaussianTree(StatisticsRandomizer):
         )
         return SelfComposedEvent(e, setting.kappa)
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: StatisticsSetting) -> str:
         return (f"DDG sums of {self.parties} discrete Gaussian{'s' if self.parties > 1 else ''} [KLS21, Prop. 14], "
                 f"RDP over κ={setting.kappa} nodes, converted [CKS20]" + ("; SecAgg [BIK+17]" if setting.view == "sum"
                                                                            else ""))
 
-    def calibration(self, setting):
+    def calibration(self, setting: StatisticsSetting) -> dict:
         q = self.params
         return {"sigma0": self.sigma0, "bits": self.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
                 "d_pad": q.d_pad, "rounding_variance": self.rounding_variance()}
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         import dataclasses
 
         self.params = dataclasses.replace(self.params, sigma=self.params.sigma * factor)

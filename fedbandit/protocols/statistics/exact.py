@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from fedbandit.accounting.events import NonPrivateEvent
-from fedbandit.protocols.statistics.parts import StatisticsRandomizer, one_vector_per_party
+import numpy as np
+
+from fedbandit.accounting.events import DpEvent, NonPrivateEvent
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsRandomizer, Users, one_vector_per_party
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["ExactStatistics"]
 
@@ -29,35 +32,35 @@ class ExactStatistics(StatisticsRandomizer):
     def describe(self) -> str:
         return "send the exact batch sums Σxy, Σxxᵀ"
 
-    def configure(self, setting):
+    def configure(self, setting: StatisticsSetting) -> None:
         pass
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         pass
 
-    def encode(self, leaf, users, runs, rng):
+    def encode(self, leaf: np.ndarray, users: Users, runs: Runs, rng: np.random.Generator) -> tuple[Level, np.ndarray]:
         return None, leaf
 
-    def payload(self, setting, level):
+    def payload(self, setting: StatisticsSetting, level: Level) -> tuple[float, float]:
         return one_vector_per_party(setting)
 
-    def event(self, setting, relation):
+    def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
         return NonPrivateEvent("the server sees every agent's exact batch sums")
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: StatisticsSetting) -> str:
         return ""  # no guarantee
 
-    def node_variance(self, setting):
+    def node_variance(self, setting: StatisticsSetting) -> float:
         return 0.0
 
-    def prefix_variance(self, setting, k):
+    def prefix_variance(self, setting: StatisticsSetting, k: int) -> float:
         return 0.0
 
-    def server_noise_std(self, setting):
+    def server_noise_std(self, setting: StatisticsSetting) -> float:
         return 0.0
 
-    def calibration(self, setting):
+    def calibration(self, setting: StatisticsSetting) -> dict:
         return {}
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         raise TypeError(f"randomizer {self.name!r} adds no noise to scale")

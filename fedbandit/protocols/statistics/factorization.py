@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+import numpy as np
+
 from fedbandit._validation import MAX_STEPS, check_choice, check_positive_int
 from fedbandit.accounting.calibration import ldp_sigma0
-from fedbandit.accounting.events import GaussianEvent
+from fedbandit.accounting.events import DpEvent, GaussianEvent
 from fedbandit.mechanisms.matrix_factorization import (
     MAX_DENSE_STEPS,
     BandedSqrtRandomizer,
@@ -16,7 +18,8 @@ from fedbandit.mechanisms.matrix_factorization import (
     max_column_norm,
     sqrt_toeplitz_coefficients,
 )
-from fedbandit.protocols.statistics.parts import StatisticsRandomizer, one_vector_per_party
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsRandomizer, Users, one_vector_per_party
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["GaussianFactorization", "FACTORIZATIONS", "factorization_sensitivity_factor"]
 
@@ -24,13 +27,15 @@ __all__ = ["GaussianFactorization", "FACTORIZATIONS", "factorization_sensitivity
 FACTORIZATIONS = ("sqrt", "banded-sqrt")
 
 
-def factorization_mechanism(factorization, bands, n_steps, item_shape, sigma, batch_shape):
+def factorization_mechanism(factorization: str, bands: int | None, n_steps: int, item_shape: tuple[int, ...],
+                            sigma: float, batch_shape: tuple[int, ...]) -> SqrtToeplitzRandomizer | BandedSqrtRandomizer:
     if factorization == "sqrt":
         return SqrtToeplitzRandomizer(n_steps, item_shape, sigma, batch_shape=batch_shape)
+    assert bands is not None  # the banded square root's part checked its bands
     return BandedSqrtRandomizer(n_steps, item_shape, sigma, bands, batch_shape=batch_shape)
 
 
-def factorization_sensitivity_factor(factorization: str, n_steps: int, bands=None) -> float:
+def factorization_sensitivity_factor(factorization: str, n_steps: int, bands: int | None = None) -> float:
     """max_t ‖C e_t‖ of the right factor C over ``n_steps`` releases (the square root's, or the
     banded square root's with ``bands`` diagonals): one record's Δ times it is the sensitivity
     of the factorized release (:mod:`fedbandit.mechanisms.matrix_factorization`)."""
@@ -42,17 +47,18 @@ def factorization_sensitivity_factor(factorization: str, n_steps: int, bands=Non
     return max_column_norm(sqrt_toeplitz_coefficients(b), n)
 
 
-def check_factorization_steps(factorization, n_batches):
+def check_factorization_steps(factorization: str, n_batches: int) -> None:
     if factorization == "sqrt":
         check_positive_int("n_batches", n_batches, max_value=MAX_DENSE_STEPS,
                            reason="the dense square root stores every draw (use factorization='banded-sqrt')")
 
 
-def factorization_sigma(setting, colnorm, parties=1):
+def factorization_sigma(setting: StatisticsSetting, colnorm: float, parties: int = 1) -> float:
     # one Gaussian release (κ = 1) of sensitivity (record sensitivity × column norm), the tree's
     # "zcdp" rule with the κ node releases replaced by the factor's column norm
     s = setting
-    return ldp_sigma0(s.epsilon, s.delta, 1, calibration="zcdp", sensitivity=s.sensitivity * colnorm) / math.sqrt(parties)
+    epsilon, delta = s.target()
+    return ldp_sigma0(epsilon, delta, 1, calibration="zcdp", sensitivity=s.sensitivity * colnorm) / math.sqrt(parties)
 
 
 def factorization_theorem(factorization: str, column_norm: float, who: str) -> str:
@@ -93,8 +99,9 @@ class GaussianFactorization(StatisticsRandomizer):
     kind_of_noise: ClassVar[str] = "gaussian"
     sigma0: float = math.nan  # σ of one party's noise, set by configure
 
-    def __init__(self, factorization: str = "sqrt", *, bands=None):
+    def __init__(self, factorization: str = "sqrt", *, bands: int | None = None) -> None:
         self.factorization = check_choice("factorization", factorization, FACTORIZATIONS)
+        self.bands: int | None
         if self.factorization == "banded-sqrt":
             self.bands = check_positive_int("bands", bands, max_value=10**5, reason="the state holds b − 1 draws")
         elif bands is not None:
@@ -106,7 +113,7 @@ class GaussianFactorization(StatisticsRandomizer):
         what = "square root" if self.bands is None else f"banded square root (b = {self.bands})"
         return f"per batch k: the party's prefix sum plus the {what} factorization's correlated noise (B·z)_k"
 
-    def configure(self, setting):
+    def configure(self, setting: StatisticsSetting) -> None:
         s = setting
         if s.view == "multiset":
             raise ValueError(f"randomizer {self.name!r} with intermediary {s.intermediary!r}: no shuffle "
@@ -118,40 +125,40 @@ class GaussianFactorization(StatisticsRandomizer):
         self.column_norm = factorization_sensitivity_factor(self.factorization, s.n_batches, self.bands)
         self.sigma0 = float(factorization_sigma(s, self.column_norm, self.parties))
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         s = setting
         self._mech = factorization_mechanism(self.factorization, self.bands, s.n_batches, (s.coordinates,),
                                               self.sigma0, (n_runs, s.n_agents))
 
-    def encode(self, leaf, users, runs, rng):
+    def encode(self, leaf: np.ndarray, users: Users, runs: Runs, rng: np.random.Generator) -> tuple[Level, np.ndarray]:
         k, prefix = self._mech.release(leaf, rng, runs=runs)
         return k, prefix
 
-    def payload(self, setting, level):
+    def payload(self, setting: StatisticsSetting, level: Level) -> tuple[float, float]:
         return one_vector_per_party(setting)
 
-    def node_variance(self, setting):
+    def node_variance(self, setting: StatisticsSetting) -> float:
         return setting.n_agents * self.sigma0**2
 
-    def prefix_variance(self, setting, k) -> float:
+    def prefix_variance(self, setting: StatisticsSetting, k: int) -> float:
         """Per-entry variance of the server's prefix noise at batch k: M σ² Σ_{j<k} b_j²."""
         return setting.n_agents * factorization_mechanism(self.factorization, self.bands, setting.n_batches, (1,),
                                                            self.sigma0, ()).prefix_noise_variance(k)
 
-    def server_noise_std(self, setting):
+    def server_noise_std(self, setting: StatisticsSetting) -> float:
         return math.sqrt(self.prefix_variance(setting, setting.n_batches))  # Σ_{j<k} b_j² grows with k
 
-    def event(self, setting, relation):
+    def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
         db, dg = setting.record_sensitivities(relation)
         return GaussianEvent(math.hypot(db, dg) * self.column_norm, math.sqrt(self.parties) * self.sigma0)
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: StatisticsSetting) -> str:
         who = "the sum of the M agents' releases" if setting.view == "sum" else "one agent's releases"
         return factorization_theorem(self.factorization, self.column_norm, who)
 
-    def calibration(self, setting):
+    def calibration(self, setting: StatisticsSetting) -> dict:
         return {"sigma0": self.sigma0, "factorization": self.factorization, "bands": self.bands,
                 "column_norm": self.column_norm}
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         self.sigma0 *= factor

@@ -9,12 +9,13 @@ import numpy as np
 
 from fedbandit._validation import check_bool, check_choice, check_positive_float, check_positive_int
 from fedbandit.accounting.accountant import exact_gaussian_epsilon
-from fedbandit.accounting.amplification import zc_amplification_validity
+from fedbandit.accounting.amplification import Condition, zc_amplification_validity
 from fedbandit.accounting.calibration import TREE_SIGMA_RULES, gaussian_tree_sigma0
 from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffle_scenarios
-from fedbandit.accounting.events import ClaimedEvent, GaussianEvent, SelfComposedEvent
+from fedbandit.accounting.events import ClaimedEvent, DpEvent, GaussianEvent, SelfComposedEvent
 from fedbandit.mechanisms.tree import TreeRandomizer
-from fedbandit.protocols.statistics.parts import StatisticsRandomizer, one_vector_per_party
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsRandomizer, Users, one_vector_per_party
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["GaussianTree", "GRAM_NOISES", "gram_noise_scale"]
 
@@ -23,7 +24,7 @@ __all__ = ["GaussianTree", "GRAM_NOISES", "gram_noise_scale"]
 GRAM_NOISES = ("mirror", "average")
 
 
-def gram_noise_scale(dim: int, gram_noise: str):
+def gram_noise_scale(dim: int, gram_noise: str) -> np.ndarray | None:
     """Per packed coordinate, the noise multiplier of a Gram symmetrization (None for "mirror").
 
     ``"average"``, (N + Nᵀ)/2: 1 on the bias and the diagonal, 1/√2 off the diagonal.
@@ -71,7 +72,7 @@ class GaussianTree(StatisticsRandomizer):
     kind_of_noise: ClassVar[str] = "gaussian"
     sigma0: float = math.nan  # σ₀, set by configure
 
-    def __init__(self, calibration: str = "paper", *, sigma0=None, force: bool = False, gram_noise: str = "mirror"):
+    def __init__(self, calibration: str = "paper", *, sigma0: float | None = None, force: bool = False, gram_noise: str = "mirror") -> None:
         self.calibration_rule = check_choice("calibration", calibration, TREE_SIGMA_RULES)
         self.sigma0_given = None if sigma0 is None else check_positive_float("sigma0", sigma0)
         self.force = check_bool("force", force)
@@ -82,18 +83,19 @@ class GaussianTree(StatisticsRandomizer):
         rule = f"σ₀ = {self.sigma0_given:g}" if self.sigma0_given is not None else f"σ₀ by the {self.calibration_rule!r} rule"
         return f"per batch k: the tree p-sum α_j closing at k, plus N(0, σ₀²) per entry (symmetric Gram noise); {rule}"
 
-    def configure(self, setting):
+    def configure(self, setting: StatisticsSetting) -> None:
         s = setting
-        self.validity = ()
+        self.validity: tuple[Condition, ...] = ()
         if self.amplification:
             if s.view != "multiset":
                 raise ValueError(
                     f"randomizer 'gaussian-tree' with calibration {self.calibration_rule!r} and intermediary "
                     f"{s.intermediary!r}: amplification by shuffling needs a shuffler"
                 )
+            epsilon, delta = s.target()
             self.validity = tuple(
                 zc_amplification_validity(
-                    s.epsilon, s.delta, s.n_agents, s.n_batches, s.horizon, self.calibration_rule.split("-", 1)[1]
+                    epsilon, delta, s.n_agents, s.n_batches, s.horizon, self.calibration_rule.split("-", 1)[1]
                 )
             )
         if self.sigma0_given is not None:
@@ -101,11 +103,12 @@ class GaussianTree(StatisticsRandomizer):
         elif not s.private:
             raise ValueError("randomizer 'gaussian-tree' needs a target (epsilon, delta) or an explicit sigma0")
         else:
+            epsilon, delta = s.target()
             self.sigma0 = float(
                 gaussian_tree_sigma0(
                     self.calibration_rule,
-                    s.epsilon,
-                    s.delta,
+                    epsilon,
+                    delta,
                     n_batches=s.n_batches,
                     horizon=s.horizon,
                     n_agents=s.n_agents,
@@ -116,7 +119,7 @@ class GaussianTree(StatisticsRandomizer):
                 )
             )
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         s = setting
         D = s.coordinates
         self._tree = TreeRandomizer(
@@ -127,7 +130,7 @@ class GaussianTree(StatisticsRandomizer):
         self.noise_count = np.zeros(n_runs)
         self._noise_scale = gram_noise_scale(s.dim, self.gram_noise)
 
-    def encode(self, leaf, users, runs, rng):
+    def encode(self, leaf: np.ndarray, users: Users, runs: Runs, rng: np.random.Generator) -> tuple[Level, np.ndarray]:
         j, msgs, noise = self._tree.release(leaf, rng, runs=runs, return_noise=True)
         if self._noise_scale is not None:  # (N + Nᵀ)/2: the off-diagonal noise scaled by 1/√2
             msgs += noise * (self._noise_scale - 1.0)
@@ -142,7 +145,7 @@ class GaussianTree(StatisticsRandomizer):
             self.noise_count[runs] += z.shape[-1]
         return j, msgs
 
-    def payload(self, setting, level):
+    def payload(self, setting: StatisticsSetting, level: Level) -> tuple[float, float]:
         return one_vector_per_party(setting)
 
     def measured_noise_variance(self) -> np.ndarray:
@@ -151,13 +154,13 @@ class GaussianTree(StatisticsRandomizer):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.noise_count > 0, self.noise_sumsq / np.maximum(self.noise_count, 1), np.nan)
 
-    def node_variance(self, setting):
+    def node_variance(self, setting: StatisticsSetting) -> float:
         return setting.n_agents * self.sigma0**2
 
-    def server_noise_std(self, setting):
+    def server_noise_std(self, setting: StatisticsSetting) -> float:
         return math.sqrt(setting.n_agents * setting.kappa) * self.sigma0
 
-    def event(self, setting, relation):
+    def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
         s = setting
         db, dg = s.record_sensitivities(relation)
         per_party = SelfComposedEvent(GaussianEvent(math.hypot(db, dg), self.sigma0), s.kappa)
@@ -166,9 +169,10 @@ class GaussianTree(StatisticsRandomizer):
             return summed
         if self.amplification:
             variant = self.calibration_rule.split("-", 1)[1]
+            epsilon, delta = s.target()
             return ClaimedEvent(
-                s.epsilon,
-                s.delta,
+                epsilon,
+                delta,
                 f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E) [recalled], σ₀ {variant}",
                 conditions=self.validity,
                 necessary=self.deshuffled_event(s, relation, summed),
@@ -178,21 +182,21 @@ class GaussianTree(StatisticsRandomizer):
             )
         return per_party
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: StatisticsSetting) -> str:
         if self.amplification:
             return ""  # the claimed event names Zhou & Chowdhury's Thm 6.3 and its conditions
         view = "the sum of the M agents' releases" if setting.view == "sum" else "one agent's releases"
         return (f"Gaussian tree (Zhou & Chowdhury Alg. 2), σ₀ rule {self.calibration_rule}; verified for {view}: zCDP "
                 f"over κ={setting.kappa} nodes [BS16], converted by [CKS20]")
 
-    def calibration(self, setting):
+    def calibration(self, setting: StatisticsSetting) -> dict:
         out = {"sigma0": self.sigma0, "rule": self.calibration_rule, "gram_noise": self.gram_noise}
         if self.amplification:
             out["valid"] = all(c.holds for c in self.validity)
             out["sum_epsilon"] = self.sum_epsilon(setting)
         return out
 
-    def sum_epsilon(self, setting) -> float:
+    def sum_epsilon(self, setting: StatisticsSetting) -> float:
         """Exact ε of the server's sum of the parties' Gaussian releases: a lower bound on the protocol's ε.
 
         The server can always add up the messages it receives, and the sum is a Gaussian
@@ -201,9 +205,10 @@ class GaussianTree(StatisticsRandomizer):
         db, dg = setting.record_sensitivities()
         ev = SelfComposedEvent(GaussianEvent(math.hypot(db, dg), math.sqrt(setting.n_agents) * self.sigma0),
                                setting.kappa)
-        return exact_gaussian_epsilon(ev, setting.delta)
+        return exact_gaussian_epsilon(ev, setting.target()[1])
 
-    def deshuffled_event(self, setting, relation, summed=None):
+    def deshuffled_event(self, setting: StatisticsSetting, relation: str,
+                         summed: DpEvent | None = None) -> DeshuffledGaussianEvent:
         """The server's view of the shuffled messages as a necessary condition (shuffler only).
 
         A :class:`~fedbandit.accounting.deshuffle.DeshuffledGaussianEvent`: the M messages of
@@ -217,5 +222,5 @@ class GaussianTree(StatisticsRandomizer):
         scenarios = deshuffle_scenarios(s.batch_size, s.kappa, s.feature_bound, y, relation, dominant=True)
         return DeshuffledGaussianEvent(self.sigma0, s.n_agents, scenarios, summed)
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         self.sigma0 *= factor

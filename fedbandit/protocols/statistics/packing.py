@@ -19,7 +19,7 @@ __all__ = ["pack_statistics", "unpack_statistics", "user_records", "n_coordinate
 SCHEDULES = ("fixed", "adaptive")
 
 
-def check_setting(n_agents, dim, n_batches, batch_size) -> tuple[int, int, int, int]:
+def check_setting(n_agents: object, dim: object, n_batches: object, batch_size: object) -> tuple[int, int, int, int]:
     """(M, d, K, B) of a statistics protocol's setting, checked: the trees hold κ·M·D floats per
     run (D = d + d(d+1)/2) and a run serves K·B rounds, each capped at 10^9."""
     M = check_positive_int("n_agents", n_agents, max_value=MAX_STEPS, reason="arrays hold one row per agent")
@@ -48,7 +48,7 @@ def pack_statistics(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     return pack_unchecked(bias, gram)
 
 
-def pack_unchecked(bias, gram):
+def pack_unchecked(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     """:func:`pack_statistics` without the checks: the protocols' per-synchronization path
     (the shapes are checked by ``synchronize``)."""
     d = bias.shape[-1]
@@ -69,7 +69,7 @@ def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return user_records_unchecked(x, y)
 
 
-def user_records_unchecked(x, y):
+def user_records_unchecked(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """:func:`user_records` without the checks: the randomizers' path (shapes checked by ``synchronize``)."""
     iu, ju = np.triu_indices(x.shape[-1])
     return np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
@@ -85,7 +85,7 @@ def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarra
     return unpack_unchecked(packed, d)
 
 
-def unpack_unchecked(packed, d):
+def unpack_unchecked(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`unpack_statistics` without the checks (the protocols' path)."""
     iu, ju = np.triu_indices(d)
     bias = packed[..., :d]

@@ -34,6 +34,14 @@ from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["StatisticsNoise", "StatisticsRandomizer", "StatisticsAnalyzer", "CentralStatisticsAnalyzer"]
 
+#: The batch's individual records ``(x (B, R, M, d), y (B, R, M))`` handed to a randomizer that acts on
+#: every record (``needs_user_data``), or None.
+Users = tuple[np.ndarray, np.ndarray] | None
+#: The synchronizing runs' indices (increasing), or None for every run.
+Runs = np.ndarray | None
+#: The tree level (or step) of a release, as a randomizer's ``encode`` returns it; None for exact batch sums.
+Level = int | None
+
 
 def one_vector_per_party(setting: StatisticsSetting) -> tuple[int, int]:
     """(messages, floats) of one synchronization in which every party sends one packed vector:
@@ -69,7 +77,7 @@ class StatisticsNoise(abc.ABC):
     def prefix_variance(self, setting: StatisticsSetting, k: int) -> float:
         """Per-entry variance of the noise in the prefix sums released at batch k (tree parts:
         the nodes at the set bits of k, :func:`fedbandit.mechanisms.tree.prefix_noise_variance`)."""
-        return prefix_noise_variance(k, self.node_noise_std(setting))
+        return float(prefix_noise_variance(k, self.node_noise_std(setting)))
 
     @abc.abstractmethod
     def server_noise_std(self, setting: StatisticsSetting) -> float:
@@ -111,7 +119,7 @@ class StatisticsRandomizer(Randomizer, StatisticsNoise):
         """Allocate the state of ``n_runs`` independent runs."""
 
     @abc.abstractmethod
-    def encode(self, leaf: np.ndarray, users, runs, rng: np.random.Generator):
+    def encode(self, leaf: np.ndarray, users: Users, runs: Runs, rng: np.random.Generator) -> tuple[Level, np.ndarray]:
         """One synchronization's messages: ``(j, messages)``.
 
         ``leaf`` (R', M, D) the packed batch sums of the synchronizing runs, ``users`` the
@@ -127,7 +135,7 @@ class StatisticsRandomizer(Randomizer, StatisticsNoise):
         return delivered if delivered.ndim == 2 else delivered.sum(axis=1)
 
     @abc.abstractmethod
-    def payload(self, setting: StatisticsSetting, level) -> tuple[float, float]:
+    def payload(self, setting: StatisticsSetting, level: Level) -> tuple[float, float]:
         """(messages, payload in :attr:`payload_unit`) the parties send at one synchronization whose
         release is at tree level ``level`` (as :meth:`encode` returned it)."""
 
@@ -145,7 +153,7 @@ class StatisticsAnalyzer(Analyzer):
         """Allocate the state of ``n_runs`` independent runs."""
 
     @abc.abstractmethod
-    def analyze(self, j, node: np.ndarray, runs, rng: np.random.Generator) -> np.ndarray:
+    def analyze(self, j: Level, node: np.ndarray, runs: Runs, rng: np.random.Generator) -> np.ndarray:
         """The released prefix sums (R', D) after the release ``j`` of the decoded ``node`` (R', D)."""
 
 
@@ -156,6 +164,8 @@ class CentralStatisticsAnalyzer(StatisticsAnalyzer, StatisticsNoise):
     """
 
     central: ClassVar[bool] = True
+    #: The server's noise standard deviation per node entry, set by :meth:`configure`.
+    sigma: float = math.nan
 
     @property
     def sigma0(self) -> float:

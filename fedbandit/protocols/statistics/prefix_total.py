@@ -6,7 +6,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from fedbandit.protocols.statistics.parts import StatisticsAnalyzer
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsAnalyzer
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["PrefixTotal"]
 
@@ -21,8 +22,8 @@ class PrefixTotal(StatisticsAnalyzer):
     def describe(self) -> str:
         return "sum the parties' noisy prefix sums"
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         pass
 
-    def analyze(self, j, node, runs, rng):
+    def analyze(self, j: Level, node: np.ndarray, runs: Runs, rng: np.random.Generator) -> np.ndarray:
         return np.array(node)

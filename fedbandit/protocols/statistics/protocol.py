@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -13,11 +13,17 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
-from fedbandit.accounting.events import ConditionalEvent, record_sensitivities
+from fedbandit.accounting.events import ConditionalEvent, DpEvent, record_sensitivities
 from fedbandit.mechanisms.tree import tree_depth
-from fedbandit.protocols.base import Protocol
+from fedbandit.protocols.base import Intermediary, Protocol
 from fedbandit.protocols.statistics.packing import SCHEDULES, check_setting, pack_unchecked, unpack_unchecked
-from fedbandit.protocols.statistics.parts import CentralStatisticsAnalyzer, StatisticsAnalyzer, StatisticsRandomizer
+from fedbandit.protocols.statistics.parts import (
+    CentralStatisticsAnalyzer,
+    Runs,
+    StatisticsAnalyzer,
+    StatisticsRandomizer,
+    Users,
+)
 from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["StatisticsProtocol"]
@@ -84,8 +90,11 @@ class StatisticsProtocol(Protocol):
     randomizer_type: ClassVar[type] = StatisticsRandomizer
     analyzer_type: ClassVar[type] = StatisticsAnalyzer
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon=None, delta=None, relation="add-remove",
-                 model=None):
+    setting: StatisticsSetting
+
+    def __init__(self, randomizer: StatisticsRandomizer, intermediary: Intermediary, analyzer: StatisticsAnalyzer, *,
+                 name: str, epsilon: float | None = None, delta: float | None = None, relation: str = "add-remove",
+                 model: str | None = None) -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta, relation=relation)
         if randomizer.message == "exact" and self.private and not analyzer.central:
             raise ValueError(f"randomizer 'exact' with analyzer {analyzer.name!r} is not private: omit epsilon and delta")
@@ -94,7 +103,7 @@ class StatisticsProtocol(Protocol):
         self._model = model
 
     @classmethod
-    def supports(cls, randomizer, intermediary, analyzer) -> str | None:
+    def supports(cls, randomizer: Any, intermediary: Any, analyzer: Any) -> str | None:
         """Why (R, S, A) cannot form a statistics protocol, or None.
 
         R must be a :class:`~fedbandit.protocols.StatisticsRandomizer` and A a
@@ -147,7 +156,8 @@ class StatisticsProtocol(Protocol):
     def supports_run_masks(self) -> bool:
         return self.randomizer.supports_run_masks
 
-    def configure(self, *, n_agents, dim, n_batches, batch_size, feature_bound=1.0, reward_bound=1.0, schedule="fixed"):
+    def configure(self, *, n_agents: int, dim: int, n_batches: int, batch_size: int, feature_bound: float = 1.0,
+                  reward_bound: float | None = 1.0, schedule: str = "fixed") -> StatisticsProtocol:
         """Validate the setting and calibrate the noise; returns ``self``.
 
         ``reward_bound=None`` means the learner does not clip rewards: the sensitivity is
@@ -181,18 +191,19 @@ class StatisticsProtocol(Protocol):
         self._reset_done = False
         return self
 
-    def record_sensitivities(self, relation) -> tuple[float, float]:
+    def record_sensitivities(self, relation: str) -> tuple[float, float]:
         """(Δ_bias, Δ_gram) of one user's record under ``relation`` (Y = 1 if rewards are not clipped)."""
         y = 1.0 if self.reward_bound is None else self.reward_bound
         return record_sensitivities(self.feature_bound, y, relation)
 
-    def _reset(self):
+    def _reset(self) -> None:
         self.randomizer.reset(self.setting, self.n_runs)
         self.analyzer.reset(self.setting, self.n_runs)
         self._k = 0
 
     # ------------------------------------------------------------ the release
-    def synchronize(self, bias, gram, *, users=None, runs=None):
+    def synchronize(self, bias: np.ndarray, gram: np.ndarray, *, users: Users = None,
+                    runs: Runs = None) -> tuple[np.ndarray, np.ndarray]:
         """One synchronization; returns (Ũ_syn (R', d), W̃_syn (R', d, d)) for the synchronizing runs."""
         self._require(reset=True)
         R, M, d = self.n_runs, self.n_agents, self.dim
@@ -235,7 +246,7 @@ class StatisticsProtocol(Protocol):
         return unpack_unchecked(prefix, d)
 
     # ------------------------------------------------------------ privacy
-    def event(self, relation=None):
+    def event(self, relation: str | None = None) -> DpEvent:
         self._require()
         relation = self.relation if relation is None else relation
         ev = self._noise_part().event(self.setting, relation)
@@ -268,7 +279,7 @@ class StatisticsProtocol(Protocol):
         self._require()
         return self._noise_part().node_noise_std(self.setting)
 
-    def prefix_noise_variance(self, k) -> float:
+    def prefix_noise_variance(self, k: int) -> float:
         """Per-entry variance of the noise in the prefix sums released at batch k."""
         self._require()
         k = check_positive_int("k", k)

@@ -6,7 +6,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from fedbandit.protocols.statistics.parts import StatisticsAnalyzer
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsAnalyzer
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["RunningTotal"]
 
@@ -24,10 +25,10 @@ class RunningTotal(StatisticsAnalyzer):
     def describe(self) -> str:
         return "add them to the running totals"
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         self._total = np.zeros((n_runs, setting.coordinates))
 
-    def analyze(self, j, node, runs, rng):
+    def analyze(self, j: Level, node: np.ndarray, runs: Runs, rng: np.random.Generator) -> np.ndarray:
         if runs is None:
             self._total += node
             return self._total.copy()

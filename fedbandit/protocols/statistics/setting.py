@@ -57,6 +57,12 @@ class StatisticsSetting:
         """Whether the protocol has a target (ε, δ)."""
         return self.epsilon is not None
 
+    def target(self) -> tuple[float, float]:
+        """The target (ε, δ), for a part that calibrates for it (``ValueError`` if the protocol has none)."""
+        if self.epsilon is None or self.delta is None:
+            raise ValueError("the protocol has no target (epsilon, delta)")
+        return self.epsilon, self.delta
+
     @property
     def horizon(self) -> int:
         """T = K·B rounds."""

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from fedbandit.mechanisms.tree import TreeAnalyzer
-from fedbandit.protocols.statistics.parts import StatisticsAnalyzer
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsAnalyzer
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["TreePrefix"]
 
@@ -24,8 +27,9 @@ class TreePrefix(StatisticsAnalyzer):
     def describe(self) -> str:
         return "sum the parties' noisy p-sums; prefix = Σ over the set bits of k"
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         self._tree = TreeAnalyzer(setting.n_batches, (setting.coordinates,), batch_shape=(n_runs,))
 
-    def analyze(self, j, node, runs, rng):
+    def analyze(self, j: Level, node: np.ndarray, runs: Runs, rng: np.random.Generator) -> np.ndarray:
+        assert j is not None  # tree nodes come with their level
         return self._tree.update(j, node, runs=runs)

@@ -11,11 +11,12 @@ from fedbandit._validation import check_choice, check_positive_float
 from fedbandit.accounting.amplification import gaussian_epsilon_exact
 from fedbandit.accounting.calibration import CJMP21_CONSTANT, authors_vector_sum_constant
 from fedbandit.accounting.composition import split_budget_advanced
-from fedbandit.accounting.events import ClaimedEvent, ConditionalEvent, SelfComposedEvent
+from fedbandit.accounting.events import ClaimedEvent, ConditionalEvent, DpEvent, SelfComposedEvent
 from fedbandit.mechanisms.tree import lowest_set_bit
 from fedbandit.mechanisms.vector_sum import VectorSumShuffle, draw_binomial
 from fedbandit.protocols.statistics.packing import user_records_unchecked
-from fedbandit.protocols.statistics.parts import StatisticsRandomizer
+from fedbandit.protocols.statistics.parts import Level, Runs, StatisticsRandomizer, Users
+from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["VectorSum"]
 
@@ -68,7 +69,7 @@ class VectorSum(StatisticsRandomizer):
     #: No Gaussian noise: the protocol's σ₀ is 0 (the binomial noise's largest std is ``calibration()["sigma0"]``).
     sigma0: ClassVar[float] = 0.0
 
-    def __init__(self, *, split="advanced", constant=None, noise="theorem"):
+    def __init__(self, *, split: str = "advanced", constant: float | None = None, noise: str = "theorem") -> None:
         self.split = check_choice("split", split, ("advanced", "none"))
         self.noise = check_choice("noise", noise, ("theorem", "authors"))
         if constant is None:
@@ -81,12 +82,13 @@ class VectorSum(StatisticsRandomizer):
             "per user and coordinate: ⌊zg⌋+η₁ unary bits plus b Ber(1/4) bits (vector-sum randomizer), per tree node"
         )
 
-    def configure(self, setting):
+    def configure(self, setting: StatisticsSetting) -> None:
         p = setting
         if not p.private:
             raise ValueError("randomizer 'vector-sum' needs a target (epsilon, delta)")
-        if p.delta >= 0.5:
-            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {p.delta!r}")
+        epsilon, delta = p.target()
+        if delta >= 0.5:
+            raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
         if p.reward_bound is not None and p.feature_bound * p.reward_bound > 1.0 + 1e-12:
             raise ValueError(
                 f"the vector-sum protocol encodes coordinates in [-1, 1]: needs feature_bound*reward_bound <= 1, "
@@ -96,9 +98,9 @@ class VectorSum(StatisticsRandomizer):
             raise ValueError(f"the vector-sum protocol needs feature_bound <= 1, got {p.feature_bound}")
         self.coord_dim = p.coordinates
         if self.split == "advanced":
-            self.eps_node, self.delta_node = split_budget_advanced(p.epsilon, p.delta, p.kappa)
+            self.eps_node, self.delta_node = split_budget_advanced(epsilon, delta, p.kappa)
         else:
-            self.eps_node, self.delta_node = p.epsilon, p.delta
+            self.eps_node, self.delta_node = epsilon, delta
         if self.eps_node > 15:
             raise ValueError(f"the per-node epsilon {self.eps_node:g} exceeds the vector-sum protocol's range (0, 15]")
         users_per_batch = p.batch_size * p.n_agents
@@ -115,11 +117,12 @@ class VectorSum(StatisticsRandomizer):
         self.g = g
         self._setting = p
 
-    def reset(self, setting, n_runs):
+    def reset(self, setting: StatisticsSetting, n_runs: int) -> None:
         self._alpha = np.zeros((setting.kappa, n_runs, self.coord_dim))
         self._k = 0
 
-    def encode(self, leaf, users, runs, rng):
+    def encode(self, leaf: np.ndarray, users: Users, runs: Runs, rng: np.random.Generator) -> tuple[Level, np.ndarray]:
+        assert users is not None  # needs_user_data: the protocol hands it the batch's records
         x, y = users
         v = user_records_unchecked(x, y)  # (B, R, M, D)
         B, R, M, D = v.shape
@@ -135,12 +138,13 @@ class VectorSum(StatisticsRandomizer):
         self._last_level = j
         return j, ones[:, None, :]  # pooled: one "sender"
 
-    def decode(self, delivered):
+    def decode(self, delivered: np.ndarray) -> np.ndarray:
         """The node sum (R, D) of the last release: the pooled counts (summed over the one "sender"),
         debiased and rescaled by the vector-sum analyzer of its level."""
         return self.levels[self._last_level].analyze(delivered if delivered.ndim == 2 else delivered.sum(axis=1))
 
-    def payload(self, setting, level):
+    def payload(self, setting: StatisticsSetting, level: Level) -> tuple[float, float]:
+        assert level is not None  # its releases are tree nodes
         mech = self.levels[level]
         return mech.n_users * self.coord_dim, float(mech.n_users) * self.coord_dim * (mech.g + mech.b)
 
@@ -148,16 +152,16 @@ class VectorSum(StatisticsRandomizer):
         """Per-coordinate noise std of a node at ``level`` (binomial part, output units)."""
         return self.levels[level].noise_std()
 
-    def node_variance(self, setting):
+    def node_variance(self, setting: StatisticsSetting) -> float:
         return max(m.noise_std() for m in self.levels) ** 2
 
-    def prefix_variance(self, setting, k):
+    def prefix_variance(self, setting: StatisticsSetting, k: int) -> float:
         return float(sum(self.levels[j].noise_std() ** 2 for j in range(k.bit_length()) if k >> j & 1))
 
-    def server_noise_std(self, setting):
+    def server_noise_std(self, setting: StatisticsSetting) -> float:
         return math.sqrt(setting.kappa) * max(m.noise_std() for m in self.levels)
 
-    def gaussian_approx_epsilon(self, relation=None) -> float:
+    def gaussian_approx_epsilon(self, relation: str | None = None) -> float:
         """The direct accounting under a Gaussian approximation (not a proof): ε at the target δ.
 
         Each node's binomial noise is treated as Gaussian with its standard deviation
@@ -171,9 +175,9 @@ class VectorSum(StatisticsRandomizer):
         db, dg = s.record_sensitivities(relation)
         stds = sorted(m.noise_std() for m in self.levels)[: s.kappa]
         mu = math.hypot(db, dg) * math.sqrt(sum(1.0 / sd**2 for sd in stds))
-        return gaussian_epsilon_exact(mu, s.delta)
+        return gaussian_epsilon_exact(mu, s.target()[1])
 
-    def event(self, setting, relation):
+    def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
         node = ClaimedEvent(self.eps_node, self.delta_node, "CJMP21 vector sum per node [recalled]")
         ev = SelfComposedEvent(node, setting.kappa)
         covered = self.book_constant >= CJMP21_CONSTANT
@@ -187,19 +191,19 @@ class VectorSum(StatisticsRandomizer):
             on_failure="unproven",
         )
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: StatisticsSetting) -> str:
         if self.split == "advanced":
             return (f"CJMP21 vector sum per node at (ε₀={self.eps_node:.4g}, δ₀={self.delta_node:.3g}) [recalled], "
                     f"composed over κ={setting.kappa} nodes [DRV10]")
         return f"CJMP21 vector sum per node at the full (ε, δ), composed over κ={setting.kappa} nodes (not split)"
 
-    def calibration(self, setting):
+    def calibration(self, setting: StatisticsSetting) -> dict:
         return {"sigma0": max(m.noise_std() for m in self.levels), "eps_node": self.eps_node,
                 "delta_node": self.delta_node, "g": self.g, "b_levels": [m.b for m in self.levels],
                 "constant": self.constant, "noise": self.noise, "book_constant": self.book_constant,
                 "gaussian_approx_epsilon": self.gaussian_approx_epsilon()}
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         # the noise is b Ber(p) bits per coordinate: its std grows like sqrt(b)
         for level in self.levels:
             level.b = max(1, int(round(level.b * factor * factor)))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from fedbandit.protocols.sums.parts import SumAnalyzer
 
 __all__ = ["BinomialDecoder"]
@@ -22,7 +24,8 @@ class BinomialDecoder(SumAnalyzer):
     def describe(self) -> str:
         return "subtract the binomial mean, map the modular sum to [−m/2, m/2), undo the rotation, multiply by s"
 
-    def analyze(self, total, rng, return_noise):
+    def analyze(self, total: np.ndarray, rng: np.random.Generator,
+                return_noise: bool) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         if return_noise:
             raise ValueError("return_noise=True: the binomial mechanism's error is not an additive server noise")
         return total

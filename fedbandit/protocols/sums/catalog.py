@@ -21,21 +21,23 @@ _KLS = "Kairouz, Liu & Steinke 2021"
 
 
 @register("sum-non-private", kind="sum", summary="exact sum of the parties' vectors, no privacy", reference=_KLS)
-def sum_non_private():
+def sum_non_private() -> SumProtocol:
     return SumProtocol(ExactVectors(), Identity(), PlainSum(), name="sum-non-private")
 
 
 @register("sum-central-gaussian", kind="sum", summary="trusted server: sum of clipped vectors + Gaussian noise",
           reference=f"{_KLS}, Sec. 6 baseline; Balle & Wang 2018")
-def sum_central_gaussian(epsilon, delta, *, calibration="analytic", relation="add-remove"):
+def sum_central_gaussian(epsilon: float, delta: float, *, calibration: str = "analytic",
+                         relation: str = "add-remove") -> SumProtocol:
     return SumProtocol(ClippedVectors(), Identity(), GaussianSum(calibration), name="sum-central-gaussian",
                        epsilon=epsilon, delta=delta, relation=relation)
 
 
 @register("sum-binomial-secagg", kind="sum", summary="distributed binomial mechanism (cpSGD) + secure aggregation",
           reference="Agarwal et al. 2018 (cpSGD), Thm. 1; Kairouz, Liu & Steinke 2021, Sec. 2 baseline")
-def sum_binomial_secagg(epsilon, delta, *, bits=16, k=3.0, binomial_p=0.5, flatten="hadamard",
-                        norm_growth="conservative", secure_aggregation="ideal", flatten_seed=None, relation="add-remove"):
+def sum_binomial_secagg(epsilon: float, delta: float, *, bits: int = 16, k: float = 3.0, binomial_p: float = 0.5,
+                        flatten: str = "hadamard", norm_growth: str = "conservative", secure_aggregation: str = "ideal",
+                        flatten_seed: int | None = None, relation: str = "add-remove") -> SumProtocol:
     return SumProtocol(
         BinomialVectors(bits=bits, k=k, p=binomial_p, flatten=flatten, norm_growth=norm_growth,
                         flatten_seed=flatten_seed),
@@ -46,9 +48,10 @@ def sum_binomial_secagg(epsilon, delta, *, bits=16, k=3.0, binomial_p=0.5, flatt
 
 @register("sum-ddg-secagg", kind="sum", summary="distributed discrete Gaussian + secure aggregation",
           reference=f"{_KLS}, Alg. 1; Bonawitz et al. 2017")
-def sum_ddg_secagg(epsilon, delta, *, bits=16, k=3.0, rounding_beta=DEFAULT_BETA, flatten="hadamard",
-                   norm_growth="conservative", method="rdp", secure_aggregation="ideal", flatten_seed=None,
-                   relation="add-remove"):
+def sum_ddg_secagg(epsilon: float, delta: float, *, bits: int | str = 16, k: float = 3.0,
+                   rounding_beta: float = DEFAULT_BETA, flatten: str = "hadamard", norm_growth: str = "conservative",
+                   method: str = "rdp", secure_aggregation: str = "ideal", flatten_seed: int | None = None,
+                   relation: str = "add-remove") -> SumProtocol:
     return SumProtocol(
         DDGVectors(bits=bits, k=k, beta=rounding_beta, flatten=flatten, norm_growth=norm_growth, method=method,
                    flatten_seed=flatten_seed),

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from fedbandit.mechanisms.ddg import clip_l2
 from fedbandit.protocols.sums.exact_vectors import ExactVectors
+from fedbandit.protocols.sums.setting import SumSetting
 
 __all__ = ["ClippedVectors"]
 
@@ -25,10 +28,10 @@ class ClippedVectors(ExactVectors):
     def describe(self) -> str:
         return "send the vector clipped to ℓ2 norm c (in the clear, to a trusted server)"
 
-    def configure(self, setting):
+    def configure(self, setting: SumSetting) -> None:
         if setting.clip is None:
             raise ValueError("randomizer 'clipped-vectors' needs clip, the ℓ2 clipping norm c")
         self.clip = setting.clip
 
-    def encode(self, x, rng):
+    def encode(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return clip_l2(x, self.clip)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from fedbandit.protocols.sums.parts import SumAnalyzer
 
 __all__ = ["DDGDecoder"]
@@ -24,7 +26,8 @@ class DDGDecoder(SumAnalyzer):
     def describe(self) -> str:
         return "map the modular sum to [−m/2, m/2), undo the rotation, multiply by γ"
 
-    def analyze(self, total, rng, return_noise):
+    def analyze(self, total: np.ndarray, rng: np.random.Generator,
+                return_noise: bool) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         if return_noise:
             raise ValueError(
                 "return_noise=True: the error of the distributed discrete Gaussian is not an additive noise of the "

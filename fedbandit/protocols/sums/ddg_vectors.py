@@ -8,11 +8,12 @@ from typing import ClassVar
 import numpy as np
 
 from fedbandit._validation import check_choice, check_float_in_range, check_int_in_range, check_positive_float
-from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_delta2, ddg_epsilon, ddg_params, ddg_tree_params
-from fedbandit.accounting.events import ApproxDpEvent, DiscreteGaussianSumEvent, SelfComposedEvent
+from fedbandit.accounting.ddg import DEFAULT_BETA, DDGParams, ddg_delta2, ddg_epsilon, ddg_params, ddg_tree_params
+from fedbandit.accounting.events import ApproxDpEvent, DiscreteGaussianSumEvent, DpEvent, SelfComposedEvent
 from fedbandit.accounting.subsampling import amplification_for
 from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.protocols.sums.parts import ModularVectors, check_aggregation_width, require_target_and_clip
+from fedbandit.protocols.sums.setting import SumSetting
 
 __all__ = ["DDGVectors", "AUTO_BITS_ROUNDING_SHARE_SUM"]
 
@@ -54,10 +55,11 @@ class DDGVectors(ModularVectors):
     """
 
     name: ClassVar[str] = "ddg-vectors"
+    params: DDGParams
 
-    def __init__(self, *, bits=16, k=3.0, beta=DEFAULT_BETA, flatten="hadamard", norm_growth="conservative",
-                 method="rdp", flatten_seed=None):
-        self.bits_rule = "auto" if isinstance(bits, str) and bits == "auto" else check_int_in_range("bits", bits, 2, 62)
+    def __init__(self, *, bits: int | str = 16, k: float = 3.0, beta: float = DEFAULT_BETA, flatten: str = "hadamard",
+                 norm_growth: str = "conservative", method: str = "rdp", flatten_seed: int | None = None) -> None:
+        self.bits_rule: int | str = "auto" if isinstance(bits, str) and bits == "auto" else check_int_in_range("bits", bits, 2, 62)
         self.k_std = check_positive_float("k", k)
         self.beta = check_float_in_range("beta", beta, 0.0, 1.0, high_inclusive=False)
         self.flatten = check_choice("flatten", flatten, ("hadamard", "dft"))
@@ -66,7 +68,7 @@ class DDGVectors(ModularVectors):
         if self.bits_rule == "auto" and self.method != "rdp":
             raise ValueError(f"bits='auto' calibrates with method='rdp', got method={method!r}")
         self.flatten_seed = None if flatten_seed is None else check_int_in_range("flatten_seed", flatten_seed, 0, None)
-        self.mechanism = None
+        self.mechanism: DDGMechanism | None = None
 
     def describe(self) -> str:
         return (
@@ -74,22 +76,25 @@ class DDGVectors(ModularVectors):
             "Gaussian N_Z(0, σ²/γ²), reduce mod 2^bits"
         )
 
-    def configure(self, setting):
+    def configure(self, setting: SumSetting) -> None:
         p = setting
         require_target_and_clip(self.name, p)
+        epsilon, delta = p.target()
+        clip = p.clip_norm()
         if self.bits_rule == "auto" and p.sampling_rate < 1.0:
             raise ValueError(f"bits='auto' does not support client sampling (sampling_rate={p.sampling_rate}); "
                              "pass bits explicitly")
         if self.bits_rule == "auto":
             self.params = ddg_tree_params(
-                "auto", k=self.k_std, n_parties=p.n_parties, n_agents=p.n_parties, dim=p.dim, clip=p.clip,
-                epsilon=p.epsilon, delta=p.delta, beta=self.beta, norm_growth=self.norm_growth,
+                "auto", k=self.k_std, n_parties=p.n_parties, n_agents=p.n_parties, dim=p.dim, clip=clip,
+                epsilon=epsilon, delta=delta, beta=self.beta, norm_growth=self.norm_growth,
                 flatten=self.flatten, steps=p.n_rounds, n_signal=p.n_parties,
                 rounding_share=AUTO_BITS_ROUNDING_SHARE_SUM,
             )
         else:
+            assert isinstance(self.bits_rule, int)
             self.params = ddg_params(
-                self.bits_rule, self.k_std, p.n_parties, p.dim, p.clip, p.epsilon, p.delta, self.beta,
+                self.bits_rule, self.k_std, p.n_parties, p.dim, clip, epsilon, delta, self.beta,
                 norm_growth=self.norm_growth, flatten=self.flatten, method=self.method, steps=p.n_rounds,
                 sampling_rate=p.sampling_rate, amplification=amplification_for(p.relation),
             )
@@ -97,13 +102,14 @@ class DDGVectors(ModularVectors):
         check_aggregation_width(self.bits, p.n_parties)
         self.mechanism = None if self.flatten_seed is None else DDGMechanism(self.params, self.flatten_seed)
 
-    def reset(self, setting, rng):
+    def reset(self, setting: SumSetting, rng: np.random.Generator) -> None:
         if self.flatten_seed is None:  # a fresh public rotation, drawn from the protocol's generator
             self.mechanism = DDGMechanism(self.params, rng)
         self.wrapped = 0
         self.coordinates = 0
 
-    def encode(self, x, rng):
+    def encode(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        assert self.mechanism is not None  # drawn at reset
         residues, stages = self.mechanism.encode(x, rng, stages=True)
         # Simulation diagnostic (the server never sees it): aggregate coordinates that leave
         # [-m/2, m/2) before the modular reduction, i.e. wrap around.
@@ -113,48 +119,50 @@ class DDGVectors(ModularVectors):
         self.coordinates += int_sum.size
         return residues
 
-    def decode(self, delivered):
+    def decode(self, delivered: np.ndarray) -> np.ndarray:
         """[KLS21] Alg. 1's decoder on the modular sum: modular clipping to [−m/2, m/2), inverse
         rotation, rescaling by γ."""
+        assert self.mechanism is not None  # drawn at reset
         return self.mechanism.decode(delivered)
 
     def wrap_fraction(self) -> float:
         """The measured fraction of aggregate coordinates that wrapped around since the reset."""
         return self.wrapped / self.coordinates if self.coordinates else math.nan
 
-    def sampled_epsilon(self, setting, relation) -> float:
+    def sampled_epsilon(self, setting: SumSetting, relation: str) -> float:
         """ε of the T rounds on q-samples under ``relation`` (:func:`fedbandit.accounting.ddg.ddg_epsilon`)."""
         p, q = setting, self.params
-        return ddg_epsilon(q.sigma, c=p.clip, gamma=q.gamma, beta=q.beta, n=p.n_parties, d=q.d_pad,
-                           delta=p.delta, steps=p.n_rounds, sampling_rate=p.sampling_rate,
+        return ddg_epsilon(q.sigma, c=p.clip_norm(), gamma=q.gamma, beta=q.beta, n=p.n_parties, d=q.d_pad,
+                           delta=p.target()[1], steps=p.n_rounds, sampling_rate=p.sampling_rate,
                            amplification=amplification_for(relation))
 
-    def event(self, setting, relation):
+    def event(self, setting: SumSetting, relation: str) -> DpEvent:
         p, q = setting, self.params
         if p.sampling_rate < 1.0:
             eps = self.sampled_epsilon(p, relation)
-            return ApproxDpEvent(eps, p.delta, what=(
+            return ApproxDpEvent(eps, p.target()[1], what=(
                 f"{p.n_rounds} rounds of the sum of {p.n_parties} discrete Gaussians on q={p.sampling_rate:.4g} "
                 f"samples, [KLS21] Prop. 14 with the generic RDP bound of {p.sampling_bound(relation)} [ZW19 Thm. 5; "
                 "WBK19 Thm. 9]"))
         # One party's rounded vector has norm ≤ Δ₂ (conditional rounding).  Replacing it by
         # another moves the sum by ≤ 2Δ₂; the event is stated with clip 2Δ₂, whose Δ₂ bound
         # is ≥ 2Δ₂ (conservative).
-        clip = p.clip if relation == "add-remove" else 2.0 * ddg_delta2(p.clip, q.gamma, q.d_pad, q.beta)
+        c = p.clip_norm()
+        clip = c if relation == "add-remove" else 2.0 * ddg_delta2(c, q.gamma, q.d_pad, q.beta)
         e = DiscreteGaussianSumEvent(clip=clip, gamma=q.gamma, beta=q.beta, dim=q.d_pad, sigma=q.sigma,
                                      n_parties=p.n_parties)
         return SelfComposedEvent(e, p.n_rounds)
 
-    def theorem(self, setting) -> str:
+    def theorem(self, setting: SumSetting) -> str:
         return (f"sum of {setting.n_parties} discrete Gaussians [KLS21, Prop. 14], RDP over {setting.n_rounds} rounds, "
                 "converted [CKS20]; SecAgg [BIK+17]")
 
-    def calibration(self, setting):
+    def calibration(self, setting: SumSetting) -> dict:
         q = self.params
         return {"sigma0": q.sigma, "bits": q.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
                 "d_pad": q.d_pad, "k": q.k, "modulus": q.modulus, "rounding_variance": q.n * q.gamma**2 / 4.0}
 
-    def scale_noise(self, factor):
+    def scale_noise(self, factor: float) -> None:
         import dataclasses
 
         self.params = dataclasses.replace(self.params, sigma=self.params.sigma * factor)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -80,6 +80,22 @@ class SumRandomizer(Randomizer, SumNoise):
         return 64
 
 
+class ModularParams(Protocol):
+    """What a modular-integer randomizer's calibrated parameters give (the DDG's and the binomial's)."""
+
+    @property
+    def modulus(self) -> int:
+        """m = 2^bits."""
+
+    @property
+    def d_pad(self) -> int:
+        """The padded dimension (a power of two for the Hadamard rotation)."""
+
+    @property
+    def sigma(self) -> float:
+        """One party's noise standard deviation per coordinate (output units)."""
+
+
 class ModularVectors(SumRandomizer):
     """A sum randomizer whose parties send integers mod 2^bits with a noise share each (for secure
     aggregation): the distributed discrete Gaussian, the distributed binomial.
@@ -92,6 +108,9 @@ class ModularVectors(SumRandomizer):
     message: ClassVar[str] = "integer"
     private_alone: ClassVar[bool] = False
     payload_unit: ClassVar[str] = "bits"
+    #: Set by :meth:`configure`: the bits of a residue and the calibrated parameters.
+    bits: int
+    params: ModularParams
 
     @property
     def modulus(self) -> int:
@@ -102,10 +121,10 @@ class ModularVectors(SumRandomizer):
     def bits_per_coordinate(self) -> int:
         return self.bits
 
-    def payload(self, setting):
+    def payload(self, setting: SumSetting) -> int:
         return self.params.d_pad * self.bits
 
-    def noise_std(self, setting):
+    def noise_std(self, setting: SumSetting) -> float:
         """sqrt(n)·σ: the n parties' noise shares (rounding and wrap-around come on top)."""
         return math.sqrt(setting.n_parties) * self.params.sigma
 
@@ -114,12 +133,13 @@ class SumAnalyzer(Analyzer):
     """A of a sum protocol: what the server releases from the decoded sum."""
 
     @abc.abstractmethod
-    def analyze(self, total: np.ndarray, rng: np.random.Generator, return_noise: bool):
+    def analyze(self, total: np.ndarray, rng: np.random.Generator,
+                return_noise: bool) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """The released sum (n_runs, dim) from the decoded ``total`` (and the noise the server
         added, with ``return_noise``)."""
 
 
-def exact_sum_event(setting: SumSetting):
+def exact_sum_event(setting: SumSetting) -> NonPrivateEvent:
     """The event of a sum released without noise: the server sees the exact sum (secure
     aggregation) or every party's exact vector."""
     what = "the exact sum" if setting.view == "sum" else "every party's exact vector"

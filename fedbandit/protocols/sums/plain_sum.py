@@ -19,5 +19,6 @@ class PlainSum(SumAnalyzer):
     def describe(self) -> str:
         return "the exact sum of the messages"
 
-    def analyze(self, total, rng, return_noise):
+    def analyze(self, total: np.ndarray, rng: np.random.Generator,
+                return_noise: bool) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         return (total, np.zeros_like(total)) if return_noise else total

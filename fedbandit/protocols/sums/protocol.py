@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -16,9 +16,9 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
-from fedbandit.accounting.events import ConditionalEvent, SelfComposedEvent, check_relation
+from fedbandit.accounting.events import ConditionalEvent, DpEvent, SelfComposedEvent, check_relation
 from fedbandit.accounting.subsampling import SAMPLING_RELATIONS, SAMPLING_SCHEMES
-from fedbandit.protocols.base import Communication, Protocol
+from fedbandit.protocols.base import Communication, Intermediary, Protocol
 from fedbandit.protocols.sums.binomial_decoder import BinomialDecoder
 from fedbandit.protocols.sums.binomial_vectors import BinomialVectors
 from fedbandit.protocols.sums.clipped_vectors import ClippedVectors
@@ -70,7 +70,10 @@ class SumProtocol(Protocol):
     randomizer_type: ClassVar[type] = SumRandomizer
     analyzer_type: ClassVar[type] = SumAnalyzer
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon=None, delta=None, relation="add-remove"):
+    setting: SumSetting
+
+    def __init__(self, randomizer: SumRandomizer, intermediary: Intermediary, analyzer: SumAnalyzer, *, name: str,
+                 epsilon: float | None = None, delta: float | None = None, relation: str = "add-remove") -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta, relation=relation)
         noisy = analyzer.central or randomizer.message != "exact"
         if not noisy and self.private:
@@ -80,7 +83,7 @@ class SumProtocol(Protocol):
             raise ValueError(f"analyzer {analyzer.name!r} needs a target (epsilon, delta)")
 
     @classmethod
-    def supports(cls, randomizer, intermediary, analyzer) -> str | None:
+    def supports(cls, randomizer: Any, intermediary: Any, analyzer: Any) -> str | None:
         """Why (R, S, A) cannot form a sum protocol, or None.
 
         R must be a :class:`~fedbandit.protocols.SumRandomizer` and A a
@@ -125,7 +128,8 @@ class SumProtocol(Protocol):
             return "everyone (no privacy)"
         return self.intermediary.trusted
 
-    def configure(self, *, n_parties, dim, n_rounds=1, clip=None, sampling_rate=1.0, sampling="fixed"):
+    def configure(self, *, n_parties: int, dim: int, n_rounds: int = 1, clip: float | None = None,
+                  sampling_rate: float = 1.0, sampling: str = "fixed") -> SumProtocol:
         """Validate the setting and calibrate the noise (no random state); returns ``self``.
 
         Parameters
@@ -172,7 +176,7 @@ class SumProtocol(Protocol):
         self._reset_done = False
         return self
 
-    def reset(self, *, n_runs, rng):
+    def reset(self, *, n_runs: int, rng: np.random.Generator) -> SumProtocol:
         """Allocate ``n_runs`` independent runs; the noise is drawn from ``rng`` itself (see the module docstring)."""
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs)
@@ -186,7 +190,8 @@ class SumProtocol(Protocol):
         return self
 
     # ------------------------------------------------------------ the release
-    def aggregate(self, vectors, *, return_noise: bool = False, mask=None):
+    def aggregate(self, vectors: Any, *, return_noise: bool = False,
+                  mask: Any = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """One round: the server's noisy sum of the parties' vectors.
 
         Parameters
@@ -241,14 +246,14 @@ class SumProtocol(Protocol):
         out = self.analyzer.analyze(self.randomizer.decode(delivered), rng, return_noise)
         c = self.communication
         c.rounds += 1
-        senders = n if mask is None else float(mask.sum()) / R
+        senders: float = n if mask is None else float(mask.sum()) / R
         c.messages += senders
         c.payload += float(senders) * self.randomizer.payload(self.setting)
         if single:
             return (out[0][0], out[1][0]) if return_noise else out[0]
         return out
 
-    def event(self, relation=None):
+    def event(self, relation: str | None = None) -> DpEvent:
         """What the server learns about one party over the T rounds (see the module docstring).
 
         The central Gaussian's T releases (sensitivity Δ, noise σ each) are one Gaussian
@@ -274,7 +279,7 @@ class SumProtocol(Protocol):
                         "as [KLS21] do; no theorem covers that pairing"),
         )
 
-    def gaussian_event(self, relation=None) -> SelfComposedEvent:
+    def gaussian_event(self, relation: str | None = None) -> SelfComposedEvent:
         """Central Gaussian only: the T Gaussian releases, ``SelfComposedEvent(GaussianEvent(Δ, σ), T)``.
 
         Δ = c for one party's vector added or removed, 2c for one replaced.
@@ -310,7 +315,7 @@ class SumProtocol(Protocol):
         return self._capability(self.randomizer, "wrap_fraction", "does not reduce modulo 2^bits")()
 
     @property
-    def params(self):
+    def params(self) -> Any:
         """The randomizer's calibrated parameters (:class:`fedbandit.accounting.ddg.DDGParams` for DDG,
         :class:`fedbandit.accounting.binomial.BinomialParams` for the binomial mechanism)."""
         self._require()

@@ -36,9 +36,22 @@ class SumSetting:
         """Whether the protocol has a target (ε, δ)."""
         return self.epsilon is not None
 
+    def target(self) -> tuple[float, float]:
+        """The target (ε, δ), for a part that calibrates for it (``ValueError`` if the protocol has none)."""
+        if self.epsilon is None or self.delta is None:
+            raise ValueError("the protocol has no target (epsilon, delta)")
+        return self.epsilon, self.delta
+
+    def clip_norm(self) -> float:
+        """c, for a part that clips (``ValueError`` if the protocol has none)."""
+        if self.clip is None:
+            raise ValueError("the protocol has no clip, the ℓ2 clipping norm c")
+        return self.clip
+
     def clip_sensitivity(self, relation: str) -> float:
         """ℓ2 sensitivity of one round's sum of clipped vectors: c (add/remove one party), 2c (replace one)."""
-        return self.clip if relation == "add-remove" else 2.0 * self.clip
+        c = self.clip_norm()
+        return c if relation == "add-remove" else 2.0 * c
 
     @staticmethod
     def sampling_bound(relation: str) -> str:
