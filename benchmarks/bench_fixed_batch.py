@@ -145,7 +145,7 @@ def _paper_rows() -> list[dict]:
                 "peak_mem_mb": r.peak_rss_mb,
                 "notes": (
                     f"CPU {r.cpu_seconds:.0f} s; final time-average regret {r.avg_regret[:, -1].mean():.3f}; "
-                    f"accounting {r.accounting['status']}"
+                    f"accounting {r.accounting.status}"
                 ),
             }
         )

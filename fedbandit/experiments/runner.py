@@ -3,7 +3,7 @@
 A configuration is a flat dict: ``learner`` (a name of
 :func:`fedbandit.learners.available_learners`), ``protocol`` (a name of
 :func:`fedbandit.protocols.available`, for learners that share), the environment's keys
-(:data:`fedbandit.envs.ENVIRONMENT_KEYS`), the learner's shape keys (``T``, ``B``, ...),
+(:func:`fedbandit.envs.environment_keys`), the learner's shape keys (``T``, ``B``, ...),
 and any parameter of the protocol factory or of the learner's constructor, by name.
 Every key must be used by one of them (a misspelt key is an error, not a silent
 default).  ``rng`` drives only the learner's and the protocol's randomness; the
@@ -19,7 +19,7 @@ import warnings
 
 from fedbandit._validation import MAX_STEPS, check_int_in_range, check_positive_int, check_rng
 from fedbandit.accounting.amplification import AmplificationValidityWarning
-from fedbandit.envs.factory import ENVIRONMENT_KEYS, make_environment
+from fedbandit.envs.factory import environment_keys, make_environment
 from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class
 from fedbandit.protocols.registry import describe
 
@@ -79,7 +79,7 @@ def config_names(config):
 
 
 def _check_keys(config, cls):
-    known = set(RUNNER_KEYS) | set(ENVIRONMENT_KEYS) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
+    known = set(RUNNER_KEYS) | set(environment_keys()) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
     if config.get("protocol") is not None:
         known |= set(describe(config["protocol"]).parameters)
     unknown = sorted(set(config) - known)

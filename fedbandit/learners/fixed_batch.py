@@ -63,7 +63,7 @@ from fedbandit.learners.linucb import (
     table_scores,
 )
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.registry import create
 from fedbandit.protocols.statistics import StatisticsProtocol
 from fedbandit.theory.linear import check_batch_schedule, confidence_radius, regularizer_lambda
@@ -87,7 +87,7 @@ WITHIN_BATCH_LEAK = (
 )
 
 
-@register_learner("fixed-batch")
+@register_learner("fixed-batch", family="linear")
 class FixedBatchFedLinUCB:
     """Algorithm 1 of Zhou & Chowdhury (2023) with any statistics protocol of :mod:`fedbandit.protocols`.
 
@@ -390,7 +390,7 @@ class FixedBatchFedLinUCB:
             t=np.arange(1, T + 1),
             regret=np.cumsum(regret, axis=1),
             communication=self.communication(),
-            accounting=self.accounting().as_dict(),
+            accounting=self.accounting(),
             calibration=self.calibration(float(betas[-1])),
             noise_variance=float(self.protocol.server_noise_std() ** 2) if self.communicate else 0.0,
             extras={"arms": arms_rec} if arms_rec is not None else {},
@@ -400,12 +400,11 @@ class FixedBatchFedLinUCB:
 
     name = "fixed-batch"
 
-    def communication(self) -> dict:
+    def communication(self) -> CommunicationRecord:
         """What the agents sent (nothing for independent agents)."""
         if not self.communicate:
-            return {"rounds": 0, "messages": 0, "payload": 0.0, "unit": "floats", "bits": 0.0}
-        c = self.protocol.communication
-        return {**c.as_dict(), "bits": c.bits}
+            return CommunicationRecord()
+        return CommunicationRecord.of(self.protocol.communication)
 
     def accounting(self, relation=None):
         """The guarantee of the whole run: the protocol's, for this learner's behaviour.
@@ -442,7 +441,7 @@ class FixedBatchFedLinUCB:
         return cls(protocol, horizon=config["T"], batch_size=config["B"], n_agents=config["M"], dim=env.dim, **kw)
 
 
-@register_learner("independent")
+@register_learner("independent", family="linear")
 class IndependentLinUCB(FixedBatchFedLinUCB):
     """Non-federated baseline: M agents each running LinUCB on its own data only.
 
@@ -473,7 +472,7 @@ class IndependentLinUCB(FixedBatchFedLinUCB):
         return cls(horizon=config["T"], n_agents=config["M"], dim=env.dim, **kw)
 
 
-@register_learner("super-agent")
+@register_learner("super-agent", family="linear")
 class SuperAgent(FixedBatchFedLinUCB):
     """The central-DP benchmark: one trusted server serving all M·T users (batch size 1).
 
