@@ -222,7 +222,8 @@ def sup_error(release: ContinualRelease, x) -> np.ndarray:
     return _blockwise_sup_error(release.values, sums, last_user, arr[:, n_blocks * a :].sum(axis=1, dtype=acc))
 
 
-def _blockwise_sup_error(values, block_sums, last_user, tail_sum) -> np.ndarray:
+def _blockwise_sup_error(values: np.ndarray, block_sums: np.ndarray, last_user: np.ndarray,
+                         tail_sum: np.ndarray) -> np.ndarray:
     """sup_t |Ŝ_t − S_t| of a release constant on blocks of a users, from the blocks' sums alone.
 
     ``values`` (runs, n_blocks + 1): the estimate on block j = [j a, (j+1) a − 1] and on the
@@ -542,7 +543,7 @@ def _level_counts(bits: np.ndarray, sizes: tuple) -> list:
     return _nest_counts(bits[:, : nb * a].reshape(runs, nb, a).sum(axis=2, dtype=np.int64), n, sizes)
 
 
-def _nest_counts(finest: np.ndarray, n: int, sizes: tuple) -> list:
+def _nest_counts(finest: np.ndarray, n: int, sizes: tuple[int, ...]) -> list[np.ndarray]:
     """Every level's batch counts (coarsest first) from the counts of the finest batches, (runs, ⌊n/b_k⌋)."""
     runs = finest.shape[0]
     counts = [finest]
@@ -616,14 +617,15 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
     return values, level_sums, info
 
 
-def _released_sums(counts: list, sizes: tuple, ps: list, rng) -> list:
+def _released_sums(counts: list[np.ndarray], sizes: tuple[int, ...], ps: list[float],
+                   rng: np.random.Generator) -> list[np.ndarray]:
     """Every level's released (debiased) batch sums, from its batches' counts of ones (aggregate sampling)."""
     return [rr_debias(sample_rr_counts(c, b, p, rng), b, p) for b, p, c in zip(sizes, ps, counts)]
 
 
 def bernoulli_concurrent_sup_error(
-    n: int, k: int, epsilon: float, delta: float, rng, *, runs: int = 1, mean: float = 0.5, batch_sizes=None,
-    composition: str = "best",
+    n: int, k: int, epsilon: float, delta: float, rng: np.random.Generator, *, runs: int = 1, mean: float = 0.5,
+    batch_sizes: tuple[int, ...] | list[int] | None = None, composition: str = "best",
 ) -> np.ndarray:
     """Sup errors of the k-shuffler PSCO on i.i.d. Bernoulli(``mean``) bits, drawn block by block.
 
@@ -675,7 +677,8 @@ def bernoulli_concurrent_sup_error(
     return _blockwise_sup_error(values, finest, last.astype(float), tail)
 
 
-def _bernoulli_blocks(n: int, a: int, runs: int, mean: float, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _bernoulli_blocks(n: int, a: int, runs: int, mean: float,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What i.i.d. Bernoulli(mean) bits show through blocks of a: each block's count (runs, ⌊n/a⌋), its last bit, the rest's count."""
     n_blocks = n // a
     last = (rng.random((runs, n_blocks)) < mean).astype(np.int64)
