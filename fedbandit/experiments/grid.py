@@ -30,6 +30,17 @@ grid point, to rerun it interactively.
     loopback.  Needs the ``dask`` extra (``pip install 'fedbandit[dask]'``); workers must be
     able to import :mod:`fedbandit` and the module defining ``func``.
 
+.. rubric:: Shared environments
+
+Configurations of learners on one linear environment (equal environment keys, e.g. every
+protocol of a comparison on the same ``env_seed``) are evaluated together, in lockstep
+(:func:`fedbandit.envs.sharing.run_in_lockstep`): each block of contexts and reward noise
+is generated once and handed to all of them, instead of once per configuration.  A group is
+split into as many units as there are workers (each unit generates the environment once),
+so the points still spread over the workers.  A point's result, random stream and cache
+entry are exactly those of the point run alone; ``share_environments=False`` runs every
+point on its own.
+
 .. rubric:: Cache
 
 Each result is stored in its own file under ``cache_dir``, keyed by a SHA-256 hash of the
@@ -601,21 +612,67 @@ def _evaluate(func: Callable, config: Mapping, seed_seq: np.random.SeedSequence,
         raise
 
 
-def _evaluate_keyed(func: Callable, key: str, config: Mapping, seed_seq, label: str) -> tuple[str, Any]:
-    return key, _evaluate(func, config, seed_seq, label)
+def _evaluate_unit(func: Callable, unit: Sequence[_Task]) -> list[tuple[str, bool, Any]]:
+    """Evaluate the grid points of one unit (runs in the worker): ``[(key, ok, result or exception)]``.
+
+    A unit of several points runs them in lockstep (:func:`fedbandit.envs.sharing.run_in_lockstep`):
+    the linear environments they build are generated once for all of them.
+    """
+    if len(unit) == 1:
+        t = unit[0]
+        return [(t.key, True, _evaluate(func, t.config, t.seed_seq, t.label))]
+    from fedbandit.envs.sharing import run_in_lockstep
+
+    outcomes = run_in_lockstep([functools.partial(_evaluate, func, t.config, t.seed_seq, t.label) for t in unit])
+    return [(t.key, ok, value) for t, (ok, value, _, _) in zip(unit, outcomes)]
 
 
-def _run_serial(func: Callable, tasks: list[_Task]) -> Iterator[tuple[str, Any]]:
-    for task in tasks:
-        yield task.key, _evaluate(func, task.config, task.seed_seq, task.label)
+def _environment_key(config: Mapping[str, Any]) -> str | None:
+    """The environment part of a learner configuration (None: not a linear instance's learner).
+
+    Configurations with equal keys build equal environments through
+    :func:`fedbandit.envs.make_environment`, whose blocks a lockstep unit generates once.
+    """
+    from fedbandit.envs.factory import ENVIRONMENT_KEYS
+
+    if "learner" not in config or config.get("instance", "synthetic") not in ("synthetic", "real"):
+        return None
+    return _canonical_json({k: config[k] for k in ENVIRONMENT_KEYS if k in config})
 
 
-def _run_joblib(func: Callable, tasks: list[_Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
+#: At most this many grid points run in one lockstep unit (their learners' states are all alive).
+MAX_UNIT = 16
+
+
+def _units(tasks: list[_Task], n_workers: int) -> list[list[_Task]]:
+    """Group the points that share an environment into units, largest first.
+
+    Points of one group are split into as many units as it takes to give every worker work
+    (each unit generates the environment once), and into units of at most :data:`MAX_UNIT`.
+    """
+    groups: dict[Any, list[_Task]] = {}
+    for t in tasks:
+        key = _environment_key(t.config)
+        groups.setdefault(t.key if key is None else key, []).append(t)
+    cap = max(1, min(MAX_UNIT, -(-len(tasks) // max(1, n_workers))))
+    units = []
+    for group in groups.values():
+        parts = -(-len(group) // cap)
+        units += [group[i::parts] for i in range(parts)]
+    return sorted(units, key=len, reverse=True)
+
+
+def _run_serial(func: Callable, units: list[list[_Task]]) -> Iterator[list[tuple[str, bool, Any]]]:
+    for unit in units:
+        yield _evaluate_unit(func, unit)
+
+
+def _run_joblib(func: Callable, units: list[list[_Task]], n_jobs: int) -> Iterator[list[tuple[str, bool, Any]]]:
     from joblib import Parallel, delayed
 
-    n_workers = min(_cpu_count(n_jobs), len(tasks))
+    n_workers = min(_cpu_count(n_jobs), len(units))
     parallel = Parallel(n_jobs=n_workers, backend="loky", return_as="generator_unordered")
-    gen = parallel(delayed(_evaluate_keyed)(func, t.key, t.config, t.seed_seq, t.label) for t in tasks)
+    gen = parallel(delayed(_evaluate_unit)(func, unit) for unit in units)
     try:
         yield from gen
     finally:
@@ -655,20 +712,20 @@ def _dask_client(scheduler: Any, n_jobs: int, n_tasks: int):
             cluster.close()
 
 
-def _run_dask(func: Callable, tasks: list[_Task], client: Any) -> Iterator[tuple[str, Any]]:
+def _run_dask(func: Callable, units: list[list[_Task]], client: Any) -> Iterator[list[tuple[str, bool, Any]]]:
     from distributed import as_completed
 
     pending = {}
-    for t in tasks:
-        future = client.submit(_evaluate, func, t.config, t.seed_seq, t.label, pure=False)
-        pending[future.key] = (t.key, future)
+    for unit in units:
+        future = client.submit(_evaluate_unit, func, unit, pure=False)
+        pending[future.key] = future
     try:
-        for future, result in as_completed([f for _, f in pending.values()], loop=client.loop, with_results=True):
-            key, _ = pending.pop(future.key)
-            yield key, result
+        for future, result in as_completed(list(pending.values()), loop=client.loop, with_results=True):
+            pending.pop(future.key)
+            yield result
     finally:
         if pending:  # interrupted: do not leave work running on a shared cluster
-            client.cancel([f for _, f in pending.values()])
+            client.cancel(list(pending.values()))
 
 
 # ---------------------------------------------------------------------------------------
@@ -688,6 +745,7 @@ def run_grid(
     version: str | int | None = None,
     progress: bool = True,
     base_seed: int = 0,
+    share_environments: bool = True,
 ) -> list[list[Any]]:
     """Evaluate ``func`` at every point of a grid of configurations × seeds.
 
@@ -730,6 +788,12 @@ def run_grid(
         points; ``TQDM_DISABLE=1`` in the environment also silences it.
     base_seed : int, default 0
         Root entropy of the random streams, >= 0.
+    share_environments : bool, default True
+        Run the points whose configurations describe the same linear environment (a
+        ``learner`` on instance ``"synthetic"`` or ``"real"`` with equal environment keys,
+        :data:`fedbandit.envs.ENVIRONMENT_KEYS`) in lockstep, so that its blocks are
+        generated once for all of them (see the module notes).  The results are the same
+        either way.
 
     Returns
     -------
@@ -782,6 +846,9 @@ def run_grid(
         raise TypeError(f"version must be a str, an int or None, got {version!r} of type {type(version).__name__}")
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be a bool, got {progress!r} of type {type(progress).__name__}")
+    if not isinstance(share_environments, (bool, np.bool_)):
+        raise TypeError(f"share_environments must be a bool, got {share_environments!r} of type "
+                        f"{type(share_environments).__name__}")
     base_seed = check_nonnegative_int("base_seed", base_seed)
 
     # ---- tasks -------------------------------------------------------------------------
@@ -836,17 +903,19 @@ def run_grid(
         # (widgets) into the pages
         if not progress or os.environ.get("TQDM_DISABLE", "").strip().lower() in {"1", "true", "yes", "on"}:
             bar_kwargs["disable"] = True
+        n_workers = 1 if backend == "serial" else _cpu_count(n_jobs)
+        units = _units(pending, n_workers) if share_environments else [[t] for t in pending]
         with contextlib.ExitStack() as stack:
             bar = stack.enter_context(tqdm(**bar_kwargs))
             if backend == "serial":
-                stream = _run_serial(func, pending)
+                stream = _run_serial(func, units)
             elif backend == "joblib":
-                stream = _run_joblib(func, pending, n_jobs)
+                stream = _run_joblib(func, units, n_jobs)
             else:
-                client = stack.enter_context(_dask_client(scheduler, n_jobs, len(pending)))
-                stream = _run_dask(func, pending, client)
+                client = stack.enter_context(_dask_client(scheduler, n_jobs, len(units)))
+                stream = _run_dask(func, units, client)
             stream = stack.enter_context(contextlib.closing(stream))
-            for key, result in stream:
+            for key, result in _store_each(stream):
                 if entry_dir is not None:
                     try:
                         data = _encode_entry(key, result)
@@ -860,6 +929,20 @@ def run_grid(
                 bar.update(1)
 
     return [[done[key] for key in row] for row in grid_keys]
+
+
+def _store_each(stream: Iterator[list[tuple[str, bool, Any]]]) -> Iterator[tuple[str, Any]]:
+    """The points of each finished unit, one by one; a point's exception is raised once the
+    unit's other points have been handed on (and cached)."""
+    for outcomes in stream:
+        failed = None
+        for key, ok, result in outcomes:
+            if ok:
+                yield key, result
+            elif failed is None:
+                failed = result
+        if failed is not None:
+            raise failed
 
 
 def stack_results(results: Sequence[Sequence[Any]], key: str | None = None) -> np.ndarray:

@@ -267,9 +267,7 @@ def select_arms(features, theta_hat, v_inv, beta, mask=None, *, tie_tol: float =
     if type(tie_tol) is not float or not 0.0 <= tie_tol < 1.0:  # (one comparison on the per-round path)
         tie_tol = check_float_in_range("tie_tol", tie_tol, 0.0, 1.0, high_inclusive=False)
     scores, agents_first = _scores(features, theta_hat, v_inv, beta, mask)
-    best = scores.max(axis=-1, keepdims=True)
-    best -= tie_tol * np.maximum(1.0, np.abs(best))
-    arms = np.argmax(scores >= best, axis=-1)
+    arms = _argmax_with_ties(scores, -1, tie_tol)
     return arms.T if agents_first else arms
 
 
@@ -292,15 +290,22 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
     return a[np.arange(R)[:, None], np.arange(M)[None, :], arms]
 
 
-#: Columns (rounds × agents × arms) scored per product in :func:`serve_from_statistics`:
-#: keeps the feature products of a chunk (columns × d(d+1)/2 floats) in cache.
-SERVE_CHUNK = 8192
+#: Columns (agents × arms of one round) scored per product in :func:`serve_from_statistics`:
+#: keeps the feature products (d(d+1)/2 per column) and the R scores of a column in L2.
+SERVE_CHUNK = 2048
 
 
 def _argmax_with_ties(scores, axis, tie_tol):
-    best = scores.max(axis=axis, keepdims=True)
+    """The lowest index whose score is within ``tie_tol``·max(1, |best|) of the best, along ``axis``.
+
+    The best is found with ``argmax`` (first maximum), and one comparison with the
+    threshold picks the lowest index at or above it.
+    """
+    scores = np.moveaxis(scores, axis, -1)
+    flat = scores.reshape(-1, scores.shape[-1])
+    best = flat[np.arange(flat.shape[0]), flat.argmax(axis=1)]
     best -= tie_tol * np.maximum(1.0, np.abs(best))
-    return np.argmax(scores >= best, axis=axis)
+    return (flat >= best[:, None]).argmax(axis=1).reshape(scores.shape[:-1])
 
 
 def _check_served(features_shape, theta_hat, v_inv, betas):
@@ -366,23 +371,29 @@ def serve_from_statistics(features, theta_hat, v_inv, betas, mask=None, *, tie_t
     tie_tol = check_nonnegative_float("tie_tol", tie_tol)
     out = np.empty((n, R, M), dtype=np.intp)
     if Rc == 1:
-        step = max(1, SERVE_CHUNK // (M * K))
+        # One round at a time, the agents in groups of about SERVE_CHUNK columns: the
+        # products, x_kᵀ V⁻¹ x_k and the scores of a group stay in cache.
         G = weighted_upper(v_inv)  # (R, q)
-        buf = np.empty((G.shape[1], step * M * K))
-        for s in range(0, n, step):
-            c = min(step, n - s)
-            xt = np.ascontiguousarray(features[s : s + c, 0].reshape(-1, d).T)  # (d, c·M·K)
-            quad = G @ _upper_products_t(xt, buf[:, : xt.shape[1]])  # (R, c·M·K): x_kᵀ V⁻¹ x_k
-            np.maximum(quad, 0.0, out=quad)
-            np.sqrt(quad, out=quad)
-            quad = quad.reshape(R, c, M * K)
-            quad *= betas[None, s : s + c, None]
-            scores = quad.reshape(R, -1)
-            scores += theta_hat @ xt
-            scores = scores.reshape(R, c, M, K)
-            if mask is not None:
-                scores = np.where(mask[None, s : s + c, 0], scores, -np.inf)
-            out[s : s + c] = _argmax_with_ties(scores, 3, tie_tol).transpose(1, 0, 2)
+        group = max(1, min(M, SERVE_CHUNK // K))
+        width = group * K
+        xt_buf, prod_buf = np.empty((d, width)), np.empty((G.shape[1], width))
+        quad_buf, lin_buf = np.empty((R, width)), np.empty((R, width))
+        for s in range(n):
+            X = features[s, 0].reshape(M * K, d)
+            for a in range(0, M, group):
+                m = min(group, M - a)
+                w = m * K
+                xt = xt_buf[:, :w]
+                np.copyto(xt, X[a * K : (a + m) * K].T)
+                quad = np.matmul(G, _upper_products_t(xt, prod_buf[:, :w]), out=quad_buf[:, :w])  # x_kᵀ V⁻¹ x_k
+                np.maximum(quad, 0.0, out=quad)
+                np.sqrt(quad, out=quad)
+                quad *= betas[s]
+                quad += np.matmul(theta_hat, xt, out=lin_buf[:, :w])
+                scores = quad.reshape(R, m, K)
+                if mask is not None:
+                    scores = np.where(mask[s, 0, a : a + m], scores, -np.inf)
+                out[s, :, a : a + m] = _argmax_with_ties(scores, 2, tie_tol)
         return out
     step = max(1, SERVE_CHUNK // (M * K))
     for s in range(0, n, step):
