@@ -62,6 +62,11 @@ _EXPORTS = {
     "load_ranker_table": "recommendation",
     "ranker_distributions": "recommendation",
     "ranker_bandit": "recommendation",
+    "run_in_lockstep": "sharing",
+    "share": "sharing",
+    "handover": "sharing",
+    "task_clock": "sharing",
+    "SharedEnvironment": "sharing",
     "UsersEnv": "users",
     "UserSequenceEnv": "users",
 }

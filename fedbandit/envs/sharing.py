@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["run_in_lockstep", "share", "handover", "task_clock", "SharedEnvironment", "LockstepAborted"]
+__all__ = ["run_in_lockstep", "share", "handover", "task_clock", "SharedEnvironment"]
 
 
 class LockstepAborted(BaseException):
@@ -129,6 +129,8 @@ def run_in_lockstep(calls: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any,
     ``KeyboardInterrupt`` in the calling thread stops every call at its next block request
     and is re-raised.  Calls must not start a lockstep group of their own.
     """
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence) or not all(callable(c) for c in calls):
+        raise TypeError(f"calls must be a sequence of callables (each called without arguments), got {calls!r:.80}")
     if _current()[0] is not None:
         raise RuntimeError("run_in_lockstep cannot be nested")
     n = len(calls)

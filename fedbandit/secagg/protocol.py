@@ -321,21 +321,32 @@ class _SharedVerdicts:
     sessions; parties built directly (tests, attacks) check alone unless given one by
     :func:`_share_verdicts`.  ``checks`` counts the real verifications, ``hits`` the
     reused verdicts.
+
+    The key holds the transcript's parts (session, round, sender, payload) rather than the
+    transcript itself (:func:`_transcript` is an unambiguous encoding of them, so equal
+    parts are an equal transcript), and one copy of each distinct payload: a client checking
+    the n signatures on its survivor list hashes that O(n)-byte list once, not n times
+    (which made the Unmasking round's checks grow as n^3).
     """
 
-    __slots__ = ("_verdicts", "checks", "hits")
+    __slots__ = ("_verdicts", "_payloads", "checks", "hits")
 
     def __init__(self):
-        self._verdicts: dict[tuple[bytes, bytes, bytes], bool] = {}
+        self._verdicts: dict[tuple, bool] = {}
+        self._payloads: dict[bytes, bytes] = {}
         self.checks = 0
         self.hits = 0
 
-    def verify(self, pk: Ed25519PublicKey, signature, message: bytes) -> bool:
+    def verify(self, pk: Ed25519PublicKey, signature, session: bytes, round_name: str, sender: int,
+               payload: bytes) -> bool:
         if not isinstance(signature, (bytes, bytearray)) or len(signature) != 64:
             return False
-        key = (pk.public_bytes_raw(), bytes(message), bytes(signature))
+        payload = bytes(payload) if type(payload) is not bytes else payload
+        payload = self._payloads.setdefault(payload, payload)
+        key = (pk.public_bytes_raw(), session, round_name, int(sender), payload, bytes(signature))
         verdict = self._verdicts.get(key)
         if verdict is None:
+            message = _transcript(session, round_name, sender, payload)
             verdict = self._verdicts[key] = _verify(pk, signature, message)
             self.checks += 1
         else:
@@ -351,10 +362,13 @@ def _share_verdicts(parties) -> _SharedVerdicts:
     return memo
 
 
-def _verify_broadcast(party, pk: Ed25519PublicKey, signature, message: bytes) -> bool:
-    """Check a signature that other parties of the session also check (through their shared memo, if any)."""
+def _verify_broadcast(party, pk: Ed25519PublicKey, signature, round_name: str, sender: int, payload: bytes) -> bool:
+    """Check a signature on (party's session, round, sender, payload) that other parties of the
+    session also check (through their shared memo, if any)."""
     memo = party._verdicts
-    return _verify(pk, signature, message) if memo is None else memo.verify(pk, signature, message)
+    if memo is None:
+        return _verify(pk, signature, _transcript(party.session, round_name, sender, payload))
+    return memo.verify(pk, signature, party.session, round_name, sender, payload)
 
 
 # ---------------------------------------------------------------------------
@@ -542,7 +556,7 @@ class SecAggClient:
                 raise SecAggError(f"client {self.id}: roster entry {v} is not a client of the directory")
             if msg == mine:
                 continue  # this client's own message (compared below): no need to verify its own signature
-            if not _verify_broadcast(self, pk, msg.signature, _transcript(self.session, _ADV, v, msg.payload())):
+            if not _verify_broadcast(self, pk, msg.signature, _ADV, v, msg.payload()):
                 raise SecAggIntegrityError(
                     f"the public keys in the roster are not signed by client {v} (substituted or altered keys)",
                     party=v, round=_ADV,
@@ -686,8 +700,7 @@ class SecAggClient:
             )
         msg_u3 = _ids_bytes(self._u3)
         for v in sorted(u4):
-            if not _verify_broadcast(self, self._directory[v], signatures[v],
-                                     _transcript(self.session, _CONSIST, v, msg_u3)):
+            if not _verify_broadcast(self, self._directory[v], signatures[v], _CONSIST, v, msg_u3):
                 raise SecAggIntegrityError(
                     f"client {v}'s signature does not verify on the survivor list client {self.id} was given: the "
                     "server gave clients different survivor lists (or altered the signature); refusing to reveal "
@@ -747,9 +760,9 @@ class SecAggServer:
         pk = self._directory.get(client_id)
         if pk is None:
             raise SecAggError(f"round {round_name}: message from client {client_id}, which is not in the directory")
-        message = _transcript(self.session, round_name, client_id, payload)
         # a broadcast message (the roster, the consistency signatures) is checked by the clients too
-        if not (_verify_broadcast(self, pk, signature, message) if broadcast else _verify(pk, signature, message)):
+        if not (_verify_broadcast(self, pk, signature, round_name, client_id, payload) if broadcast
+                else _verify(pk, signature, _transcript(self.session, round_name, client_id, payload))):
             raise SecAggIntegrityError(
                 f"the {round_name} message of client {client_id} is not signed by client {client_id} "
                 "(altered, impersonated or replayed from another round or session)", party=client_id, round=round_name,
