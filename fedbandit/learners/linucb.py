@@ -508,11 +508,11 @@ def select_from_table(lin, width, arm_ids, betas, mask=None, *, tie_tol: float =
         raise ValueError(f"betas must have shape ({n},), got {betas.shape}")
     mask = _check_mask(mask, (n, R) + arm_ids.shape[2:])
     tie_tol = check_nonnegative_float("tie_tol", tie_tol)
-    run = np.arange(R).reshape(1, R, 1, 1)
-    ids = np.broadcast_to(arm_ids, (n, R) + arm_ids.shape[2:])
-    scores = width[run, ids]
+    # every arm's place in the flattened (R·N) tables: one take from each instead of a 2-axis fancy index
+    flat_ids = arm_ids + lin.shape[1] * np.arange(R).reshape(1, R, 1, 1)  # (n, R, M, K)
+    scores = np.take(width.reshape(-1), flat_ids)
     scores *= betas[:, None, None, None]
-    scores += lin[run, ids]
+    scores += np.take(lin.reshape(-1), flat_ids)
     if mask is not None:
-        scores = np.where(np.broadcast_to(mask, scores.shape), scores, -np.inf)
+        np.copyto(scores, -np.inf, where=~np.broadcast_to(mask, scores.shape))
     return _argmax_with_ties(scores, 3, tie_tol)
