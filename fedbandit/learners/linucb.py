@@ -297,9 +297,11 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
     return a[np.arange(R)[:, None], np.arange(M)[None, :], arms]
 
 
-#: Columns (agents × arms of one round) scored per product in :func:`serve_from_statistics`:
-#: keeps the feature products (d(d+1)/2 per column) and the R scores of a column in L2.
-SERVE_CHUNK = 2048
+#: Columns (agents × arms of one round) scored per product in :func:`serve_from_statistics`, at most:
+#: a round's agents are split into equal groups of at most this many columns, so that the feature
+#: products (d(d+1)/2 per column) and the R scores of a group stay in cache when M·K is large
+#: (measured on a Zen 4 core, 1 MB L2: two groups at M = K = 100, six at M = 300).
+SERVE_CHUNK = 5_000
 
 
 def _argmax_with_ties(scores, axis, tie_tol):
@@ -381,7 +383,8 @@ def serve_from_statistics(features, theta_hat, v_inv, betas, mask=None, *, tie_t
         # One round at a time, the agents in groups of about SERVE_CHUNK columns: the
         # products, x_kᵀ V⁻¹ x_k and the scores of a group stay in cache.
         G = weighted_upper(v_inv)  # (R, q)
-        group = max(1, min(M, SERVE_CHUNK // K))
+        n_groups = -(-M * K // SERVE_CHUNK)
+        group = -(-M // n_groups)
         width = group * K
         xt_buf, prod_buf = np.empty((d, width)), np.empty((G.shape[1], width))
         quad_buf, lin_buf = np.empty((R, width)), np.empty((R, width))
