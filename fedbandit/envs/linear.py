@@ -19,7 +19,12 @@ Generation
 ----------
 Contexts are generated on the fly in blocks of rounds (:meth:`iter_blocks`), never
 for the whole horizon at once (the authors' code preallocates an 8 GB array).  Every
-array of a block carries the leading axes ``(rounds_in_block, runs, agents, ...)``.
+array of a block carries the leading axes ``(rounds_in_block, runs, agents, ...)``.  The
+synthetic instance draws its normals round after round, so :meth:`iter_blocks` hands a
+block out in pieces of about :data:`PIECE_BYTES` drawn one after the other from the
+block's generators: the same numbers as the whole block, in arrays small enough for the
+allocator to reuse.  Several learners on one environment can share its blocks
+(:mod:`fedbandit.envs.sharing`; :meth:`stream_key` says which environments are equal).
 
 Common random numbers
 ---------------------
