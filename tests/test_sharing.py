@@ -192,3 +192,16 @@ def test_run_grid_share_environments_must_be_a_bool():
     with pytest.raises(TypeError, match="share_environments"):
         run_grid(run_config, [dict(BASE, learner="fixed-batch", protocol="non-private")], cache_dir=False,
                  progress=False, share_environments="yes")
+
+
+def test_a_grid_inside_a_lockstep_task_runs_its_points_one_by_one(tmp_path):
+    configs = [dict(BASE, learner="fixed-batch", protocol="non-private", tag=str(i)) for i in range(3)]
+
+    def task():
+        return run_grid(run_config, configs, cache_dir=False, progress=False, backend="serial")
+
+    ((ok, value, _, _),) = run_in_lockstep([task])
+    assert ok, value
+    alone = run_grid(run_config, configs, cache_dir=False, progress=False, backend="serial")
+    for a, b in zip(value, alone):
+        np.testing.assert_array_equal(a[0].regret, b[0].regret)

@@ -903,8 +903,12 @@ def run_grid(
         # (widgets) into the pages
         if not progress or os.environ.get("TQDM_DISABLE", "").strip().lower() in {"1", "true", "yes", "on"}:
             bar_kwargs["disable"] = True
+        from fedbandit.envs.sharing import _current
+
         n_workers = 1 if backend == "serial" else _cpu_count(n_jobs)
-        units = _units(pending, n_workers) if share_environments else [[t] for t in pending]
+        # (a grid run inside a lockstep task runs its points one by one: groups do not nest)
+        nested = _current()[0] is not None
+        units = _units(pending, n_workers) if share_environments and not nested else [[t] for t in pending]
         with contextlib.ExitStack() as stack:
             bar = stack.enter_context(tqdm(**bar_kwargs))
             if backend == "serial":
