@@ -20,6 +20,7 @@ _EXPORTS = {
     "SCALES": "scale",
     "CHAPTER_BUDGETS": "scale",
     "BOOK_BUDGET": "scale",
+    "BOOK_JOBS": "scale",
     "get_scale": "scale",
     "by_scale": "scale",
     "setup": "sphinx_ext",
