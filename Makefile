@@ -53,8 +53,10 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.test-installed | $(PY)
 
 venv: $(VENV)/.test-installed
 
+# The notebooks the execution cache lacks are executed first, $(JOBS) at a time (longest first), into the
+# cache that jupyter-book then reads: the build itself executes nothing and both cores work.
 book: $(VENV)/.book-installed
-	$(PY) -m fedbandit.book.execution_cache _build/.jupyter_cache
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=paper $(PY) -m fedbandit.book.execution_cache _build/.jupyter_cache --execute $(JOBS)
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=paper $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
@@ -101,7 +103,8 @@ web-assets:
 	else echo "npm not found: the quick build will load MathJax and widgets from CDNs (browser check skips)"; fi
 
 book-quick: $(VENV)/.test-installed web-assets
-	$(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache \
+		--execute $(JOBS)
 	if [ -d $(NPM_DIR)/node_modules/mathjax ]; then export FEDBANDIT_NPM_MODULES=$(CURDIR)/$(NPM_DIR)/node_modules; fi; \
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
 

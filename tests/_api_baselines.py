@@ -331,6 +331,10 @@ BASELINES = {
     "book.typed_results": kw(markdown="The regret is 3.5."),
     "book.get_scale": kw(),
     "book.by_scale": kw(quick=1, paper=2),
+    "envs.run_in_lockstep": kw(calls=[lambda: 1, lambda: 2]),
+    "envs.share": lambda: ((), dict(env=__import__("fedbandit.envs", fromlist=["x"]).SyntheticLinearEnv(2, 3, 2))),
+    "envs.handover": kw(),
+    "envs.task_clock": kw(),
     # ---- envs
     "envs.load_digits_federated": kw(n_clients=5),
     "envs.make_environment": kw(config=dict(instance="synthetic", M=2, K=4, d=2, runs=2)),
@@ -825,6 +829,10 @@ UNFUZZED = {
     "envs.KArmedBandit": "the (abstract) base class of the K-armed bandits (fuzzed through Bernoulli-, Gaussian- and CategoricalBandit)",
     "book.DecodedExplorer": "a record built by decode_explorer from saved widget state (its fields are not user input)",
     "book.sync_execution_cache": "deletes a directory and writes a stamp file next to it (tested in tests/test_experiments.py)",
+    "book.book_notebooks": "reads the book's _toc.yml from disk (tested in tests/test_experiments.py)",
+    "book.execute_missing": "executes the book's notebooks (minutes; exercised by make book and make test)",
+    "envs.SharedEnvironment": "built by share() inside run_in_lockstep from the group's block store, not by users "
+                              "(tested in tests/test_sharing.py)",
     "experiments.prune_cache": "deletes cache folders on disk (tested in tests/test_experiments.py)",
     "envs.build_ranker_table": "reads the rankeval source archive (not shipped; tested with a synthetic file)",
     "envs.read_rankeval_sample": "reads the rankeval source archive (not shipped; tested with a synthetic file)",

@@ -67,6 +67,12 @@ _EXPORTS = {
     "load_ranker_table": "recommendation",
     "ranker_distributions": "recommendation",
     "ranker_bandit": "recommendation",
+    "run_in_lockstep": "sharing",
+    "share": "sharing",
+    "handover": "sharing",
+    "task_clock": "sharing",
+    "in_lockstep": "sharing",
+    "SharedEnvironment": "sharing",
     "UsersEnv": "users",
     "UserSequenceEnv": "users",
 }

@@ -32,6 +32,7 @@ from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv, as_seed
 from fedbandit.envs.mslr import load_mslr_instance
 from fedbandit.envs.multi_armed import make_env
 from fedbandit.envs.recommendation import ranker_bandit
+from fedbandit.envs.sharing import share
 
 __all__ = [
     "make_environment",
@@ -155,7 +156,10 @@ def make_environment(config: dict):
     ``"gaussian"`` (:class:`~fedbandit.envs.BernoulliBandit` / ``GaussianBandit`` with
     ``means`` and, for Gaussian rewards, ``env_sigma``).  ``env_seed`` (default 0) fixes
     the linear instances' contexts and reward noise: keep it equal across the learners and
-    protocols of a comparison (common random numbers).  ``"digits"``: the federated split
+    protocols of a comparison (common random numbers); inside
+    :func:`fedbandit.envs.sharing.run_in_lockstep` (``run_grid`` runs configurations with one
+    environment that way) a linear instance comes back as a
+    :class:`~fedbandit.envs.sharing.SharedEnvironment` whose blocks are generated once for all.  ``"digits"``: the federated split
     of scikit-learn's digits (:func:`~fedbandit.envs.load_digits_federated`: ``n_clients``
     = 100, ``split_seed`` = 0, ``test_fraction`` = 0.2), the federated learner's data.
     ``"rankers"``: the ``K`` (default 10) best MSLR rankers as arms with their real reward
@@ -200,11 +204,11 @@ def _synthetic(config, runs, seed):
     _check_linear(config, "synthetic")
     check_positive_int("K", config.get("K", 100), max_value=MAX_STEPS)
     check_positive_int("d", config.get("d", 10), max_value=MAX_STEPS)
-    return SyntheticLinearEnv(
+    return share(SyntheticLinearEnv(
         config["M"], config.get("K", 100), config.get("d", 10), n_runs=runs,
         noise_std=config.get("noise_std", 0.5),
         shared_contexts=check_bool("shared_contexts", config.get("shared_contexts", True)), seed=seed,
-    )
+    ))
 
 
 @register_environment("real", keys=("M", "noise_std", "shared_contexts", "max_arms"),
@@ -213,11 +217,11 @@ def _real(config, runs, seed):
     _check_linear(config, "real")
     if config.get("max_arms") is not None:
         check_positive_int("max_arms", config["max_arms"])
-    return RealDataLinearEnv(
+    return share(RealDataLinearEnv(
         load_mslr_instance(), config["M"], n_runs=runs, noise_std=config.get("noise_std", 0.0),
         shared_contexts=check_bool("shared_contexts", config.get("shared_contexts", False)),
         max_arms=config.get("max_arms"), seed=seed,
-    )
+    ))
 
 
 def _k_armed(instance):

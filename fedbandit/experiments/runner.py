@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 import warnings
 
 from fedbandit._validation import MAX_STEPS, check_int_in_range, check_positive_int, check_rng
 from fedbandit.accounting.amplification import AmplificationValidityWarning
 from fedbandit.envs.factory import environment_keys, make_environment
+from fedbandit.envs.sharing import task_clock
 from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class
 from fedbandit.protocols.registry import describe
 
@@ -111,7 +111,7 @@ def run_config(config: dict, rng):
         check_positive_int("T", config["T"], max_value=MAX_STEPS, reason="a run plays T rounds")
     if "runs" in config:
         check_positive_int("runs", config["runs"], max_value=MAX_STEPS, reason="runs are simulated side by side")
-    start, cpu_start = time.perf_counter(), time.process_time()
+    cpu_start, start = task_clock()  # this task's own time, also when run in lockstep with others
     with config_names(config):
         env = make_environment(config)
         with warnings.catch_warnings():
@@ -119,7 +119,8 @@ def run_config(config: dict, rng):
             warnings.simplefilter("ignore", AmplificationValidityWarning)
             learner = cls.from_config(config, env)
         result = learner.run(env, rng).at_checkpoints(n_cp)
-    result.seconds = time.perf_counter() - start
-    result.cpu_seconds = time.process_time() - cpu_start
+    cpu_end, end = task_clock()
+    result.seconds = end - start
+    result.cpu_seconds = cpu_end - cpu_start
     result.peak_rss_mb = _max_rss_mb()
     return result

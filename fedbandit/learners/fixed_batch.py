@@ -52,6 +52,7 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
+from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
 from fedbandit.learners.linucb import (
     gather_played,
     regularized_inverse,
@@ -415,8 +416,6 @@ class FixedBatchFedLinUCB:
         kept in the event.  ``relation``: "add-remove" or "replace" (default: the
         protocol's own).
         """
-        from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
-
         if not self.communicate:
             return account(
                 NoReleaseEvent("nothing leaves a silo: every silo's users are private against everyone else (ε = 0)"),
@@ -519,11 +518,17 @@ def paper_synthetic_configs(*, runs=25, T=10_000, M=100, env_seed=0, vecsum_spli
 
 
 def _gather_rounds(arrays_by_arm, arms):
-    """``arrays_by_arm`` (n, Rc, M, K, ...) at ``arms`` (n, R, M): shape (n, R, M, ...)."""
+    """``arrays_by_arm`` (n, Rc, M, K, ...) at ``arms`` (n, R, M): shape (n, R, M, ...).
+
+    One ``take`` of whole rows from the flattened (n·Rc·M·K, ...) array (a row copy per
+    played arm, much cheaper than a 4-axis fancy index)."""
     n, R, M = arms.shape
-    Rc = arrays_by_arm.shape[1]
-    rr = np.zeros((1, 1, 1), dtype=np.intp) if Rc == 1 else np.arange(R).reshape(1, R, 1)
-    return arrays_by_arm[np.arange(n).reshape(n, 1, 1), rr, np.arange(M).reshape(1, 1, M), arms]
+    Rc, K = arrays_by_arm.shape[1], arrays_by_arm.shape[3]
+    tail = arrays_by_arm.shape[4:]
+    rows = (np.arange(n).reshape(n, 1, 1) * Rc + (0 if Rc == 1 else np.arange(R).reshape(1, R, 1))) * M
+    rows = (rows + np.arange(M).reshape(1, 1, M)) * K + arms
+    flat = arrays_by_arm.reshape((-1,) + tail)
+    return np.take(flat, rows.ravel(), axis=0).reshape((n, R, M) + tail)
 
 
 def _synchronize(protocol, flush, pos, buf_x, buf_y, u_loc, w_loc, needs_users, lam):

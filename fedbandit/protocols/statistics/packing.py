@@ -71,8 +71,16 @@ def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def user_records_unchecked(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """:func:`user_records` without the checks: the randomizers' path (shapes checked by ``synchronize``)."""
-    iu, ju = np.triu_indices(x.shape[-1])
-    return np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
+    # the Gram triangle row by row (one multiply per row into the output: far cheaper than
+    # indexing x twice)
+    d = x.shape[-1]
+    out = np.empty(x.shape[:-1] + (d + d * (d + 1) // 2,))
+    np.multiply(x, y[..., None], out=out[..., :d])
+    k = d
+    for i in range(d):
+        np.multiply(x[..., i : i + 1], x[..., i:], out=out[..., k : k + d - i])
+        k += d - i
+    return out
 
 
 def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
