@@ -335,6 +335,7 @@ BASELINES = {
     "envs.share": lambda: ((), dict(env=__import__("fedbandit.envs", fromlist=["x"]).SyntheticLinearEnv(2, 3, 2))),
     "envs.handover": kw(),
     "envs.task_clock": kw(),
+    "envs.in_lockstep": kw(),
     # ---- envs
     "envs.load_digits_federated": kw(n_clients=5),
     "envs.make_environment": kw(config=dict(instance="synthetic", M=2, K=4, d=2, runs=2)),
