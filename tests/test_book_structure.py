@@ -585,3 +585,22 @@ def test_figures_are_renumbered_per_document():
     assert env.toc_fignumbers["chapters/performance"]["figure"] == {"fig-perf": (1,)}
     assert changed == ["chapters/02_fixed_batch", "chapters/performance"]
     assert _number_figures_per_document(None, env) == []  # already per document
+
+
+def test_a_package_change_also_drops_sphinx_doctrees(tmp_path, monkeypatch):
+    """Sphinx re-reads only changed sources: without dropping its doctrees, pages would keep the
+    outputs of the older package even though the execution cache was reset."""
+    from fedbandit.book import execution_cache
+
+    build = tmp_path / "_build"
+    (build / ".jupyter_cache").mkdir(parents=True)
+    (build / ".doctrees").mkdir()
+    (build / ".doctrees" / "environment.pickle").write_bytes(b"old env")
+    execution_cache.sync_execution_cache(build / ".jupyter_cache")
+    assert not (build / ".doctrees").exists()
+    (build / ".doctrees").mkdir()
+    execution_cache.sync_execution_cache(build / ".jupyter_cache")  # same source: kept
+    assert (build / ".doctrees").exists()
+    monkeypatch.setattr(execution_cache, "package_source_hash", lambda: "e" * 64)
+    execution_cache.sync_execution_cache(build / ".jupyter_cache")
+    assert not (build / ".doctrees").exists()

@@ -111,6 +111,17 @@ def legend_over_bars(fixed=False):
     return fig
 
 
+def legend_over_markers(fixed=False):
+    """Markers alone (no line) and scatter points under the legend's text."""
+    fig, ax = plt.subplots()
+    x = np.linspace(0, 1, 40)
+    ax.plot(x, np.full_like(x, 0.9), "o", ls="none", label="measured points")
+    ax.scatter(x, np.full_like(x, 0.85), s=10, label="scatter")
+    ax.set_ylim(0, 1.4 if fixed else 1.0)
+    ax.legend(loc="upper center")
+    return fig
+
+
 def tiny_legend(fixed=False):
     """Chapter 1's communication figure: a legend at 7 pt in a figure shown at 0.7x (≈ 5 pt)."""
     fig, ax = plt.subplots()
@@ -146,6 +157,7 @@ PLANTED = {
     "legend over a reference line's label": (legend_over_reference_label, "overlaps legend entry"),
     "legend over a reference line": (legend_over_reference_line, "lies on data"),
     "legend over bars": (legend_over_bars, "lies on data (a bar)"),
+    "legend over markers": (legend_over_markers, "lies on data (markers"),
     "legend at 7 pt": (tiny_legend, "below 9 pt"),
     "legend cut by the figure's edge": (legend_cut_by_edge, "cut by the figure's edge"),
     "ASCII math": (ascii_math_labels, "spells math or code in ASCII"),

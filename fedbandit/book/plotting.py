@@ -223,6 +223,11 @@ def _legend_texts(fig) -> list[tuple[object, list]]:
     return out
 
 
+def _any_inside(box, xy: np.ndarray) -> bool:
+    """Whether any of the points ``xy`` (display coordinates, shape (n, 2)) lies in ``box``."""
+    return bool(np.any((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1) & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)))
+
+
 def _data_hits(ax, box, renderer) -> list[str]:
     """The data artists of ``ax`` (lines, markers, bars, line collections) that cross ``box``."""
     from matplotlib.collections import LineCollection, PathCollection
@@ -248,7 +253,7 @@ def _data_hits(ax, box, renderer) -> list[str]:
                 hits.append(f"{name!r}" if name != "a line" else name)
                 continue
         if line.get_marker() not in (None, "None", "none", "", " "):
-            if np.any(clip.contains(xy[:, 0], xy[:, 1])):
+            if _any_inside(clip, xy):
                 hits.append(f"markers of {name!r}" if name != "a line" else "markers")
     for coll in ax.collections:
         if not coll.get_visible():
@@ -256,7 +261,7 @@ def _data_hits(ax, box, renderer) -> list[str]:
         if isinstance(coll, PathCollection) and len(coll.get_offsets()):
             xy = coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), dtype=float))
             xy = xy[np.all(np.isfinite(xy), axis=1)]
-            if len(xy) and np.any(clip.contains(xy[:, 0], xy[:, 1])):
+            if len(xy) and _any_inside(clip, xy):
                 hits.append("scatter markers")
         elif isinstance(coll, LineCollection):
             from matplotlib.path import Path

@@ -67,7 +67,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
 from fedbandit.book.execution_cache import STAMP as EXECUTION_STAMP
-from fedbandit.book.scale import CHAPTER_BUDGETS
+from fedbandit.book.scale import CHAPTER_BUDGETS, get_scale
 
 __all__ = ["setup"]
 
@@ -409,6 +409,8 @@ def execution_rows(env) -> list[dict]:
         runtime, mtime = data.get("runtime"), data.get("mtime")
         scale = _executed_scale(env, docname, mtime)
         this_build = bool(mtime and mtime >= started - 1.0)
+        if scale is None and this_build:
+            scale = get_scale()  # the notebook's kernel inherited this build's FEDBANDIT_SCALE
         budget = CHAPTER_BUDGETS.get(docname)
         rows.append({
             "docname": docname,
