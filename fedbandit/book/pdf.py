@@ -44,13 +44,32 @@ def _chromium() -> str:
     return found
 
 
+def _resolve_page(html_file: Path) -> tuple[Path, str]:
+    """(folder to serve, page to open in it): ``index.html`` redirect stubs are followed.
+
+    jupyter-book's ``index.html`` only redirects to the root document (``chapters/intro.html``),
+    which the single-page build writes in a subfolder next to the shared ``_static``.
+    """
+    root = html_file.parent
+    page = html_file.name
+    for _ in range(3):
+        match = re.search(r'http-equiv="Refresh"\s+content="\d+;\s*url=([^"]+)"',
+                          (root / page).read_text(encoding="utf-8", errors="replace")[:2000], re.I)
+        if not match:
+            break
+        page = (Path(page).parent / match.group(1)).as_posix()
+        if not (root / page).is_file():
+            raise FileNotFoundError(f"{html_file} redirects to a missing page {page}")
+    return root, page
+
+
 def print_pdf(html_file: str | Path, pdf_file: str | Path, *, timeout_s: float = 600.0) -> Path:
     """Print ``html_file`` (and everything it loads from its folder) to ``pdf_file`` with headless Chromium.
 
     Parameters
     ----------
     html_file : path
-        The page to print (``_build/singlehtml/index.html``).
+        The page to print (``_build/singlehtml/index.html``; a redirect stub is followed).
     pdf_file : path
         Where to write the PDF (its folder is created).
     timeout_s : float, default 600
@@ -76,14 +95,14 @@ def print_pdf(html_file: str | Path, pdf_file: str | Path, *, timeout_s: float =
     # playwright's sync API refuses to run where an asyncio loop runs (Jupyter, a test that holds a
     # browser): print from a thread of its own
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(_print, html_file, pdf_file, chromium, timeout_s).result()
+        pool.submit(_print, *_resolve_page(html_file), pdf_file, chromium, timeout_s).result()
     return pdf_file
 
 
-def _print(html_file: Path, pdf_file: Path, chromium: str, timeout_s: float) -> None:
+def _print(root: Path, page_path: str, pdf_file: Path, chromium: str, timeout_s: float) -> None:
     from playwright.sync_api import sync_playwright  # a test dependency: only make pdf needs it
 
-    handler = functools.partial(_QuietHandler, directory=str(html_file.parent))
+    handler = functools.partial(_QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -97,7 +116,7 @@ def _print(html_file: Path, pdf_file: Path, chromium: str, timeout_s: float) -> 
                 return route.continue_() if url.startswith(base) or url.startswith("data:") else route.abort()
 
             page.route("**/*", local_only)
-            page.goto(base + html_file.name, wait_until="load", timeout=timeout_s * 1000)
+            page.goto(base + page_path, wait_until="load", timeout=timeout_s * 1000)
             page.wait_for_function(
                 "() => !window.MathJax || !window.MathJax.startup || !!window.MathJax.startup.promise",
                 timeout=timeout_s * 1000)
