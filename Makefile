@@ -110,11 +110,12 @@ book-quick: $(VENV)/.test-installed web-assets
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
 
 # The figure classification of tests/test_book_structure.py against the outputs the quick
-# build really produced: the notebooks it executed are kept in its jupyter_execute folder,
-# so nothing is executed again.
-EXECUTED_DIR := $(QUICK_DIR)/_build/jupyter_execute/chapters
+# build really produced: the notebooks it executed, with their outputs from its execution cache
+# (myst-nb's jupyter_execute copies of cached pages have none), so nothing is executed again.
+EXECUTED_DIR := $(QUICK_DIR)/_build/executed-notebooks
 
 executed: $(VENV)/.test-installed
+	$(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache --export $(EXECUTED_DIR)
 	FEDBANDIT_EXECUTED_NOTEBOOKS=$(CURDIR)/$(EXECUTED_DIR) $(BIN)/pytest -q -rs -p no:cacheprovider \
 		tests/test_book_structure.py -k figure_classification_matches_executed_outputs
 

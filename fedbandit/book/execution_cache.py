@@ -38,6 +38,13 @@ from fedbandit.experiments.grid import package_source_hash
 __all__ = ["sync_execution_cache", "book_notebooks", "execute_missing"]
 
 STAMP = ".fedbandit-package-hash"
+#: What a notebook executed for the book sees in its environment (a value already set wins):
+#: ``FEDBANDIT_EXPLORER=static`` makes :func:`fedbandit.book.explorer.make_explorer` precompute its
+#: outputs (no kernel runs behind the pages), ``TQDM_DISABLE=1`` keeps progress bars (widgets in a
+#: notebook, frozen mid-way in a page) out of the pages.  Set by the Sphinx extension before the build
+#: executes anything, and by :func:`execute_missing`'s workers.
+BOOK_BUILD_ENVIRONMENT = {"FEDBANDIT_EXPLORER": "static", "TQDM_DISABLE": "1"}
+
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -109,6 +116,8 @@ def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | 
 
     for name in _THREAD_VARIABLES:
         os.environ.setdefault(name, "1")
+    for name, value in BOOK_BUILD_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
     nb = nbformat.read(path, as_version=4)
     result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False)
     return path, result.nb, result.time, result.exc_string if result.err is not None else None
@@ -171,12 +180,67 @@ def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int 
     return failed
 
 
+#: The MIME prefix of myst-nb's glue outputs.
+_GLUE_PREFIX = "application/papermill.record/"
+
+
+def export_executed(cache_dir: str | Path, out_dir: str | Path, root: str | Path = ".") -> list[Path]:
+    """Write the book's notebooks with their cached outputs into ``out_dir`` (one ``.ipynb`` per page).
+
+    myst-nb writes its ``jupyter_execute`` copies from the source notebook object, not from the
+    one it merged the cache's outputs into, so after :func:`execute_missing` filled the cache
+    those copies have no outputs.  This merges them the way myst-nb renders them
+    (``merge_match_into_notebook``, without the glued outputs, which pages show where they are
+    referenced), for checks that read executed notebooks.
+
+    Parameters
+    ----------
+    cache_dir : path
+        jupyter-book's execution cache folder.
+    out_dir : path
+        Where to write the notebooks (created; files named as the sources).
+    root : path
+        The book's folder (``_toc.yml``).
+
+    Returns
+    -------
+    list of Path
+        The notebooks written; a page missing from the cache is not written.
+    """
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(cache_dir))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in book_notebooks(root):
+        try:
+            _, merged = cache.merge_match_into_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            continue
+        for cell in merged.cells:  # glued outputs are not shown where they are made (myst-nb removes them)
+            if cell.cell_type == "code":
+                cell.outputs = [o for o in cell.outputs
+                                if not any(k.startswith(_GLUE_PREFIX) for k in o.get("data", {}))]
+        target = out / path.name
+        nbformat.write(merged, target)
+        written.append(target)
+    return written
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cache_dir", help="jupyter-book's execution cache (_build/.jupyter_cache)")
     parser.add_argument("--execute", type=int, metavar="N", default=0,
                         help="then execute the notebooks it lacks, N at a time (0: do not)")
+    parser.add_argument("--export", metavar="DIR", default=None,
+                        help="only write the book's notebooks with their cached outputs into DIR")
     args = parser.parse_args(argv)
+    if args.export is not None:
+        written = export_executed(args.cache_dir, args.export)
+        print(f"{len(written)} executed notebooks written to {args.export}")
+        return 0
     deleted = sync_execution_cache(args.cache_dir)
     print(f"notebook execution cache {'reset for this package source' if deleted else 'kept (same package source)'}")
     if args.execute > 0:

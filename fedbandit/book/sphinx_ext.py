@@ -66,6 +66,7 @@ from sphinx.addnodes import pending_xref
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from fedbandit.book.execution_cache import BOOK_BUILD_ENVIRONMENT
 from fedbandit.book.execution_cache import STAMP as EXECUTION_STAMP
 from fedbandit.book.scale import CHAPTER_BUDGETS, get_scale
 
@@ -712,12 +713,11 @@ def _static_build_environment(app, config):
     """Tell the notebooks this build executes that no kernel will run behind the pages.
 
     Set before any notebook is executed, so every kernel the build starts inherits them:
-    ``FEDBANDIT_EXPLORER=static`` makes :func:`fedbandit.book.explorer.make_explorer`
-    precompute its outputs, and ``TQDM_DISABLE=1`` keeps progress bars (widgets in a
-    notebook, frozen mid-way in a page) out of the pages.  A value already set wins.
+    :data:`fedbandit.book.execution_cache.BOOK_BUILD_ENVIRONMENT` (the notebooks ``make book``
+    executes ahead of Sphinx get the same).  A value already set wins.
     """
-    os.environ.setdefault("FEDBANDIT_EXPLORER", "static")
-    os.environ.setdefault("TQDM_DISABLE", "1")
+    for name, value in BOOK_BUILD_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
 
 
 def setup(app):
