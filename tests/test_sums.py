@@ -156,16 +156,32 @@ def test_central_gaussian_draws_are_the_mechanism_s():
 
 
 def test_ddg_draws_are_the_mechanism_s():
-    """The protocol's release is DDGMechanism(ddg_params(..., steps=T), rng).noisy_sum(x, rng), bit for bit."""
+    """The protocol's release is DDGMechanism(ddg_params(..., steps=T), rng, runs=R).noisy_sum(x, rng), bit for bit:
+    one rotation per run, drawn at reset."""
     x = _vectors(np.random.default_rng(3), (2, 20, 30))
     p = _make("sum-ddg-secagg", n=20, d=30, T=3, bits=14, k=3).reset(n_runs=2, rng=np.random.default_rng(9))
     out = [p.aggregate(x), p.aggregate(x)]
     rng = np.random.default_rng(9)
     params = ddg_params(14, 3, 20, 30, 1.0, 2.0, 1e-5, BETA, steps=3)
     assert p.params == params
-    mech = DDGMechanism(params, rng)
+    mech = DDGMechanism(params, rng, runs=2)
     ref = [mech.noisy_sum(x, rng), mech.noisy_sum(x, rng)]
     np.testing.assert_array_equal(out, ref)
+
+
+def test_ddg_runs_have_their_own_rotation():
+    """Each run of a reset draws its own public rotation (the runs are independent executions); a fixed
+    flatten_seed shares one.  Run r's release is what a one-run mechanism with run r's signs computes."""
+    p = _make("sum-ddg-secagg", n=20, d=30, T=1, bits=14, k=3).reset(n_runs=3, rng=np.random.default_rng(2))
+    signs = p.randomizer.mechanism.flattener.signs
+    assert signs.shape == (3, 32) and not np.array_equal(signs[0], signs[1]) and not np.array_equal(signs[1], signs[2])
+    fixed = _make("sum-ddg-secagg", n=20, d=30, T=1, flatten_seed=5).reset(n_runs=3, rng=np.random.default_rng(2))
+    assert fixed.randomizer.mechanism.flattener.signs.shape == (32,)
+    x = _vectors(np.random.default_rng(4), (3, 20, 30))
+    mech = p.randomizer.mechanism
+    y = np.stack([mech.flattener.flatten(x[r], run=r) for r in range(3)])
+    np.testing.assert_allclose(mech.flattener.flatten(x), y)
+    np.testing.assert_allclose(np.stack([mech.flattener.unflatten(y[r], run=r) for r in range(3)]), x, atol=1e-12)
 
 
 def test_ddg_fixed_flatten_seed_reuses_the_rotation():
@@ -329,7 +345,7 @@ def test_sampled_gaussian_accounting_states_what_is_proven(sampling, relation, s
     assert p.noise_std() < full.noise_std()
 
 
-def test_sampled_ddg_is_calibrated_with_amplification_and_refuses_poisson():
+def test_sampled_ddg_is_calibrated_with_amplification_and_poisson_needs_a_population():
     p = _make("sum-ddg-secagg", n=20, d=30, T=50)
     a = create("sum-ddg-secagg", epsilon=2.0, delta=1e-5).configure(
         n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1)
@@ -338,9 +354,17 @@ def test_sampled_ddg_is_calibrated_with_amplification_and_refuses_poisson():
         n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1)
     assert s.accounting().status == "verified" and s.accounting().epsilon == pytest.approx(2.0, rel=1e-6)
     assert s.params.sigma > a.params.sigma  # replace-one: twice the sensitivity
-    with pytest.raises(ValueError, match="Poisson sample"):
+    # Poisson rounds of 20 clients at q = 0.1: a round with nobody but the target has chance 0.1·0.9^19 per round,
+    # far above delta, so no noise gives this delta (sampled_ddg step 1)
+    with pytest.raises(ValueError, match="no DDG noise gives this delta"):
         create("sum-ddg-secagg", epsilon=2.0, delta=1e-5).configure(
             n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    with pytest.raises(ValueError, match="add-remove"):
+        create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, relation="replace").configure(
+            n_parties=2000, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.05, sampling="poisson")
+    with pytest.raises(ValueError, match="Poisson sample"):
+        create("sum-binomial-secagg", epsilon=2.0, delta=1e-5).configure(
+            n_parties=2000, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.05, sampling="poisson")
     with pytest.raises(ValueError, match="auto"):
         create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits="auto").configure(
             n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1)

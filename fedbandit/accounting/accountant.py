@@ -5,7 +5,9 @@ event tree (:mod:`fedbandit.accounting.events`) and
 
 * composes Gaussian releases in zCDP ([BS16], Lemma 2.3) and converts with [CKS20];
 * uses the RDP bound of sums of discrete Gaussians ([KLS21], Prop. 14) for
-  :class:`~fedbandit.accounting.events.DiscreteGaussianSumEvent`;
+  :class:`~fedbandit.accounting.events.DiscreteGaussianSumEvent`, and the sampled Gaussian
+  that dominates the Poisson-sampled sum ([MTZ19]; :mod:`fedbandit.accounting.sampled_ddg`)
+  for :class:`~fedbandit.accounting.events.SampledDiscreteGaussianSumEvent`;
 * certifies shuffled randomized response by the privacy-blanket bound;
 * composes pure ε-DP releases by adding ε, and (ε, δ) releases by the better of basic
   and advanced composition ([DRV10]);
@@ -35,6 +37,7 @@ from fedbandit.accounting.events import (
     LaplaceEvent,
     NonPrivateEvent,
     NoReleaseEvent,
+    SampledDiscreteGaussianSumEvent,
     SelfComposedEvent,
     ShuffledRandomizedResponseEvent,
     check_relation,
@@ -247,6 +250,18 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
             rdp = steps * ddg_rdp(RDP_ORDERS, delta2, e.sigma, e.gamma, e.n_parties, e.dim,
                                   delta1=math.sqrt(e.dim) * delta2)
             eps = rdp_to_approx_dp(RDP_ORDERS, rdp, delta)
+        return _Result(eps, delta, "verified")
+    if isinstance(event, SampledDiscreteGaussianSumEvent) or (
+        isinstance(event, SelfComposedEvent) and isinstance(event.event, SampledDiscreteGaussianSumEvent)
+    ):
+        from fedbandit.accounting.ddg import ddg_delta2
+        from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
+
+        steps = event.count if isinstance(event, SelfComposedEvent) else 1
+        e = event.event if isinstance(event, SelfComposedEvent) else event
+        eps = sampled_ddg_epsilon(e.noise_std, delta2=ddg_delta2(e.clip, e.gamma, e.dim, e.beta), gamma=e.gamma,
+                                  dim=e.dim, sampling_rate=e.sampling_rate, steps=steps, population=e.population,
+                                  delta=delta, shares=e.shares)
         return _Result(eps, delta, "verified")
     if isinstance(event, ShuffledRandomizedResponseEvent):
         from fedbandit.accounting.shuffle import rr_shuffle_delta

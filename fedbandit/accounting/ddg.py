@@ -98,6 +98,20 @@ def _check_n(n, name="n") -> int:
     return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
 
 
+def _check_poisson(method: str, amplification: str, population) -> int:
+    """Poisson sampling of the clients: accounted in RDP, add/remove one client, from a stated population."""
+    if method != "rdp":
+        raise ValueError(f"sampling='poisson' is accounted through the sampled Gaussian's RDP: use method='rdp', "
+                         f"got {method!r}")
+    if amplification != "poisson":
+        raise ValueError(f"sampling='poisson' is proven for adding or removing one client: use amplification='poisson', "
+                         f"got {amplification!r}")
+    if population is None:
+        raise ValueError("sampling='poisson' needs population, the number N of clients the rounds sample from")
+    return check_positive_int("population", population, max_value=MAX_STEPS,
+                              reason="the binomial tails are over the population")
+
+
 def ddg_tau(sigma_over_gamma: float, n: int) -> float:
     r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1)."""
     s = check_positive_float("sigma_over_gamma", sigma_over_gamma)
@@ -190,6 +204,9 @@ def ddg_epsilon(
     method: str = "rdp",
     sampling_rate: float = 1.0,
     amplification: str = "poisson",
+    sampling: str = "fixed",
+    population: int | None = None,
+    shares: int | None = None,
 ) -> float:
     r"""(ε, δ) of ``steps`` compositions of the distributed discrete Gaussian ([KLS21]_).
 
@@ -220,6 +237,18 @@ def ddg_epsilon(
         sensitivity 2Δ₂); :func:`fedbandit.accounting.subsampling.subsampled_epsilon`.
         Needs ``method="rdp"``.
     amplification : {"poisson", "without-replacement"}
+    sampling : {"fixed", "poisson"}, default "fixed"
+        ``"poisson"``: every client of a ``population`` joins each round with probability
+        ``sampling_rate``, and the ``shares`` noise shares N_Z(0, σ²/γ²) are dealt over the
+        clients that joined, so that the sum carries them all whatever their number; ``n``
+        counts the shares actually in the sum (``shares``, or fewer after dropouts).
+        Add/remove one client, accounted through the sampled Gaussian that dominates it
+        (:func:`fedbandit.accounting.sampled_ddg.sampled_ddg_epsilon`).  Needs
+        ``amplification="poisson"`` and ``method="rdp"``.
+    population : int or None
+        N, the clients a Poisson round samples from (``sampling="poisson"`` only).
+    shares : int or None
+        K, the noise shares dealt in a Poisson round (default ``n``).
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
@@ -227,7 +256,17 @@ def ddg_epsilon(
     steps = check_positive_int("steps", steps)
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
+    check_choice("sampling", sampling, ("fixed", "poisson"))
     delta2 = ddg_delta2(c, gamma, d, beta)
+    if sampling == "poisson":
+        from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
+
+        _check_poisson(method, amplification, population)
+        n = _check_n(n)
+        K = n if shares is None else check_positive_int("shares", shares, max_value=MAX_STEPS)
+        return sampled_ddg_epsilon(math.sqrt(n) * sigma, delta2=delta2, gamma=gamma, dim=d,
+                                   sampling_rate=sampling_rate, steps=steps, population=population, delta=delta,
+                                   shares=K, present_shares=n)
     if sampling_rate < 1.0:
         from fedbandit.accounting.subsampling import subsampled_epsilon
 
@@ -259,20 +298,32 @@ def ddg_sigma_for_epsilon(
     method: str = "rdp",
     sampling_rate: float = 1.0,
     amplification: str = "poisson",
+    sampling: str = "fixed",
+    population: int | None = None,
 ) -> float:
     r"""Smallest per-client :math:`\sigma` with :func:`ddg_epsilon` :math:`\le` ``epsilon`` (1-D root finding).
 
     :math:`\varepsilon` decreases in :math:`\sigma` (both :math:`\Delta_2/(\sqrt n\sigma)`
-    and :math:`\tau` do), so the root is unique.
+    and :math:`\tau` do), so the root is unique.  ``sampling="poisson"``: one of the ``n``
+    noise shares of the sum's noise from :func:`fedbandit.accounting.sampled_ddg.sampled_ddg_noise_std`
+    (the dominating sampled Gaussian's own calibration, no search over σ here).
     """
     epsilon = check_epsilon("epsilon", epsilon)
-    ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
+    delta2 = ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
     n = _check_n(n)
     delta = check_delta("delta", delta)
     steps = check_positive_int("steps", steps)
     check_choice("method", method, ("rdp", "zcdp"))
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
+    check_choice("sampling", sampling, ("fixed", "poisson"))
+    if sampling == "poisson":
+        from fedbandit.accounting.sampled_ddg import sampled_ddg_noise_std
+
+        population = _check_poisson(method, amplification, population)
+        total = sampled_ddg_noise_std(epsilon, delta2=delta2, gamma=gamma, dim=d, sampling_rate=sampling_rate,
+                                      steps=steps, population=population, delta=delta, shares=n)
+        return total / math.sqrt(n)
 
     def gap(log_sigma: float) -> float:
         return (
@@ -355,6 +406,12 @@ class DDGParams:
         Per-client noise scale in original units (integer-grid scale ``sigma / gamma``).
     delta2 : float
         Sensitivity bound :math:`\\Delta_2` enforced by conditional rounding.
+    sampling : {"fixed", "poisson"}
+        How the rounds' clients are drawn (:func:`ddg_epsilon`); ``"poisson"``: ``n`` is the
+        number K of noise shares of scale ``sigma`` dealt over the clients of a round
+        (:meth:`noise_shares`).
+    population : int or None
+        N, the clients a Poisson round samples from.
     """
 
     bits: int
@@ -376,6 +433,8 @@ class DDGParams:
     rho: float = 1.0
     sampling_rate: float = 1.0
     amplification: str = "poisson"
+    sampling: str = "fixed"
+    population: int | None = None
 
     @property
     def modulus(self) -> int:
@@ -405,7 +464,23 @@ class DDGParams:
             method=self.method,
             sampling_rate=self.sampling_rate,
             amplification=self.amplification,
+            sampling=self.sampling,
+            population=self.population,
+            shares=self.n if self.sampling == "poisson" else None,
         )
+
+    def noise_shares(self, clients: int) -> np.ndarray:
+        """How many noise shares N_Z(0, σ²/γ²) each of ``clients`` clients adds to a round's sum.
+
+        Fixed-size rounds: one each; Poisson rounds (``sampling="poisson"``): the ``n`` shares
+        dealt round-robin (:func:`fedbandit.accounting.sampled_ddg.client_shares`).
+        """
+        from fedbandit.accounting.sampled_ddg import client_shares
+
+        k = check_positive_int("clients", clients, max_value=MAX_STEPS)
+        if self.sampling != "poisson":
+            return np.ones(k, dtype=np.int64)
+        return client_shares(self.n, k)
 
     def noise_mse(self) -> float:
         """Per-coordinate MSE of the *sum* due to privacy noise alone, :math:`n\\sigma^2` (approximately)."""
@@ -469,6 +544,8 @@ def ddg_params(
     n_signal: int | None = None,
     sampling_rate: float = 1.0,
     amplification: str = "poisson",
+    sampling: str = "fixed",
+    population: int | None = None,
 ) -> DDGParams:
     r"""Choose :math:`\gamma` and :math:`\sigma` from (bits, k, n, d, c, ε, δ) as in [KLS21]_'s code.
 
@@ -486,7 +563,10 @@ def ddg_params(
 
     ``sampling_rate`` and ``amplification``: the releases sum a random sample of ``n`` of
     the clients (:func:`ddg_epsilon`); σ is calibrated with the subsampled accounting, as
-    the authors' code does for federated learning.
+    the authors' code does for federated learning.  ``sampling="poisson"`` and
+    ``population`` N: every client joins each round with probability ``sampling_rate``;
+    ``n`` is the number K of noise shares dealt over a round's clients
+    (:meth:`DDGParams.noise_shares`), ``n_signal`` the expected number of clients.
 
     Raises
     ------
@@ -501,6 +581,11 @@ def ddg_params(
     n_s = n if n_signal is None else check_positive_int("n_signal", n_signal)
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
+    check_choice("sampling", sampling, ("fixed", "poisson"))
+    if sampling == "poisson":
+        population = _check_poisson(method, amplification, population)
+    elif population is not None:
+        raise ValueError(f"population={population!r} is for sampling='poisson'; fixed-size rounds sum n={n} clients")
     if n_signal is not None and 4**bits < n_s * k * k:
         raise ValueError(
             f"no valid gamma: 2^(2*bits) = {4**bits} < n_signal*k^2 = {n_s * k * k:g} (bits={bits}); "
@@ -512,7 +597,7 @@ def ddg_params(
     def sigma_of(gamma: float) -> float:
         return ddg_sigma_for_epsilon(
             epsilon, c=c, gamma=gamma, beta=beta, n=n, d=d_pad, delta=delta, steps=steps, method=method,
-            sampling_rate=sampling_rate, amplification=amplification,
+            sampling_rate=sampling_rate, amplification=amplification, sampling=sampling, population=population,
         )
 
     def f(log_gamma: float) -> float:
@@ -562,6 +647,8 @@ def ddg_params(
         rho=rho,
         sampling_rate=sampling_rate,
         amplification=amplification,
+        sampling=sampling,
+        population=population,
     )
 
 

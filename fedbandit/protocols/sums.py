@@ -42,8 +42,12 @@ clients, [KLS21]_ Sec. 6.2.3).  ``relation="add-remove"`` uses the Poisson bound
 (sampled Gaussian RDP; [ZW19] Thm. 5 for DDG), the paper's accounting: proven for
 ``sampling="poisson"``, status "unproven" for ``"fixed"`` (no theorem covers the pairing;
 the paper and TensorFlow Federated use it so).  ``relation="replace"`` uses the
-without-replacement bound ([WBK19] Thm. 9), proven for ``"fixed"``.  DDG needs a fixed
-number of noise shares, so it refuses Poisson sampling.
+without-replacement bound ([WBK19] Thm. 9), proven for ``"fixed"``.  DDG with
+``sampling="poisson"``: K noise shares N_Z(0, σ²/γ²) are dealt over the k clients that
+join, so that the sum's noise does not depend on k (K an upper quantile of k); add/remove one
+client, accounted through the sampled Gaussian that dominates it
+(:mod:`fedbandit.accounting.sampled_ddg`, status "verified").  The binomial mechanism needs
+a fixed number of noise shares, so it refuses Poisson sampling.
 
 Lifecycle: ``configure(n_parties=, dim=, n_rounds=, clip=)`` → ``reset(n_runs=, rng=)`` →
 ``aggregate(vectors)`` at most ``n_rounds`` times (vectors ``(n_parties, dim)`` or, for
@@ -105,6 +109,7 @@ from fedbandit.accounting.events import (
     DiscreteGaussianSumEvent,
     GaussianEvent,
     NonPrivateEvent,
+    SampledDiscreteGaussianSumEvent,
     SelfComposedEvent,
     check_relation,
 )
@@ -230,8 +235,9 @@ class DDGVectors(_SumRandomizer):
         Accounting used to *calibrate* σ (Prop. 14 or Thm. 1 of [KLS21]_); the reported
         guarantee is always the Prop. 14 (RDP) one, which is at least as tight.
     flatten_seed : int or None, default None
-        Public randomness of the rotation: a fixed seed, or None to draw a fresh rotation
-        from the generator at every :meth:`SumProtocol.reset` (shared by the runs).
+        Public randomness of the rotation: a fixed seed (one rotation for every run), or
+        None to draw fresh rotations from the generator at every :meth:`SumProtocol.reset`,
+        one per run (the runs are independent executions).
     """
 
     name: ClassVar[str] = "ddg-vectors"
@@ -273,6 +279,20 @@ class DDGVectors(_SumRandomizer):
                 flatten=self.flatten, steps=p.n_rounds, n_signal=p.n_parties,
                 rounding_share=AUTO_BITS_ROUNDING_SHARE_SUM,
             )
+        elif p.sampling == "poisson" and p.sampling_rate < 1.0:
+            if p.relation != "add-remove":
+                raise ValueError(f"randomizer {self.name!r} with sampling='poisson' is calibrated for one client added or "
+                                 f"removed: configure relation='add-remove', got {p.relation!r}")
+            from fedbandit.accounting.sampled_ddg import noise_shares_for
+
+            # K noise shares dealt over each round's clients; the range condition counts the expected clients
+            shares = noise_shares_for(p.sampling_rate, p.n_parties, p.n_rounds, p.target_delta)
+            self.params = ddg_params(
+                self.bits_rule, self.k_std, shares, p.dim, p.clip, p.target_epsilon, p.target_delta, self.beta,
+                norm_growth=self.norm_growth, flatten=self.flatten, method=self.method, steps=p.n_rounds,
+                n_signal=max(1, round(p.sampling_rate * p.n_parties)), sampling_rate=p.sampling_rate,
+                amplification="poisson", sampling="poisson", population=p.n_parties,
+            )
         else:
             self.params = ddg_params(
                 self.bits_rule, self.k_std, p.n_parties, p.dim, p.clip, p.target_epsilon, p.target_delta, self.beta,
@@ -288,20 +308,43 @@ class DDGVectors(_SumRandomizer):
     def reset(self, protocol, rng):
         from fedbandit.mechanisms.ddg import DDGMechanism
 
-        if self.flatten_seed is None:  # a fresh public rotation, drawn from the protocol's generator
-            self.mechanism = DDGMechanism(self.params, rng)
+        if self.flatten_seed is None:  # fresh public rotations, one per run, drawn from the protocol's generator
+            self.mechanism = DDGMechanism(self.params, rng, runs=protocol.n_runs)
         self.wrapped = 0
         self.coordinates = 0
 
-    def encode(self, protocol, x, rng):
-        residues, stages = self.mechanism.encode(x, rng, stages=True)
+    def _count_wraps(self, noised: np.ndarray) -> None:
         # Simulation diagnostic (the server never sees it): aggregate coordinates that leave
         # [-m/2, m/2) before the modular reduction, i.e. wrap around.
-        int_sum = stages["noised"].sum(axis=-2)
+        int_sum = noised.sum(axis=-2)
         half = self.params.modulus // 2
         self.wrapped += int(np.count_nonzero((int_sum < -half) | (int_sum >= half)))
         self.coordinates += int_sum.size
+
+    def encode(self, protocol, x, rng):
+        residues, stages = self.mechanism.encode(x, rng, stages=True)
+        self._count_wraps(stages["noised"])
         return residues
+
+    def encode_sample(self, protocol, x, mask, rng) -> np.ndarray:
+        """A Poisson round: the residues of the clients in ``mask`` (R, n), the K noise shares dealt over each run's k.
+
+        Returns (R, max k, d') residues, the rows past a run's k zero (no message): the sum
+        over the rows is the run's modular sum of its k messages.
+        """
+        counts = mask.sum(axis=1)
+        out = np.zeros((x.shape[0], max(1, int(counts.max())), self.params.d_pad), dtype=np.int64)
+        per_run = self.flatten_seed is None
+        for r in range(x.shape[0]):
+            present = np.flatnonzero(mask[r])
+            if present.size == 0:  # nobody joined: no message, the sum is 0
+                continue
+            residues, stages = self.mechanism.encode(x[r, present], rng, stages=True,
+                                                     noise_shares=self.params.noise_shares(present.size),
+                                                     run=r if per_run else None)
+            self._count_wraps(stages["noised"])
+            out[r, : present.size] = residues
+        return out
 
     def sampled_epsilon(self, protocol, relation) -> float:
         """ε of the T rounds on q-samples under ``relation`` (:func:`fedbandit.accounting.ddg.ddg_epsilon`)."""
@@ -311,6 +354,34 @@ class DDGVectors(_SumRandomizer):
         return ddg_epsilon(q.sigma, c=p.clip, gamma=q.gamma, beta=q.beta, n=p.n_parties, d=q.d_pad,
                            delta=p.target_delta, steps=p.n_rounds, sampling_rate=p.sampling_rate,
                            amplification=amplification_for(relation))
+
+    def sampled_event(self, protocol) -> SelfComposedEvent:
+        """Poisson rounds, one client added or removed: the T rounds of a :class:`SampledDiscreteGaussianSumEvent`."""
+        p, q = protocol, self.params
+        e = SampledDiscreteGaussianSumEvent(clip=p.clip, gamma=q.gamma, beta=q.beta, dim=q.d_pad,
+                                            noise_std=math.sqrt(q.n) * q.sigma, sampling_rate=p.sampling_rate,
+                                            population=p.n_parties, shares=q.n)
+        return SelfComposedEvent(e, p.n_rounds)
+
+    def replace_event(self, protocol) -> ApproxDpEvent:
+        """Poisson rounds, one client's data replaced: two add/remove steps (group privacy).
+
+        (ε₁, δ₁) for adding or removing one client gives (2ε₁, (1 + e^{ε₁})δ₁) for replacing
+        one (remove it, then add the other); δ₁ is chosen so that the total is the target δ.
+        """
+        from fedbandit.accounting.accountant import account
+
+        p = protocol
+        event = self.sampled_event(p)
+        eps1 = 0.0
+        for _ in range(3):  # δ₁ = δ/(1 + e^{ε₁}): a fixed point that settles in a few steps
+            delta1 = p.target_delta / (1.0 + math.exp(min(eps1, 700.0)))
+            eps1 = account(event, target_epsilon=p.target_epsilon, target_delta=delta1).epsilon
+        delta1 = p.target_delta / (1.0 + math.exp(min(eps1, 700.0)))
+        eps1 = account(event, target_epsilon=p.target_epsilon, target_delta=delta1).epsilon
+        return ApproxDpEvent(2.0 * eps1, (1.0 + math.exp(min(eps1, 700.0))) * delta1,
+                             what=f"one client replaced = removed and another added: twice ({eps1:.4g}, {delta1:.3g}) "
+                                  f"of {event.describe()} (group privacy)")
 
     def event(self, protocol, relation):
         p, q = protocol, self.params
@@ -324,8 +395,13 @@ class DDGVectors(_SumRandomizer):
 
     def calibration(self):
         q = self.params
-        return {"sigma0": q.sigma, "bits": q.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
-                "d_pad": q.d_pad, "k": q.k, "modulus": q.modulus, "rounding_variance": q.n * q.gamma**2 / 4.0}
+        # the rounded vectors of a round: the n parties, or a Poisson round's expected number (q.n counts the shares)
+        rounded = q.n if q.sampling != "poisson" else q.sampling_rate * q.population
+        out = {"sigma0": q.sigma, "bits": q.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
+               "d_pad": q.d_pad, "k": q.k, "modulus": q.modulus, "rounding_variance": rounded * q.gamma**2 / 4.0}
+        if q.sampling == "poisson":
+            out["noise_shares"] = q.n
+        return out
 
 
 class BinomialVectors(_SumRandomizer):
@@ -621,13 +697,16 @@ class SumProtocol(Protocol):
         self.clip = None if clip is None else check_positive_float("clip", clip)
         self.sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
         self.sampling = check_choice("sampling", sampling, SAMPLING_SCHEMES)
-        integer = isinstance(self.randomizer, (DDGVectors, BinomialVectors))
-        if integer and self.sampling == "poisson" and self.sampling_rate < 1.0:
+        if isinstance(self.randomizer, BinomialVectors) and self.sampling == "poisson" and self.sampling_rate < 1.0:
             raise ValueError(
                 f"sampling='poisson' with randomizer {self.randomizer.name!r}: each party's noise share is calibrated "
                 "for exactly n_parties shares in the sum, and a Poisson sample has a random number of parties; "
                 "use sampling='fixed'"
             )
+        if (isinstance(self.randomizer, DDGVectors) and self.sampling == "poisson" and self.sampling_rate < 1.0
+                and getattr(self.intermediary, "mode", "ideal") == "real"):
+            raise ValueError("sampling='poisson' with secure_aggregation='real': the simulated Poisson rounds use the "
+                             "ideal modular sum of the clients that joined; use secure_aggregation='ideal'")
         self._configure_parts(f"n_parties={self.n_parties}, dim={self.dim}, n_rounds={self.n_rounds}, clip={self.clip}")
         self._configured = True
         self._reset_done = False
@@ -656,8 +735,9 @@ class SumProtocol(Protocol):
         vectors : array_like, shape (n_parties, dim) or (n_runs, n_parties, dim)
         mask : array_like of bool, shape (n_parties,) or (n_runs, n_parties), optional
             The parties that take part in this round (a Poisson sample); the others send
-            nothing (their vectors count as zero).  Only for the protocols without
-            per-party noise (non-private and central Gaussian).
+            nothing (their vectors count as zero).  Not for the binomial mechanism (a fixed
+            number of noise shares); DDG configured with ``sampling="poisson"`` needs it: the
+            K noise shares are dealt over the k that take part (:meth:`DDGVectors.encode_sample`).
         return_noise : bool, default False
             Also return the noise the server added (central Gaussian; zeros for the exact
             sum; refused for DDG, whose error is not an additive server noise) -- for
@@ -684,21 +764,34 @@ class SumProtocol(Protocol):
             )
         if not np.all(np.isfinite(x)):
             raise ValueError("vectors must contain only finite values")
+        sampled_ddg = isinstance(self.randomizer, DDGVectors) and self.randomizer.params.sampling == "poisson"
         if mask is not None:
-            if self.randomizer.message == "integer":
-                raise ValueError(f"mask: protocol {self.name!r} adds a noise share per party; every party takes part")
+            if self.randomizer.message == "integer" and not sampled_ddg:
+                raise ValueError(f"mask: protocol {self.name!r} adds a noise share per party calibrated for all of them; "
+                                 "every party takes part (DDG: configure sampling='poisson')")
             mask = np.asarray(mask)
             if mask.dtype != bool:
                 raise TypeError(f"mask must be a boolean array, got dtype {mask.dtype}")
+            if mask.shape not in ((n,), (R, n)):
+                raise ValueError(f"mask must have shape (n_parties,) = {(n,)} or (n_runs, n_parties) = {(R, n)}, "
+                                 f"got {mask.shape}")
             mask = np.broadcast_to(mask[None] if mask.ndim == 1 else mask, (R, n))
-            x = x * mask[..., None]
+        elif sampled_ddg:
+            raise ValueError(f"protocol {self.name!r} was configured for Poisson rounds: pass mask, the clients that "
+                             "joined this round")
         if self._round >= self.n_rounds:
             raise ValueError(
                 f"protocol {self.name!r} was configured for n_rounds={self.n_rounds} sums; its guarantee covers no more"
             )
         self._round += 1
         rng = self._noise_rng
-        messages = self.randomizer.encode(self, x, rng)
+        if sampled_ddg:
+            messages = self.randomizer.encode_sample(self, x, mask, rng)
+        elif mask is not None:  # the absent parties send nothing (a zero row); only those present are encoded
+            messages = np.zeros_like(x)
+            messages[mask] = self.randomizer.encode(self, x[mask], rng)
+        else:
+            messages = self.randomizer.encode(self, x, rng)
         modulus = self.randomizer.params.modulus if self.randomizer.message == "integer" else None
         delivered = self.intermediary.deliver(messages, rng, modulus=modulus)
         out = self.analyzer.analyze(self, delivered, rng, return_noise)
@@ -754,6 +847,9 @@ class SumProtocol(Protocol):
             eps = sampled_gaussian_epsilon(self.analyzer.sigma / sens, q, T, delta, amplification_for(relation))
             what = (f"{T} rounds of the sampled Gaussian (q={q:.4g}, z={self.analyzer.sigma / sens:.4g}), "
                     f"RDP by {bound} [MTZ19; WBK19]")
+        elif isinstance(self.randomizer, DDGVectors) and self.sampling == "poisson":
+            # add/remove: the sampled Gaussian that dominates the rounds; replace: two such steps
+            return self.randomizer.sampled_event(self) if relation == "add-remove" else self.randomizer.replace_event(self)
         elif isinstance(self.randomizer, DDGVectors):
             eps = self.randomizer.sampled_epsilon(self, relation)
             what = (f"{T} rounds of the sum of {self.n_parties} discrete Gaussians on q={q:.4g} samples, "
@@ -785,9 +881,15 @@ class SumProtocol(Protocol):
         return SelfComposedEvent(GaussianEvent(sens, self.analyzer.sigma), self.n_rounds)
 
     def theorem(self) -> str:
+        if isinstance(self.analyzer, GaussianSum) and self.sampling_rate < 1.0:
+            return (f"{self.n_rounds} rounds of the sampled Gaussian, RDP [MTZ19] (Poisson, add/remove) or [WBK19 Thm. 9] "
+                    "(without replacement, replace-one), converted [CKS20]")
         if isinstance(self.analyzer, GaussianSum):
             return (f"central Gaussian, σ by the {self.analyzer.calibration_rule!r} rule; verified: {self.n_rounds} "
                     "Gaussian releases = one Gaussian mechanism at sensitivity c√T, exact profile [BW18, Thm. 8]")
+        if isinstance(self.randomizer, DDGVectors) and self.sampling == "poisson" and self.sampling_rate < 1.0:
+            return (f"Poisson-sampled sums of discrete Gaussian shares, dominated by the sampled Gaussian [KLS21 Thm. 11; "
+                    f"MTZ19], RDP over {self.n_rounds} rounds, converted [CKS20]; SecAgg [BIK+17]")
         if isinstance(self.randomizer, DDGVectors):
             return (f"sum of {self.n_parties} discrete Gaussians [KLS21, Prop. 14], RDP over {self.n_rounds} rounds, "
                     "converted [CKS20]; SecAgg [BIK+17]")
@@ -815,7 +917,9 @@ class SumProtocol(Protocol):
         self._require()
         if isinstance(self.analyzer, GaussianSum):
             return self.analyzer.sigma
-        if isinstance(self.randomizer, (DDGVectors, BinomialVectors)):
+        if isinstance(self.randomizer, DDGVectors):  # n: the parties, or a Poisson round's expected number
+            return math.sqrt(self.randomizer.params.n) * self.randomizer.params.sigma
+        if isinstance(self.randomizer, BinomialVectors):
             return math.sqrt(self.n_parties) * self.randomizer.params.sigma
         return 0.0
 
