@@ -199,8 +199,8 @@ def share_closeness(scale: float, shares: int) -> float:
     return ddg_tau(s, k)
 
 
-def _check_q(q: float) -> float:
-    return check_float_in_range("sampling_rate", q, 0.0, 1.0, low_inclusive=False)
+def _check_q(q: float, name: str = "sampling_rate") -> float:
+    return check_float_in_range(name, q, 0.0, 1.0, low_inclusive=False)
 
 
 def _check_population(population: int) -> int:
@@ -228,7 +228,7 @@ def sampling_tail(q: float, population: int, shares: int, steps: int) -> float:
     steps : int
         :math:`T`.
     """
-    q = _check_q(q)
+    q = _check_q(q, "q")
     N = _check_population(population)
     K = check_positive_int("shares", shares, max_value=MAX_STEPS)
     T = check_positive_int("steps", steps, max_value=MAX_COUNT)
@@ -240,7 +240,7 @@ def sampling_tail(q: float, population: int, shares: int, steps: int) -> float:
 def noise_shares_for(q: float, population: int, steps: int, delta: float) -> int:
     r"""The :math:`K` of step 1: the smallest count with :math:`T\,P(\mathrm{Bin}(N, q) \ge K) \le`
     :data:`TAIL_SHARE` :math:`\cdot\delta`, at most :math:`N + 1` (where the tail is 0)."""
-    q = _check_q(q)
+    q = _check_q(q, "q")
     N = _check_population(population)
     T = check_positive_int("steps", steps, max_value=MAX_COUNT)
     delta = check_delta("delta", delta)
