@@ -637,6 +637,7 @@ BASELINES = {
     "accounting.sampled_gaussian_epsilon": kw(noise_multiplier=1.0, q=0.1, steps=10, delta=1e-5),
     "accounting.sampled_gaussian_noise_multiplier": kw(epsilon=1.0, delta=1e-5, q=0.1, steps=10),
     "accounting.smoothing_closeness": kw(scale=10.0, smoothing=2.0),
+    "experiments.theorem2_trial": lambda: ((), dict(config=dict(n=8, d=4, c=1.0, epsilon=1.0, reps=3), rng=rng())),
     "accounting.share_closeness": kw(scale=10.0, shares=8),
     "accounting.sampling_tail": kw(q=0.1, population=1000, shares=150, steps=10),
     "accounting.noise_shares_for": kw(q=0.1, population=1000, steps=10, delta=1e-5),
@@ -762,6 +763,9 @@ BASELINES = {
     "theory.ddg_mse_terms": lambda: ((), dict(params=_DDG)),
     "theory.theorem2_gamma": kw(c=1.0, n=8, d=4, epsilon=1.0),
     "theory.theorem2_mse": kw(c=1.0, n=8, d=4, epsilon=1.0),
+    "theory.theorem2_beta": kw(n=8),
+    "theory.theorem2_bits": kw(c=1.0, n=8, d=4, epsilon=1.0),
+    "theory.theorem2_params": kw(c=1.0, n=8, d=4, epsilon=1.0),
     "theory.theorem2_sigma": kw(c=1.0, n=8, epsilon=1.0),
 }
 

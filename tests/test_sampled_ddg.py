@@ -108,6 +108,21 @@ def test_share_closeness_bounds_the_exact_convolution_both_ways(s, k):
     assert share_closeness(math.sqrt(k) * 0.49, k) == math.inf or k == 1  # below Thm. 11's share scale
 
 
+@pytest.mark.parametrize("s, K, k", [(0.6, 8, 3), (0.55, 12, 5), (0.8, 9, 2), (1.0, 20, 20)])
+def test_dealt_shares_are_as_close_as_equal_ones(s, K, k):
+    """Step 2 with the shares dealt: k clients adding N_Z(0, m_j s²) (Σ m_j = K, client_shares) sum to a law within
+    τ(s, K)/2 of N_Z(0, K s²) in max divergence each way (exact convolution)."""
+    acc = np.ones(1)
+    for m in client_shares(K, k):
+        acc = np.convolve(acc, _dg_pmf(math.sqrt(m) * s, 80))
+    half = (acc.size - 1) // 2
+    target = _dg_pmf(math.sqrt(K) * s, half)
+    keep = np.abs(np.arange(-half, half + 1)) <= 8 * math.sqrt(K) * s + 3
+    ratio = np.log(acc[keep] / target[keep])
+    tau = share_closeness(math.sqrt(K) * s, K)
+    assert ratio.max() <= tau / 2 and -ratio.min() <= tau / 2, (ratio.max(), -ratio.min(), tau)
+
+
 def _exact_pld_epsilon(noise_pmf: np.ndarray, shift: int, q: float, T: int, delta: float) -> float:
     """ε at δ of T rounds of the Poisson-sampled pair ((1 − q)W + q(W + shift), W), both orders, exact pmfs."""
     half = (noise_pmf.size - 1) // 2

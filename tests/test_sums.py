@@ -385,3 +385,54 @@ def test_mask_drops_the_absent_parties():
     d = _make("sum-ddg-secagg").reset(n_runs=2, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="noise share"):
         d.aggregate(x, mask=mask)
+
+
+def _poisson_ddg(N=400, q=0.1, T=3, d=30, **kw):
+    return create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits=16, k=3, **kw).configure(
+        n_parties=N, dim=d, n_rounds=T, clip=1.0, sampling_rate=q, sampling="poisson")
+
+
+def test_poisson_ddg_deals_its_shares_and_is_the_mechanism_s():
+    """Poisson rounds: the release is, per run, DDGMechanism.encode of the clients that joined with the K shares dealt
+    over them (client_shares), summed mod 2^B and decoded with that run's rotation -- bit for bit."""
+    from fedbandit.accounting.sampled_ddg import client_shares, noise_shares_for
+
+    p = _poisson_ddg()
+    K = noise_shares_for(0.1, 400, 3, 1e-5)
+    assert p.params.n == K and p.params.sampling == "poisson" and p.params.population == 400
+    assert p.noise_std() == pytest.approx(math.sqrt(K) * p.params.sigma)
+    x = _vectors(np.random.default_rng(3), (2, 400, 30))
+    mask = np.random.default_rng(4).random((2, 400)) < 0.1
+    p.reset(n_runs=2, rng=np.random.default_rng(9))
+    out = p.aggregate(x, mask=mask)
+    rng = np.random.default_rng(9)
+    mech = DDGMechanism(p.params, rng, runs=2)
+    ref = []
+    for r in range(2):
+        idx = np.flatnonzero(mask[r])
+        res = mech.encode(x[r, idx], rng, noise_shares=client_shares(K, idx.size), run=r)
+        ref.append(mech.decode(np.mod(res.sum(0), p.params.modulus), run=r))
+    np.testing.assert_array_equal(out, np.stack(ref))
+    assert p.accounting().status == "verified" and p.accounting().epsilon == pytest.approx(2.0, rel=1e-6)
+    with pytest.raises(ValueError, match="mask"):
+        p.aggregate(x)
+
+
+def test_poisson_ddg_noise_has_the_declared_variance_whatever_the_number_of_clients():
+    """The error of a Poisson round's release (against the clipped sum of the clients that joined) has per-coordinate
+    variance noise_std()² plus the rounding's (at most k γ²/4), whether 5 or 60 clients joined: the dealt shares keep
+    the sum's noise (two-sided chi-square band at false-alarm rate 1e-4 per case, with the rounding's range)."""
+    p = _poisson_ddg(N=400, q=0.1, T=1, d=64)
+    var = p.noise_std() ** 2
+    g2 = p.params.gamma ** 2
+    for k in (5, 60):
+        runs = 200
+        x = _vectors(np.random.default_rng(k), (runs, 400, 64))
+        mask = np.zeros((runs, 400), dtype=bool)
+        mask[:, :k] = True
+        pk = _poisson_ddg(N=400, q=0.1, T=1, d=64).reset(n_runs=runs, rng=np.random.default_rng(100 + k))
+        err = pk.aggregate(x, mask=mask) - clip_l2(x[:, :k], 1.0).sum(axis=1)
+        m = err.size
+        lo = stats.chi2.ppf(0.5e-4, m) / m * var
+        hi = stats.chi2.ppf(1 - 0.5e-4, m) / m * (var + k * g2 / 4)
+        assert lo < np.mean(err**2) < hi, (k, np.mean(err**2) / var)

@@ -228,10 +228,11 @@ class SampledDiscreteGaussianSumEvent(DpEvent):
     r"""One round of the distributed discrete Gaussian on a Poisson sample of a population.
 
     Every one of ``population`` clients joins with probability ``sampling_rate``; ``shares``
-    noise shares :math:`\mathcal N_{\mathbb Z}(0, S^2/K)` are dealt over the :math:`k` that join
-    and added to their rounded vectors (``clip`` c, ``gamma`` γ, ``beta`` β, ``dim`` d give
-    Δ₂), so that the sum's noise has standard deviation ``noise_std`` = Sγ per coordinate
-    whatever :math:`k \le K`; secure aggregation reveals the sum.  Neighbouring populations differ by one client added or
+    K noise shares of variance :math:`S^2/K` are dealt over the :math:`k` that join, each adding
+    :math:`\mathcal N_{\mathbb Z}(0, m_j S^2/K)` for its :math:`m_j` shares to its rounded vector
+    (``clip`` c, ``gamma`` γ, ``beta`` β, ``dim`` d give Δ₂), so that the sum's noise has
+    standard deviation ``noise_std`` = Sγ per coordinate whatever :math:`k \le K`; secure
+    aggregation reveals the sum.  Neighbouring populations differ by one client added or
     removed.  The accountant uses :func:`fedbandit.accounting.sampled_ddg.sampled_ddg_epsilon`
     (the sampled Gaussian that dominates it); wrap it in :class:`SelfComposedEvent` for the
     rounds.

@@ -4,13 +4,13 @@ Setting (``create("sum-ddg-secagg", ...)`` configured with ``sampling="poisson"`
 population of :math:`N` clients; every round each client joins independently with
 probability :math:`q`; each of the :math:`k` clients that joined clips its vector to
 :math:`c`, rotates it, scales by :math:`1/\gamma`, rounds it conditionally (integer vector of
-norm :math:`\le \tilde\Delta = \Delta_2/\gamma`, [KLS21]_ Thm. 1 / Prop. 22) and adds its
-part of :math:`K` *noise shares* :math:`\mathcal N_{\mathbb Z}(0, s^2)` per coordinate: the
-:math:`K` shares are dealt round-robin over the :math:`k` clients (each adds
-:math:`\lfloor K/k\rfloor` or :math:`\lceil K/k\rceil` of them; every client one when
-:math:`k > K`, :func:`client_shares`), so that the sum carries exactly :math:`K` shares,
-:math:`S^2 = Ks^2` of noise variance (grid units), whatever the number of clients; secure
-aggregation reveals the sum modulo :math:`2^B`.  :math:`K` (:func:`noise_shares_for`) is an
+norm :math:`\le \tilde\Delta = \Delta_2/\gamma`, [KLS21]_ Thm. 1 / Prop. 22) and adds
+discrete Gaussian noise for its part of :math:`K` *noise shares* of variance :math:`s^2`: the
+:math:`K` shares are dealt round-robin over the :math:`k` clients (:math:`m_j =
+\lfloor K/k\rfloor` or :math:`\lceil K/k\rceil` each; one each when :math:`k > K`,
+:func:`client_shares`) and client :math:`j` adds :math:`\mathcal N_{\mathbb Z}(0, m_j s^2)` per
+coordinate, so that the sum's noise variance is :math:`S^2 = Ks^2` (grid units) whatever the
+number of clients; secure aggregation reveals the sum modulo :math:`2^B`.  :math:`K` (:func:`noise_shares_for`) is an
 upper quantile of the number of clients.  Neighbouring populations
 differ by adding or removing one client (:math:`D` and :math:`D \cup \{x\}`); the adversary
 sees every round's modular sum, not who took part, over the :math:`T` rounds, with the
@@ -38,11 +38,14 @@ checked against the exact distributions in ``tests/test_sampled_ddg.py``]:
    compose in :math:`\delta`, and averaging over patterns gives
    :math:`\eta = T[q(1-q)^{N-1} + P(\mathrm{Bin}(N, q) \ge K)]` for populations of
    :math:`N - 1` to :math:`N + 1` clients (:func:`sampling_tail`).
-2. *Shares → one discrete Gaussian* ([KLS21]_ Thm. 11 and its extension to :math:`K`
-   summands by induction): per coordinate, the sum of :math:`K` shares of scale
-   :math:`s = S/\sqrt K` and :math:`\mathcal N_{\mathbb Z}(0, S^2)` are within
-   :math:`\tau(s, K) = 10\sum_{j<K} e^{-2\pi^2 s^2 j/(j+1)}` in max divergence, in each
-   direction (:func:`share_closeness`; the theorem needs :math:`s \ge 1/2`).
+2. *Shares → one discrete Gaussian* ([KLS21]_ Thm. 11, extended to several summands by
+   induction as in [KLS21]_): per coordinate, the clients' noises
+   :math:`\mathcal N_{\mathbb Z}(0, v_j)`, :math:`v_j = m_j s^2 \ge s^2`, add up to a law within
+   :math:`\sum_{j<k} 5e^{-2\pi^2/(1/V_j + 1/v_{j+1})}` of :math:`\mathcal N_{\mathbb Z}(0, S^2)`
+   in max divergence (:math:`V_j = v_1 + \dots + v_j \ge js^2`), hence within
+   :math:`\tau(s, K) = 10\sum_{j<K} e^{-2\pi^2 s^2 j/(j+1)}` in each direction, whatever
+   :math:`k \le K` (:func:`share_closeness`; the theorem needs :math:`1/V_j + 1/v_{j+1} \le 8`,
+   so :math:`s \ge 1/2`).
 3. *Discrete → smoothed continuous* (derived here): the kernel
    :math:`K(y) = \lfloor y\rfloor + J`, with :math:`P(J = j \mid y - \lfloor y\rfloor = u) =
    \omega(u - j)` and :math:`\omega = \varphi_b / \sum_{j\in\mathbb Z}\varphi_b(\cdot - j)`,
@@ -173,13 +176,16 @@ def smoothing_closeness(scale: float, smoothing: float = SMOOTHING) -> float:
 
 
 def share_closeness(scale: float, shares: int) -> float:
-    r"""Step 2: max divergence, each way, between the sum of ``shares`` equal shares and :math:`\mathcal N_{\mathbb Z}(0, S^2)`.
+    r"""Step 2: max divergence, each way, between a round's summed noise and :math:`\mathcal N_{\mathbb Z}(0, S^2)`.
+
+    The round's :math:`k \le K` clients add :math:`\mathcal N_{\mathbb Z}(0, m_j s^2)`,
+    :math:`\sum_j m_j = K`, :math:`s^2 = S^2/K` (:func:`client_shares`); the bound is the one
+    of :math:`K` equal shares, which is the largest (module docstring, step 2).
 
     Parameters
     ----------
     scale : float
-        :math:`S`, the scale of the sum (grid units); each of the :math:`K` shares is
-        :math:`\mathcal N_{\mathbb Z}(0, S^2/K)`.
+        :math:`S`, the scale of the sum (grid units); a share has variance :math:`S^2/K`.
     shares : int
         :math:`K \ge 1`.
 

@@ -182,13 +182,14 @@ class DDGMechanism:
         return x
 
     def encode(self, x, rng, *, stages: bool = False, noise_shares=None, run: int | None = None):
-        """Client side: clip, flatten, scale, round, add noise, reduce mod m.
+        r"""Client side: clip, flatten, scale, round, add noise, reduce mod m.
 
         Returns int64 residues in ``[0, m)`` of shape ``x.shape[:-1] + (d_pad,)`` (and a
         dict of intermediate stages when ``stages=True``).  ``noise_shares``: for vectors
-        ``x`` of shape (k, d), how many shares N_Z(0, σ²/γ²) each of the k clients adds (a
-        Poisson round, :meth:`fedbandit.accounting.ddg.DDGParams.noise_shares`; default one
-        each).  ``run``: with one rotation per run, the run whose rotation applies to all of ``x``.
+        ``x`` of shape (k, d), how many noise shares each of the k clients carries (a Poisson
+        round, :meth:`fedbandit.accounting.ddg.DDGParams.noise_shares`; default one each): a
+        client with m shares adds one :math:`\mathcal N_{\mathbb Z}(0, m\sigma^2/\gamma^2)` per
+        coordinate.  ``run``: with one rotation per run, the run whose rotation applies to all of ``x``.
         """
         x = self._check_x(x)
         rng = check_rng("rng", rng)
@@ -204,9 +205,11 @@ class DDGMechanism:
             if x.ndim != 2 or counts.shape != (x.shape[0],):
                 raise ValueError(f"noise_shares needs vectors x of shape (k, d) and one count per vector, got x of shape "
                                  f"{x.shape} and noise_shares of shape {counts.shape}")
-            draws = sample_discrete_gaussian(p.sigma_int, (int(counts.sum()), p.d_pad), rng)
-            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            noise = np.add.reduceat(draws, starts, axis=0)  # client j: the sum of its counts[j] shares
+            noise = np.empty(rounded.shape, dtype=np.int64)
+            for m in np.unique(counts):  # a few distinct counts (⌊K/k⌋ and ⌈K/k⌉): one sampler table each
+                rows = counts == m
+                noise[rows] = sample_discrete_gaussian(p.sigma_int * math.sqrt(int(m)), (int(rows.sum()), p.d_pad),
+                                                       rng)
         noised = rounded + noise
         residues = np.mod(noised, p.modulus)
         if stages:

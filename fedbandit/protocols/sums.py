@@ -43,8 +43,9 @@ clients, [KLS21]_ Sec. 6.2.3).  ``relation="add-remove"`` uses the Poisson bound
 ``sampling="poisson"``, status "unproven" for ``"fixed"`` (no theorem covers the pairing;
 the paper and TensorFlow Federated use it so).  ``relation="replace"`` uses the
 without-replacement bound ([WBK19] Thm. 9), proven for ``"fixed"``.  DDG with
-``sampling="poisson"``: K noise shares N_Z(0, σ²/γ²) are dealt over the k clients that
-join, so that the sum's noise does not depend on k (K an upper quantile of k); add/remove one
+``sampling="poisson"``: K noise shares of variance σ²/γ² are dealt over the k clients that
+join (a client with m of them adds N_Z(0, mσ²/γ²)), so that the sum's noise does not depend on
+k (K an upper quantile of k); add/remove one
 client, accounted through the sampled Gaussian that dominates it
 (:mod:`fedbandit.accounting.sampled_ddg`, status "verified").  The binomial mechanism needs
 a fixed number of noise shares, so it refuses Poisson sampling.
