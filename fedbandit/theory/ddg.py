@@ -37,7 +37,7 @@ but not the displayed constants of Theorem 36.  The book states two functions:
     :math:`n d'\gamma^2/(4(1-\beta)) + n(n-1)\big(\frac{\beta}{1-\beta}\big)^2\gamma^2 d'`;
   - modular clipping: an aggregate coordinate Y is :math:`\hat\sigma`-sub-Gaussian with
     :math:`\hat\sigma^2 = \rho\|\sum_i x_i\|^2/d' + n(\gamma^2/4 + \sigma^2)` ([KLS21]_ Prop. 35,
-    [recalled]); wrapping moves it by less than 2|Y| and only when |Y| > r = γm/2, so
+    as the paper's proof of Thm. 36 uses it); wrapping moves it by less than 2|Y| and only when |Y| > r = γm/2, so
     :math:`\mathbb E[(M(Y)-Y)^2] \le 4\sqrt{\mathbb E Y^4\,P(|Y|>r)} \le 16\sqrt2\,\hat\sigma^2 e^{-r^2/(4\hat\sigma^2)}`;
 
   combined by Minkowski's inequality, :math:`(\sqrt{A} + \sqrt{W})^2`.  The bound is over
