@@ -99,7 +99,7 @@ def _check_n(n, name="n") -> int:
     return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
 
 
-def _check_poisson(method: str, amplification: str, population) -> int:
+def _check_poisson(method: str, amplification: str, population: int | None) -> int:
     """Poisson sampling of the clients: accounted in RDP, add/remove one client, from a stated population."""
     if method != "rdp":
         raise ValueError(f"sampling='poisson' is accounted through the sampled Gaussian's RDP: use method='rdp', "
@@ -262,11 +262,11 @@ def ddg_epsilon(
     if sampling == "poisson":
         from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
 
-        _check_poisson(method, amplification, population)
+        N = _check_poisson(method, amplification, population)
         n = _check_n(n)
         K = n if shares is None else check_positive_int("shares", shares, max_value=MAX_STEPS)
         return sampled_ddg_epsilon(math.sqrt(n) * sigma, delta2=delta2, gamma=gamma, dim=d,
-                                   sampling_rate=sampling_rate, steps=steps, population=population, delta=delta,
+                                   sampling_rate=sampling_rate, steps=steps, population=N, delta=delta,
                                    shares=K, present_shares=n)
     if sampling_rate < 1.0:
         from fedbandit.accounting.subsampling import subsampled_epsilon
