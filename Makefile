@@ -21,7 +21,7 @@ SCALE_LOG := _build/scale.log
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
-	@echo "make test   lint (ruff), unit tests, nbval on every chapter (quick scale), quick book build and its executed"
+	@echo "make test   lint (ruff, import-linter, mypy), unit tests, nbval on every chapter (quick scale), quick book build and its executed"
 	@echo "            notebooks' outputs, browser check"
 	@echo "make bench  benchmarks side by side with their peers -> benchmarks/results/{results.md,results.json} (about 10 min)"
 	@echo "make clean  remove build outputs (keeps .venv and the experiment cache)"
@@ -61,11 +61,16 @@ test: $(VENV)/.test-installed
 	$(MAKE) --no-print-directory lint unit notebooks canary book-quick executed browser
 	@echo "make test: all stages passed"
 
-# Cheap, so first: pyflakes, pycodestyle's E4/E7/E9 and import order ([tool.ruff] in pyproject.toml),
-# then the subpackages' layer contract ([tool.importlinter]; it reads the checkout's fedbandit/).
+# Cheap, so first: pyflakes, pycodestyle's E4/E7/E9 and import order ([tool.ruff] in pyproject.toml);
+# the layer contracts ([tool.importlinter]; they read the checkout's fedbandit/, function-level imports
+# too); the static checks of tests/test_architecture.py marked `lint` (no private names imported
+# across modules, no fedbandit imports inside functions, the contracts' planted back-edges); then
+# mypy on the packages [tool.mypy] lists.
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check fedbandit tests benchmarks
 	$(BIN)/lint-imports --no-cache --no-logo
+	$(BIN)/pytest -q -p no:cacheprovider -m lint tests/test_architecture.py
+	$(BIN)/mypy
 
 unit: $(VENV)/.test-installed
 	FEDBANDIT_SCALE=quick $(BIN)/pytest -n $(JOBS) -m "not browser" tests

@@ -30,6 +30,7 @@ def _version() -> str:
     A copy of the package with neither (not installed, no ``pyproject.toml`` beside it) reports
     ``"0+unknown"`` rather than failing to import.
     """
+    # imported here, not at the top: `import fedbandit` stays cheap (it loads no subpackage either)
     from pathlib import Path
 
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"

@@ -397,7 +397,7 @@ def check_unit_interval(name: str, x: Any) -> np.ndarray:
     return arr
 
 
-def _is_binary(arr: np.ndarray) -> bool:
+def is_binary(arr: np.ndarray) -> bool:
     if arr.dtype == np.uint8:
         return True
     return bool(np.all((arr == 0.0) | (arr == 1.0)))

@@ -24,7 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedbandit.experiments.grid import _MAGIC, config_hash, default_cache_dir, make_rng, run_grid, stack_results
+from fedbandit._grid import _MAGIC
+from fedbandit.experiments.grid import config_hash, default_cache_dir, make_rng, run_grid, stack_results
 
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:  # worker processes inherit sys.path and import the helpers by name

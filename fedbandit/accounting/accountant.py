@@ -23,8 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import cast
 
 from fedbandit._validation import MAX_MAGNITUDE, check_delta, check_epsilon, check_str
+from fedbandit.accounting.composed_gaussian import exact_gaussian_epsilon
+from fedbandit.accounting.composition import advanced_composition
+from fedbandit.accounting.ddg import RDP_ORDERS, ddg_delta2, ddg_epsilon, ddg_rdp
+from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffled_event_epsilon
 from fedbandit.accounting.events import (
     ApproxDpEvent,
     ClaimedEvent,
@@ -32,7 +37,6 @@ from fedbandit.accounting.events import (
     ConditionalEvent,
     DiscreteGaussianSumEvent,
     DpEvent,
-    GaussianEvent,
     InvalidEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -41,7 +45,12 @@ from fedbandit.accounting.events import (
     SelfComposedEvent,
     ShuffledRandomizedResponseEvent,
     check_relation,
+    gaussian_rho,
+    sum_over_releases,
 )
+from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
+from fedbandit.accounting.shuffle import rr_shuffle_delta
+from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
 
 __all__ = [
     "Accounting",
@@ -127,45 +136,9 @@ def _worse(*statuses: str) -> str:
     return max(statuses, key=_RANK.__getitem__)
 
 
-def _additive(event: DpEvent, leaf) -> float | None:
-    """Σ of ``leaf(e)`` over the leaves of a composition, when every leaf has a value (else None).
-
-    zCDP's ρ and pure DP's ε both add up under (adaptive) composition ([BS16] Lemma 2.3;
-    the basic composition theorem).
-    """
-    if isinstance(event, SelfComposedEvent):
-        inner = _additive(event.event, leaf)
-        return None if inner is None else event.count * inner
-    if isinstance(event, ComposedEvent):
-        parts = [_additive(e, leaf) for e in event.events]
-        return None if any(p is None for p in parts) else float(sum(parts))
-    return leaf(event)
-
-
-def _gaussian_rho(event: DpEvent) -> float | None:
-    """ρ of an event made only of Gaussian releases (None otherwise)."""
-    return _additive(event, lambda e: e.rho if isinstance(e, GaussianEvent) else None)
-
-
 def _pure_epsilon(event: DpEvent) -> float | None:
     """ε of an event made only of pure-DP (Laplace) releases (None otherwise)."""
-    return _additive(event, lambda e: e.sensitivity / e.scale if isinstance(e, LaplaceEvent) else None)
-
-
-def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:
-    """Exact ε at δ of a composition of Gaussian releases (the Gaussian privacy profile [BW18]).
-
-    k Gaussian releases of sensitivities Δ_i and noise σ_i together are a Gaussian
-    mechanism with μ = sqrt(Σ Δ_i²/σ_i²) (rotation invariance), whose exact (ε, δ) curve
-    is :func:`fedbandit.accounting.gaussian_epsilon_exact`; this is a *lower bound* on
-    the ε of any protocol from whose output the releases can be computed.
-    """
-    from fedbandit.accounting.amplification import gaussian_epsilon_exact
-
-    rho = _gaussian_rho(event)
-    if rho is None:
-        raise TypeError(f"exact_gaussian_epsilon needs Gaussian releases only, got {event.describe()}")
-    return gaussian_epsilon_exact(math.sqrt(2.0 * rho), delta)
+    return sum_over_releases(event, lambda e: e.sensitivity / e.scale if isinstance(e, LaplaceEvent) else None)
 
 
 def necessary_lower_bound(event: DpEvent, delta: float) -> tuple[float, str]:
@@ -178,13 +151,12 @@ def necessary_lower_bound(event: DpEvent, delta: float) -> tuple[float, str]:
     (:func:`~fedbandit.accounting.deshuffle.deshuffled_event_epsilon`; audited on the code by
     :func:`fedbandit.audit.deshuffle_audit`) and the exact ε of the messages' sum.
     """
-    from fedbandit.accounting.deshuffle import DeshuffledGaussianEvent, deshuffled_event_epsilon
-
     if not isinstance(event, DeshuffledGaussianEvent):
         lower = exact_gaussian_epsilon(event, delta)
         return lower, f"{event.describe()} alone is only ({lower:.3g}, δ)-DP (exact Gaussian profile [BW18])"
     eps, scenario, summed = deshuffled_event_epsilon(event, delta)
-    if summed > eps:
+    if summed > eps:  # not NaN: the event carries the messages' sum
+        assert event.summed is not None
         return summed, (f"{event.summed.describe()} (the sum of the shuffled messages) alone is only ({summed:.3g}, δ)-DP "
                         f"(exact Gaussian profile [BW18])")
     return eps, (f"the claimed σ₀={event.sigma0:.4g} is refuted in the worst case by de-shuffling: on data the adversary "
@@ -196,8 +168,6 @@ def necessary_lower_bound(event: DpEvent, delta: float) -> tuple[float, str]:
 def _compose_approx(results: list[_Result], delta_target: float) -> tuple[float, float]:
     """Compose (ε_i, δ_i) releases: basic composition, or advanced composition of k equal
     releases with δ' = the target δ left after kδ₀ ([DRV10]), whichever gives the smaller ε."""
-    from fedbandit.accounting.composition import advanced_composition
-
     basic = (float(sum(r.epsilon for r in results)), float(sum(r.delta for r in results)))
     eps0 = {r.epsilon for r in results}
     d0 = {r.delta for r in results}
@@ -224,10 +194,8 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
         if event.holds:
             return inner
         return replace(inner, status=_worse(inner.status, event.on_failure), notes=inner.notes + (event.assumption,))
-    rho = _gaussian_rho(event)
+    rho = gaussian_rho(event)
     if rho is not None:
-        from fedbandit.accounting.zcdp import zcdp_to_approx_dp
-
         # ρ beyond float range (a noise σ so small that (Δ/σ)² overflows): no finite guarantee
         eps = zcdp_to_approx_dp(rho, delta) if rho <= MAX_MAGNITUDE else math.inf
         return _Result(eps, delta, "verified")
@@ -237,11 +205,8 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
     if isinstance(event, DiscreteGaussianSumEvent) or (
         isinstance(event, SelfComposedEvent) and isinstance(event.event, DiscreteGaussianSumEvent)
     ):
-        from fedbandit.accounting.ddg import RDP_ORDERS, ddg_delta2, ddg_epsilon, ddg_rdp
-        from fedbandit.accounting.zcdp import rdp_to_approx_dp
-
         steps = event.count if isinstance(event, SelfComposedEvent) else 1
-        e = event.event if isinstance(event, SelfComposedEvent) else event
+        e = cast(DiscreteGaussianSumEvent, event.event if isinstance(event, SelfComposedEvent) else event)
         if e.sensitivity_factor == 1.0:
             eps = ddg_epsilon(e.sigma, c=e.clip, gamma=e.gamma, beta=e.beta, n=e.n_parties, d=e.dim, delta=delta,
                               steps=steps)
@@ -254,18 +219,13 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
     if isinstance(event, SampledDiscreteGaussianSumEvent) or (
         isinstance(event, SelfComposedEvent) and isinstance(event.event, SampledDiscreteGaussianSumEvent)
     ):
-        from fedbandit.accounting.ddg import ddg_delta2
-        from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
-
         steps = event.count if isinstance(event, SelfComposedEvent) else 1
-        e = event.event if isinstance(event, SelfComposedEvent) else event
-        eps = sampled_ddg_epsilon(e.noise_std, delta2=ddg_delta2(e.clip, e.gamma, e.dim, e.beta), gamma=e.gamma,
-                                  dim=e.dim, sampling_rate=e.sampling_rate, steps=steps, population=e.population,
-                                  delta=delta, shares=e.shares)
+        se = cast(SampledDiscreteGaussianSumEvent, event.event if isinstance(event, SelfComposedEvent) else event)
+        eps = sampled_ddg_epsilon(se.noise_std, delta2=ddg_delta2(se.clip, se.gamma, se.dim, se.beta), gamma=se.gamma,
+                                  dim=se.dim, sampling_rate=se.sampling_rate, steps=steps, population=se.population,
+                                  delta=delta, shares=se.shares)
         return _Result(eps, delta, "verified")
     if isinstance(event, ShuffledRandomizedResponseEvent):
-        from fedbandit.accounting.shuffle import rr_shuffle_delta
-
         certified = rr_shuffle_delta(event.epsilon_message, event.n_messages, event.p) <= event.delta_message
         g = event.group_size
         eps = g * event.epsilon_message
@@ -294,11 +254,11 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
         parts = [event.event] * event.count if isinstance(event, SelfComposedEvent) else list(event.events)
         results = [_analyze(p, delta, target_epsilon) for p in parts]
         status = _worse(*(r.status for r in results))
-        notes = tuple(dict.fromkeys(n for r in results for n in r.notes))
+        merged = tuple(dict.fromkeys(n for r in results for n in r.notes))
         if any(math.isnan(r.epsilon) for r in results):
-            return _Result(math.nan, delta, status, notes)
+            return _Result(math.nan, delta, status, merged)
         eps, dlt = _compose_approx(results, delta)
-        return _Result(eps, dlt, status, notes)
+        return _Result(eps, dlt, status, merged)
     raise TypeError(f"the accountant does not know events of type {type(event).__name__}")
 
 
@@ -311,8 +271,8 @@ def _sound(res: _Result, private: bool) -> bool:
 def account(
     event: DpEvent,
     *,
-    target_epsilon=None,
-    target_delta=None,
+    target_epsilon: float | None = None,
+    target_delta: float | None = None,
     model: str = "",
     relation: str = "add-remove",
     theorem: str = "",
@@ -349,7 +309,7 @@ def account(
     t_delta = check_delta("target_delta", target_delta) if private else 0.0
     res = _analyze(event, t_delta if private else 1e-10, t_eps)
     status = res.status
-    extra = ()
+    extra: tuple[str, ...] = ()
     exceeds = res.epsilon > t_eps * (1 + VERIFY_TOLERANCE) or res.delta > t_delta * (1 + VERIFY_TOLERANCE)
     if private and status in ("verified", "claimed", "invalid") and exceeds and math.isfinite(res.epsilon):
         status = "invalid"

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 
+from scipy import optimize
+
 from fedbandit._validation import (
     MAX_COUNT,
     MIN_EPSILON,
@@ -46,8 +48,6 @@ COMPOSITIONS = ("best", "basic", "advanced")
 
 
 def _advanced_eps0(epsilon: float, delta: float, m: int) -> float:
-    from scipy import optimize
-
     def gap(e0: float) -> float:
         return advanced_composition(e0, delta / (2 * m), m, delta / 2.0)[0] - epsilon
 
@@ -88,10 +88,27 @@ def mechanism_budget(epsilon: float, delta: float, n_mechanisms: int, *, composi
     return _advanced_eps0(epsilon, delta, m), delta / (2.0 * m)
 
 
-def composed_guarantee(eps0: float, delta0: float, n_mechanisms: int, delta: float, *, composition: str = "best"):
+def composed_guarantee(eps0: float, delta0: float, n_mechanisms: int, delta: float, *,
+                       composition: str = "best") -> tuple[float, float]:
     """(ε, δ) of m mechanisms at (ε₀, δ₀) each: basic (mε₀, mδ₀), advanced with δ' = δ/2, or the better.
 
     ``delta`` is the overall target, which fixes δ' = δ/2 of advanced composition.
+
+    Parameters
+    ----------
+    eps0, delta0 : float
+        Each mechanism's (ε₀, δ₀).
+    n_mechanisms : int
+        m.
+    delta : float
+        The overall target δ (fixes δ' = δ/2).
+    composition : {"basic", "advanced", "best"}, default "best"
+        The composition rule.
+
+    Returns
+    -------
+    (float, float)
+        (ε, δ) of the m mechanisms.
     """
     eps0 = check_epsilon("eps0", eps0)
     delta0 = check_float_in_range("delta0", delta0, 0.0, 1.0, high_inclusive=False)
@@ -112,6 +129,18 @@ def advanced_wins_from(epsilon: float, delta: float, *, max_mechanisms: int = 10
     """The smallest m at which advanced composition gives a larger ε₀ than basic composition.
 
     Raises ValueError if that does not happen up to ``max_mechanisms``.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ) of all uses together.
+    max_mechanisms : int, default 100000
+        The largest m searched.
+
+    Returns
+    -------
+    int
+        The smallest such m.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)

@@ -50,6 +50,7 @@ import numpy as np
 from scipy import optimize, special, stats
 from scipy.special import log_ndtr, ndtr
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     MAX_STEPS,
@@ -63,8 +64,8 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
     check_probability,
+    check_rng,
 )
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "AmplificationValidityError",
@@ -97,7 +98,17 @@ class AmplificationValidityWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Condition:
-    """One validity condition: its statement, the values compared, and whether it holds."""
+    """One validity condition: its statement, the values compared, and whether it holds.
+
+    Attributes
+    ----------
+    statement : str
+        The condition, as the source states it.
+    holds : bool
+        Whether it holds at the given values.
+    detail : str
+        The values compared.
+    """
 
     statement: str
     holds: bool
@@ -107,7 +118,7 @@ class Condition:
         return f"{'OK ' if self.holds else 'FAILS'} {self.statement} ({self.detail})"
 
 
-def _enforce(conditions, what: str, force: bool) -> None:
+def _enforce(conditions: list[Condition], what: str, force: bool) -> None:
     failed = [c for c in conditions if not c.holds]
     if not failed:
         return
@@ -123,7 +134,21 @@ def _enforce(conditions, what: str, force: bool) -> None:
 
 
 def fmt22_closed_form_validity(epsilon0: float, n: int, delta: float) -> list[Condition]:
-    """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) [recalled]."""
+    """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) [recalled].
+
+    Parameters
+    ----------
+    epsilon0 : float
+        ε₀ of each local report.
+    n : int
+        The number of shuffled reports.
+    delta : float
+        The target δ.
+
+    Returns
+    -------
+    list of Condition
+    """
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
     n = check_positive_int("n", n)
     delta = check_delta("delta", delta)
@@ -143,6 +168,22 @@ def fmt22_closed_form_epsilon(epsilon0: float, n: int, delta: float, *, force: b
 
     ε = ln(1 + (1 − e^{−ε₀})/(1 + e^{−ε₀−e'}) · (a + c)) with a = 8 sqrt(e^{ε₀} ln(4/δ)/n),
     c = 8 e^{ε₀}/n and e' = ln(1 + a + c).
+
+    Parameters
+    ----------
+    epsilon0 : float
+        ε₀ of each local report.
+    n : int
+        The number of shuffled reports.
+    delta : float
+        The target δ.
+    force : bool, default False
+        Compute outside the validity region (with a warning).
+
+    Returns
+    -------
+    float
+        ε (inf when e^{ε₀} overflows).
 
     Raises
     ------
@@ -180,6 +221,22 @@ def fmt22_numerical_delta(epsilon: float, epsilon0: float, n: int, *, tail: floa
     is below ``tail`` are skipped and that mass is added to δ, so the result stays an
     upper bound.  ``n`` is at most :data:`fedbandit._validation.MAX_STEPS` (the exact sum
     costs time proportional to n).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε ≥ 0.
+    epsilon0 : float
+        ε₀ of each local report.
+    n : int
+        The number of shuffled reports.
+    tail : float, default 1e-14
+        The binomial mass that may be skipped (added to δ).
+
+    Returns
+    -------
+    float
+        δ(ε).
     """
     epsilon = check_nonnegative_float("epsilon", epsilon)
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
@@ -225,6 +282,22 @@ def fmt22_numerical_epsilon(epsilon0: float, n: int, delta: float, *, tol: float
 
     Always valid for ε₀-LDP randomizers on single records; never larger than ε₀.  ``tol``
     (relative, in [1e-12, 1)) is the bisection's stopping width.
+
+    Parameters
+    ----------
+    epsilon0 : float
+        ε₀ of each local report.
+    n : int
+        The number of shuffled reports.
+    delta : float
+        The target δ.
+    tol : float, default 1e-7
+        The bisection's tolerance on ε.
+
+    Returns
+    -------
+    float
+        ε.
     """
     epsilon0 = check_nonnegative_float("epsilon0", epsilon0)
     n = check_positive_int("n", n, max_value=MAX_STEPS, reason="the exact sum costs time proportional to n")
@@ -250,6 +323,26 @@ def fmt22_approx_dp(
     ``method`` chooses the ε(ε₀, n, δ) of the pure part: ``"numerical"`` or
     ``"closed_form"`` (which has a validity condition, see
     :func:`fmt22_closed_form_epsilon`).
+
+    Parameters
+    ----------
+    epsilon0 : float
+        ε₀ of each local report.
+    delta0 : float
+        δ₀ of each local report.
+    n : int
+        The number of shuffled reports.
+    delta : float
+        The δ of the pure part.
+    method : {"numerical", "closed_form"}, default "numerical"
+        How ε is computed.
+    force : bool, default False
+        Use the closed form outside its validity region.
+
+    Returns
+    -------
+    (float, float)
+        (ε, δ) of the shuffled reports.
     """
     delta0 = check_probability("delta0", delta0, open_interval=False)
     check_choice("method", method, ("numerical", "closed_form"))
@@ -281,6 +374,23 @@ def zc_amplification_validity(
     * for ``variant="recalled"`` only: κ/(δT) > 1, so that log(κ/(δT)) > 0.
 
     ``variant="ideal"`` (σ₀ = σ₀(LDP)/sqrt(M), no logarithmic factors) has the same region.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_agents : int
+        M, the number of agents.
+    n_batches : int
+        K, the number of batches (sets κ).
+    horizon : int
+        T, the horizon.
+    variant : {"authors", "recalled", "ideal"}, default "authors"
+        The formula (above).
+
+    Returns
+    -------
+    list of Condition
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -322,6 +432,28 @@ def zc_amplification_sigma0(
     logarithmic factors, so that the server's total noise equals the central tree's.
     κ = ⌊log₂ K⌋ + 1 with K the number of batches, T the horizon, L = ``sensitivity``.
 
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_agents : int
+        M, the number of agents.
+    n_batches : int
+        K, the number of batches (sets κ).
+    horizon : int
+        T, the horizon.
+    variant : {"authors", "recalled", "ideal"}, default "authors"
+        The formula (above).
+    sensitivity : float, default 1.0
+        L, the records' sensitivity.
+    force : bool, default False
+        Compute outside the validity region (with a warning).
+
+    Returns
+    -------
+    float
+        σ₀.
+
     Raises
     ------
     AmplificationValidityError
@@ -360,6 +492,18 @@ def gaussian_delta_exact(epsilon: float, mu: float) -> float:
     δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Balle & Wang 2018, Thm. 8); tight for the
     worst pair of neighbouring inputs.  k Gaussian releases with ratios μ_i compose exactly
     to one with μ = sqrt(Σ μ_i²).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε ≥ 0.
+    mu : float
+        μ = Δ/σ ≥ 0.
+
+    Returns
+    -------
+    float
+        δ(ε).
     """
     epsilon = check_nonnegative_float("epsilon", epsilon)
     mu = check_nonnegative_float("mu", mu)
@@ -371,7 +515,20 @@ def gaussian_delta_exact(epsilon: float, mu: float) -> float:
 
 
 def gaussian_epsilon_exact(mu: float, delta: float) -> float:
-    """Smallest ε with :func:`gaussian_delta_exact` (ε, μ) ≤ δ (exact, by root finding)."""
+    """Smallest ε with :func:`gaussian_delta_exact` (ε, μ) ≤ δ (exact, by root finding).
+
+    Parameters
+    ----------
+    mu : float
+        μ = Δ/σ ≥ 0.
+    delta : float
+        The target δ.
+
+    Returns
+    -------
+    float
+        ε.
+    """
     mu = check_nonnegative_float("mu", mu)
     delta = check_delta("delta", delta)
     if mu > 1e6:
@@ -394,7 +551,8 @@ def gaussian_epsilon_exact(mu: float, delta: float) -> float:
 # ---------------------------------------------------------------------------------
 
 
-def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", sensitivity=1.0) -> float:
+def zc_lemma_sigma0(epsilon: float, delta: float, n_agents: int, n_records: int, *, variant: str = "authors",
+                    sensitivity: float = 1.0) -> float:
     """σ₀ of the Zhou–Chowdhury lemma for one release per agent, as the book reconstructs it.
 
     The lemma (their Appendix E; statement not in the available text) is taken to say
@@ -405,6 +563,24 @@ def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", s
     σ₀ = Δ sqrt(log(1/δ) log(1 + 1/(nδ)) log(M/δ))/(ε sqrt M); ``"ideal"`` σ₀ =
     Δ sqrt(8(log(2/δ) + ε))/(ε sqrt M), the silo-LDP calibration divided by sqrt(M) ("roughly
     1/M of the LDP noise").  No validity region is applied (the check is of the formula).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_agents : int
+        M.
+    n_records : int
+        n, the records per agent.
+    variant : {"authors", "ideal"}, default "authors"
+        The formula (above).
+    sensitivity : float, default 1.0
+        Δ, one record's sensitivity.
+
+    Returns
+    -------
+    float
+        σ₀.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -423,7 +599,7 @@ def zc_lemma_sigma0(epsilon, delta, n_agents, n_records, *, variant="authors", s
 _MC_CELLS = 50_000_000
 
 
-def _mu(sensitivity, sigma0) -> float:
+def _mu(sensitivity: float, sigma0: float) -> float:
     """Δ/σ₀ for the exact Gaussian profile, refused by name when it is out of its range."""
     sigma0 = check_positive_float("sigma0", sigma0)
     mu = check_nonnegative_float("sensitivity", sensitivity) / sigma0
@@ -433,7 +609,8 @@ def _mu(sensitivity, sigma0) -> float:
     return mu
 
 
-def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0, n_samples, rng) -> tuple:
+def shuffled_gaussian_privacy_loss(sigma0: float, n_agents: int, others: float, *, sensitivity: float = 1.0,
+                                   n_samples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Samples of the privacy loss of M shuffled Gaussian sums, one agent's record changed.
 
     One-dimensional model: agent 1's sum is 0 (input D) or Δ (input D′, one record changed),
@@ -442,9 +619,26 @@ def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0,
     sum over which element is agent 1's, so the privacy loss is
     ℓ(y) = log Σ_j e^{a(y_j)} − log Σ_j e^{a′(y_j)} with a(y) = ((y − c)² − y²)/(2σ₀²) and
     a′(y) = ((y − c)² − (y − Δ)²)/(2σ₀²).  Returns (ℓ under D, ℓ under D′), ``n_samples`` each.
-    """
-    from fedbandit._validation import check_rng
 
+    Parameters
+    ----------
+    sigma0 : float
+        σ₀, each agent's Gaussian noise.
+    n_agents : int
+        M.
+    others : float
+        c, the other agents' common sum.
+    sensitivity : float, default 1.0
+        Δ, one record's sensitivity.
+    n_samples : int
+        The number of draws per input.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        The privacy loss sampled under D and under D′.
+    """
     sigma0 = check_positive_float("sigma0", sigma0)
     M = check_positive_int("n_agents", n_agents, max_value=_MC_CELLS)
     S = check_positive_int("n_samples", n_samples, max_value=_MC_CELLS)
@@ -465,10 +659,10 @@ def shuffled_gaussian_privacy_loss(sigma0, n_agents, others, *, sensitivity=1.0,
     return out[0], out[1]
 
 
-def _epsilon_from_losses(loss_p, loss_q, delta):
+def _epsilon_from_losses(loss_p: np.ndarray, loss_q: np.ndarray, delta: float) -> float:
     """Smallest ε on a fine grid with both hockey-stick estimates ≤ δ (Monte Carlo)."""
-    def d_of(e):
-        return max(np.mean(-np.expm1(np.minimum(e - loss_p, 0.0))), np.mean(-np.expm1(np.minimum(e + loss_q, 0.0))))
+    def d_of(e: float) -> float:
+        return float(max(np.mean(-np.expm1(np.minimum(e - loss_p, 0.0))), np.mean(-np.expm1(np.minimum(e + loss_q, 0.0)))))
 
     if d_of(0.0) <= delta:
         return 0.0
@@ -483,13 +677,36 @@ def _epsilon_from_losses(loss_p, loss_q, delta):
     return hi
 
 
-def shuffled_gaussian_epsilon_mc(sigma0, n_agents, others, delta, *, sensitivity=1.0, n_samples=100_000, rng) -> float:
+def shuffled_gaussian_epsilon_mc(sigma0: float, n_agents: int, others: float, delta: float, *,
+                                 sensitivity: float = 1.0, n_samples: int = 100_000,
+                                 rng: np.random.Generator) -> float:
     """ε(δ) of the shuffled Gaussian sums of :func:`shuffled_gaussian_privacy_loss`, by Monte Carlo.
 
     δ(ε) = E_D[(1 − e^{ε − ℓ})₊] (and the other direction) is estimated by the sample mean
     over ``n_samples`` draws; the smallest ε meeting ``delta`` is found by bisection.  An
     estimate of the exact privacy curve of that pair of inputs -- hence, up to its Monte
     Carlo error, a lower bound on the protocol's ε over all inputs.
+
+    Parameters
+    ----------
+    sigma0 : float
+        σ₀, each agent's Gaussian noise.
+    n_agents : int
+        M.
+    others : float
+        c, the other agents' common sum.
+    delta : float
+        The target δ.
+    sensitivity : float, default 1.0
+        Δ, one record's sensitivity.
+    n_samples : int, default 100000
+        The number of draws per input.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    float
+        The estimated ε.
     """
     delta = check_delta("delta", delta)
     lp, lq = shuffled_gaussian_privacy_loss(sigma0, n_agents, others, sensitivity=sensitivity, n_samples=n_samples,
@@ -497,7 +714,7 @@ def shuffled_gaussian_epsilon_mc(sigma0, n_agents, others, delta, *, sensitivity
     return _epsilon_from_losses(lp, lq, delta)
 
 
-def shuffled_gaussian_epsilon_far(sigma0, delta, *, sensitivity=1.0) -> float:
+def shuffled_gaussian_epsilon_far(sigma0: float, delta: float, *, sensitivity: float = 1.0) -> float:
     """The exact worst-case ε of shuffled Gaussian sums when the other agents' sums can be far away.
 
     If the other agents' data put their sums at distance ≥ D from agent 1's, the element
@@ -507,12 +724,27 @@ def shuffled_gaussian_epsilon_far(sigma0, delta, *, sensitivity=1.0) -> float:
     the worst-case ε(δ) is therefore exactly the Gaussian mechanism's,
     :func:`gaussian_epsilon_exact` (Δ/σ₀, δ): shuffling amplifies nothing.  Sums of n records
     of range r reach D = (n − 1)·r, so this is the exact curve as soon as nr ≫ σ₀.
+
+    Parameters
+    ----------
+    sigma0 : float
+        σ₀, each agent's Gaussian noise.
+    delta : float
+        The target δ.
+    sensitivity : float, default 1.0
+        Δ, one record's sensitivity.
+
+    Returns
+    -------
+    float
+        ε.
     """
     delta = check_delta("delta", delta)
     return gaussian_epsilon_exact(_mu(sensitivity, sigma0), delta)
 
 
-def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivity=1.0) -> tuple[float, float]:
+def group_privacy_route_epsilon(sigma0: float, n_records: int, n_agents: int, delta: float, *,
+                                sensitivity: float = 1.0) -> tuple[float, float]:
     """The group-privacy route of Lowy & Razaviyayn (2021) for shuffled Gaussian sums of n records.
 
     Each agent's Gaussian sum is (ε_r, δ_r)-DP per record (exact Gaussian profile); by group
@@ -521,6 +753,24 @@ def group_privacy_route_epsilon(sigma0, n_records, n_agents, delta, *, sensitivi
     then gives (ε, δ_amp + (e^ε + 1)(1 + e^{−ε₀}/2) M δ₀).  Half of ``delta`` goes to δ_amp,
     half to the δ₀ term; ε_r is the smallest whose group δ₀ fits.  Returns (ε, ε₀); ε = ε₀
     (or ∞) when amplification does not help.  A valid upper bound, loose by design.
+
+    Parameters
+    ----------
+    sigma0 : float
+        σ₀, each agent's Gaussian noise.
+    n_records : int
+        n, the records per agent.
+    n_agents : int
+        M.
+    delta : float
+        The target δ.
+    sensitivity : float, default 1.0
+        Δ, one record's sensitivity.
+
+    Returns
+    -------
+    (float, float)
+        (ε, ε₀).
     """
     delta = check_delta("delta", delta)
     n = check_positive_int("n_records", n_records, max_value=MAX_COUNT)

@@ -42,10 +42,12 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from scipy import optimize
 
+from fedbandit._combinatorics import flattened_dim
 from fedbandit._validation import (
     MAX_COUNT,
     check_choice,
@@ -57,6 +59,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting.composition import advanced_composition
 from fedbandit.accounting.ddg import check_modular_k
 
 __all__ = [
@@ -69,20 +72,37 @@ __all__ = [
 ]
 
 
-def _bp(p):
+def _bp(p: float) -> float:
     return 2.0 / 3.0 * (p * p + (1 - p) ** 2) + 1.0 - 2.0 * p
 
 
-def _cp(p):
+def _cp(p: float) -> float:
     return math.sqrt(2.0) * (3 * p**3 + 3 * (1 - p) ** 3 + 2 * p * p + 2 * (1 - p) ** 2)
 
 
-def _dp(p):
+def _dp(p: float) -> float:
     return 4.0 / 3.0 * (p * p + (1 - p) ** 2)
 
 
 def binomial_sensitivities(c: float, s: float, d: int, relation: str = "add-remove") -> tuple[float, float, float]:
-    """(Δ₁, Δ₂, Δ∞) of one client's clipped, rotated vector rounded on the grid s (module docstring) [derived]."""
+    """(Δ₁, Δ₂, Δ∞) of one client's clipped, rotated vector rounded on the grid s (module docstring) [derived].
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm.
+    s : float
+        The grid step.
+    d : int
+        The (padded) dimension.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation (replace doubles every bound).
+
+    Returns
+    -------
+    (float, float, float)
+        (Δ₁, Δ₂, Δ∞).
+    """
     c = check_positive_float("c", c)
     s = check_positive_float("s", s)
     d = check_positive_int("d", d)
@@ -90,18 +110,19 @@ def binomial_sensitivities(c: float, s: float, d: int, relation: str = "add-remo
     return f * (math.sqrt(d) * c + d * s), f * (c + s * math.sqrt(d)), f * (c + s)
 
 
-def _check_cpsgd(trials, p, s, d, delta):
+def _check_cpsgd(trials: float, p: float, s: float, d: int, delta: float) -> tuple[float, float, float, int, float]:
     return (check_positive_float("trials", trials),
             check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False, high_inclusive=False),
             check_positive_float("s", s), check_positive_int("d", d, max_value=MAX_COUNT), check_delta("delta", delta))
 
 
-def _check_sensitivities(sensitivities) -> tuple[float, float, float]:
+def _check_sensitivities(sensitivities: Sequence[float]) -> tuple[float, float, float]:
     if isinstance(sensitivities, (str, bytes, dict, set)) or not hasattr(sensitivities, "__len__"):
         raise TypeError(f"sensitivities must be a sequence (Δ₁, Δ₂, Δ∞) of three reals, got {sensitivities!r:.80}")
     if len(sensitivities) != 3:
         raise ValueError(f"sensitivities must have three entries (Δ₁, Δ₂, Δ∞), got {sensitivities!r:.80}")
-    return tuple(check_nonnegative_float(f"sensitivities[{i}]", v) for i, v in enumerate(sensitivities))
+    d1, d2, dinf = (check_nonnegative_float(f"sensitivities[{i}]", v) for i, v in enumerate(sensitivities))
+    return d1, d2, dinf
 
 
 def _condition(trials: float, p: float, s: float, d: int, delta: float, delta_inf: float) -> bool:
@@ -110,13 +131,34 @@ def _condition(trials: float, p: float, s: float, d: int, delta: float, delta_in
 
 
 def cpsgd_condition(trials: float, p: float, s: float, d: int, delta: float, delta_inf: float) -> bool:
-    """[ASYKM18]_ Thm. 1's condition :math:`Np(1-p) \\ge \\max\\{23\\log(10d/\\delta), 2\\Delta_\\infty/s\\}`."""
+    """[ASYKM18]_ Thm. 1's condition :math:`Np(1-p) \\ge \\max\\{23\\log(10d/\\delta), 2\\Delta_\\infty/s\\}`.
+
+    Parameters
+    ----------
+    trials : float
+        N, the binomial trials of the aggregate.
+    p : float
+        The binomial probability.
+    s : float
+        The grid step.
+    d : int
+        The dimension.
+    delta : float
+        δ.
+    delta_inf : float
+        Δ∞.
+
+    Returns
+    -------
+    bool
+        Whether the condition holds.
+    """
     trials, p, s, d, delta = _check_cpsgd(trials, p, s, d, delta)
     delta_inf = check_nonnegative_float("delta_inf", delta_inf)
     return _condition(trials, p, s, d, delta, delta_inf)
 
 
-def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensitivities) -> float:
+def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensitivities: Sequence[float]) -> float:
     """ε of one binomial release ([ASYKM18]_ Thm. 1, module docstring); inf where its condition fails.
 
     Parameters
@@ -131,6 +173,11 @@ def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensi
         Dimension (padded).
     delta : float
     sensitivities : (Δ₁, Δ₂, Δ∞)
+
+    Returns
+    -------
+    float
+        ε (inf where the theorem's condition fails).
     """
     trials, p, s, d, delta = _check_cpsgd(trials, p, s, d, delta)
     d1, d2, dinf = _check_sensitivities(sensitivities)
@@ -144,7 +191,7 @@ def cpsgd_epsilon(trials: float, p: float, s: float, d: int, delta: float, sensi
     return first + second + third
 
 
-def _split_delta(delta: float, steps: int, q: float) -> tuple[float, float]:
+def split_delta(delta: float, steps: int, q: float) -> tuple[float, float]:
     """(per-round δ₀, composition slack δ'): half of δ to the rounds' qδ₀'s, half to the slack."""
     if steps == 1:
         return delta / q, 0.0
@@ -152,9 +199,24 @@ def _split_delta(delta: float, steps: int, q: float) -> tuple[float, float]:
 
 
 def binomial_run_epsilon(eps0: float, delta0: float, steps: int, q: float, slack: float) -> float:
-    """ε of ``steps`` (ε₀, δ₀)-DP rounds, each on a q-sample: amplification, then basic/advanced composition."""
-    from fedbandit.accounting.composition import advanced_composition
+    """ε of ``steps`` (ε₀, δ₀)-DP rounds, each on a q-sample: amplification, then basic/advanced composition.
 
+    Parameters
+    ----------
+    eps0, delta0 : float
+        Each round's (ε₀, δ₀).
+    steps : int
+        The number of rounds.
+    q : float
+        The sampling rate of each round, in (0, 1].
+    slack : float
+        δ' of advanced composition (0: basic only).
+
+    Returns
+    -------
+    float
+        ε of the run.
+    """
     eps0 = check_positive_float("eps0", eps0)
     delta0 = check_float_in_range("delta0", delta0, 0.0, 1.0, high_inclusive=False)
     steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
@@ -179,6 +241,37 @@ class BinomialParams:
     ``scale`` is the grid step s, ``trials_per_client`` the :math:`N_i` of each client's
     Bin(N_i, p) (even, so that the server subtracts the integer :math:`nN_ip` at p = 1/2),
     ``eps_round``/``delta_round`` the per-round (ε₀, δ₀) of [ASYKM18]_ Thm. 1.
+
+    Attributes
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients in one aggregate.
+    d, d_pad : int
+        Input and flattened dimensions.
+    c : float
+        Clipping norm.
+    epsilon, delta : float
+        Target of the whole run.
+    p : float
+        The binomial probability.
+    scale : float
+        The grid step s.
+    trials_per_client : int
+        N_i.
+    eps_round, delta_round : float
+        The per-round (ε₀, δ₀).
+    steps : int, default 1
+        Releases composed.
+    sampling_rate : float, default 1.0
+        q of each release.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
     """
 
     bits: int
@@ -228,13 +321,42 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     :math:`2^B s = 2k\sqrt{c^2 n_f/d' + n s^2/4 + N p(1-p) s^2}` [derived: the DDG rule with
     the binomial variance in place of σ², rounding variance at most s²/4].
 
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients in one aggregate.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ). of the whole run.
+    p : float, default 0.5
+        The binomial probability.
+    steps : int, default 1
+        Releases composed.
+    sampling_rate : float, default 1.0
+        q of each release.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener (sets d′).
+
+    Returns
+    -------
+    BinomialParams
+
     Raises
     ------
     ValueError
         When no grid step lets 2^B cover k standard deviations of the aggregate.
     """
-    from fedbandit.mechanisms.flattening import flattened_dim
-
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_modular_k(k)
     n = check_positive_int("n", n)
@@ -249,7 +371,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     check_choice("norm_growth", norm_growth, ("conservative", "optimistic"))
     check_choice("flatten", flatten, ("hadamard", "dft"))
     d_pad = flattened_dim(d, flatten)
-    delta0, slack = _split_delta(delta, steps, q)
+    delta0, slack = split_delta(delta, steps, q)
     if delta0 >= 1.0:
         raise ValueError(f"delta={delta} is too large for sampling_rate={q}: the per-round delta would be {delta0}")
     if binomial_run_epsilon(1e-9, delta0, steps, q, slack) > epsilon:
@@ -263,7 +385,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     def trials_for(s: float) -> float:
         sens = binomial_sensitivities(c, s, d_pad, relation)
 
-        def gap(log_t):
+        def gap(log_t: float) -> float:
             return cpsgd_epsilon(math.exp(log_t), p, s, d_pad, delta0, sens) - eps0
 
         lo = math.log(max(23.0 * math.log(10.0 * d_pad / delta0), 2.0 * sens[2] / s) / (p * (1 - p)))
@@ -274,7 +396,7 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
             hi += 2.0
         return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-12, rtol=1e-12))
 
-    def f(log_s):
+    def f(log_s: float) -> float:
         s = math.exp(log_s)
         var = trials_for(s) * p * (1 - p)
         return m * s - 2.0 * k * math.sqrt(c * c * n_f / d_pad + n * s * s / 4.0 + var * s * s)
@@ -300,3 +422,8 @@ def binomial_params(bits: int, k: float, n: int, d: int, c: float, epsilon: floa
     return BinomialParams(bits=bits, k=k, n=n, d=d, d_pad=d_pad, c=c, epsilon=epsilon, delta=delta, p=p, scale=s,
                           trials_per_client=per_client, eps_round=eps0, delta_round=delta0, steps=steps,
                           sampling_rate=q, relation=relation, norm_growth=norm_growth)
+
+
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
+_split_delta = split_delta

@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     check_bool,
@@ -31,8 +33,8 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
 )
+from fedbandit.accounting.amplification import zc_amplification_sigma0
 from fedbandit.accounting.zcdp import approx_dp_to_zcdp
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "ldp_sigma0",
@@ -56,7 +58,8 @@ __all__ = [
 CALIBRATIONS = ("paper", "authors", "zcdp")
 
 
-def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensitivity: float = 1.0) -> float:
+def ldp_sigma0(epsilon: float, delta: float, n_batches_: int, *, calibration: str = "paper",
+               sensitivity: float = 1.0) -> float:
     """Per-agent, per-node noise σ₀ of silo-level LDP (Zhou & Chowdhury, Thm. 6.1).
 
     ``"paper"`` [paper]: σ₀² = 8κ(log(2/δ) + ε)/ε² (so that the server's total noise is
@@ -66,6 +69,22 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     ρ-zCDP with ρ = :func:`fedbandit.accounting.zcdp.approx_dp_to_zcdp` (ε, δ), i.e.
     σ₀ = sqrt(κ/ρ) (each statistic's sensitivity counted once, [BS16] Prop. 1.6, Lemma 2.3;
     converted with [CKS20]).  Multiplied by ``sensitivity``.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_batches_ : int
+        K, the number of batches (sets κ).
+    calibration : {"paper", "authors", "zcdp"}, default "paper"
+        The rule (above).
+    sensitivity : float, default 1.0
+        The multiplier L.
+
+    Returns
+    -------
+    float
+        σ₀.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -79,36 +98,93 @@ def ldp_sigma0(epsilon, delta, n_batches_, *, calibration: str = "paper", sensit
     return sensitivity * math.sqrt(k * (math.log(1.0 / delta) + epsilon)) / epsilon
 
 
-def ldp_total_variance(epsilon, delta, n_batches_, n_agents, *, calibration: str = "paper") -> float:
-    """σ² = M κ σ₀²: total per-entry noise variance at the server (bound over k) [paper]."""
+def ldp_total_variance(epsilon: float, delta: float, n_batches_: int, n_agents: int, *,
+                       calibration: str = "paper") -> float:
+    """σ² = M κ σ₀²: total per-entry noise variance at the server (bound over k) [paper].
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_batches_ : int
+        K, the number of batches (sets κ).
+    n_agents : int
+        M.
+    calibration : {"paper", "authors", "zcdp"}, default "paper"
+        The rule (above).
+
+    Returns
+    -------
+    float
+        σ².
+    """
     n_agents = check_positive_int("n_agents", n_agents)
     n_batches_ = check_positive_int("n_batches", n_batches_)
     s0 = ldp_sigma0(epsilon, delta, n_batches_, calibration=calibration)
     return n_agents * tree_depth(n_batches_) * s0**2
 
 
-def central_sigma(epsilon, delta, n_batches_, *, calibration: str = "paper") -> float:
+def central_sigma(epsilon: float, delta: float, n_batches_: int, *, calibration: str = "paper") -> float:
     """Per-node noise of the central tree at a trusted server (super agent).
 
     The same tree calibration as :func:`ldp_sigma0`, added once at the server instead of
     by every agent [derived: Shariff & Sheffet 2018 style tree with zCDP accounting].
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_batches_ : int
+        K, the number of batches (sets κ).
+    calibration : {"paper", "authors", "zcdp"}, default "paper"
+        The rule (above).
+
+    Returns
+    -------
+    float
+        The server's per-node σ.
     """
     return ldp_sigma0(epsilon, delta, n_batches_, calibration=calibration)
 
 
-def dp20_m(horizon) -> int:
-    """m = 1 + ⌈log₂ T⌉, the tree height in DP20's calibration [recalled]."""
+def dp20_m(horizon: int) -> int:
+    """m = 1 + ⌈log₂ T⌉, the tree height in DP20's calibration [recalled].
+
+    Parameters
+    ----------
+    horizon : int
+        T.
+
+    Returns
+    -------
+    int
+        m.
+    """
     horizon = check_positive_int("horizon", horizon)
     return 1 + math.ceil(math.log2(horizon)) if horizon > 1 else 1
 
 
-def dp20_sigma(epsilon, delta, horizon, feature_bound: float = 1.0) -> float:
+def dp20_sigma(epsilon: float, delta: float, horizon: int, feature_bound: float = 1.0) -> float:
     """DP20's per-silo, per-node noise standard deviation σ [recalled].
 
     σ² = 16 m L² log²(1/δ) / ε² with m = :func:`dp20_m` (T) (Shariff–Sheffet style tree
     over at most T synchronizations; recalled from Dubey & Pentland 2020).  DP20's regret analysis
     treats σ² as the *total* noise variance at the server; every silo adding it makes the
     total Mσ² (Zhou & Chowdhury 2023, Section 4).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    horizon : int
+        T.
+    feature_bound : float, default 1.0
+        L.
+
+    Returns
+    -------
+    float
+        σ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -136,12 +212,12 @@ TREE_SIGMA_RULES = (
 
 def gaussian_tree_sigma0(
     rule: str,
-    epsilon,
-    delta,
+    epsilon: float,
+    delta: float,
     *,
-    n_batches,
-    horizon,
-    n_agents,
+    n_batches: int,
+    horizon: int,
+    n_agents: int,
     sensitivity: float = 1.0,
     parties: int = 1,
     feature_bound: float = 1.0,
@@ -162,9 +238,33 @@ def gaussian_tree_sigma0(
     * ``"dp20"`` -- DP20's per-silo σ (:func:`dp20_sigma`, over ``horizon``
       synchronizations); ``"dp20-claimed"`` -- σ/sqrt(M), the total σ² that DP20's regret
       analysis assumes.
-    """
-    from fedbandit.accounting.amplification import zc_amplification_sigma0
 
+    Parameters
+    ----------
+    rule : str
+        One of :data:`TREE_SIGMA_RULES`.
+    epsilon, delta : float
+        The target (ε, δ).
+    n_batches : int
+        K (sets κ).
+    horizon : int
+        T.
+    n_agents : int
+        M.
+    sensitivity : float, default 1.0
+        The records' sensitivity.
+    parties : int, default 1
+        Parties whose releases the adversary sees summed.
+    feature_bound : float, default 1.0
+        L (DP20's rules).
+    force : bool, default False
+        Amplification outside its validity region (with a warning).
+
+    Returns
+    -------
+    float
+        σ₀.
+    """
     rule = check_choice("rule", rule, TREE_SIGMA_RULES)
     parties = check_positive_int("parties", parties)
     n_agents = check_positive_int("n_agents", n_agents)
@@ -181,7 +281,8 @@ def gaussian_tree_sigma0(
     return sigma if rule == "dp20" else sigma / math.sqrt(n_agents)
 
 
-def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25) -> tuple[int, int, float]:
+def vector_sum_parameters(epsilon: float, delta: float, n_users: int, dim: int, *, g: int | None = None,
+                          constant: float = CJMP21_CONSTANT, p: float = 0.25) -> tuple[int, int, float]:
     """(g, b, p) of the shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
 
     g = max(⌈2 sqrt n⌉, D, 4) (or a given larger g), b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with
@@ -189,6 +290,26 @@ def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP
     p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.  Another blanket probability
     p ∈ (0, 1/2] is accepted for experiments (the theorem covers p = 1/4 only; p = 0 would
     send the users' bits without noise and is refused).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_users : int
+        n, the users per sum.
+    dim : int
+        D, the coordinates.
+    g : int, optional
+        The encoding levels (default the theorem's).
+    constant : float, default CJMP21_CONSTANT
+        c.
+    p : float, default 0.25
+        The blanket probability.
+
+    Returns
+    -------
+    (int, int, float)
+        (g, b, p).
     """
     p = check_float_in_range("p", p, 0.0, 0.5, low_inclusive=False)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -208,7 +329,8 @@ def vector_sum_parameters(epsilon, delta, n_users, dim, *, g=None, constant=CJMP
     return g, b, float(p)
 
 
-def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature_bound: float = 1.0, p: float = 0.25) -> float:
+def authors_vector_sum_noise(epsilon: float, delta: float, dim: int, *, scale: float = 1.0, feature_bound: float = 1.0,
+                             p: float = 0.25) -> float:
     """Per-coordinate, per-node noise standard deviation of the authors' vector sum [authors' code].
 
     Zhou & Chowdhury's experiment code (``Agents.py``, ``SDPFedLinUCBVecSum.update`` with the
@@ -218,6 +340,24 @@ def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature
     sum of n users has standard deviation (L/g)·sqrt(n b p(1 − p)) =
     L·sqrt(scale)·log(d²/δ)·sqrt(p(1 − p))/ε, whatever n and g (14.96 at ε = 0.2, δ = 0.1,
     d = 10, scale = 1).  No theorem covers scale = 1.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    dim : int
+        d, the feature dimension.
+    scale : float, default 1.0
+        The multiplier of b.
+    feature_bound : float, default 1.0
+        L.
+    p : float, default 0.25
+        The blanket probability.
+
+    Returns
+    -------
+    float
+        The node noise's standard deviation.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -228,13 +368,29 @@ def authors_vector_sum_noise(epsilon, delta, dim, *, scale: float = 1.0, feature
     return L * math.sqrt(scale) * math.log(dim**2 / delta) * math.sqrt(p * (1.0 - p)) / epsilon
 
 
-def authors_vector_sum_constant(delta, dim, n_coordinates, *, scale: float = 1.0) -> float:
+def authors_vector_sum_constant(delta: float, dim: int, n_coordinates: int, *, scale: float = 1.0) -> float:
     """The c of :func:`vector_sum_parameters` whose node noise is the authors' [derived].
 
     The book's encoding (coordinates in [−1, 1] mapped to [0, 1], g levels) has node noise
     2·sqrt(c)·log(4D²/δ)·sqrt(p(1 − p))/ε (D = ``n_coordinates``, up to b's rounding up);
     equating it with :func:`authors_vector_sum_noise` (L = 1) gives
     c = scale·(log(d²/δ)/(2 log(4D²/δ)))²: 0.082 at δ = 0.1, d = 10, D = 65.
+
+    Parameters
+    ----------
+    delta : float
+        δ.
+    dim : int
+        d, the feature dimension.
+    n_coordinates : int
+        D, the coordinates summed.
+    scale : float, default 1.0
+        The authors' multiplier.
+
+    Returns
+    -------
+    float
+        c.
     """
     delta = check_delta("delta", delta)
     dim = check_positive_int("dim", dim)
@@ -243,7 +399,8 @@ def authors_vector_sum_constant(delta, dim, n_coordinates, *, scale: float = 1.0
     return scale * (math.log(dim**2 / delta) / (2.0 * math.log(4.0 * n_coordinates**2 / delta))) ** 2
 
 
-def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_bound: float = 1.0) -> float:
+def authors_vector_sum_lambda_sigma(epsilon: float, delta: float, n_batches: int, dim: int, *,
+                                    feature_bound: float = 1.0) -> float:
     """The σ from which the authors' code sets λ for its vector sum [authors' code].
 
     ``SDPFedLinUCBVecSum.__init__``: noise = L·sqrt(κ log(1/δ))·log(κ d²/δ)/ε and
@@ -251,6 +408,22 @@ def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_b
     :func:`fedbandit.theory.linear.regularizer_lambda` with σ = sqrt(κ)·noise (4260 at
     ε = 0.2, δ = 0.1, K = 400, d = 10, α = 0.01).  This σ is not the noise the vector sum
     adds (:func:`authors_vector_sum_noise`): it is a separate formula of the code.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    n_batches : int
+        K (sets κ).
+    dim : int
+        d.
+    feature_bound : float, default 1.0
+        L.
+
+    Returns
+    -------
+    float
+        σ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -261,13 +434,27 @@ def authors_vector_sum_lambda_sigma(epsilon, delta, n_batches, dim, *, feature_b
     return math.sqrt(k) * noise
 
 
-def laplace_counter_scale(epsilon, sensitivity: float = 1.0, *, releases: int = 1):
+def laplace_counter_scale(epsilon: ArrayLike, sensitivity: float = 1.0, *, releases: int = 1) -> float | np.ndarray:
     """Laplace scale b = releases·s/ε so that ``releases`` releases of one item are ε-DP in total.
 
     The binary mechanism over T steps puts every item in L = bit_length(T) nodes
     (``releases=L``), the logarithmic mechanism in one release, and the hybrid mechanism
     spends ε/2 on each part (Chan, Shi & Song 2011).  ``epsilon`` may be an array (one
     budget per stream); every entry must lie in (0, inf).
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        ε (one per stream for an array).
+    sensitivity : float, default 1.0
+        s.
+    releases : int, default 1
+        The releases each item enters.
+
+    Returns
+    -------
+    float or ndarray
+        b.
     """
     if np.ndim(epsilon) == 0:
         epsilon = check_epsilon("epsilon", epsilon)

@@ -11,7 +11,7 @@ a user's data enters T such releases.
   analytic Gaussian's of Balle & Wang [BW18]_ (Theorem 8,
   :func:`fedbandit.accounting.gaussian.analytic_gaussian_sigma`) at sensitivity
   :math:`\Delta\sqrt T`.  The exact (ε, δ) of such a release is
-  :func:`fedbandit.accounting.accountant.exact_gaussian_epsilon`.
+  :func:`exact_gaussian_epsilon`.
 * ``"zcdp"``: the T releases compose to :math:`T\Delta^2/(2\sigma^2)`-zCDP [BS16]_,
   converted with [CKS20]_ (:func:`fedbandit.accounting.zcdp.calibrate_gaussian_sigma`);
   looser than the exact profile.
@@ -38,6 +38,10 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting.amplification import gaussian_epsilon_exact
+from fedbandit.accounting.events import DpEvent, gaussian_rho
+from fedbandit.accounting.gaussian import analytic_gaussian_sigma
+from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 
 __all__ = ["COMPOSED_GAUSSIAN_CALIBRATIONS", "composed_gaussian_sigma"]
 
@@ -45,7 +49,8 @@ __all__ = ["COMPOSED_GAUSSIAN_CALIBRATIONS", "composed_gaussian_sigma"]
 COMPOSED_GAUSSIAN_CALIBRATIONS = ("analytic", "zcdp")
 
 
-def composed_gaussian_sigma(epsilon, delta, sensitivity, n_releases=1, *, calibration: str = "analytic") -> float:
+def composed_gaussian_sigma(epsilon: float, delta: float, sensitivity: float, n_releases: int = 1, *,
+                            calibration: str = "analytic") -> float:
     r"""Smallest σ of Gaussian noise per release such that ``n_releases`` releases are (ε, δ)-DP.
 
     Parameters
@@ -60,6 +65,11 @@ def composed_gaussian_sigma(epsilon, delta, sensitivity, n_releases=1, *, calibr
     calibration : {"analytic", "zcdp"}
         ``"analytic"``: exact, σ = analytic Gaussian σ at sensitivity Δ√T ([BW18]_ Thm. 8);
         ``"zcdp"``: through zCDP and the [CKS20]_ conversion.
+
+    Returns
+    -------
+    float
+        σ per release.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -67,9 +77,19 @@ def composed_gaussian_sigma(epsilon, delta, sensitivity, n_releases=1, *, calibr
     n_releases = check_positive_int("n_releases", n_releases)
     check_choice("calibration", calibration, COMPOSED_GAUSSIAN_CALIBRATIONS)
     if calibration == "analytic":
-        from fedbandit.accounting.gaussian import analytic_gaussian_sigma
-
         return analytic_gaussian_sigma(epsilon, delta, sensitivity * math.sqrt(n_releases))
-    from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
-
     return calibrate_gaussian_sigma(epsilon, delta, sensitivity, n_compositions=n_releases)
+
+
+def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:
+    """Exact ε at δ of a composition of Gaussian releases (the Gaussian privacy profile [BW18]).
+
+    k Gaussian releases of sensitivities Δ_i and noise σ_i together are a Gaussian
+    mechanism with μ = sqrt(Σ Δ_i²/σ_i²) (rotation invariance), whose exact (ε, δ) curve
+    is :func:`fedbandit.accounting.gaussian_epsilon_exact`; this is a *lower bound* on
+    the ε of any protocol from whose output the releases can be computed.
+    """
+    rho = gaussian_rho(event)
+    if rho is None:
+        raise TypeError(f"exact_gaussian_epsilon needs Gaussian releases only, got {event.describe()}")
+    return gaussian_epsilon_exact(math.sqrt(2.0 * rho), delta)

@@ -27,6 +27,20 @@ def advanced_composition(
     """k-fold adaptive composition of (ε, δ)-DP mechanisms ([DRV10], Thm. III.3).
 
     Returns (ε', kδ + δ') with ε' = sqrt(2k log(1/δ')) ε + k ε (e^ε − 1).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Each mechanism's (ε, δ).
+    k : int
+        The number of mechanisms.
+    delta_prime : float
+        The slack δ'.
+
+    Returns
+    -------
+    (float, float)
+        (ε', kδ + δ').
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_nonnegative_float("delta", delta)
@@ -50,6 +64,18 @@ def split_budget_advanced(epsilon: float, delta: float, k: int) -> tuple[float, 
     ([DRV10]) with δ' = δ/2 and δ₀ = δ/(2k), where ε₀ solves
     :func:`advanced_composition` (ε₀, δ₀, k, δ/2)[0] = ε.  "Better" means the
     larger ε₀ (less noise for each mechanism).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ) of all uses together.
+    k : int
+        The number of adaptive uses.
+
+    Returns
+    -------
+    (float, float)
+        (ε₀, δ₀) per use.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -81,6 +107,18 @@ def level_budget(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     so the whole transcript is a k-fold composition for that user.  Uses the better of
     basic and advanced composition (:func:`fedbandit.accounting.composition.split_budget_advanced`),
     the paper's route to its k^{3/2} factor.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ) of all uses together.
+    k : int
+        The number of shufflers (levels) every user joins.
+
+    Returns
+    -------
+    (float, float)
+        (ε₀, δ₀) per mechanism.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -95,6 +133,18 @@ def group_budget(epsilon: float, delta: float, group_size: int) -> tuple[float, 
     datasets differing in g entries; so ε_b = ε/g and δ_b = δ e^{−(g−1)ε/g}/g.  Used for
     the g-message encoding of values in [0, 1] (:class:`RRShuffleSummation` with
     ``resolution=g``), where one user's value moves at most g of its g bits.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ) of the group.
+    group_size : int
+        g, the messages one user's value changes.
+
+    Returns
+    -------
+    (float, float)
+        (ε_b, δ_b) per message.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)

@@ -49,10 +49,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
+from fedbandit._combinatorics import flattened_dim
 from fedbandit._validation import (
     MAX_MAGNITUDE,
     MAX_STEPS,
@@ -66,9 +69,11 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting._dg_sums import ddg_tau
 from fedbandit.accounting._roots import decreasing_root
-from fedbandit.accounting.zcdp import _over_square, rdp_to_approx_dp, zcdp_to_approx_dp
-from fedbandit.mechanisms.flattening import flattened_dim
+from fedbandit.accounting.sampled_ddg import client_shares, sampled_ddg_epsilon, sampled_ddg_noise_std
+from fedbandit.accounting.subsampling import subsampled_epsilon
+from fedbandit.accounting.zcdp import over_sigma_squared, rdp_to_approx_dp, zcdp_to_approx_dp
 
 __all__ = [
     "RDP_ORDERS",
@@ -91,11 +96,7 @@ __all__ = [
 RDP_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 1.0, 200)[:-1], np.geomspace(2.0, 1e5, 600)])
 
 
-_TAU_CHUNK = 1 << 22
-
-
-def _check_n(n, name="n") -> int:
-    # τ sums n − 1 terms: the time is proportional to n
+def _check_n(n: int, name: str = "n") -> int:
     return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
 
 
@@ -113,22 +114,6 @@ def _check_poisson(method: str, amplification: str, population: int | None) -> i
                               reason="the binomial tails are over the population")
 
 
-def ddg_tau(sigma_over_gamma: float, n: int) -> float:
-    r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1)."""
-    s = check_positive_float("sigma_over_gamma", sigma_over_gamma)
-    n = _check_n(n)
-    if n == 1:
-        return 0.0
-    if n <= _TAU_CHUNK:
-        k = np.arange(1, n, dtype=np.float64)
-        return float(10.0 * np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
-    total = 0.0  # the same sum in chunks, so that memory does not grow with n
-    for start in range(1, n, _TAU_CHUNK):
-        k = np.arange(start, min(start + _TAU_CHUNK, n), dtype=np.float64)
-        total += float(np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
-    return 10.0 * total
-
-
 def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
     r"""The :math:`\ell_2` sensitivity :math:`\Delta_2` after conditional randomized rounding ([KLS21]_ Thm. 1).
 
@@ -143,6 +128,11 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
     beta : float
         Conditional rounding parameter in [0, 1); 0 means unconditional rounding and
         the worst-case bound :math:`c + \gamma\sqrt d`.
+
+    Returns
+    -------
+    float
+        Δ₂.
     """
     c = check_positive_float("c", c)
     gamma = check_positive_float("gamma", gamma)
@@ -158,22 +148,64 @@ def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
 
 
 def ddg_zcdp_epsilon(delta2: float, sigma: float, gamma: float, n: int, d: int) -> float:
-    r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP."""
+    r"""The :math:`\varepsilon` of [KLS21]_ Theorem 1: the sum is :math:`\tfrac12\varepsilon^2`-zCDP.
+
+    Parameters
+    ----------
+    delta2 : float
+        Δ₂.
+    sigma : float
+        σ, each client's noise scale.
+    gamma : float
+        γ.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+
+    Returns
+    -------
+    float
+        ε, with the sum ½ε²-zCDP.
+    """
     delta2 = check_positive_float("delta2", delta2)
     sigma = check_positive_float("sigma", sigma)
     gamma = check_positive_float("gamma", gamma)
     n = _check_n(n)
     d = check_positive_int("d", d)
     tau = ddg_tau(sigma / gamma, n)
-    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
+    a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     return min(math.sqrt(a + 2.0 * tau * d), math.sqrt(a) + tau * math.sqrt(d))
 
 
-def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, delta1: float | None = None) -> np.ndarray:
+def ddg_rdp(orders: ArrayLike, delta2: float, sigma: float, gamma: float, n: int, d: int,
+            delta1: float | None = None) -> np.ndarray:
     r"""RDP curve :math:`\varepsilon(\alpha)` of one DDG release ([KLS21]_ Proposition 14).
 
     ``delta1`` is an :math:`\ell_1` sensitivity bound; the default
     :math:`\sqrt d\,\Delta_2` makes the middle term equal to the last one.
+
+    Parameters
+    ----------
+    orders : array_like
+        Rényi orders α > 1.
+    delta2 : float
+        Δ₂.
+    sigma : float
+        σ, each client's noise scale.
+    gamma : float
+        γ.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+    delta1 : float, optional
+        Δ₁ (default sqrt(d) Δ₂).
+
+    Returns
+    -------
+    ndarray
+        ε(α) at each order.
     """
     alpha = check_array("orders", orders)
     if alpha.ndim > 1 or alpha.size == 0 or np.any(alpha <= 1.0):
@@ -185,7 +217,7 @@ def ddg_rdp(orders, delta2: float, sigma: float, gamma: float, n: int, d: int, d
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
     tau = ddg_tau(sigma / gamma, n)
-    a = _over_square(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
+    a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
     t1 = alpha / 2.0 * a + tau * d
     t2 = alpha / 2.0 * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
     t3 = alpha / 2.0 * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
@@ -250,6 +282,11 @@ def ddg_epsilon(
         N, the clients a Poisson round samples from (``sampling="poisson"`` only).
     shares : int or None
         K, the noise shares dealt in a Poisson round (default ``n``).
+
+    Returns
+    -------
+    float
+        ε at ``delta``.
     """
     check_choice("method", method, ("rdp", "zcdp"))
     sigma = check_positive_float("sigma", sigma)
@@ -260,8 +297,6 @@ def ddg_epsilon(
     check_choice("sampling", sampling, ("fixed", "poisson"))
     delta2 = ddg_delta2(c, gamma, d, beta)
     if sampling == "poisson":
-        from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
-
         N = _check_poisson(method, amplification, population)
         n = _check_n(n)
         K = n if shares is None else check_positive_int("shares", shares, max_value=MAX_STEPS)
@@ -269,8 +304,6 @@ def ddg_epsilon(
                                    sampling_rate=sampling_rate, steps=steps, population=N, delta=delta,
                                    shares=K, present_shares=n)
     if sampling_rate < 1.0:
-        from fedbandit.accounting.subsampling import subsampled_epsilon
-
         if method != "rdp":
             raise ValueError(f"sampling_rate={sampling_rate} < 1 is accounted in Rényi DP: use method='rdp', got {method!r}")
         factor = 1.0 if amplification == "poisson" else 2.0  # replace-one: two rounded vectors, each ≤ Δ₂
@@ -308,6 +341,41 @@ def ddg_sigma_for_epsilon(
     and :math:`\tau` do), so the root is unique.  ``sampling="poisson"``: one of the ``n``
     noise shares of the sum's noise from :func:`fedbandit.accounting.sampled_ddg.sampled_ddg_noise_std`
     (the dominating sampled Gaussian's own calibration, no search over σ here).
+
+    Parameters
+    ----------
+    epsilon : float
+        The target ε.
+    c : float
+        The clipping norm.
+    gamma : float
+        The granularity γ.
+    beta : float
+        The conditional rounding parameter β.
+    n : int
+        Clients whose noise is in the sum.
+    d : int
+        The (padded) dimension.
+    delta : float
+        δ.
+    steps : int, default 1
+        Releases composed.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting (:func:`ddg_epsilon`).
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling (:func:`ddg_epsilon`).
+    sampling : {"fixed", "poisson"}, default "fixed"
+        How the rounds' clients are drawn (:func:`ddg_epsilon`); ``"poisson"``: ``n`` is
+        the number of noise shares dealt over a round's clients.
+    population : int or None
+        N, the clients a Poisson round samples from (``sampling="poisson"`` only).
+
+    Returns
+    -------
+    float
+        The smallest σ (original units).
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta2 = ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
@@ -319,8 +387,6 @@ def ddg_sigma_for_epsilon(
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
     check_choice("sampling", sampling, ("fixed", "poisson"))
     if sampling == "poisson":
-        from fedbandit.accounting.sampled_ddg import sampled_ddg_noise_std
-
         population = _check_poisson(method, amplification, population)
         total = sampled_ddg_noise_std(epsilon, delta2=delta2, gamma=gamma, dim=d, sampling_rate=sampling_rate,
                                       steps=steps, population=population, delta=delta, shares=n)
@@ -352,6 +418,16 @@ def sum_closeness_bound(sigma2: float, tau2: float) -> float:
     Returns the bound :math:`5\exp(-2\pi^2/(1/\sigma^2 + 1/\tau^2))`, valid when
     :math:`1/\sigma^2 + 1/\tau^2 \le 8`; it reproduces the paper's "≤ 1e-12 at σ² = τ² = 3",
     and ``tests/test_sampled_ddg.py`` checks it, in both directions, against the exact convolution.
+
+    Parameters
+    ----------
+    sigma2, tau2 : float
+        The two discrete Gaussians' variances σ², τ².
+
+    Returns
+    -------
+    float
+        The bound on the divergence.
     """
     sigma2 = check_positive_float("sigma2", sigma2)
     tau2 = check_positive_float("tau2", tau2)
@@ -369,12 +445,26 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
        e^{-2\pi^2\sigma^2\frac{k}{k+1}}\Big\}
 
     (one-dimensional; the mechanism is :math:`\tfrac12\varepsilon^2`-zCDP).
+
+    Parameters
+    ----------
+    sensitivity : float
+        Δ.
+    sigma : float
+        σ of each discrete Gaussian (grid step 1).
+    n : int
+        The number of summed noises.
+
+    Returns
+    -------
+    float
+        ε.
     """
     sensitivity = check_nonnegative_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
     n = _check_n(n)
     tau = ddg_tau(sigma, n)  # here the grid step is 1
-    a = _over_square(sensitivity**2, n, sigma, sigma**2)
+    a = over_sigma_squared(sensitivity**2, n, sigma, sigma**2)
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 
@@ -407,6 +497,20 @@ class DDGParams:
         Per-client noise scale in original units (integer-grid scale ``sigma / gamma``).
     delta2 : float
         Sensitivity bound :math:`\\Delta_2` enforced by conditional rounding.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        How the sum's norm grows with n.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting.
+    steps : int, default 1
+        Releases composed.
+    rho : float, default 1.0
+        The flatness constant ρ.
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling.
     sampling : {"fixed", "poisson"}
         How the rounds' clients are drawn (:func:`ddg_epsilon`); ``"poisson"``: ``n`` is the
         number K of noise shares of scale ``sigma`` dealt over the clients of a round
@@ -476,8 +580,6 @@ class DDGParams:
         Fixed-size rounds: one each; Poisson rounds (``sampling="poisson"``): the ``n`` shares
         dealt round-robin (:func:`fedbandit.accounting.sampled_ddg.client_shares`).
         """
-        from fedbandit.accounting.sampled_ddg import client_shares
-
         k = check_positive_int("clients", clients, max_value=MAX_STEPS)
         if self.sampling != "poisson":
             return np.ones(k, dtype=np.int64)
@@ -496,7 +598,7 @@ class DDGParams:
 MIN_K = 1e-3
 
 
-def check_modular_k(k) -> float:
+def check_modular_k(k: float) -> float:
     """k of the modular-range rule, in [:data:`MIN_K`, inf)."""
     k = check_positive_float("k", k)
     if k < MIN_K:
@@ -505,7 +607,8 @@ def check_modular_k(k) -> float:
     return k
 
 
-def _check_common(bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps):
+def _check_common(bits: int, k: float, n: int, d: int, c: float, epsilon: float, delta: float, beta: float,
+                  norm_growth: str, flatten: str, method: str, steps: int) -> tuple[Any, ...]:
     bits = check_int_in_range("bits", bits, 2, 62)
     k = check_modular_k(k)
     n = _check_n(n)
@@ -568,6 +671,48 @@ def ddg_params(
     ``population`` N: every client joins each round with probability ``sampling_rate``;
     ``n`` is the number K of noise shares dealt over a round's clients
     (:meth:`DDGParams.noise_shares`), ``n_signal`` the expected number of clients.
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n : int
+        Clients that add noise.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ).
+    beta : float, default exp(-1/2)
+        The conditional rounding parameter.
+    norm_growth : {"conservative", "optimistic"}, default "conservative"
+        n_f = n_s² or n_s.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener (sets d′).
+    steps : int, default 1
+        Releases composed.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting (:func:`ddg_epsilon`).
+    rho : float, default 1.0
+        The flatness constant ρ.
+    n_signal : int, optional
+        n_s, the rounded vectors per aggregate (default ``n``).
+    sampling_rate : float, default 1.0
+        q of each release.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling (:func:`ddg_epsilon`).
+    sampling : {"fixed", "poisson"}, default "fixed"
+        How the rounds' clients are drawn; ``"poisson"``: ``n`` is the number of noise
+        shares dealt over a round's clients (:meth:`DDGParams.noise_shares`).
+    population : int or None
+        N, the clients a Poisson round samples from (``sampling="poisson"`` only).
+
+    Returns
+    -------
+    DDGParams
 
     Raises
     ------
@@ -668,7 +813,40 @@ def ddg_params_from_gamma(
     steps: int = 1,
     k: float = 1.0,
 ) -> DDGParams:
-    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted)."""
+    """Build :class:`DDGParams` from a given γ and σ (ε is computed, not targeted).
+
+    Parameters
+    ----------
+    bits : int
+        Bits per coordinate B.
+    gamma : float
+        γ.
+    sigma : float
+        σ (original units).
+    n : int
+        Clients that add noise.
+    d : int
+        The input dimension.
+    c : float
+        The clipping norm.
+    delta : float
+        δ.
+    beta : float, default exp(-1/2)
+        The conditional rounding parameter.
+    flatten : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    method : {"rdp", "zcdp"}, default "rdp"
+        The accounting.
+    steps : int, default 1
+        Releases composed.
+    k : float, default 1.0
+        Aggregate standard deviations the modular range covers (recorded).
+
+    Returns
+    -------
+    DDGParams
+        With the computed ε.
+    """
     gamma = check_positive_float("gamma", gamma)
     sigma = check_positive_float("sigma", sigma)
     bits, k, n, d, d_pad, c, _, delta, beta, steps = _check_common(
@@ -682,7 +860,7 @@ def ddg_params_from_gamma(
 
 
 def ddg_tree_params(
-    bits,
+    bits: int | str,
     *,
     k: float,
     n_parties: int,
@@ -706,6 +884,39 @@ def ddg_tree_params(
     variance n_signal·γ²/4 is at most ``rounding_share`` of the node's privacy-noise variance
     ``n_agents``·σ² [reconstruction: the book's rule; [KLS21] pick the width for a one-shot
     sum, whereas tree nodes grow with the users they hold].
+
+    Parameters
+    ----------
+    bits : int or "auto"
+        Bits per coordinate, or chosen (above).
+    k : float
+        Aggregate standard deviations the modular range covers.
+    n_parties : int
+        Parties whose noise is in what the adversary sees.
+    n_agents : int
+        Agents adding noise to a node.
+    dim : int
+        The input dimension.
+    clip : float
+        The clipping norm.
+    epsilon, delta : float
+        The target (ε, δ).
+    beta : float
+        The conditional rounding parameter.
+    norm_growth : {"conservative", "optimistic"}
+        How the node's norm grows.
+    flatten : {"hadamard", "dft"}
+        The flattener.
+    steps : int
+        The node releases a user's record enters.
+    n_signal : int
+        User records rounded into the largest node.
+    rounding_share : float
+        The rounding variance's allowed share of the noise variance (``bits="auto"``).
+
+    Returns
+    -------
+    DDGParams
     """
 
     n_parties = _check_n(n_parties, "n_parties")
@@ -716,7 +927,7 @@ def ddg_tree_params(
     n_signal = check_positive_int("n_signal", n_signal)
     rounding_share = check_positive_float("rounding_share", rounding_share)
 
-    def params_for(b):
+    def params_for(b: int) -> DDGParams:
         return ddg_params(b, k, n_parties, dim, clip, epsilon, delta, beta, norm_growth=norm_growth, flatten=flatten,
                           steps=steps, n_signal=n_signal)
 

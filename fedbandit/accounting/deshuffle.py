@@ -62,9 +62,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import fft, optimize
 from scipy.special import log_ndtr
 
@@ -82,6 +85,7 @@ from fedbandit._validation import (
     check_positive_int,
     check_str,
 )
+from fedbandit.accounting.composed_gaussian import exact_gaussian_epsilon
 from fedbandit.accounting.events import DpEvent, check_relation
 
 __all__ = [
@@ -107,7 +111,7 @@ DIRECTIONS = ("change", "bias")
 OTHERS = ("opposite", "zero")
 
 
-def _means(name, value, n=None):
+def _means(name: str, value: ArrayLike, n: int | None = None) -> np.ndarray:
     if isinstance(value, (str, bytes, dict, set)) or value is None:
         raise TypeError(f"{name} must be a sequence of finite floats (one per tree node), got {value!r:.80}")
     try:
@@ -165,7 +169,7 @@ class DeshuffleScenario:
     means1: tuple
     others_means: tuple
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("label", self.label)
         check_choice("fill", self.fill, FILLS)
         for name in ("direction", "target") + (("neighbour",) if self.neighbour is not None else ()) + (
@@ -186,12 +190,12 @@ class DeshuffleScenario:
             raise ValueError(f"means0, means1 and others_means must have one value per node each, got lengths {sizes}")
 
 
-def _packed(record):
+def _packed(record: tuple[float, float]) -> np.ndarray:
     s, y = record
     return np.array([s * y, s * s])
 
 
-def _away(direction, feature_bound, reward_bound):
+def _away(direction: Sequence[float], feature_bound: float, reward_bound: float) -> tuple[float, float] | None:
     """(s, y) with ‖x‖ ≤ L, |y| ≤ Y minimizing ⟨(s y, s²), (a, b)⟩ (b ≥ 0): −|s|Y|a| + s²b."""
     a, b = direction
     L, Y = feature_bound, reward_bound
@@ -201,8 +205,8 @@ def _away(direction, feature_bound, reward_bound):
     return (s, -math.copysign(Y, a))
 
 
-def deshuffle_scenarios(batch_size, n_nodes, feature_bound=1.0, reward_bound=1.0, relation="add-remove", *,
-                        dominant=False):
+def deshuffle_scenarios(batch_size: int, n_nodes: int, feature_bound: float = 1.0, reward_bound: float = 1.0,
+                        relation: str = "add-remove", *, dominant: bool = False) -> tuple[DeshuffleScenario, ...]:
     """The adversary's data choices searched by the de-shuffling attack (stated, exhaustive).
 
     The target user is a user of batch 1 of the target silo: a user of batch b enters the
@@ -224,6 +228,25 @@ def deshuffle_scenarios(batch_size, n_nodes, feature_bound=1.0, reward_bound=1.0
     node and other p-sums further away can only set the target's message further apart --
     the tests check on the full search that these attain its maximum.  Returns a tuple of
     :class:`DeshuffleScenario`, the κ = ``n_nodes`` node means included.
+
+    Parameters
+    ----------
+    batch_size : int
+        B, the users of a batch.
+    n_nodes : int
+        κ, the nodes a user enters.
+    feature_bound : float, default 1.0
+        L.
+    reward_bound : float, default 1.0
+        Y.
+    relation : {"add-remove", "replace"}, default "add-remove"
+        The neighbouring relation.
+    dominant : bool, default False
+        Keep only the dominant scenarios (above).
+
+    Returns
+    -------
+    tuple of DeshuffleScenario
     """
     B = check_positive_int("batch_size", batch_size, max_value=MAX_STEPS)
     kappa = check_positive_int("n_nodes", n_nodes, max_value=_MAX_NODES, reason="a user enters one node per tree level")
@@ -267,16 +290,34 @@ def deshuffle_scenarios(batch_size, n_nodes, feature_bound=1.0, reward_bound=1.0
 # ---------------------------------------------------------------------------------------
 
 
-def _log_cdf(t, mean, other, n_messages):
+def _log_cdf(t: np.ndarray | float, mean: float, other: float, n_messages: int) -> np.ndarray:
     """log F(t) in units of σ₀: log Φ(t − μ) + (M − 1) log Φ(t − c)."""
     return log_ndtr(t - mean) + (n_messages - 1) * log_ndtr(t - other)
 
 
-def deshuffled_max_logpdf(t, mean, others, n_messages, sigma0):
+def deshuffled_max_logpdf(t: ArrayLike, mean: float, others: float, n_messages: int, sigma0: float) -> np.ndarray:
     """log density of T = max_i ⟨m_i, e⟩: one N(μ, σ₀²) projection and M − 1 of N(c, σ₀²).
 
     f(t) = [φ(z₁)Φ(z₀)^{M−1} + (M − 1)Φ(z₁)φ(z₀)Φ(z₀)^{M−2}]/σ₀ with z₁ = (t − μ)/σ₀,
     z₀ = (t − c)/σ₀ (the derivative of F above).  Vectorized in ``t``.
+
+    Parameters
+    ----------
+    t : float or array_like
+        The point(s).
+    mean : float
+        μ, the target's projection.
+    others : float
+        c, the other messages' projection.
+    n_messages : int
+        M.
+    sigma0 : float
+        σ₀.
+
+    Returns
+    -------
+    ndarray
+        log f(t).
     """
     t = check_array("t", t, dtype=float)
     mu = check_finite_float("mean", mean)
@@ -293,7 +334,7 @@ def deshuffled_max_logpdf(t, mean, others, n_messages, sigma0):
     return np.logaddexp(first, second) - math.log(s)
 
 
-def _bin_log_masses(a, c, M, grid):
+def _bin_log_masses(a: float, c: float, M: int, grid: np.ndarray) -> np.ndarray:
     """log P[T/σ₀ in each bin]: (−∞, g₀], (g₀, g₁], …, (g_n, ∞), in log space."""
     logF = _log_cdf(grid, a, c, M)
     with np.errstate(divide="ignore"):
@@ -304,7 +345,7 @@ def _bin_log_masses(a, c, M, grid):
     return np.concatenate([[logF[0]], inner, [logS[-1]]])
 
 
-def _grid(a0, a1, c, M, t_step):
+def _grid(a0: float, a1: float, c: float, M: int, t_step: float) -> np.ndarray:
     """Bin edges of T/σ₀: fine where T's mass lies, around the target's projection (both worlds)
     and around the others' maximum (c + √(2 ln M)); one wide bin between (any partition is a
     post-processing)."""
@@ -321,8 +362,12 @@ def _grid(a0, a1, c, M, t_step):
 _MAX_LOSS_POINTS = 200_000
 
 
+#: A discretized privacy loss distribution: (offset, pmf, step h); loss k is (offset + k)·h.
+_Pld = tuple[int, np.ndarray, float]
+
+
 @functools.lru_cache(maxsize=256)
-def _pld(key):
+def _pld(key: tuple[Any, ...]) -> tuple[_Pld, _Pld]:
     """Both directions' discretized privacy loss distributions of the κ node statistics.
 
     ``key`` = (a0s, a1s, cs, M, t_step, loss_step, max_loss) in units of σ₀.  Returns
@@ -331,7 +376,7 @@ def _pld(key):
     at most :data:`_MAX_LOSS_POINTS` points.
     """
     a0s, a1s, cs, M, t_step, loss_step, max_loss = key
-    nodes = ([], [])
+    nodes: tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray]]] = ([], [])  # (losses, weights)
     for a0, a1, c in zip(a0s, a1s, cs):
         grid = _grid(a0, a1, c, M, t_step)
         lp0 = _bin_log_masses(a0, c, M, grid)
@@ -362,17 +407,18 @@ def _pld(key):
             n = fft.next_fast_len(size, real=True)
             pmf = fft.irfft(functools.reduce(np.multiply, (fft.rfft(p, n) for p in pmfs)), n)[:size]
         out.append((off, np.maximum(pmf, 0.0), h))
-    return tuple(out)
+    return out[0], out[1]
 
 
-def _delta_of(pld, epsilon):
+def _delta_of(pld: _Pld, epsilon: float) -> float:
     off, pmf, h = pld
     loss = (off + np.arange(pmf.size)) * h
     m = loss > epsilon
     return float(np.sum(pmf[m] * -np.expm1(epsilon - loss[m])))
 
 
-def _key(sigma0, n_messages, means0, means1, others, t_step, loss_step, max_loss):
+def _key(sigma0: float, n_messages: int, means0: ArrayLike, means1: ArrayLike, others: ArrayLike, t_step: float,
+         loss_step: float, max_loss: float) -> tuple[Any, ...]:
     s = check_positive_float("sigma0", sigma0)
     M = check_positive_int("n_messages", n_messages, max_value=_MAX_MESSAGES)
     m0 = _means("means0", means0)
@@ -391,8 +437,9 @@ def _key(sigma0, n_messages, means0, means1, others, t_step, loss_step, max_loss
     return (tuple(m0 / s), tuple(m1 / s), tuple(c / s), M, t_step, loss_step, max_loss)
 
 
-def deshuffled_gaussian_delta(epsilon, sigma0, n_messages, means0, means1, others=0.0, *, t_step=0.002,
-                              loss_step=1e-3, max_loss=60.0) -> float:
+def deshuffled_gaussian_delta(epsilon: float, sigma0: float, n_messages: int, means0: ArrayLike, means1: ArrayLike,
+                              others: ArrayLike = 0.0, *, t_step: float = 0.002, loss_step: float = 1e-3,
+                              max_loss: float = 60.0) -> float:
     """δ(ε) of the κ de-shuffled statistics T_j = max_i ⟨m_i, e⟩ (a lower bound on the protocol's).
 
     Parameters
@@ -421,13 +468,26 @@ def deshuffled_gaussian_delta(epsilon, sigma0, n_messages, means0, means1, other
     return max(_delta_of(a, epsilon), _delta_of(b, epsilon))
 
 
-def deshuffled_gaussian_epsilon(delta, sigma0, n_messages, means0, means1, others=0.0, *, t_step=0.002,
-                                loss_step=1e-3, max_loss=60.0) -> float:
+def deshuffled_gaussian_epsilon(delta: float, sigma0: float, n_messages: int, means0: ArrayLike, means1: ArrayLike,
+                                others: ArrayLike = 0.0, *, t_step: float = 0.002, loss_step: float = 1e-3,
+                                max_loss: float = 60.0) -> float:
     """Smallest ε with :func:`deshuffled_gaussian_delta` (ε) ≤ δ: a lower bound on the protocol's ε.
 
     Any protocol whose adversary sees the shuffled multiset of the κ nodes' messages on
     these data is at best (ε, δ)-DP with this ε (post-processing; the discretization only
     lowers it).  Parameters as in :func:`deshuffled_gaussian_delta`.
+
+    Parameters
+    ----------
+    delta : float
+        The target δ.
+    sigma0, n_messages, means0, means1, others, t_step, loss_step, max_loss
+        As in :func:`deshuffled_gaussian_delta`.
+
+    Returns
+    -------
+    float
+        ε.
     """
     delta = check_delta("delta", delta)
     key = _key(sigma0, n_messages, means0, means1, others, t_step, loss_step, max_loss)
@@ -462,6 +522,17 @@ class DeshuffledGaussianEvent(DpEvent):
     * the exact ε of ``summed`` (the sum of the messages, a Gaussian event) if given,
 
     both functions of the multiset, hence lower bounds on the protocol's ε.
+
+    Attributes
+    ----------
+    sigma0 : float
+        σ₀, each message's noise.
+    n_messages : int
+        M, the messages of one node.
+    scenarios : tuple of DeshuffleScenario
+        The adversary's data choices searched.
+    summed : DpEvent, optional
+        The Gaussian event of the messages' sum.
     """
 
     sigma0: float
@@ -469,7 +540,7 @@ class DeshuffledGaussianEvent(DpEvent):
     scenarios: tuple
     summed: DpEvent | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_positive_float("sigma0", self.sigma0)
         check_positive_int("n_messages", self.n_messages, max_value=_MAX_MESSAGES)
         if not isinstance(self.scenarios, tuple) or not self.scenarios:
@@ -484,12 +555,23 @@ class DeshuffledGaussianEvent(DpEvent):
                 f"{len(self.scenarios[0].means0)} nodes, de-shuffled on the adversary's data")
 
 
-def deshuffled_event_epsilon(event, delta) -> tuple:
+def deshuffled_event_epsilon(event: DeshuffledGaussianEvent, delta: float) -> tuple[float, DeshuffleScenario, float]:
     """(ε, scenario, ε of the sum) of a :class:`DeshuffledGaussianEvent`: its exact lower bounds.
 
     ε is the largest de-shuffled ε over the event's scenarios and ``scenario`` the one
     that attains it; the sum's exact ε (Balle & Wang, composed over the nodes) is returned
     separately (NaN without ``summed``).
+
+    Parameters
+    ----------
+    event : DeshuffledGaussianEvent
+    delta : float
+        The target δ.
+
+    Returns
+    -------
+    (float, DeshuffleScenario, float)
+        (ε, the scenario attaining it, ε of the sum or NaN).
     """
     check_instance("event", event, DeshuffledGaussianEvent)
     delta = check_delta("delta", delta)
@@ -498,9 +580,8 @@ def deshuffled_event_epsilon(event, delta) -> tuple:
         e = deshuffled_gaussian_epsilon(delta, event.sigma0, event.n_messages, s.means0, s.means1, s.others_means)
         if e > best:
             best, arg = e, s
+    assert arg is not None, "a DeshuffledGaussianEvent holds at least one scenario"
     summed = math.nan
     if event.summed is not None:
-        from fedbandit.accounting.accountant import exact_gaussian_epsilon
-
         summed = exact_gaussian_epsilon(event.summed, delta)
     return best, arg, summed

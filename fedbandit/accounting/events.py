@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fedbandit._validation import (
@@ -45,6 +46,7 @@ from fedbandit._validation import (
     check_probability,
     check_str,
 )
+from fedbandit.accounting.zcdp import over_sigma_squared
 
 __all__ = [
     "RELATIONS",
@@ -70,8 +72,19 @@ __all__ = [
 RELATIONS = ("add-remove", "replace")
 
 
-def check_relation(relation) -> str:
-    """Validate a neighbouring relation name (one of :data:`RELATIONS`)."""
+def check_relation(relation: object) -> str:
+    """Validate a neighbouring relation name (one of :data:`RELATIONS`).
+
+    Parameters
+    ----------
+    relation : str
+        "add-remove" or "replace".
+
+    Returns
+    -------
+    str
+        ``relation``, checked.
+    """
     return check_choice("relation", relation, RELATIONS)
 
 
@@ -83,6 +96,20 @@ def record_sensitivities(feature_bound: float, reward_bound: float, relation: st
     so √2·L² (the Gram difference of two unit vectors is at most √2 in Frobenius norm).
     The upper triangle of a Gram matrix has at most its Frobenius norm, so these bound
     the packed (bias, upper-triangle) releases too.
+
+    Parameters
+    ----------
+    feature_bound : float
+        L, the bound on ‖x‖.
+    reward_bound : float
+        Y, the bound on |y|.
+    relation : {"add-remove", "replace"}
+        The neighbouring relation.
+
+    Returns
+    -------
+    (float, float)
+        (Δ_bias, Δ_gram).
     """
     L = check_positive_float("feature_bound", feature_bound)
     Y = check_positive_float("reward_bound", reward_bound)
@@ -92,7 +119,7 @@ def record_sensitivities(feature_bound: float, reward_bound: float, relation: st
     return 2.0 * L * Y, math.sqrt(2.0) * L**2
 
 
-def _check_event_epsilon(name: str, value) -> float:
+def _check_event_epsilon(name: str, value: object) -> float:
     """An event's ε: a real number in [0, inf] (inf: no finite guarantee); NaN and negatives refused.
 
     An event is the accountant's input, so a NaN or a negative ε here would come out as a
@@ -106,14 +133,14 @@ def _check_event_epsilon(name: str, value) -> float:
     return v
 
 
-def _check_event_delta(name: str, value) -> float:
+def _check_event_delta(name: str, value: object) -> float:
     """An event's δ: a real number in [0, 1]."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isnan(value):
         raise ValueError(f"{name} must lie in [0, 1] (an event's delta), got {value!r}")
     return check_probability(name, value, open_interval=False)
 
 
-def _check_event(name: str, value) -> "DpEvent":
+def _check_event(name: str, value: object) -> "DpEvent":
     return check_instance(name, value, DpEvent, "a fedbandit.accounting.DpEvent")
 
 
@@ -127,11 +154,17 @@ class DpEvent:
 
 @dataclass(frozen=True)
 class NoReleaseEvent(DpEvent):
-    """Nothing that depends on the data leaves the party (ε = 0)."""
+    """Nothing that depends on the data leaves the party (ε = 0).
+
+    Attributes
+    ----------
+    reason : str, default "nothing is released"
+        Why nothing is released (reported in the notes).
+    """
 
     reason: str = "nothing is released"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("reason", self.reason)
 
     def describe(self) -> str:
@@ -140,11 +173,17 @@ class NoReleaseEvent(DpEvent):
 
 @dataclass(frozen=True)
 class NonPrivateEvent(DpEvent):
-    """The data (or an exact function of it) is released: no privacy."""
+    """The data (or an exact function of it) is released: no privacy.
+
+    Attributes
+    ----------
+    what : str, default "exact statistics"
+        What is released.
+    """
 
     what: str = "exact statistics"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("what", self.what)
 
     def describe(self) -> str:
@@ -153,21 +192,27 @@ class NonPrivateEvent(DpEvent):
 
 @dataclass(frozen=True)
 class GaussianEvent(DpEvent):
-    """One release with i.i.d. N(0, σ²) noise on a vector of ℓ2 sensitivity Δ: (Δ²/2σ²)-zCDP [BS16]."""
+    """One release with i.i.d. N(0, σ²) noise on a vector of ℓ2 sensitivity Δ: (Δ²/2σ²)-zCDP [BS16].
+
+    Attributes
+    ----------
+    sensitivity : float
+        Δ, the ℓ2 sensitivity.
+    sigma : float
+        σ, the noise's standard deviation.
+    """
 
     sensitivity: float
     sigma: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_nonnegative_float("sensitivity", self.sensitivity)
         check_positive_float("sigma", self.sigma)
 
     @property
     def rho(self) -> float:
         """Δ²/(2σ²); +inf when σ² underflows (a tiny σ), not ZeroDivisionError."""
-        from fedbandit.accounting.zcdp import _over_square
-
-        return _over_square(self.sensitivity**2, 2.0, self.sigma, self.sigma**2)
+        return over_sigma_squared(self.sensitivity**2, 2.0, self.sigma, self.sigma**2)
 
     def describe(self) -> str:
         return f"Gaussian (Δ={self.sensitivity:.4g}, σ={self.sigma:.4g})"
@@ -175,12 +220,20 @@ class GaussianEvent(DpEvent):
 
 @dataclass(frozen=True)
 class LaplaceEvent(DpEvent):
-    """One release with i.i.d. Laplace(b) noise on a vector of ℓ1 sensitivity Δ: (Δ/b)-DP."""
+    """One release with i.i.d. Laplace(b) noise on a vector of ℓ1 sensitivity Δ: (Δ/b)-DP.
+
+    Attributes
+    ----------
+    sensitivity : float
+        Δ, the ℓ1 sensitivity.
+    scale : float
+        b, the Laplace scale.
+    """
 
     sensitivity: float
     scale: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_nonnegative_float("sensitivity", self.sensitivity)
         check_positive_float("scale", self.scale)
 
@@ -197,6 +250,23 @@ class DiscreteGaussianSumEvent(DpEvent):
     accountant uses :func:`fedbandit.accounting.ddg_rdp`.  ``sensitivity_factor`` scales
     Δ₂ (and Δ₁): 1 for adding or removing one (rounded) record, 2 for replacing it by
     another, since two independently rounded records, each of norm ≤ Δ₂, differ by ≤ 2Δ₂.
+
+    Attributes
+    ----------
+    clip : float
+        c, the clipping norm.
+    gamma : float
+        γ, the rounding grid.
+    beta : float
+        β of the conditional randomized rounding.
+    dim : int
+        d, the padded dimension.
+    sigma : float
+        σ, each party's noise scale (original units).
+    n_parties : int
+        The number of parties summed.
+    sensitivity_factor : float, default 1.0
+        1 (add/remove) or 2 (replace).
     """
 
     clip: float
@@ -207,7 +277,7 @@ class DiscreteGaussianSumEvent(DpEvent):
     n_parties: int
     sensitivity_factor: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_positive_float("clip", self.clip)
         check_positive_float("gamma", self.gamma)
         check_float_in_range("beta", self.beta, 0.0, 1.0, high_inclusive=False)
@@ -236,6 +306,19 @@ class SampledDiscreteGaussianSumEvent(DpEvent):
     removed.  The accountant uses :func:`fedbandit.accounting.sampled_ddg.sampled_ddg_epsilon`
     (the sampled Gaussian that dominates it); wrap it in :class:`SelfComposedEvent` for the
     rounds.
+
+    Parameters
+    ----------
+    clip, gamma, beta, dim : float, float, float, int
+        c, γ, β and the padded dimension d (they give Δ₂).
+    noise_std : float
+        The sum's noise standard deviation per coordinate (original units).
+    sampling_rate : float
+        q.
+    population : int
+        N.
+    shares : int
+        K.
     """
 
     clip: float
@@ -270,6 +353,17 @@ class ShuffledRandomizedResponseEvent(DpEvent):
     (ε_message, δ_message)-DP by the privacy-blanket bound [BBGN19]
     (:func:`fedbandit.accounting.rr_shuffle_delta`), and group privacy gives the user's
     (ε, δ) (:func:`fedbandit.accounting.group_budget`).
+
+    Attributes
+    ----------
+    n_messages : int
+        The messages shuffled together.
+    p : float
+        The flip probability.
+    epsilon_message, delta_message : float
+        Each message's (ε, δ) by the privacy-blanket bound.
+    group_size : int, default 1
+        How many messages one user's value moves.
     """
 
     n_messages: int
@@ -278,7 +372,7 @@ class ShuffledRandomizedResponseEvent(DpEvent):
     delta_message: float
     group_size: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_positive_int("n_messages", self.n_messages)
         check_probability("p", self.p, open_interval=False)
         check_epsilon("epsilon_message", self.epsilon_message)
@@ -291,13 +385,21 @@ class ShuffledRandomizedResponseEvent(DpEvent):
 
 @dataclass(frozen=True)
 class ApproxDpEvent(DpEvent):
-    """A release known to be (ε, δ)-DP by the book's own accounting (composed basically)."""
+    """A release known to be (ε, δ)-DP by the book's own accounting (composed basically).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The release's (ε, δ).
+    what : str, default ""
+        What is released.
+    """
 
     epsilon: float
     delta: float
     what: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event_epsilon("epsilon", self.epsilon)
         _check_event_delta("delta", self.delta)
         check_str("what", self.what)
@@ -315,6 +417,19 @@ class ClaimedEvent(DpEvent):
     *exact* ε is a lower bound on the protocol's ε (for example the server's sum of the
     shuffled messages); if it exceeds the target the status is "invalid".  ``unproven``
     marks a guarantee that no theorem covers (an idealized noise level).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The claimed (ε, δ).
+    theorem : str
+        The citation.
+    conditions : tuple, default ()
+        The theorem's validity conditions.
+    necessary : DpEvent, optional
+        An event whose exact ε bounds the protocol's from below.
+    unproven : str, default ""
+        Why no theorem covers the setting, if none does.
     """
 
     epsilon: float
@@ -324,7 +439,7 @@ class ClaimedEvent(DpEvent):
     necessary: DpEvent | None = None
     unproven: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event_epsilon("epsilon", self.epsilon)
         _check_event_delta("delta", self.delta)
         check_str("theorem", self.theorem)
@@ -347,6 +462,17 @@ class ConditionalEvent(DpEvent):
 
     If ``holds`` is False the status becomes ``on_failure`` ("invalid" or "unproven") and
     ``assumption`` is reported in the notes.
+
+    Attributes
+    ----------
+    event : DpEvent
+        The release.
+    assumption : str
+        What its accounting assumes.
+    holds : bool
+        Whether the assumption holds.
+    on_failure : {"invalid", "unproven"}, default "invalid"
+        The status when it does not.
     """
 
     event: DpEvent
@@ -354,7 +480,7 @@ class ConditionalEvent(DpEvent):
     holds: bool
     on_failure: str = "invalid"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event("event", self.event)
         check_str("assumption", self.assumption)
         # a real bool: NaN, 0.0 or "no" must not pass for an assumption that holds
@@ -367,12 +493,20 @@ class ConditionalEvent(DpEvent):
 
 @dataclass(frozen=True)
 class InvalidEvent(DpEvent):
-    """The release is known *not* to meet any finite guarantee the book can state (ε = ∞)."""
+    """The release is known *not* to meet any finite guarantee the book can state (ε = ∞).
+
+    Attributes
+    ----------
+    reason : str
+        Why no finite guarantee holds.
+    claimed : DpEvent, optional
+        The guarantee that was claimed.
+    """
 
     reason: str
     claimed: DpEvent | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_str("reason", self.reason)
         if self.claimed is not None:
             _check_event("claimed", self.claimed)
@@ -383,12 +517,20 @@ class InvalidEvent(DpEvent):
 
 @dataclass(frozen=True)
 class SelfComposedEvent(DpEvent):
-    """``count`` adaptive repetitions of ``event`` (for example a user's κ tree nodes)."""
+    """``count`` adaptive repetitions of ``event`` (for example a user's κ tree nodes).
+
+    Attributes
+    ----------
+    event : DpEvent
+        The repeated release.
+    count : int
+        The number of repetitions.
+    """
 
     event: DpEvent
     count: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_event("event", self.event)
         check_positive_int("count", self.count)
 
@@ -398,14 +540,43 @@ class SelfComposedEvent(DpEvent):
 
 @dataclass(frozen=True)
 class ComposedEvent(DpEvent):
-    """Adaptive composition of several events."""
+    """Adaptive composition of several events.
+
+    Attributes
+    ----------
+    events : tuple of DpEvent
+        The composed releases.
+    """
 
     events: tuple = field(default_factory=tuple)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_instance("events", self.events, tuple, "a tuple of DpEvents")
         for i, e in enumerate(self.events):
             _check_event(f"events[{i}]", e)
 
     def describe(self) -> str:
         return " + ".join(e.describe() for e in self.events)
+
+
+# The composition trees' folds (the accountant and the exact Gaussian profile both walk them)
+
+
+def sum_over_releases(event: DpEvent, leaf: Callable[[DpEvent], float | None]) -> float | None:
+    """Σ of ``leaf(e)`` over the leaves of a composition, when every leaf has a value (else None).
+
+    zCDP's ρ and pure DP's ε both add up under (adaptive) composition ([BS16] Lemma 2.3;
+    the basic composition theorem).
+    """
+    if isinstance(event, SelfComposedEvent):
+        inner = sum_over_releases(event.event, leaf)
+        return None if inner is None else event.count * inner
+    if isinstance(event, ComposedEvent):
+        parts = [sum_over_releases(e, leaf) for e in event.events]
+        return None if any(p is None for p in parts) else float(sum(p for p in parts if p is not None))
+    return leaf(event)
+
+
+def gaussian_rho(event: DpEvent) -> float | None:
+    """ρ of an event made only of Gaussian releases (None otherwise)."""
+    return sum_over_releases(event, lambda e: e.rho if isinstance(e, GaussianEvent) else None)

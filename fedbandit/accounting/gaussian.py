@@ -22,7 +22,22 @@ __all__ = [
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
-    r"""The exact :math:`\delta(\varepsilon)` of the Gaussian mechanism ([BW18]_ Theorem 8)."""
+    r"""The exact :math:`\delta(\varepsilon)` of the Gaussian mechanism ([BW18]_ Theorem 8).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε ≥ 0.
+    sigma : float
+        σ > 0.
+    sensitivity : float, default 1.0
+        Δ, the ℓ2 sensitivity.
+
+    Returns
+    -------
+    float
+        δ(ε).
+    """
     epsilon = check_nonnegative_float("epsilon", epsilon)
     sigma = check_positive_float("sigma", sigma)
     sensitivity = check_positive_float("sensitivity", sensitivity)
@@ -45,6 +60,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
         Target :math:`\delta \in (0, 1)`.
     sensitivity : float
         :math:`\ell_2` sensitivity :math:`\Delta > 0`.
+
+    Returns
+    -------
+    float
+        σ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -58,7 +78,22 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 
 
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
-    r"""Smallest :math:`\varepsilon` for which noise :math:`\sigma` gives :math:`(\varepsilon,\delta)`-DP ([BW18]_)."""
+    r"""Smallest :math:`\varepsilon` for which noise :math:`\sigma` gives :math:`(\varepsilon,\delta)`-DP ([BW18]_).
+
+    Parameters
+    ----------
+    sigma : float
+        σ > 0.
+    delta : float
+        δ.
+    sensitivity : float, default 1.0
+        Δ, the ℓ2 sensitivity.
+
+    Returns
+    -------
+    float
+        ε (0 if σ alone gives δ at ε = 0).
+    """
     sigma = check_positive_float("sigma", sigma)
     delta = check_delta("delta", delta)
     sensitivity = check_positive_float("sensitivity", sensitivity)

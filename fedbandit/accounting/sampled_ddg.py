@@ -106,7 +106,7 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
-from fedbandit.accounting.ddg import ddg_tau
+from fedbandit.accounting._dg_sums import ddg_tau
 from fedbandit.accounting.subsampling import sampled_gaussian_epsilon, sampled_gaussian_noise_multiplier
 
 __all__ = [
@@ -233,6 +233,11 @@ def sampling_tail(q: float, population: int, shares: int, steps: int) -> float:
         :math:`K`, the noise shares of a round (the most clients a good round has).
     steps : int
         :math:`T`.
+
+    Returns
+    -------
+    float
+        :math:`\eta` (at most 1).
     """
     q = _check_q(q, "q")
     N = _check_population(population)
@@ -245,7 +250,24 @@ def sampling_tail(q: float, population: int, shares: int, steps: int) -> float:
 
 def noise_shares_for(q: float, population: int, steps: int, delta: float) -> int:
     r"""The :math:`K` of step 1: the smallest count with :math:`T\,P(\mathrm{Bin}(N, q) \ge K) \le`
-    :data:`TAIL_SHARE` :math:`\cdot\delta`, at most :math:`N + 1` (where the tail is 0)."""
+    :data:`TAIL_SHARE` :math:`\cdot\delta`, at most :math:`N + 1` (where the tail is 0).
+
+    Parameters
+    ----------
+    q : float
+        Sampling rate in (0, 1].
+    population : int
+        :math:`N`.
+    steps : int
+        :math:`T`.
+    delta : float
+        The target δ.
+
+    Returns
+    -------
+    int
+        :math:`K`.
+    """
     q = _check_q(q, "q")
     N = _check_population(population)
     T = check_positive_int("steps", steps, max_value=MAX_COUNT)
@@ -265,6 +287,18 @@ def client_shares(shares: int, clients: int) -> np.ndarray:
     Dealt round-robin: :math:`\lceil K/k\rceil` to the first :math:`K \bmod k` clients,
     :math:`\lfloor K/k\rfloor` to the others (sum :math:`K`); one each when :math:`k > K`
     (a round outside the good event, sum :math:`k`).
+
+    Parameters
+    ----------
+    shares : int
+        :math:`K`.
+    clients : int
+        :math:`k`, the clients of the round.
+
+    Returns
+    -------
+    ndarray of int64, shape (k,)
+        Each client's number of shares :math:`m_j`.
     """
     K = check_positive_int("shares", shares, max_value=MAX_STEPS)
     k = check_positive_int("clients", clients, max_value=MAX_STEPS)
@@ -385,7 +419,18 @@ def sampled_ddg_bound(noise_std: float, *, delta2: float, gamma: float, dim: int
 def sampled_ddg_epsilon(noise_std: float, *, delta2: float, gamma: float, dim: int, sampling_rate: float, steps: int,
                         population: int, delta: float, shares: int | None = None, present_shares: int | None = None,
                         smoothing: float = SMOOTHING) -> float:
-    """ε of :func:`sampled_ddg_bound` (same parameters)."""
+    """ε of :func:`sampled_ddg_bound`.
+
+    Parameters
+    ----------
+    noise_std, delta2, gamma, dim, sampling_rate, steps, population, delta, shares, present_shares, smoothing
+        As in :func:`sampled_ddg_bound`.
+
+    Returns
+    -------
+    float
+        ``sampled_ddg_bound(...).epsilon``.
+    """
     return sampled_ddg_bound(noise_std, delta2=delta2, gamma=gamma, dim=dim, sampling_rate=sampling_rate, steps=steps,
                              population=population, delta=delta, shares=shares, present_shares=present_shares,
                              smoothing=smoothing).epsilon
@@ -406,6 +451,18 @@ def sampled_ddg_noise_std(epsilon: float, *, delta2: float, gamma: float, dim: i
     (\delta - \eta)e^{-Ta})` (:func:`fedbandit.accounting.subsampling.sampled_gaussian_noise_multiplier`),
     with :math:`a` evaluated at the noise that ignores it (:math:`a` falls as the noise grows,
     so the result is at least as private); then :math:`\sigma_{\rm sum} = \gamma\sqrt{(z'\tilde\Delta)^2 + b^2}`.
+
+    Parameters
+    ----------
+    epsilon : float
+        The target ε.
+    delta2, gamma, dim, sampling_rate, steps, population, delta, shares, smoothing
+        As in :func:`sampled_ddg_bound`.
+
+    Returns
+    -------
+    float
+        :math:`\sigma_{\rm sum}`.
 
     Raises
     ------

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from fedbandit._validation import (
     MAX_COUNT,
-    _is_binary,
     check_batch_sizes,
     check_choice,
     check_delta,
@@ -19,6 +21,7 @@ from fedbandit._validation import (
     check_nonnegative_int,
     check_positive_int,
     check_unit_interval,
+    is_binary,
 )
 from fedbandit.accounting.allocation import COMPOSITIONS, composed_guarantee, mechanism_budget
 from fedbandit.accounting.composition import (
@@ -37,7 +40,7 @@ __all__ = [
 ]
 
 
-def _binom_sf(j, big_n, prob):
+def _binom_sf(j: ArrayLike, big_n: ArrayLike, prob: float) -> np.ndarray:
     """P(Bin(N, prob) > j) for integer-valued float arrays j, N (scipy.special, no stats overhead)."""
     j, big_n = np.broadcast_arrays(np.asarray(j, dtype=float), np.asarray(big_n, dtype=float))
     out = np.where(j < 0, 1.0, 0.0)
@@ -139,17 +142,31 @@ def _rr_shuffle_delta(epsilon: float, n_users: int, p: float, max_grid: int = 51
     return min(1.0, inside + below * 1.0 + above * float(_blanket_hockey(epsilon, np.array([float(hi)]), p)[0]))
 
 
-def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
+def rr_shuffle_delta_exact(epsilon: float, bits_others: ArrayLike, p: float) -> float:
     """Exact δ(ε) of the shuffled count for one fixed dataset of the other users.
 
     Z = Σ_{others} Bernoulli(q_{x_j}) + M, M ~ Bernoulli(q1) versus Bernoulli(q0); both
     directions of the hockey-stick divergence, maximised.  O(m²): for tests and small m
     (it is a lower bound on the worst case over datasets, which
     :func:`rr_shuffle_delta` upper-bounds).
+
+    Parameters
+    ----------
+    epsilon : float
+        ε.
+    bits_others : array_like of {0, 1}
+        The other users' bits.
+    p : float
+        The flip probability.
+
+    Returns
+    -------
+    float
+        δ(ε).
     """
     epsilon = check_epsilon("epsilon", epsilon)
     bits = check_unit_interval("bits_others", bits_others).ravel()
-    if not _is_binary(bits):
+    if not is_binary(bits):
         raise ValueError("bits_others must hold 0/1 values")
     p = check_float_in_range("p", p, 0.0, 1.0)
     q0, q1 = rr_message_probabilities(p)
@@ -165,7 +182,18 @@ def rr_shuffle_delta_exact(epsilon: float, bits_others, p: float) -> float:
 
 
 def local_rr_flip_probability(epsilon: float) -> float:
-    """p = 2/(e^ε + 1): binary randomized response that is ε-LDP on its own (q1/q0 = e^ε)."""
+    """p = 2/(e^ε + 1): binary randomized response that is ε-LDP on its own (q1/q0 = e^ε).
+
+    Parameters
+    ----------
+    epsilon : float
+        The local ε.
+
+    Returns
+    -------
+    float
+        p.
+    """
     epsilon = check_epsilon("epsilon", epsilon)
     if epsilon > 700.0:  # the same value without overflowing e^ε
         return 2.0 * math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
@@ -221,7 +249,8 @@ def rr_flip_probability(n_users: int, epsilon: float, delta: float) -> float:
     return _flip_probability(n_users, epsilon, delta)
 
 
-def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolution=1, composition="best") -> dict:
+def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes: Sequence[int], *, resolution: int | Sequence[int] = 1,
+                    composition: str = "best") -> dict[str, Any]:
     """Privacy accounting of the k-level algorithm with the given schedule.
 
     Returns a dict with the per-level rows (batch size b_i, number of batches, ε₀, δ₀,
@@ -235,11 +264,22 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
 
     Parameters
     ----------
+    n : int
+        The number of users.
+    epsilon, delta : float
+        The target (ε, δ) of the whole algorithm.
+    batch_sizes : sequence of int
+        (b_1, ..., b_k), the batch size of every level (:func:`fedbandit._validation.check_batch_sizes`).
     resolution : int or sequence of int
         Messages per user at every level (one value for all levels, or one per level);
         1 for bits.
     composition : {"best", "basic", "advanced"}
         The split of (ε, δ) over the k levels.
+
+    Returns
+    -------
+    dict
+        The per-level rows and the compositions described above.
     """
     composition = check_choice("composition", composition, COMPOSITIONS)
     n = check_positive_int("n", n)
@@ -247,7 +287,7 @@ def psco_accounting(n: int, epsilon: float, delta: float, batch_sizes, *, resolu
     delta = check_delta("delta", delta)
     sizes = check_batch_sizes("batch_sizes", batch_sizes, n)
     k = len(sizes)
-    gs = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)
+    gs: list[Any] = [resolution] * k if np.ndim(resolution) == 0 else list(resolution)  # type: ignore[arg-type]
     if len(gs) != k:
         raise ValueError(f"resolution must be one int or one per level ({k}), got {resolution!r}")
     gs = [check_positive_int("resolution", g, max_value=MAX_COUNT // sizes[0], reason="b·g messages per batch are int64")
@@ -295,6 +335,16 @@ def rr_message_probabilities(p: float) -> tuple[float, float]:
 
     With probability p the user sends a uniformly random bit ("blanket" message, Cheu
     et al. 2019, the λ/n of their randomizer), otherwise its own bit.
+
+    Parameters
+    ----------
+    p : float
+        The flip probability, in [0, 1].
+
+    Returns
+    -------
+    (float, float)
+        (q0, q1).
     """
     p = check_float_in_range("p", p, 0.0, 1.0)
     return p / 2.0, 1.0 - p / 2.0
@@ -305,6 +355,18 @@ def rr_estimator_variance(n_users: int, p: float) -> float:
 
     Each message is Bernoulli(q0) or Bernoulli(q1) with q1 = 1 − q0, and q0(1 − q0) =
     q1(1 − q1), so the variance does not depend on the users' bits.
+
+    Parameters
+    ----------
+    n_users : int
+        m, the users of the batch.
+    p : float
+        The flip probability, in [0, 1).
+
+    Returns
+    -------
+    float
+        The variance.
     """
     n_users = check_nonnegative_int("n_users", n_users)
     q0, q1 = rr_message_probabilities(p)

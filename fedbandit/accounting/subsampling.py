@@ -72,9 +72,10 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
 from fedbandit._validation import (
@@ -90,6 +91,7 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting._roots import decreasing_root
+from fedbandit.accounting.zcdp import over_sigma_squared, rdp_to_approx_dp
 
 __all__ = [
     "SUBSAMPLING_ORDERS",
@@ -129,7 +131,17 @@ SAMPLING_RELATIONS = {"poisson": "add-remove", "fixed": "replace"}
 
 
 def amplification_for(relation: str) -> str:
-    """The amplification bound used for a neighbouring relation: Poisson (add/remove) or WBK19 (replace)."""
+    """The amplification bound used for a neighbouring relation: Poisson (add/remove) or WBK19 (replace).
+
+    Parameters
+    ----------
+    relation : {"add-remove", "replace"}
+
+    Returns
+    -------
+    str
+        "poisson" or "without-replacement".
+    """
     relation = check_choice("relation", relation, ("add-remove", "replace"))
     return "poisson" if relation == "add-remove" else "without-replacement"
 
@@ -139,7 +151,7 @@ def amplification_for(relation: str) -> str:
 MAX_ORDER = 4096
 
 
-def _check_orders(orders) -> np.ndarray:
+def _check_orders(orders: ArrayLike) -> np.ndarray:
     if isinstance(orders, (str, bytes, dict, set)) or orders is None:
         raise TypeError(f"orders must be an array of integers >= 2, got {orders!r:.80}")
     a = np.atleast_1d(check_array("orders", orders, dtype=np.float64))
@@ -150,7 +162,7 @@ def _check_orders(orders) -> np.ndarray:
     return a
 
 
-def _check_q(q) -> float:
+def _check_q(q: float) -> float:
     return check_float_in_range("q", q, 0.0, 1.0, low_inclusive=False, high_inclusive=True)
 
 
@@ -168,7 +180,7 @@ def _base_values(base_rdp: Callable, max_order: int) -> np.ndarray:
     return np.concatenate([[0.0, 0.0], vals])
 
 
-def _check_real_orders(orders) -> np.ndarray:
+def _check_real_orders(orders: ArrayLike) -> np.ndarray:
     if isinstance(orders, (str, bytes, dict, set)) or orders is None:
         raise TypeError(f"orders must be an array of numbers > 1, got {orders!r:.80}")
     a = np.atleast_1d(check_array("orders", orders, dtype=np.float64))
@@ -231,7 +243,7 @@ def _log_a_frac(alpha: float, q: float, z: float) -> float:
     return float(np.logaddexp(head, tail))
 
 
-def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarray:
+def sampled_gaussian_rdp(orders: ArrayLike, q: float, noise_multiplier: float) -> np.ndarray:
     r"""RDP of the Poisson-sampled Gaussian mechanism ([MTZ19]_ Sec. 3.3): exact at integer orders, a bound at others.
 
     Parameters
@@ -253,24 +265,23 @@ def sampled_gaussian_rdp(orders, q: float, noise_multiplier: float) -> np.ndarra
     """
     alpha = _check_real_orders(orders)
     q = _check_q(q)
-    from fedbandit.accounting.zcdp import _over_square
 
     z = check_positive_float("noise_multiplier", noise_multiplier)
     z2 = z * z  # (x / (2z²) is x / (2.0 * z * z) bit for bit: doubling is exact; +inf once z² underflows)
     if q == 1.0:
-        return _over_square(alpha, 2.0, z, z2)
+        return over_sigma_squared(alpha, 2.0, z, z2)
     out = np.empty_like(alpha)
     for i, a in enumerate(alpha):
         if a == round(a):
             k = np.arange(a + 1)
-            terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + _over_square(k * k - k, 2.0, z, z2)
+            terms = _log_comb(a, k) + (a - k) * math.log1p(-q) + k * math.log(q) + over_sigma_squared(k * k - k, 2.0, z, z2)
             out[i] = special.logsumexp(terms) / (a - 1.0)
         elif not math.isfinite(z2) or z2 == 0.0 or 1.0 / z2 > MAX_MAGNITUDE:
             out[i] = math.inf  # the Gaussian's own RDP is infinite (capped below)
         else:
             out[i] = _log_a_frac(float(a), q, z) / (a - 1.0)
     # the RDP is >= 0; at a huge z the log-sum-exp can round to -1e-15
-    return np.clip(out, 0.0, _over_square(alpha, 2.0, z, z2))
+    return np.clip(out, 0.0, over_sigma_squared(alpha, 2.0, z, z2))
 
 
 @functools.lru_cache(maxsize=16)
@@ -283,7 +294,7 @@ def _log_comb_table(orders: tuple) -> tuple[np.ndarray, np.ndarray]:
     return table, ls[0]
 
 
-def _subsampling_inputs(orders, q, base_rdp):
+def _subsampling_inputs(orders: ArrayLike, q: float, base_rdp: Callable[..., Any]) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
     """Checked orders α and rate q, the base curve ε(1..max α) and its values at α (both theorems')."""
     alpha = _check_orders(orders)
     q = _check_q(q)
@@ -291,7 +302,7 @@ def _subsampling_inputs(orders, q, base_rdp):
     return alpha, q, eps, eps[alpha.astype(int)]
 
 
-def poisson_subsampled_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
+def poisson_subsampled_rdp(orders: ArrayLike, q: float, base_rdp: Callable[..., Any]) -> np.ndarray:
     r"""Generic RDP bound of a Poisson-subsampled mechanism ([ZW19]_ Theorem 5), add/remove one record.
 
     Parameters
@@ -324,7 +335,7 @@ def poisson_subsampled_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     return np.minimum(np.maximum(out, 0.0), base)  # >= 0: at a tiny q the log-sum-exp can round below 0
 
 
-def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
+def without_replacement_rdp(orders: ArrayLike, q: float, base_rdp: Callable[..., Any]) -> np.ndarray:
     r"""Generic RDP bound of sampling a fixed-size subset without replacement ([WBK19]_ Theorem 9), replace-one.
 
     Parameters
@@ -360,19 +371,55 @@ def without_replacement_rdp(orders, q: float, base_rdp: Callable) -> np.ndarray:
     return np.minimum(np.maximum(out, 0.0), base)  # >= 0: at a tiny q the log-sum-exp can round below 0
 
 
-def subsampled_rdp(orders, q: float, base_rdp: Callable, amplification: str = "poisson") -> np.ndarray:
-    """:func:`poisson_subsampled_rdp` (``"poisson"``) or :func:`without_replacement_rdp` (``"without-replacement"``)."""
+def subsampled_rdp(orders: ArrayLike, q: float, base_rdp: Callable[..., Any], amplification: str = "poisson") -> np.ndarray:
+    """:func:`poisson_subsampled_rdp` (``"poisson"``) or :func:`without_replacement_rdp` (``"without-replacement"``).
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Orders α ≥ 2.
+    q : float
+        The sampling probability in (0, 1].
+    base_rdp : callable
+        ε(·) of the mechanism run on the sample.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+
+    Returns
+    -------
+    ndarray
+        The subsampled RDP at each order.
+    """
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
     if amplification == "poisson":
         return poisson_subsampled_rdp(orders, q, base_rdp)
     return without_replacement_rdp(orders, q, base_rdp)
 
 
-def subsampled_epsilon(base_rdp: Callable, q: float, steps: int, delta: float, amplification: str = "poisson",
-                       *, orders=None) -> float:
-    """(ε, δ) of ``steps`` subsampled rounds: the per-round bound composed and converted [CKS20]."""
-    from fedbandit.accounting.zcdp import rdp_to_approx_dp
+def subsampled_epsilon(base_rdp: Callable[..., Any], q: float, steps: int, delta: float, amplification: str = "poisson",
+                       *, orders: ArrayLike | None = None) -> float:
+    """(ε, δ) of ``steps`` subsampled rounds: the per-round bound composed and converted [CKS20].
 
+    Parameters
+    ----------
+    base_rdp : callable
+        ε(·) of the mechanism run on the sample.
+    q : float
+        The sampling probability in (0, 1].
+    steps : int
+        The rounds composed.
+    delta : float
+        The target δ.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+    orders : array_like, optional
+        The orders (default :data:`SUBSAMPLING_ORDERS`).
+
+    Returns
+    -------
+    float
+        ε (inf when no order gives a finite bound).
+    """
     check_callable("base_rdp", base_rdp)
     q = _check_q(q)
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
@@ -394,9 +441,25 @@ def sampled_gaussian_epsilon(noise_multiplier: float, q: float, steps: int, delt
     (integer and fractional; at least as tight as dp-accounting's RDP accountant);
     ``"without-replacement"``: [WBK19]_ Thm. 9 on the Gaussian's RDP α/(2z²), where z is
     σ over the *replace-one* sensitivity.
-    """
-    from fedbandit.accounting.zcdp import rdp_to_approx_dp
 
+    Parameters
+    ----------
+    noise_multiplier : float
+        z = σ/Δ.
+    q : float
+        The sampling probability in (0, 1].
+    steps : int
+        The rounds composed.
+    delta : float
+        The target δ.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+
+    Returns
+    -------
+    float
+        ε.
+    """
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
     z = check_positive_float("noise_multiplier", noise_multiplier)
     q = _check_q(q)
@@ -420,6 +483,22 @@ def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, st
     """Smallest noise multiplier z = σ/Δ with :func:`sampled_gaussian_epsilon` ≤ ``epsilon`` (root finding).
 
     ε decreases in z, so the root is unique; found on log z by Brent's method.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+    q : float
+        The sampling probability in (0, 1].
+    steps : int
+        The rounds composed.
+    amplification : {"poisson", "without-replacement"}, default "poisson"
+        The subsampling bound.
+
+    Returns
+    -------
+    float
+        z.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)

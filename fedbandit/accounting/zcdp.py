@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     check_array,
     check_choice,
@@ -35,7 +37,6 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "gaussian_zcdp",
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-def _over_square(num, c, sigma, square):
+def over_sigma_squared(num: Any, c: float, sigma: float, square: float) -> Any:
     """``num / (c σ²)`` given ``square`` = σ² (as the caller computes it), without dividing by a σ² that underflowed.
 
     For σ below ~1.5e-154, σ² is subnormal or 0.0 and ``num / (c * σ²)`` loses every digit
@@ -71,21 +72,50 @@ def gaussian_zcdp(sensitivity: float, sigma: float) -> float:
         ℓ2 sensitivity Δ > 0 of the released quantity.
     sigma : float
         Standard deviation σ > 0 of the added Gaussian noise (per coordinate).
+
+    Returns
+    -------
+    float
+        ρ (inf when σ² underflows).
     """
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma = check_positive_float("sigma", sigma)
-    return _over_square(sensitivity**2, 2.0, sigma, sigma**2)
+    return over_sigma_squared(sensitivity**2, 2.0, sigma, sigma**2)
 
 
 def compose_zcdp(*rhos: float) -> float:
-    """Adaptive composition of zCDP mechanisms: ρ = Σ ρ_i ([BS16], Lemma 2.3)."""
+    """Adaptive composition of zCDP mechanisms: ρ = Σ ρ_i ([BS16], Lemma 2.3).
+
+    Parameters
+    ----------
+    *rhos : float
+        The mechanisms' ρ_i ≥ 0 (at least one).
+
+    Returns
+    -------
+    float
+        Σ ρ_i.
+    """
     if not rhos:
         raise ValueError("compose_zcdp needs at least one rho, got none")
     return float(sum(check_nonnegative_float(f"rhos[{i}]", r) for i, r in enumerate(rhos)))
 
 
 def gaussian_sigma_for_zcdp(rho: float, sensitivity: float = 1.0) -> float:
-    """σ such that the Gaussian mechanism at sensitivity Δ is ρ-zCDP: σ = Δ / sqrt(2ρ)."""
+    """σ such that the Gaussian mechanism at sensitivity Δ is ρ-zCDP: σ = Δ / sqrt(2ρ).
+
+    Parameters
+    ----------
+    rho : float
+        ρ > 0.
+    sensitivity : float, default 1.0
+        Δ.
+
+    Returns
+    -------
+    float
+        σ.
+    """
     rho = check_positive_float("rho", rho)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     return sensitivity / math.sqrt(2.0 * rho)
@@ -160,6 +190,16 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 
     Inverse of :func:`zcdp_to_approx_dp` (``method="cks"``), found by root finding
     (ε is increasing in ρ).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ).
+
+    Returns
+    -------
+    float
+        ρ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -180,7 +220,7 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
 
 
 def rdp_to_approx_dp(
-    orders: Sequence[float], rdp: Sequence[float], delta: float, method: str = "cks"
+    orders: ArrayLike, rdp: ArrayLike, delta: float, method: str = "cks"
 ) -> float:
     """Convert a Rényi-DP curve, known at finitely many orders, to (ε, δ)-DP.
 
@@ -228,6 +268,20 @@ def calibrate_gaussian_sigma(
     Each release at ℓ2 sensitivity Δ with noise N(0, σ²) is Δ²/(2σ²)-zCDP; k of them
     compose to kΔ²/(2σ²)-zCDP, converted with [CKS20].  So
     σ = Δ sqrt(k / (2ρ)) with ρ = :func:`approx_dp_to_zcdp` (ε, δ).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The target (ε, δ) of all releases.
+    sensitivity : float, default 1.0
+        Δ.
+    n_compositions : int, default 1
+        k, the releases.
+
+    Returns
+    -------
+    float
+        σ.
     """
     epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
@@ -243,8 +297,22 @@ def tree_zcdp(n_steps: int, sensitivity: float, sigma0: float) -> float:
     One element of the stream changes at most κ = :func:`tree_depth` (K) p-sums, each
     by at most Δ in ℓ2, and each p-sum is a Gaussian mechanism; zCDP composes
     additively (Bun & Steinke 2016, Lemma 2.3).
+
+    Parameters
+    ----------
+    n_steps : int
+        K.
+    sensitivity : float
+        Δ of one element.
+    sigma0 : float
+        σ₀ of each node.
+
+    Returns
+    -------
+    float
+        ρ.
     """
     kappa = tree_depth(n_steps)
     sensitivity = check_positive_float("sensitivity", sensitivity)
     sigma0 = check_positive_float("sigma0", sigma0)
-    return _over_square(kappa * sensitivity**2, 2.0, sigma0, sigma0**2)
+    return over_sigma_squared(kappa * sensitivity**2, 2.0, sigma0, sigma0**2)

@@ -70,8 +70,32 @@ import sys
 
 import numpy as np
 
+import fedbandit.mechanisms.binomial as binomial
+import fedbandit.mechanisms.continual_counting as cc
+import fedbandit.mechanisms.discrete_gaussian as dg
+import fedbandit.mechanisms.gaussian as gm
+import fedbandit.mechanisms.randomized_response as rr
+import fedbandit.mechanisms.tree as tree
+import fedbandit.mechanisms.vector_sum as vs
 from fedbandit._validation import check_nonnegative_float
+from fedbandit.accounting.accountant import account
+from fedbandit.accounting.events import InvalidEvent
+from fedbandit.mechanisms.binomial import BinomialMechanism
+from fedbandit.mechanisms.ddg import DDGMechanism
+from fedbandit.mechanisms.randomized_response import rr_message_probabilities
 from fedbandit.protocols.base import Protocol
+from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, VectorSumRecords
+from fedbandit.protocols.counting import CounterProtocol
+from fedbandit.protocols.statistics import (
+    CentralFactorization,
+    CentralTree,
+    DiscreteGaussianTree,
+    GaussianFactorization,
+    GaussianTree,
+    StatisticsProtocol,
+    VectorSum,
+)
+from fedbandit.protocols.sums import BinomialVectors, DDGVectors, GaussianSum, SumProtocol
 
 __all__ = ["with_noise_scale", "scale_noise_in_place", "noise_scale_of", "planted_noise", "PLANTED_SITES"]
 
@@ -82,23 +106,12 @@ _SCALED_CLASSES: dict = {}
 
 
 def _scale_statistics(p, f):
-    from fedbandit.protocols.statistics import (
-        CentralFactorization,
-        CentralTree,
-        DiscreteGaussianTree,
-        GaussianFactorization,
-        GaussianTree,
-        VectorSum,
-    )
-
     r, a = p.randomizer, p.analyzer
     if isinstance(a, (CentralTree, CentralFactorization)):
         a.sigma *= f
     elif isinstance(r, (GaussianTree, GaussianFactorization)):
         r.sigma0 *= f
     elif isinstance(r, DiscreteGaussianTree):
-        from fedbandit.mechanisms.ddg import DDGMechanism
-
         r.params = dataclasses.replace(r.params, sigma=r.params.sigma * f)
         r.sigma0 = r.params.sigma
         r.mechanism = DDGMechanism(r.params, r.flatten_seed)
@@ -110,9 +123,6 @@ def _scale_statistics(p, f):
 
 
 def _scale_concurrent(p, f):
-    from fedbandit.mechanisms.randomized_response import rr_message_probabilities
-    from fedbandit.protocols.concurrent import VectorSumRecords
-
     if isinstance(p.randomizer, VectorSumRecords):  # the vector sum's noise: b Ber(p) bits, std ∝ sqrt(b)
         p.randomizer.mech.b = max(1, int(round(p.randomizer.mech.b * f * f)))
         return
@@ -122,20 +132,14 @@ def _scale_concurrent(p, f):
 
 
 def _scale_sum(p, f):
-    from fedbandit.protocols.sums import BinomialVectors, DDGVectors, GaussianSum
-
     r, a = p.randomizer, p.analyzer
     if isinstance(a, GaussianSum):
         a.sigma *= f
     elif isinstance(r, DDGVectors):
-        from fedbandit.mechanisms.ddg import DDGMechanism
-
         r.params = dataclasses.replace(r.params, sigma=r.params.sigma * f)
         if r.flatten_seed is not None:
             r.mechanism = DDGMechanism(r.params, r.flatten_seed)
     elif isinstance(r, BinomialVectors):
-        from fedbandit.mechanisms.binomial import BinomialMechanism
-
         # the noise's standard deviation grows like sqrt(N): N f² trials (kept even, as calibrated)
         trials = max(2, 2 * round(r.params.trials_per_client * f * f / 2))
         r.params = dataclasses.replace(r.params, trials_per_client=trials)
@@ -146,11 +150,6 @@ def _scale_sum(p, f):
 
 
 def _scale(p, f):
-    from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
-    from fedbandit.protocols.counting import CounterProtocol
-    from fedbandit.protocols.statistics import StatisticsProtocol
-    from fedbandit.protocols.sums import SumProtocol
-
     if isinstance(p, ConcurrentShuffleProtocol):
         _scale_concurrent(p, f)
     elif isinstance(p, StatisticsProtocol):
@@ -167,8 +166,6 @@ def _scale(p, f):
 
 def _scaled_class(cls):
     if cls not in _SCALED_CLASSES:
-        from fedbandit.protocols.counting import CounterProtocol
-
         def configure(self, *args, **kwargs):
             out = cls.configure(self, *args, **kwargs)
             _scale(self, self._audit_noise_scale)
@@ -179,9 +176,6 @@ def _scaled_class(cls):
             try:
                 return cls.accounting(self, *args, **kwargs)
             except (OverflowError, FloatingPointError, ValueError, ZeroDivisionError):
-                from fedbandit.accounting.accountant import account
-                from fedbandit.accounting.events import InvalidEvent
-
                 return account(InvalidEvent(f"noise scaled by {self._audit_noise_scale:g}: not private"),
                                target_epsilon=self.target_epsilon, target_delta=self.target_delta,
                                model=self.model, relation=self.relation)
@@ -284,14 +278,6 @@ class _ScaledBinomialGenerator(np.random.Generator):
 
 def _planted(site, f):
     """{(module name, attribute): replacement} of one site (the originals are looked up now)."""
-    import fedbandit.mechanisms.binomial as binomial
-    import fedbandit.mechanisms.continual_counting as cc
-    import fedbandit.mechanisms.discrete_gaussian as dg
-    import fedbandit.mechanisms.gaussian as gm
-    import fedbandit.mechanisms.randomized_response as rr
-    import fedbandit.mechanisms.tree as tree
-    import fedbandit.mechanisms.vector_sum as vs
-
     if site == "tree":
         orig = tree._draw
         return {orig: lambda rng, shape, noise: f * orig(rng, shape, noise)}
@@ -313,7 +299,7 @@ def _planted(site, f):
 
         return {orig: mech}
     if site == "binomial":
-        enc, vbin = binomial.BinomialMechanism.encode, vs._binomial
+        enc, vbin = binomial.BinomialMechanism.encode, vs.draw_binomial
 
         def encode(self, x, rng):
             return enc(self, x, _ScaledBinomialGenerator(rng, f))
@@ -338,7 +324,7 @@ def _planted(site, f):
 
         return {rel: release}
     if site == "randomized-response":
-        orig = rr._sample_counts
+        orig = rr.sample_rr_counts_unchecked
 
         def counts(ones, m, q0, q1, rng):
             # the flip probability p = 2 q0 drawn as p f² (a message's noise std ≈ × f; a

@@ -40,11 +40,12 @@ from fedbandit._validation import (
     check_rng,
     check_str,
 )
+from fedbandit.accounting.deshuffle import deshuffle_scenarios, deshuffled_gaussian_epsilon, deshuffled_max_logpdf
 from fedbandit.audit.broken import with_noise_scale
 from fedbandit.audit.epsilon import audit_epsilon_split
-from fedbandit.audit.harness import AuditReport, claim_of
-from fedbandit.audit.tight import _worlds_relation
+from fedbandit.audit.harness import AuditReport, claim_of, worlds_relation
 from fedbandit.audit.views import tapped, tree_nodes_containing
+from fedbandit.protocols.statistics import GaussianTree, StatisticsProtocol
 
 __all__ = [
     "DeshuffleAudit",
@@ -58,8 +59,6 @@ MAX_TRIALS = 10**7
 
 
 def _check_protocol(protocol):
-    from fedbandit.protocols.statistics import GaussianTree, StatisticsProtocol
-
     if not isinstance(protocol, StatisticsProtocol):
         raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
     protocol._require()
@@ -97,8 +96,6 @@ class DeshuffleAudit:
     """
 
     def __init__(self, protocol, *, delta=None, chunk=2000):
-        from fedbandit.accounting.deshuffle import deshuffle_scenarios, deshuffled_gaussian_epsilon
-
         p = _check_protocol(protocol)
         if p.needs_user_data:  # pragma: no cover - the Gaussian tree never does
             raise ValueError(f"protocol {p.name!r} needs the users' records; the attack feeds batch sums")
@@ -183,8 +180,6 @@ class DeshuffleAudit:
 
     def score(self, batch):
         """Σ_j log f₁(T_j)/f₀(T_j): the exact log-likelihood ratio of the κ largest projections."""
-        from fedbandit.accounting.deshuffle import deshuffled_max_logpdf
-
         batch = np.asarray(batch, dtype=float)
         s, M = self.scenario, self.protocol.n_agents
         total = np.zeros(batch.shape[0])
@@ -201,8 +196,6 @@ class DeshuffleAudit:
 
     def first_release_epsilon(self, delta=None) -> float:
         """Exact ε of the first attacked release's statistic T_1 alone."""
-        from fedbandit.accounting.deshuffle import deshuffled_gaussian_epsilon
-
         s = self.scenario
         delta = self.delta if delta is None else check_delta("delta", delta)
         return deshuffled_gaussian_epsilon(delta, self.sigma0, self.protocol.n_agents, s.means0[:1], s.means1[:1],
@@ -249,7 +242,7 @@ def deshuffle_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, 
     claim, status = claim_of(protocol.accounting())
     key = id(da)
     res = audit_epsilon_split(da, (key, 0), (key, 1), da.score, n_trials, n_select=n_select, delta=da.delta,
-                              confidence=confidence, rng=rng, neighbouring=_worlds_relation, vectorized=True)
+                              confidence=confidence, rng=rng, neighbouring=worlds_relation, vectorized=True)
     return AuditReport(
         name=name or protocol.name,
         kind="deshuffle",

@@ -42,11 +42,13 @@ Neighbouring inputs [derived]:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -54,21 +56,39 @@ from fedbandit._validation import (
     check_choice,
     check_delta,
     check_epsilon,
-    check_finite_float,
     check_instance,
-    check_int_in_range,
-    check_nonnegative_float,
     check_nonnegative_int,
-    check_positive_float,
     check_positive_int,
     check_probability,
     check_rng,
 )
+from fedbandit.accounting.amplification import gaussian_epsilon_exact
+from fedbandit.audit._inputs import TargetRewardBandit, federated_data, linear_users
 from fedbandit.audit.broken import planted_noise, scale_noise_in_place
 from fedbandit.audit.epsilon import audit_epsilon_split
-from fedbandit.audit.harness import AuditReport, KnownProjection, LearnedProjection, claim_of
+from fedbandit.audit.harness import AuditReport, KnownProjection, LearnedProjection, claim_of, worlds_relation
+from fedbandit.audit.replay import replay_pairs
+from fedbandit.audit.schedule import alice_tracy_instance, dp20_schedule_mechanism
+from fedbandit.audit.tight import LAW_ALPHA, GaussianTrials
 from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
-from fedbandit.envs.multi_armed import BernoulliBandit
+from fedbandit.envs.graphs import make_graph
+from fedbandit.envs.users import UsersEnv
+from fedbandit.learners.federated import FederatedLearner
+from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
+from fedbandit.learners.registry import learner_class
+from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
+from fedbandit.protocols.counting import CounterProtocol
+from fedbandit.protocols.registry import available, create, describe
+from fedbandit.protocols.statistics import (
+    CentralFactorization,
+    CentralTree,
+    ExactStatistics,
+    GaussianTree,
+    StatisticsProtocol,
+    VectorSum,
+    pack_statistics,
+)
+from fedbandit.protocols.sums import BinomialVectors, SumProtocol
 
 __all__ = [
     "EndToEndSpec",
@@ -149,130 +169,13 @@ _NATIVE_RELATION = {"multi-armed": "replace", "counter": "replace", "federated":
 # ---------------------------------------------------------------------------------------
 
 
-#: Largest number of cells (rounds × agents × arms × ...) of the fixed inputs drawn for an audit.
-_MAX_CELLS = 10**8
-
-
-@dataclass(frozen=True)
-class TargetRewardBandit(BernoulliBandit):
-    """A Bernoulli bandit with fixed rewards; agent ``agent``'s reward at slot ``slot`` is ``value``.
-
-    The reward of agent m pulling arm a at slot t is ``table[t − 1, m, a]``, Bernoulli(μ_a)
-    draws made once from ``seed`` (the same in every run: fixed data, only the protocols'
-    noise is random), except the target: with ``pull = 0`` agent ``agent``'s reward at slot
-    ``slot``; with ``pull = n > 0`` its n-th reward of arm ``arm`` (counted per run: the n-th
-    item of that (agent, arm) counter stream, whatever slot it comes at -- one reward of the
-    stream changed, the counters' neighbouring relation, the other items chosen adaptively
-    and alike in both inputs).  The learners draw the rewards of a slot with one
-    call (:meth:`fedbandit.envs.multi_armed.RewardStream.rewards`), in order, so the slot is
-    counted by calls; :attr:`calls` lets a caller check that ``T`` calls were made.  Build
-    a fresh one for every run.
-    """
-
-    agent: int = 0
-    slot: int = 1
-    value: float = 1.0
-    horizon: int = 1
-    n_agents: int = 1
-    seed: int = 0
-    arm: int = 0
-    pull: int = 0
-
-    def __post_init__(self):
-        super().__post_init__()
-        horizon = check_positive_int("horizon", self.horizon, max_value=MAX_STEPS)
-        n_agents = check_positive_int("n_agents", self.n_agents, max_value=MAX_STEPS)
-        if horizon * n_agents * self.n_arms > _MAX_CELLS:
-            raise ValueError(f"horizon * n_agents * n_arms = {horizon * n_agents * self.n_arms} exceeds {_MAX_CELLS:.0e} "
-                             f"(a table of rewards of that size is drawn), got horizon={horizon}, n_agents={n_agents}")
-        check_int_in_range("agent", self.agent, 0, n_agents - 1)
-        check_nonnegative_int("slot", self.slot)
-        check_finite_float("value", self.value)
-        check_nonnegative_int("seed", self.seed)
-        check_int_in_range("arm", self.arm, 0, self.n_arms - 1)
-        check_nonnegative_int("pull", self.pull)
-        rng = np.random.default_rng(self.seed)
-        table = (rng.random((self.horizon, self.n_agents, self.n_arms)) < self.means).astype(float)
-        object.__setattr__(self, "table", table)
-        object.__setattr__(self, "calls", 0)
-        object.__setattr__(self, "pulls", None)
-
-    def _rewards(self, u, arms):
-        object.__setattr__(self, "calls", self.calls + 1)
-        arms = np.asarray(arms)
-        tab = self.table[min(self.calls, self.horizon) - 1]  # (M, K)
-        out = tab[np.arange(arms.shape[-1]), arms]
-        if self.pull:
-            sel = arms[..., self.agent] == self.arm
-            pulls = (np.zeros(sel.shape, dtype=np.int64) if self.pulls is None else self.pulls) + sel
-            object.__setattr__(self, "pulls", pulls)
-            hit = sel & (pulls == self.pull)
-            out[..., self.agent] = np.where(hit, self.value, out[..., self.agent])
-        elif self.calls == self.slot:
-            out[..., self.agent] = self.value
-        return out
-
-
-def linear_users(M, K, d, T, *, relation="add-remove", world=1, seed=0, feature_bound=1.0, reward_bound=1.0,
-                 noise_std=0.5):
-    """Fixed users (features (T, M, K, d), means (T, M, K), noise (T, M)) with the target in ``world``.
-
-    The other users: K arms with uniform directions of norm L (normalized features, as in
-    Zhou & Chowdhury's synthetic instance), θ a uniform unit vector scaled by 0.5, mean
-    reward ⟨θ, x⟩, reward noise N(0, noise_std²) drawn once.  The target (agent 0, round 1)
-    is described in the module docstring.
-    """
-    M = check_positive_int("M", M, max_value=_MAX_CELLS)
-    K = check_positive_int("K", K, max_value=_MAX_CELLS)
-    d = check_positive_int("d", d, max_value=_MAX_CELLS)
-    T = check_positive_int("T", T, max_value=_MAX_CELLS)
-    if T * M * K * d > _MAX_CELLS:
-        raise ValueError(f"T * M * K * d = {T * M * K * d} exceeds {_MAX_CELLS:.0e} (features of that size are drawn), "
-                         f"got T={T}, M={M}, K={K}, d={d}")
-    relation = check_choice("relation", relation, ("add-remove", "replace"))
-    world = check_choice("world", world, (0, 1))
-    seed = check_nonnegative_int("seed", seed)
-    feature_bound = check_positive_float("feature_bound", feature_bound)
-    reward_bound = check_positive_float("reward_bound", reward_bound)
-    noise_std = check_nonnegative_float("noise_std", noise_std)
-    rng = np.random.default_rng(seed)
-    theta = rng.standard_normal(d)
-    theta *= 0.5 / np.linalg.norm(theta)
-    f = rng.standard_normal((T, M, K, d))
-    f /= np.linalg.norm(f, axis=-1, keepdims=True)
-    f *= feature_bound
-    means = f @ theta
-    noise = noise_std * rng.standard_normal((T, M))
-    L, Y = feature_bound, reward_bound
-    if world == 1:
-        x = np.zeros(d)
-        x[0] = L
-        f[0, 0] = x
-        means[0, 0] = Y
-        noise[0, 0] = Y  # y = clip(2Y) = Y whatever the learner plays
-    elif relation == "add-remove":
-        f[0, 0] = 0.0
-        means[0, 0] = 0.0
-        noise[0, 0] = 0.0
-    else:
-        x = np.zeros(d)
-        if d == 1:
-            x[0] = L
-        else:
-            x[0], x[1] = 0.5 * L, math.sqrt(3.0) / 2.0 * L
-        f[0, 0] = x
-        means[0, 0] = -Y
-        noise[0, 0] = -Y
-    return f, means, noise
+# TargetRewardBandit and linear_users are defined in fedbandit.audit._inputs (the replay
+# contract draws them too) and exported from here.
 
 
 # ---------------------------------------------------------------------------------------
 # The mechanism: one call = n runs of the learner on one input, the adversary's view out
 # ---------------------------------------------------------------------------------------
-
-
-def _worlds_relation(a, b):
-    return isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and {a[1], b[1]} == {0, 1}
 
 
 def _hybrid_releases(n, horizon):
@@ -387,8 +290,6 @@ class EndToEndMechanism:
 
     # -- building -------------------------------------------------------------------
     def protocol(self):
-        from fedbandit.protocols.registry import create
-
         s = self.spec
         if s.protocol is None:
             return None
@@ -415,15 +316,10 @@ class EndToEndMechanism:
 
     # -- linear bandit learners -----------------------------------------------------------
     def _linear_learner(self, protocol):
-        from fedbandit.learners.registry import learner_class
-
         s, st = self.spec, self.spec.setting
         name = s.learner
         kw = dict(s.learner_params)
         if name in ("fixed-batch", "independent") and self.variant == "broken" and s.broken in ("as-written", "leaky"):
-            from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-            from fedbandit.protocols.registry import create
-
             if s.broken == "as-written":
                 kw["local_updates"] = True
             else:  # independent agents that publish their exact statistics once, at the end
@@ -446,8 +342,6 @@ class EndToEndMechanism:
         raise ValueError(f"learner {name!r} is not a linear-bandit learner")
 
     def _run_linear(self, world, rng, n):
-        from fedbandit.envs.users import UsersEnv
-
         s, st = self.spec, self.spec.setting
         p = self.protocol()
         if p is not None:
@@ -465,9 +359,6 @@ class EndToEndMechanism:
         return self._linear_view(learner, proto, *taps, n)
 
     def _linear_view(self, learner, proto, tap, rec, n):
-        from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
-        from fedbandit.protocols.statistics import CentralTree, ExactStatistics, pack_statistics
-
         if proto is None or tap is None or not getattr(learner, "communicate", True):
             return np.zeros((n, 1))  # nothing is released
         if isinstance(proto, ConcurrentShuffleProtocol):
@@ -486,8 +377,6 @@ class EndToEndMechanism:
 
     # -- multi-armed (consensus) learners -------------------------------------------------
     def _run_multi_armed(self, world, rng, n):
-        from fedbandit.learners.registry import learner_class
-
         s, st = self.spec, self.spec.setting
         M, K, T = st["M"], st["K"], st["T"]
         means = np.linspace(0.2, 0.8, K)[::-1]
@@ -502,8 +391,6 @@ class EndToEndMechanism:
         cls = learner_class(s.learner)
         kw = dict(s.learner_params)
         if s.learner == "decentralized":
-            from fedbandit.envs.graphs import make_graph
-
             g = make_graph(st.get("topology", "ring"), M)
             learner = cls(p, graph=g, n_arms=K, horizon=T, n_runs=n, **kw)
         elif s.learner == "centralized-ucb":
@@ -532,10 +419,8 @@ class EndToEndMechanism:
 
     # -- federated learning -----------------------------------------------------------------
     def _run_federated(self, world, rng, n):
-        from fedbandit.learners.federated import FederatedLearner
-
         s, st = self.spec, self.spec.setting
-        data = _federated_data(st, world)
+        data = federated_data(st, world)
         p, _, rec = tapped(self.protocol())
         learner = FederatedLearner(p, n_clients=st["n_clients"], n_features=st["n_features"],
                                    n_classes=st["n_classes"], rounds=st["T"], **s.learner_params)
@@ -625,8 +510,6 @@ _QUIET = {"DiscreteGaussianTree": 1e-9, "DDGVectors": 1e-9}
 
 
 def _schedule_mechanism(spec):
-    from fedbandit.audit.schedule import alice_tracy_instance, dp20_schedule_mechanism
-
     st = spec.setting
     inst = alice_tracy_instance(st.get("M", 3), st.get("K", 20), st.get("d", 3), st.get("T", 32),
                                 seed=st.get("seed", 2023))
@@ -636,24 +519,10 @@ def _schedule_mechanism(spec):
                                    noise=pp.get("noise", "corrected"))
 
 
-def _sampling(st) -> dict:
+def _sampling(st: dict) -> dict:
     """The sum family's client sampling (``sampling_rate`` in the setting: Poisson rounds), as configure() takes it."""
     q = st.get("sampling_rate", 1.0)
     return {} if q == 1.0 else dict(sampling_rate=q, sampling="poisson")
-
-
-def _federated_data(st, world):
-    rng = np.random.default_rng(st.get("seed", 0))
-    n, L, f, C = st["n_clients"], st.get("n_local", 6), st["n_features"], st["n_classes"]
-    centers = rng.standard_normal((C, f))
-    y = rng.integers(0, C, (n, L))
-    X = centers[y] * 0.5 + 0.5 * rng.standard_normal((n, L, f))
-    if world == 1:
-        y = y.copy()
-        y[0] = (y[0] + 1) % C
-    yt = rng.integers(0, C, 20)
-    return {"X": X, "y": y, "mask": np.ones((n, L), dtype=bool), "X_test": centers[yt] * 0.5, "y_test": yt,
-            "n_classes": C}
 
 
 # ---------------------------------------------------------------------------------------
@@ -677,13 +546,9 @@ def _claim(spec: EndToEndSpec):
         else:
             acc = learner.protocol.accounting(s.relation)
     elif fam == "multi-armed":
-        from fedbandit.learners.registry import learner_class
-
         cls = learner_class(s.learner)
         p = mech.protocol()
         if s.learner == "decentralized":
-            from fedbandit.envs.graphs import make_graph
-
             learner = cls(p, graph=make_graph(st.get("topology", "ring"), st["M"]), n_arms=st["K"], horizon=st["T"],
                           **s.learner_params)
         elif s.learner == "centralized-ucb":
@@ -692,8 +557,6 @@ def _claim(spec: EndToEndSpec):
             learner = cls(p, n_agents=st["M"], n_arms=st["K"], horizon=st["T"], **s.learner_params)
         acc = learner.accounting() if p is None else p.accounting(s.relation)
     elif fam == "federated":
-        from fedbandit.learners.federated import FederatedLearner
-
         learner = FederatedLearner(mech.protocol(), n_clients=st["n_clients"], n_features=st["n_features"],
                                    n_classes=st["n_classes"], rounds=st["T"], **s.learner_params)
         acc = learner.protocol.accounting(s.relation)
@@ -839,17 +702,6 @@ def _declared_law(spec, p, width):
     messages (agent 0's counters re-released every slot, after adaptive pulls), DP20's
     schedule view (synchronization indicators, no noise), non-private protocols.
     """
-    from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
-    from fedbandit.protocols.counting import CounterProtocol
-    from fedbandit.protocols.statistics import (
-        CentralFactorization,
-        CentralTree,
-        ExactStatistics,
-        StatisticsProtocol,
-        VectorSum,
-    )
-    from fedbandit.protocols.sums import SumProtocol
-
     if p is None or not p.private:
         return None
     fam = spec.family
@@ -878,7 +730,6 @@ def _declared_law(spec, p, width):
         T = spec.setting["T"]
         cols = np.arange(width if fam == "sum" else width // T)
         kurt = _KURTOSIS
-        from fedbandit.protocols.sums import BinomialVectors
 
         if isinstance(p.randomizer, BinomialVectors):
             q = p.randomizer.params
@@ -937,8 +788,6 @@ def _noise_law_check(spec, rng, n_runs):
     α = :data:`fedbandit.audit.tight.LAW_ALPHA`.  Returns ``None`` (no declared per-release
     law, see :func:`_declared_law`) or (p-value, measured noise ratio sqrt(X̄/F), text).
     """
-    from scipy import stats
-
     if spec.protocol is None:
         return None
     mech = EndToEndMechanism(spec, "correct")
@@ -1038,8 +887,6 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
     law = _noise_law_check(spec, rng, check_runs) if check_runs else None
     law_kw = {}
     if law is not None:
-        from fedbandit.audit.tight import LAW_ALPHA
-
         law_kw = dict(noise_check_p=law[0], noise_check_alpha=LAW_ALPHA, noise_ratio=law[1], check_runs=check_runs)
         attack += f"; {law[2]}, p = {law[0]:.2g}" + (" -- REJECTED" if law[0] < LAW_ALPHA else "")
     broken = ""
@@ -1057,8 +904,6 @@ def audit_end_to_end(spec: EndToEndSpec, n_trials: int, *, rng, n_select=None, c
 
 def _target_candidates(spec):
     """The specs of the candidate targets of an audit (one, unless the adversary has a choice)."""
-    import dataclasses
-
     if spec.family == "multi-armed" and spec.protocol is not None and "pull" not in spec.setting:
         pulls = sorted({1, _counter_target(spec.protocol, spec.setting["T"])[0]})
         return [dataclasses.replace(spec, setting=dict(spec.setting, pull=n)) for n in pulls]
@@ -1067,7 +912,7 @@ def _target_candidates(spec):
 
 def _audit_one(spec, n_trials, rng, n_select, delta, confidence, power, backend, n_jobs):
     key = spec.key()
-    kw = dict(n_select=n_select, delta=delta, confidence=confidence, neighbouring=_worlds_relation, vectorized=True,
+    kw = dict(n_select=n_select, delta=delta, confidence=confidence, neighbouring=worlds_relation, vectorized=True,
               backend=backend, n_jobs=n_jobs)
     stat, attack = _attack(spec, rng)
     res = audit_epsilon_split(EndToEndMechanism(spec, "correct"), (key, 0), (key, 1), stat, n_trials, rng=rng, **kw)
@@ -1099,13 +944,6 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     whose code adds less noise is audited at its own noise;
     :attr:`AuditReport.exact_epsilon` is the exact ε of this one release under the declared law.
     """
-    from scipy import stats
-
-    from fedbandit.accounting.amplification import gaussian_epsilon_exact
-    from fedbandit.audit.tight import LAW_ALPHA, _GaussianTrials
-    from fedbandit.audit.tight import _worlds_relation as _wr
-    from fedbandit.protocols.statistics import CentralTree, GaussianTree
-
     check_instance("spec", spec, EndToEndSpec)
     if spec.family != "linear" or spec.learner != "fixed-batch":
         raise ValueError(f"first_release_audit audits the fixed-batch learner, got spec {spec.name!r}")
@@ -1134,7 +972,7 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     else:
         raise ValueError(f"first_release_audit needs Gaussian noise, protocol {p.name!r} has another law")
     sup = np.flatnonzero(np.abs(change) > 1e-12)
-    declared = _GaussianTrials(change[sup], s)
+    declared = GaussianTrials(change[sup], s)
     # the noise the real learner releases (world 1): the law check (enforced) and the trials' scale
     real = mech((0, 1), rng, check_runs)[:, :F]
     stat = (real[:, sup] - v0[:F][sup]) @ change[sup]
@@ -1143,9 +981,9 @@ def first_release_audit(spec: EndToEndSpec, n_trials: int, *, variant="correct",
     var = float(np.var(stat, ddof=1))
     ratio = math.sqrt(var) / sd
     upper = math.sqrt((check_runs - 1) * var / stats.chi2.ppf(LAW_ALPHA, check_runs - 1)) / sd
-    trials = _GaussianTrials(change[sup], s * upper)
+    trials = GaussianTrials(change[sup], s * upper)
     res = audit_epsilon_split(trials, ("first", 0), ("first", 1), lambda b: b, n_trials, n_select=n_select,
-                              delta=delta, confidence=confidence, rng=rng, neighbouring=_wr, vectorized=True)
+                              delta=delta, confidence=confidence, rng=rng, neighbouring=worlds_relation, vectorized=True)
     mu = float(np.linalg.norm(change) / s)
     rejected = check_p < LAW_ALPHA
     return AuditReport(
@@ -1267,7 +1105,6 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     out.append(EndToEndSpec("feducb/dp20 (fixed, B = 25)", "linear", "feducb", "dp20", dict(e),
                             dict(reward_bound=1.0), dict(M=2, T=50, B=25, K=4, d=2, seed=0), noise_factor=0.02))
     # protocols registered later (by other modules) get the generic audit of their kind
-    from fedbandit.protocols.registry import available, describe
 
     covered = {sp.protocol for sp in out}
     for name in available():
@@ -1317,10 +1154,6 @@ def pair_end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     list of EndToEndSpec
         Named ``"learner/protocol"``; together with :func:`end_to_end_specs` one audit per pair.
     """
-    from fedbandit.audit.replay import replay_pairs
-    from fedbandit.learners.registry import learner_class
-    from fedbandit.protocols.registry import describe
-
     base = end_to_end_specs(epsilon=epsilon, delta=delta)
     covered = {(s.learner, s.protocol) for s in base}
     out = []

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _stats
 
+from fedbandit._grid import run_grid
 from fedbandit._validation import (
     MAX_COUNT,
     MAX_STEPS,
@@ -282,7 +283,6 @@ def _collect(mechanism, dataset0, dataset1, statistic, n, rng, vectorized, backe
         s0 = sample_statistics(mechanism, dataset0, statistic, n, rng, vectorized=vectorized)
         s1 = sample_statistics(mechanism, dataset1, statistic, n, rng, vectorized=vectorized)
         return s0, s1
-    from fedbandit.experiments.grid import run_grid
 
     if cache_dir not in (None, False) and cache_key is None:
         raise ValueError("cache_key is required with cache_dir: it must identify the mechanism and attack")

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fedbandit._validation import check_array, check_instance, check_int_array, check_positive_int
+from fedbandit.accounting.accountant import Accounting
 from fedbandit.audit.epsilon import AuditResult
 
 __all__ = [
@@ -133,8 +134,6 @@ def claim_of(accounting) -> tuple[float, str]:
     a theorem, the target ε when the status is "unproven" or "invalid" (what the protocol
     asked for and does not establish), ∞ without privacy.
     """
-    from fedbandit.accounting.accountant import Accounting
-
     acc = accounting if isinstance(accounting, dict) else check_instance(
         "accounting", accounting, (Accounting, dict), "an Accounting or its dict").as_dict()
     if not {"status", "epsilon", "target_epsilon"} <= set(acc):
@@ -255,3 +254,8 @@ class AuditReport:
                    broken_epsilon_lower=math.nan if self.broken_result is None else self.broken_result.epsilon_lower,
                    power_shown=self.power_shown, noise_law_rejected=self.noise_law_rejected)
         return out
+
+
+def worlds_relation(a, b) -> bool:
+    """The audits' neighbouring relation on labelled inputs: ``(name, 0)`` and ``(name, 1)``, the two worlds of one input."""
+    return isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and {a[1], b[1]} == {0, 1}

@@ -54,7 +54,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedbandit._validation import check_choice
+from fedbandit.audit._inputs import TargetRewardBandit, federated_data, linear_users
+from fedbandit.envs.graphs import make_graph
+from fedbandit.envs.users import UsersEnv
+from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class
 from fedbandit.protocols.base import Protocol
+from fedbandit.protocols.registry import available, create, describe
 
 __all__ = [
     "ReplayViolation",
@@ -357,8 +362,6 @@ _PROTOCOL_PARAMS = {
 
 
 def _protocol(name):
-    from fedbandit.protocols.registry import create, describe
-
     info = describe(name)
     params = {} if "epsilon" not in info.parameters else dict(_PROTOCOL_PARAMS.get(name, dict(epsilon=2.0, delta=0.1)))
     if info.kind == "counter" and "delta" in params and "delta" not in info.parameters:
@@ -370,8 +373,6 @@ def _protocol(name):
 
 
 def _family(learner):
-    from fedbandit.learners.registry import learner_class
-
     cls = learner_class(learner)
     mod = cls.__module__.rsplit(".", 1)[-1]
     return {"fixed_batch": "linear", "dp20": "linear", "concurrent_linucb": "linear", "consensus": "counter",
@@ -380,8 +381,6 @@ def _family(learner):
 
 def _build(learner, protocol, overrides):
     """The learner ``learner`` with ``protocol`` on the contract's small instance (construction may raise)."""
-    from fedbandit.learners.registry import learner_class
-
     cls = learner_class(learner)
     kw = dict(overrides)
     L, C, F = LINEAR, COUNTER, FEDERATED
@@ -401,8 +400,6 @@ def _build(learner, protocol, overrides):
             return cls(protocol, n_users=L["M"] * L["T"], dim=L["d"], agents_per_round=L["M"],
                        **{"min_period": L["B"], **kw})
         if learner == "decentralized":
-            from fedbandit.envs.graphs import make_graph
-
             return cls(protocol, graph=make_graph("ring", C["M"]), n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
         if learner in ("master-worker", "independent-ucb"):
             return cls(protocol, n_agents=C["M"], n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
@@ -420,7 +417,6 @@ def _target_round(position, batch):
 
 def _linear_data(relation, target_round, agent, world):
     """Users of the linear instance; the target (all arms alike) is D's (world 1) or D′'s (world 0)."""
-    from fedbandit.audit.end_to_end import linear_users
 
     L = LINEAR
     f, means, noise = linear_users(L["M"], L["K"], L["d"], L["T"], relation=relation, world=1)
@@ -431,8 +427,6 @@ def _linear_data(relation, target_round, agent, world):
 
 def _run(learner, family, data, rng_seed=0):
     if family == "linear":
-        from fedbandit.envs.users import UsersEnv
-
         env = UsersEnv(*data, n_runs=1)
         return learner.run(env, np.random.default_rng(rng_seed))
     if family == "counter":
@@ -497,10 +491,6 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
     ValueError, TypeError
         If the learner does not accept the protocol (construction raises), or on an unknown name.
     """
-    from fedbandit.audit.end_to_end import TargetRewardBandit, _federated_data
-    from fedbandit.learners.registry import available_learners
-    from fedbandit.protocols.registry import available
-
     learner = check_choice("learner", learner, available_learners())
     protocol = check_choice("protocol", protocol, available())
     if overrides is not None and not isinstance(overrides, dict):
@@ -511,7 +501,6 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
     if family is None or learner in NOT_REPLAYED:
         raise ValueError(f"learner {learner!r} has no replay instance"
                          + (f": {NOT_REPLAYED[learner]}" if learner in NOT_REPLAYED else ""))
-    from fedbandit.learners.registry import keyword_parameters, learner_class
 
     unknown = sorted(str(k) for k in overrides if k not in keyword_parameters(learner_class(learner)))
     if unknown:
@@ -553,7 +542,7 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
                 continue  # one target client: every round carries its update
             d_data, d1_data = 0, 1
             def make(world):
-                return _federated_data(dict(F, seed=0), world)
+                return federated_data(dict(F, seed=0), world)
             target = _Target("federated", client=0)
         logs = []
         for world_data, forced in ((d_data, None), (d1_data, True)):
@@ -577,9 +566,6 @@ def replay_pairs() -> tuple[list[tuple[str, str]], dict]:
     Returns ``(pairs, refused)``: ``refused[(learner, protocol)]`` is the construction's error
     message, or :data:`NOT_REPLAYED`'s reason for a learner without a protocol.
     """
-    from fedbandit.learners.registry import available_learners
-    from fedbandit.protocols.registry import available
-
     pairs, refused = [], {}
     for lrn in available_learners():
         for name in available():

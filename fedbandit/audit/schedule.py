@@ -37,6 +37,7 @@ first user is Alice.  D is public, as the rule is.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -54,9 +55,12 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
+from fedbandit.audit.epsilon import epsilon_lower_bound
 from fedbandit.envs.linear import as_seed_sequence
 from fedbandit.envs.users import UsersEnv
 from fedbandit.learners.dp20 import FedUCB
+from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
+from fedbandit.protocols.registry import create
 from fedbandit.protocols.statistics import StatisticsProtocol
 
 __all__ = [
@@ -76,8 +80,6 @@ __all__ = [
 
 def _check_learner_kwargs(learner_kwargs, cls, set_here=("protocol", "n_agents", "dim", "horizon")):
     """Refuse keys of ``learner_kwargs`` that ``cls`` does not accept (or that the mechanism sets)."""
-    import inspect
-
     if not learner_kwargs:
         return
     accepted = set(inspect.signature(cls).parameters) - set(set_here)
@@ -285,9 +287,6 @@ def dp20_schedule_mechanism(instance, epsilon=None, delta=None, *, private=True,
     is DP20 as written); ``private=False``: ``create("non-private")`` (ε, δ unused).  The
     threshold is :func:`alice_threshold` at the learner's λ₀.
     """
-    from fedbandit._validation import check_bool
-    from fedbandit.protocols.registry import create
-
     if check_bool("private", private):
         protocol = create("dp20", epsilon=epsilon, delta=delta, noise=noise)
     else:
@@ -360,7 +359,6 @@ class FixedBatchScheduleMechanism:
             raise TypeError(f"instance must be an AliceTracyInstance, got {type(instance).__name__}")
         if learner_kwargs is not None and not isinstance(learner_kwargs, dict):
             raise TypeError(f"learner_kwargs must be a dict or None, got {type(learner_kwargs).__name__}")
-        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
 
         _check_learner_kwargs(learner_kwargs, FixedBatchFedLinUCB,
                               ("protocol", "n_agents", "dim", "horizon", "batch_size"))
@@ -370,9 +368,6 @@ class FixedBatchScheduleMechanism:
         self._learner(None)  # fail early on bad settings
 
     def _learner(self, tracker):
-        from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-        from fedbandit.protocols.registry import create
-
         T, M, K, d = self.instance.features.shape
         protocol = RecordingProtocol(create("silo-ldp", epsilon=self.epsilon, delta=self.delta, calibration="paper"),
                                      tracker)
@@ -441,8 +436,6 @@ def select_action_attack(mechanism, dataset0, dataset1, t, n_select, rng, *, del
     (ActionIs, dict)
         The attack and the selection counts ``{"arm", "k0", "k1", "n", "eps_select"}``.
     """
-    from fedbandit.audit.epsilon import epsilon_lower_bound
-
     mechanism = check_callable("mechanism", mechanism)
     rng = check_rng("rng", rng)
     horizon = getattr(getattr(mechanism, "instance", None), "horizon", None)

@@ -82,6 +82,7 @@ import math
 import time
 
 import numpy as np
+from scipy import stats
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -94,10 +95,23 @@ from fedbandit._validation import (
     check_rng,
     check_str,
 )
+from fedbandit.accounting.amplification import gaussian_epsilon_exact
+from fedbandit.accounting.ddg import sum_closeness_bound
 from fedbandit.audit.broken import planted_noise, with_noise_scale
 from fedbandit.audit.epsilon import audit_epsilon_split
-from fedbandit.audit.harness import AuditReport, claim_of
+from fedbandit.audit.harness import AuditReport, claim_of, worlds_relation
 from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
+from fedbandit.mechanisms.ddg import clip_l2, conditional_randomized_round
+from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
+from fedbandit.protocols.statistics import (
+    CentralTree,
+    DiscreteGaussianTree,
+    ExactStatistics,
+    GaussianTree,
+    StatisticsProtocol,
+    pack_statistics,
+    user_records,
+)
 
 __all__ = [
     "TightAudit",
@@ -154,8 +168,6 @@ def target_records(dim: int, relation: str, feature_bound: float = 1.0, reward_b
 
 def _view_of(protocol):
     """(view name, per-entry noise std of that view) of a configured statistics protocol."""
-    from fedbandit.protocols.statistics import CentralTree, DiscreteGaussianTree, ExactStatistics, GaussianTree
-
     r, a, s = protocol.randomizer, protocol.analyzer, protocol.intermediary
     if isinstance(a, CentralTree):
         return "releases", float(a.sigma)
@@ -199,8 +211,6 @@ def _feed(protocol, world_users, steps, n_runs, rng):
 
 def _views(p, tap, rec, view):
     """Per release step: the adversary's view, (steps, R, F)."""
-    from fedbandit.protocols.statistics import pack_statistics
-
     if view == "releases":
         pref = np.stack([pack_statistics(b, g) for b, g in rec.records])
         return nodes_from_prefixes(pref)
@@ -214,7 +224,7 @@ def _views(p, tap, rec, view):
     return recs  # "sum": the secure aggregation's output
 
 
-class _GaussianTrials:
+class GaussianTrials:
     """Vectorized trials of ⟨view − view₀, Δ⟩ with view = view₀ + 1[world 1]·Δ + N(0, s² I).
 
     The projection of N(0, s² I) on Δ is N(0, s²‖Δ‖²): one draw per trial has exactly the
@@ -266,17 +276,10 @@ class _DDGTrials:
 
 
 def _exact_samplers():
-    from fedbandit.mechanisms.ddg import conditional_randomized_round
-    from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
-
     return conditional_randomized_round, sample_discrete_gaussian
 
 
 _EXACT_SAMPLERS = _exact_samplers()
-
-
-def _worlds_relation(a, b):
-    return isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] and {a[1], b[1]} == {0, 1}
 
 
 class TightAudit:
@@ -305,8 +308,6 @@ class TightAudit:
     """
 
     def __init__(self, protocol, rng, *, check_runs=2000):
-        from fedbandit.protocols.statistics import DiscreteGaussianTree, StatisticsProtocol
-
         if not isinstance(protocol, StatisticsProtocol):
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
@@ -344,7 +345,7 @@ class TightAudit:
         else:
             self.delta_vec = self.change.reshape(-1)
             self.support = np.flatnonzero(self.delta_vec)
-            self.declared_trials = _GaussianTrials(self.delta_vec[self.support], self.s)
+            self.declared_trials = GaussianTrials(self.delta_vec[self.support], self.s)
             self.slack = 0.0
         # 2. the noise the implementation releases: the law check (enforced) and the trials' scale
         self.alpha = LAW_ALPHA
@@ -352,7 +353,7 @@ class TightAudit:
         if self.ddg:
             self.trials = self._ddg_trials(self.noise_ratio_upper)
         else:
-            self.trials = _GaussianTrials(self.delta_vec[self.support], self.s * self.noise_ratio_upper)
+            self.trials = GaussianTrials(self.delta_vec[self.support], self.s * self.noise_ratio_upper)
 
     @property
     def noise_law_rejected(self) -> bool:
@@ -365,10 +366,6 @@ class TightAudit:
                           self.protocol.n_agents)
 
     def _setup_ddg(self):
-        from fedbandit.accounting.ddg import sum_closeness_bound
-        from fedbandit.mechanisms.ddg import clip_l2
-        from fedbandit.protocols.statistics import user_records
-
         p = self.protocol
         r = p.randomizer
 
@@ -412,8 +409,6 @@ class TightAudit:
         world 1 over every attacked release; the statistic of those releases is tested
         against the declared law and its spread compared with the declared one.
         """
-        from scipy import stats
-
         n = self.check_runs
         # in chunks of runs: the recorded views are (steps, runs, agents, F) and at a paper-scale
         # setting 1000 runs of them take gigabytes; only the statistics are kept
@@ -474,14 +469,10 @@ class TightAudit:
 
     def exact_epsilon(self, delta) -> float:
         """Exact ε at δ of the attacked releases (Gaussian); the Gaussian limit for DDG."""
-        from fedbandit.accounting.amplification import gaussian_epsilon_exact
-
         return gaussian_epsilon_exact(self.mu, delta)
 
     def first_release_epsilon(self, delta) -> float:
         """Exact ε at δ of the first release alone (one of the κ nodes)."""
-        from fedbandit.accounting.amplification import gaussian_epsilon_exact
-
         return gaussian_epsilon_exact(self.mu / math.sqrt(len(self.steps)), delta)
 
 
@@ -537,7 +528,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     claim, status = claim_of(protocol.accounting())
     key = id(ta)
     res = audit_epsilon_split(ta.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select, delta=delta,
-                              confidence=confidence, rng=rng, neighbouring=_worlds_relation, vectorized=True,
+                              confidence=confidence, rng=rng, neighbouring=worlds_relation, vectorized=True,
                               slack=ta.slack)
     broken_res = None
     broken = ""
@@ -547,7 +538,7 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         with planted_noise(max(broken_factor, 1e-12)):
             tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS_DDG if ta.ddg else MIN_CHECK_RUNS)
         broken_res = audit_epsilon_split(tb.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select,
-                                         delta=delta, confidence=confidence, rng=rng, neighbouring=_worlds_relation,
+                                         delta=delta, confidence=confidence, rng=rng, neighbouring=worlds_relation,
                                          vectorized=True, slack=tb.slack)
         broken_p = tb.noise_check_p
         broken = (f"planted bug: the randomizer's noise draw × {broken_factor:g} (code patched, declared σ kept; "

@@ -144,7 +144,7 @@ class Control:
 
     def widget(self, name: str):
         """A new selection widget for this control (its ``index`` is the position in ``values``)."""
-        import ipywidgets as widgets
+        import ipywidgets as widgets  # widgets and pyplot load only when an explorer is built
 
         options = list(zip(self.labels, self.values))
         kwargs = dict(options=options, index=self._index, description=self.description or name)
@@ -187,7 +187,7 @@ def _render(output: Any, *, dpi: float, alt: str) -> str:
     """The HTML of one precomputed output: a PNG (from a matplotlib figure) or a note (from a str)."""
     if isinstance(output, str):
         return f'<p class="{EXPLORER_CLASS}-note">{html.escape(output)}</p>'
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # matplotlib loads only when an explorer renders
 
     if not isinstance(output, Figure):
         raise TypeError(
@@ -210,7 +210,7 @@ def _render(output: Any, *, dpi: float, alt: str) -> str:
 
 def _quantize(png: bytes) -> bytes:
     """Re-encode a PNG with an adaptive 256-colour palette (plots have few colours: 2-4x smaller)."""
-    from PIL import Image
+    from PIL import Image  # Pillow (matplotlib's dependency) loads only when a figure is saved
 
     with Image.open(io.BytesIO(png)) as img:
         rgb = img.convert("RGB")
@@ -324,6 +324,7 @@ def _classes(widget, name: str, *extra: str):
 
 
 def _live(func, specs: dict[str, Control], name: str):
+    # the notebook front end (widgets, pyplot, IPython) loads only when an explorer is built
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
     from IPython.display import HTML, display

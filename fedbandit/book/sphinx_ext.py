@@ -49,6 +49,8 @@ from sphinx.addnodes import pending_xref
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from fedbandit.book.scale import CHAPTER_BUDGETS
+
 __all__ = ["setup"]
 
 SCALE_PATTERN = re.compile(r"running at scale: (quick|paper)")
@@ -228,11 +230,10 @@ class _AggregatesTransform(SphinxPostTransform):
         return [summary] + out
 
     def _status(self, env):
-        from myst_nb.sphinx_ import NbMetadataCollector
+        from myst_nb.sphinx_ import NbMetadataCollector  # myst-nb exists only in the book's build
 
         metadata = NbMetadataCollector.get_doc_data(env)
         scales = getattr(env, "fedbandit_scales", {})
-        from fedbandit.book.scale import CHAPTER_BUDGETS
 
         headers = ["Chapter", "Scale", "Run time (s)", "Budget at paper scale (s)", "Executed", "Method", "Status"]
         table = nodes.table(classes=["colwidths-auto"])

@@ -43,6 +43,16 @@ def make_environment(config: dict):
     = 100, ``split_seed`` = 0, ``test_fraction`` = 0.2), the federated learner's data.
     ``"rankers"``: the ``K`` (default 10) best MSLR rankers as arms with their real reward
     distributions (:func:`~fedbandit.envs.recommendation.ranker_bandit`).
+
+    Parameters
+    ----------
+    config : dict
+        The configuration (keys above, plus ``runs``).
+
+    Returns
+    -------
+    object
+        The environment: a linear environment, a multi-armed bandit or the digits split.
     """
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")

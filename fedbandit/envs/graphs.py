@@ -139,13 +139,33 @@ def _check_agents(n_agents, low=2) -> int:
 
 
 def complete_graph(n_agents: int) -> Graph:
-    """Complete graph on ``n_agents`` vertices (every pair linked)."""
+    """Complete graph on ``n_agents`` vertices (every pair linked).
+
+    Parameters
+    ----------
+    n_agents : int
+        M, the number of agents. (≥ 1)
+
+    Returns
+    -------
+    Graph
+    """
     M = _check_agents(n_agents, 1)
     return Graph(np.ones((M, M)) - np.eye(M), name="complete")
 
 
 def ring_graph(n_agents: int) -> Graph:
-    """Cycle ``0 - 1 - ... - (M-1) - 0`` (a path of two vertices when ``M = 2``)."""
+    """Cycle ``0 - 1 - ... - (M-1) - 0`` (a path of two vertices when ``M = 2``).
+
+    Parameters
+    ----------
+    n_agents : int
+        M, the number of agents. (≥ 2)
+
+    Returns
+    -------
+    Graph
+    """
     M = _check_agents(n_agents)
     A = np.zeros((M, M))
     idx = np.arange(M)
@@ -156,7 +176,17 @@ def ring_graph(n_agents: int) -> Graph:
 
 
 def star_graph(n_agents: int) -> Graph:
-    """Star: agent 0 is linked to every other agent, no other links."""
+    """Star: agent 0 is linked to every other agent, no other links.
+
+    Parameters
+    ----------
+    n_agents : int
+        M, the number of agents. (≥ 2)
+
+    Returns
+    -------
+    Graph
+    """
     M = _check_agents(n_agents)
     A = np.zeros((M, M))
     A[0, 1:] = 1
@@ -165,7 +195,17 @@ def star_graph(n_agents: int) -> Graph:
 
 
 def grid_graph(n_rows: int, n_cols: int) -> Graph:
-    """2-D grid (4-neighbour lattice) of ``n_rows x n_cols`` agents, numbered row by row."""
+    """2-D grid (4-neighbour lattice) of ``n_rows x n_cols`` agents, numbered row by row.
+
+    Parameters
+    ----------
+    n_rows, n_cols : int
+        The grid's shape (at least 2 agents in all).
+
+    Returns
+    -------
+    Graph
+    """
     r = check_positive_int("n_rows", n_rows, max_value=MAX_AGENTS)
     c = check_positive_int("n_cols", n_cols, max_value=MAX_AGENTS)
     if r * c > MAX_AGENTS:
@@ -206,6 +246,11 @@ def erdos_renyi_graph(n_agents: int, p: float, rng, *, require_connected: bool =
         :class:`DisconnectedGraphError` after ``max_tries`` failures.
     max_tries : int, default 1000
         Number of draws allowed when ``require_connected``.
+
+    Returns
+    -------
+    Graph
+        Connected when ``require_connected``.
     """
     M = _check_agents(n_agents)
     p = check_float_in_range("p", p, 0.0, 1.0, low_inclusive=False)
@@ -228,6 +273,21 @@ def make_graph(topology: str, n_agents: int, *, p: float = 0.3, rng=None) -> Gra
 
     ``"grid"`` uses the most nearly square factorization ``n_rows x n_cols = M`` (a 1 x M
     path when M is prime); ``"erdos_renyi"`` needs ``rng`` and uses edge probability ``p``.
+
+    Parameters
+    ----------
+    topology : str
+        One of :data:`TOPOLOGIES`.
+    n_agents : int
+        M, the number of agents.
+    p : float, default 0.3
+        The edge probability of ``"erdos_renyi"``.
+    rng : numpy.random.Generator, optional
+        Required by ``"erdos_renyi"``.
+
+    Returns
+    -------
+    Graph
     """
     check_choice("topology", topology, TOPOLOGIES)
     M = _check_agents(n_agents)
@@ -245,7 +305,17 @@ def make_graph(topology: str, n_agents: int, *, p: float = 0.3, rng=None) -> Gra
 
 
 def laplacian(graph: Graph) -> np.ndarray:
-    """Graph Laplacian ``L = D - A`` (``D`` the diagonal degree matrix)."""
+    """Graph Laplacian ``L = D - A`` (``D`` the diagonal degree matrix).
+
+    Parameters
+    ----------
+    graph : Graph
+
+    Returns
+    -------
+    ndarray of shape (M, M)
+        L = D − A.
+    """
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be a fedbandit.envs.graphs.Graph, got {type(graph).__name__}")
     A = graph.adjacency.astype(float)
@@ -257,6 +327,15 @@ def default_kappa(graph: Graph) -> float:
 
     It makes every diagonal entry of ``P`` at least ``1 / (d_max + 1) > 0``, so ``P`` is
     aperiodic (no eigenvalue -1) on every connected graph, bipartite ones included.
+
+    Parameters
+    ----------
+    graph : Graph
+
+    Returns
+    -------
+    float
+        κ = d_max/(d_max + 1).
     """
     d = check_instance("graph", graph, Graph).d_max
     return d / (d + 1.0)
@@ -302,7 +381,23 @@ def consensus_matrix(graph: Graph, kappa: float | None = None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NetworkTerms:
-    """Spectral quantities of a consensus matrix ``P`` (see :func:`network_terms`)."""
+    """Spectral quantities of a consensus matrix ``P`` (see :func:`network_terms`).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray
+        The eigenvalues of P, sorted decreasingly (λ₁ = 1).
+    lambda_2 : float
+        The largest modulus among λ₂, ..., λ_M.
+    spectral_gap : float
+        1 − λ₂.
+    epsilon_n : float
+        coop-UCB's sqrt(M) Σ_{p≥2} |λ_p|/(1 − |λ_p|).
+    c_i : ndarray of shape (M,)
+        The per-agent consensus error bounds (the index's c_i).
+    c_0 : float
+        The network scale (the index's c_0 = M).
+    """
 
     eigenvalues: np.ndarray  #: eigenvalues of P, sorted decreasingly (lambda_1 = 1)
     lambda_2: float  #: largest modulus among lambda_2, ..., lambda_M
@@ -350,6 +445,10 @@ def network_terms(P, *, tol: float = 1e-12, max_steps: int = 1_000_000) -> Netwo
         If ``P`` has an eigenvalue of modulus 1 besides lambda_1 (a disconnected graph, or
         a periodic chain such as an even ring with ``kappa = 1``): the consensus never
         converges and the terms are infinite.
+
+    Returns
+    -------
+    NetworkTerms
     """
     P = check_array("P", P, ndim=2)
     M = P.shape[0]

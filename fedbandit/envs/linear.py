@@ -59,7 +59,6 @@ from fedbandit._validation import (
     check_nonnegative_float,
     check_positive_int,
 )
-from fedbandit.envs.mslr import _main
 
 __all__ = [
     "RoundBlock",
@@ -80,6 +79,17 @@ def as_seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
     Accepts a non-negative int, a SeedSequence, or a :class:`numpy.random.Generator`
     (from which 128 bits of entropy are drawn once, so a Generator handed out by
     :func:`fedbandit.experiments.grid.run_grid` determines the environment).
+
+    Parameters
+    ----------
+    seed : int, numpy.random.SeedSequence or numpy.random.Generator
+        The seed.
+    name : str, default "seed"
+        The parameter's name in the error message.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
     """
     if isinstance(seed, np.random.SeedSequence):
         return seed
@@ -94,6 +104,26 @@ def _child(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
     """Generator keyed by ``key`` below ``root`` (independent of every other key)."""
     ss = np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + tuple(int(k) for k in key))
     return np.random.default_rng(ss)
+
+
+def reward_noise_rng(root: np.random.SeedSequence, block: int, run: int) -> np.random.Generator:
+    """The generator of the reward noise of block ``block`` in run ``run`` below ``root``.
+
+    Environments that draw their noise as this module does (common random numbers, e.g.
+    :class:`fedbandit.envs.orthogonal.OrthogonalArmsEnv`) call it.
+
+    Parameters
+    ----------
+    root : numpy.random.SeedSequence
+        The environment's root (:func:`as_seed_sequence`).
+    block, run : int
+        The block's index and the run.
+
+    Returns
+    -------
+    numpy.random.Generator
+    """
+    return _child(root, _ROLE_NOISE, block, run)
 
 
 @dataclass
@@ -121,6 +151,9 @@ class RoundBlock:
         table once per synchronization instead of every arm of every round
         (:func:`fedbandit.learners.linucb.table_scores`).  ``features`` is then
         ``env.arm_features[arm_ids]``.
+    table : ndarray of shape (N, d), or None
+        The table ``arm_ids`` index (``env.arm_features``), given with ``_features=None``:
+        ``features`` is then formed from it on first use.
     """
 
     start: int
@@ -476,4 +509,6 @@ class RealDataLinearEnv(_LinearEnvBase):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(_main())
+    from fedbandit.envs.mslr import main
+
+    raise SystemExit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import site
 import sys
 import tarfile
 from pathlib import Path
@@ -53,15 +54,25 @@ def shipped_data_path(name: str, default: Path) -> Path:
     copy) if it exists, else the copy that ``pyproject.toml``'s data-files install under
     ``<prefix>/share/fedbandit/data`` for a non-editable install (``pip install git+...``,
     as on Colab; the prefix is the interpreter's, the one the package was installed under, or
-    the user base), else ``default`` (so that the caller's error names the repository path)."""
+    the user base), else ``default`` (so that the caller's error names the repository path).
+
+    Parameters
+    ----------
+    name : str
+        The file's name in ``data/``.
+    default : path
+        The repository's copy.
+
+    Returns
+    -------
+    pathlib.Path
+    """
     name = check_str("name", name)
     if not isinstance(default, (str, os.PathLike)):
         raise TypeError(f"default must be a path (str or os.PathLike), got {default!r:.80} of type {type(default).__name__}")
     default = Path(default)
     if default.exists():
         return default
-    import site
-
     here = Path(__file__).resolve()
     # <prefix>/lib/pythonX.Y/site-packages/fedbandit/envs/<module>.py -> <prefix>
     prefixes = [Path(sys.prefix), here.parents[5] if len(here.parents) > 5 else None, Path(site.USER_BASE or "")]
@@ -75,7 +86,12 @@ def shipped_data_path(name: str, default: Path) -> Path:
 
 
 def mslr_path() -> Path:
-    """Where the stored real-data instance is (:func:`shipped_data_path` of :data:`MSLR_FILE`)."""
+    """Where the stored real-data instance is (:func:`shipped_data_path` of :data:`MSLR_FILE`).
+
+    Returns
+    -------
+    pathlib.Path
+    """
     return shipped_data_path(MSLR_FILE, DEFAULT_MSLR_PATH)
 
 
@@ -193,7 +209,7 @@ def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR
         ``features`` (n_docs, d) raw features, ``labels``, ``query`` (query number
         0..n_queries−1 of every document), ``theta`` (d,), ``columns``, ``source_sha256``.
     """
-    from sklearn.linear_model import Lasso
+    from sklearn.linear_model import Lasso  # scikit-learn (the book extra) is needed only to rebuild the data
 
     lasso_alpha = check_positive_float("lasso_alpha", lasso_alpha)
     labels, query, X_all, digest = read_rankeval_sample(source, check_hash=check_hash)
@@ -214,7 +230,20 @@ def build_mslr_instance(source, *, lasso_alpha: float = 1.0, columns=MSLR_ANCHOR
 
 
 def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
-    """Write an instance from :func:`build_mslr_instance` to a compressed ``.npz``."""
+    """Write an instance from :func:`build_mslr_instance` to a compressed ``.npz``.
+
+    Parameters
+    ----------
+    instance : dict
+        From :func:`build_mslr_instance`.
+    path : path, default the repository's ``data/mslr_rankeval_sample.npz``
+        Where to write it.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **{k: np.asarray(v) for k, v in instance.items()})
@@ -222,7 +251,18 @@ def save_mslr_instance(instance: dict, path=DEFAULT_MSLR_PATH) -> Path:
 
 
 def load_mslr_instance(path=None) -> dict:
-    """Load the stored real-data instance (default :func:`mslr_path`; see ``data/README.md`` to regenerate it)."""
+    """Load the stored real-data instance (default :func:`mslr_path`; see ``data/README.md`` to regenerate it).
+
+    Parameters
+    ----------
+    path : path, optional
+        Default :func:`mslr_path`.
+
+    Returns
+    -------
+    dict
+        The instance's arrays, ``lasso_alpha`` a float and ``source_sha256`` a str.
+    """
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike (or None), got {path!r:.80} of type {type(path).__name__}")
     path = mslr_path() if path is None else Path(path)
@@ -238,7 +278,7 @@ def load_mslr_instance(path=None) -> dict:
     return out
 
 
-def _main(argv=None) -> int:
+def main(argv=None) -> int:
     """``python -m fedbandit.envs.linear build-mslr SOURCE [OUT]``: regenerate the stored instance."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] != "build-mslr":

@@ -40,6 +40,14 @@ __all__ = ["BernoulliBandit", "GaussianBandit", "CategoricalBandit", "KArmedBand
 
 @dataclass(frozen=True)
 class _KArmedBandit:
+    """K arms with fixed mean rewards; the subclasses set the reward law.
+
+    Attributes
+    ----------
+    means : ndarray of shape (K,)
+        The arms' mean rewards (K ≥ 2), stored read-only.
+    """
+
     means: np.ndarray
 
     def __post_init__(self):
@@ -83,6 +91,11 @@ class BernoulliBandit(_KArmedBandit):
 
     Rewards lie in [0, 1] (sensitivity 1 for the hybrid mechanism) and are sub-Gaussian
     with variance proxy ``sigma^2 = 1/4``.
+
+    Attributes
+    ----------
+    means : ndarray of shape (K,)
+        The arms' success probabilities μ_j in [0, 1].
     """
 
     kind = "bernoulli"
@@ -105,7 +118,15 @@ class BernoulliBandit(_KArmedBandit):
 
 @dataclass(frozen=True)
 class GaussianBandit(_KArmedBandit):
-    """K arms with ``N(mu_j, sigma^2)`` rewards, ``sigma`` known and common to all arms."""
+    """K arms with ``N(mu_j, sigma^2)`` rewards, ``sigma`` known and common to all arms.
+
+    Attributes
+    ----------
+    means : ndarray of shape (K,)
+        The arms' mean rewards μ_j.
+    sigma : float, default 0.1
+        The rewards' standard deviation σ.
+    """
 
     sigma: float = 0.1
     kind = "gaussian"
@@ -130,6 +151,15 @@ class CategoricalBandit(_KArmedBandit):
     of variate ``U`` (uniform) is the inverse CDF of the pulled arm's distribution at ``U``.
     Rewards lie in ``[min(values), max(values)]``; ``sigma`` is half that width (the
     sub-Gaussian scale of a bounded reward, as for Bernoulli rewards).
+
+    Attributes
+    ----------
+    means : ndarray of shape (K,)
+        The arms' mean rewards (``probs @ values``).
+    values : ndarray of shape (V,)
+        The reward values.
+    probs : ndarray of shape (K, V)
+        Each arm's probabilities of the values.
     """
 
     values: np.ndarray = None
@@ -183,7 +213,21 @@ KArmedBandit = _KArmedBandit
 
 
 def make_env(kind: str, means, *, sigma: float = 0.1):
-    """Build ``BernoulliBandit(means)`` (``kind="bernoulli"``) or ``GaussianBandit(means, sigma)``."""
+    """Build ``BernoulliBandit(means)`` (``kind="bernoulli"``) or ``GaussianBandit(means, sigma)``.
+
+    Parameters
+    ----------
+    kind : {"bernoulli", "gaussian"}
+        The reward law.
+    means : array_like
+        The arms' means.
+    sigma : float, default 0.1
+        The Gaussian rewards' standard deviation.
+
+    Returns
+    -------
+    BernoulliBandit or GaussianBandit
+    """
     check_choice("kind", kind, ("bernoulli", "gaussian"))
     means = check_array("means", means)
     if kind == "bernoulli":

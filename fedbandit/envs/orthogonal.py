@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedbandit._validation import check_array, check_nonnegative_float, check_positive_float, check_positive_int
-from fedbandit.envs.linear import _ROLE_NOISE, RoundBlock, _child, as_seed_sequence
+from fedbandit.envs.linear import RoundBlock, as_seed_sequence, reward_noise_rng
 
 __all__ = [
     "OrthogonalArmsEnv",
@@ -92,7 +92,7 @@ class OrthogonalArmsEnv:
             n = min(self.block_size, horizon - b * self.block_size)
             if self.noise_std > 0:
                 noise = np.stack(
-                    [_child(self._root, _ROLE_NOISE, b, r).standard_normal((n, 1)) for r in range(self.n_runs)], axis=1
+                    [reward_noise_rng(self._root, b, r).standard_normal((n, 1)) for r in range(self.n_runs)], axis=1
                 )
                 noise *= self.noise_std
             else:

@@ -56,7 +56,12 @@ RELEVANCE_VALUES = np.arange(5) / 4.0
 
 def ranker_table_path() -> Path:
     """Where the stored ranker table is: ``data/`` or, for a non-editable install, the copy
-    under ``<prefix>/share/fedbandit/data`` (:func:`fedbandit.envs.mslr.shipped_data_path`)."""
+    under ``<prefix>/share/fedbandit/data`` (:func:`fedbandit.envs.mslr.shipped_data_path`).
+
+    Returns
+    -------
+    pathlib.Path
+    """
     return shipped_data_path(RANKER_FILE, DEFAULT_RANKER_PATH)
 
 
@@ -100,7 +105,20 @@ def build_ranker_table(source, *, check_hash: bool = True) -> dict:
 
 
 def save_ranker_table(table: dict, path=DEFAULT_RANKER_PATH) -> Path:
-    """Write a table from :func:`build_ranker_table` to a compressed ``.npz``."""
+    """Write a table from :func:`build_ranker_table` to a compressed ``.npz``.
+
+    Parameters
+    ----------
+    table : dict
+        From :func:`build_ranker_table`.
+    path : path, default the repository's ``data/mslr_rankers.npz``
+        Where to write it.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **{k: np.asarray(v) for k, v in table.items()})
@@ -108,7 +126,18 @@ def save_ranker_table(table: dict, path=DEFAULT_RANKER_PATH) -> Path:
 
 
 def load_ranker_table(path=None) -> dict:
-    """Load the stored ranker table (default :func:`ranker_table_path`)."""
+    """Load the stored ranker table (default :func:`ranker_table_path`).
+
+    Parameters
+    ----------
+    path : path, optional
+        Default :func:`ranker_table_path`.
+
+    Returns
+    -------
+    dict
+        The table's arrays, ``source_sha256`` a str.
+    """
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be None or a path (str or os.PathLike), got {path!r:.80} of type {type(path).__name__}")
     path = ranker_table_path() if path is None else Path(path)
@@ -150,6 +179,16 @@ def ranker_distributions(table: dict | None = None):
 
     A user's query is uniform over the queries; among the ranker's top-tied documents one
     is shown uniformly at random.  Returns ``(features (F,), probs (F, 5), means (F,))``.
+
+    Parameters
+    ----------
+    table : dict, optional
+        From :func:`build_ranker_table` (default :func:`load_ranker_table`).
+
+    Returns
+    -------
+    (ndarray, ndarray, ndarray)
+        ``features`` (F,), ``probs`` (F, 5), ``means`` (F,).
     """
     table = load_ranker_table() if table is None else _check_table(table)
     counts = np.asarray(table["top_label_counts"], dtype=float)  # (F, Q, 5)
@@ -163,6 +202,18 @@ def ranker_bandit(n_arms: int = 10, table: dict | None = None) -> CategoricalBan
     identical reward distributions) as a :class:`CategoricalBandit`, best arm first.
 
     The returned environment also carries ``features``: the MSLR feature numbers of its arms.
+
+    Parameters
+    ----------
+    n_arms : int, default 10
+        K ≥ 2.
+    table : dict, optional
+        From :func:`build_ranker_table` (default :func:`load_ranker_table`).
+
+    Returns
+    -------
+    CategoricalBandit
+        Best arm first, with ``features``.
     """
     n_arms = check_int_in_range("n_arms", n_arms, 2, None)
     feats, probs, means = ranker_distributions(table)

@@ -35,6 +35,11 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
+from fedbandit.envs.linear import SyntheticLinearEnv
+from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+from fedbandit.experiments.trials import check_config
+from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+from fedbandit.protocols.registry import create, describe
 
 __all__ = [
     "regret_trial",
@@ -78,13 +83,7 @@ def regret_trial(config: dict, rng) -> dict:
         ``"contextual"`` also ``"uniform"``, the regret of playing uniformly at random
         (per run).
     """
-    from fedbandit.envs.linear import SyntheticLinearEnv
-    from fedbandit.envs.orthogonal import OrthogonalArmsEnv
-    from fedbandit.experiments.trials import _check_config
-    from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
-    from fedbandit.protocols.registry import create, describe
-
-    _check_config(config, ("n", "epsilon", "delta", "protocols"))
+    check_config(config, ("n", "epsilon", "delta", "protocols"))
     n = check_positive_int("n", config["n"])
     epsilon = check_epsilon("epsilon", config["epsilon"])
     delta = check_delta("delta", config["delta"])
@@ -107,7 +106,7 @@ def regret_trial(config: dict, rng) -> dict:
     out["checkpoints"] = checkpoints
 
     if instance == "gaps":
-        _check_config(config, ("gaps", "runs_per_gap"))
+        check_config(config, ("gaps", "runs_per_gap"))
         per_gap = check_positive_int("runs_per_gap", config["runs_per_gap"], max_value=MAX_RUNS,
                                      reason="every run is a row of the learner's state")
         gaps = np.repeat(check_array("gaps", config["gaps"], ndim=1), per_gap)

@@ -19,6 +19,9 @@ import warnings
 
 from fedbandit._validation import MAX_STEPS, check_int_in_range, check_positive_int, check_rng
 from fedbandit.accounting.amplification import AmplificationValidityWarning
+from fedbandit.envs.factory import ENVIRONMENT_KEYS, make_environment
+from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class
+from fedbandit.protocols.registry import describe
 
 __all__ = ["run_config", "RUNNER_KEYS"]
 
@@ -28,7 +31,7 @@ RUNNER_KEYS = ("learner", "protocol", "n_checkpoints", "T", "B", "epsilon", "del
 
 def _max_rss_mb() -> float:
     try:
-        import resource
+        import resource  # Unix only: imported where used, inside the try (absent on Windows)
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     except ImportError:  # pragma: no cover - not on POSIX
@@ -52,13 +55,11 @@ CONFIG_NAMES = {
 
 
 def _available_learners():
-    from fedbandit.learners.registry import available_learners
-
     return available_learners()
 
 
 @contextlib.contextmanager
-def _config_names(config):
+def config_names(config):
     """Append to a refusal the configuration keys behind the parameter it names.
 
     The environment and learner constructors name their own parameters (``horizon``,
@@ -78,10 +79,6 @@ def _config_names(config):
 
 
 def _check_keys(config, cls):
-    from fedbandit.envs.factory import ENVIRONMENT_KEYS
-    from fedbandit.learners.registry import keyword_parameters
-    from fedbandit.protocols.registry import describe
-
     known = set(RUNNER_KEYS) | set(ENVIRONMENT_KEYS) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
     if config.get("protocol") is not None:
         known |= set(describe(config["protocol"]).parameters)
@@ -102,9 +99,6 @@ def run_config(config: dict, rng):
         With the curve thinned to ``n_checkpoints`` (default 100) equally spaced rounds,
         and the wall time, CPU time and peak memory of the call.
     """
-    from fedbandit.envs.factory import make_environment
-    from fedbandit.learners.registry import learner_class
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     if "learner" not in config:
@@ -118,7 +112,7 @@ def run_config(config: dict, rng):
     if "runs" in config:
         check_positive_int("runs", config["runs"], max_value=MAX_STEPS, reason="runs are simulated side by side")
     start, cpu_start = time.perf_counter(), time.process_time()
-    with _config_names(config):
+    with config_names(config):
         env = make_environment(config)
         with warnings.catch_warnings():
             # A forced amplification setting (force=True) is reported through the accounting ("unproven").

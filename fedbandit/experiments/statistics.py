@@ -34,7 +34,9 @@ from fedbandit._validation import (
     check_finite_float,
     check_int_in_range,
     check_nonnegative_float,
+    check_nonnegative_int,
     check_positive_float,
+    check_positive_int,
     check_probability,
     check_str,
 )
@@ -161,8 +163,6 @@ def fit_exponent(x, values, *, n_boot: int = 1000, confidence: float = 0.95, see
         ``slope`` (NaN if a mean is not positive), ``se`` (standard deviation of the
         bootstrap slopes), ``low``/``high`` (percentile interval).
     """
-    from fedbandit._validation import check_nonnegative_int, check_positive_int
-
     x = check_array("x", x, ndim=1)
     values = check_array("values", values, ndim=2)
     n_boot = check_positive_int("n_boot", n_boot, max_value=10**6, reason="each resample is a fit in a Python loop")

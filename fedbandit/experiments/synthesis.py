@@ -27,6 +27,7 @@ same noise); :func:`accounting_under` reports the other relation for the table's
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -34,7 +35,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fedbandit._validation import check_delta, check_positive_int, check_probability, check_rng
+from fedbandit.accounting.accountant import necessary_lower_bound
+from fedbandit.accounting.events import ClaimedEvent, check_relation
+from fedbandit.audit.end_to_end import EndToEndSpec, audit_end_to_end, end_to_end_specs, pair_end_to_end_specs
+from fedbandit.audit.epsilon import audit_epsilon, epsilon_lower_bound, min_trials
+from fedbandit.audit.schedule import SyncAt, alice_tracy_instance, dp20_schedule_mechanism
+from fedbandit.audit.tight import tight_audit
+from fedbandit.envs.factory import make_environment
+from fedbandit.experiments.runner import config_names
 from fedbandit.experiments.statistics import regret_interval
+from fedbandit.learners.registry import available_learners, learner_class
+from fedbandit.protocols.registry import available, describe
+from fedbandit.protocols.statistics import CentralTree, DiscreteGaussianTree, GaussianTree, StatisticsProtocol
 
 __all__ = [
     "COMPARISON_RELATION",
@@ -152,9 +164,6 @@ def model_of(config: dict) -> Model:
 
 def _try_build(config: dict) -> str:
     """"" if the configuration's learner and protocol can be constructed, else the refusal's message."""
-    from fedbandit.envs.factory import make_environment
-    from fedbandit.learners.registry import learner_class
-
     try:
         env = make_environment(dict(config, runs=1))
         with warnings.catch_warnings():
@@ -171,9 +180,6 @@ def applicability(base: dict, learners=None, protocols=None) -> dict:
     Each pair is *constructed* (learner and protocol, noise calibrated, no run): a pair
     applies exactly when neither refuses it, and the reason is the refusal's own message.
     """
-    from fedbandit.learners.registry import available_learners
-    from fedbandit.protocols.registry import available, describe
-
     learners = [lr for lr in (learners or available_learners()) if lr in {m.learner for m in MODELS}]
     protocols = protocols or available(kind="statistics")
     out = {}
@@ -271,8 +277,6 @@ def random_play_regret(config: dict) -> np.ndarray:
     The same environment as every model's run (same ``env_seed``): the scale on which "no
     learning" is judged.
     """
-    from fedbandit.envs.factory import make_environment
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     T = check_positive_int("T", config.get("T"))
@@ -291,15 +295,11 @@ def random_play_regret(config: dict) -> np.ndarray:
 
 
 def _learner_of(config: dict):
-    from fedbandit.envs.factory import make_environment
-    from fedbandit.experiments.runner import _config_names
-    from fedbandit.learners.registry import learner_class
-
     cfg = {k: v for k, v in config.items() if k not in ("n_trials", "n_select", "confidence", "chunk")}
     if "learner" not in cfg:
         raise ValueError(f"config must give 'learner'; it has {sorted(cfg)}")
     cls = learner_class(cfg["learner"])
-    with _config_names(cfg):  # a refusal of horizon, n_agents, ... also names T, M, ...
+    with config_names(cfg):  # a refusal of horizon, n_agents, ... also names T, M, ...
         env = make_environment(dict(cfg, runs=1))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -322,9 +322,6 @@ def claim_lower_bound(config: dict) -> dict:
         ``epsilon`` (NaN where the run's guarantee is not a claim with a necessary condition),
         ``delta``, ``why`` (the accountant's sentence), ``target_epsilon``.
     """
-    from fedbandit.accounting.accountant import necessary_lower_bound
-    from fedbandit.accounting.events import ClaimedEvent
-
     learner = _learner_of(config)
     p = getattr(learner, "protocol", None)
     event = p.event() if p is not None and getattr(p, "private", False) else None
@@ -345,14 +342,10 @@ def accounting_under(config: dict, relation: str) -> dict:
     than the calibrated one the target is usually missed: the status is then "invalid" and
     ``epsilon`` is the ε the book's accounting establishes under that relation.
     """
-    from fedbandit.accounting.events import check_relation
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     relation = check_relation(relation)
     learner = _learner_of(config)
-    import inspect
-
     acc = getattr(learner, "accounting", None)
     if acc is not None and "relation" in inspect.signature(acc).parameters:
         return acc(relation).as_dict()
@@ -375,8 +368,6 @@ _E2E_SETTING = {"fixed-batch": dict(M=3, T=20, B=5, K=4, d=2, seed=0),
 
 
 def _deterministic_leak(n_trials, delta, confidence, what):
-    from fedbandit.audit.epsilon import epsilon_lower_bound
-
     eps, _, _ = epsilon_lower_bound(n_trials, n_trials, 0, n_trials, delta=delta, confidence=confidence)
     return {"epsilon_lower": eps, "tpr": 1.0, "fpr": 0.0, "n_trials": n_trials, "kind": "exact release",
             "claimed_epsilon": math.inf, "ratio": 0.0, "exact_epsilon": math.inf, "broken": "",
@@ -407,10 +398,6 @@ def audit_side_by_side(config: dict, rng) -> dict:
     of the tight audits' noise-law check, default 1000).  Returns
     :meth:`fedbandit.audit.AuditReport.as_dict` plus ``note``.
     """
-    from fedbandit.audit.end_to_end import EndToEndSpec, audit_end_to_end
-    from fedbandit.audit.epsilon import audit_epsilon
-    from fedbandit.audit.tight import tight_audit
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     cfg = dict(config)
@@ -429,8 +416,6 @@ def audit_side_by_side(config: dict, rng) -> dict:
                 "broken_epsilon_lower": math.nan, "power_shown": False, "status": "verified",
                 "attack": "none", "note": "n/a: nothing leaves a silo, there is no release to attack"}
     if m.learner == "feducb":
-        from fedbandit.audit.schedule import SyncAt, alice_tracy_instance, dp20_schedule_mechanism
-
         inst = alice_tracy_instance(3, 20, 3, 32, seed=2023)
         mech = dp20_schedule_mechanism(inst, epsilon=cfg.get("epsilon"), delta=cfg.get("delta"),
                                        private=m.protocol == "dp20")
@@ -447,7 +432,6 @@ def audit_side_by_side(config: dict, rng) -> dict:
         return _deterministic_leak(n_trials, delta, confidence, "exact sums")
     learner = _learner_of(cfg)
     p = learner.protocol
-    from fedbandit.protocols.statistics import CentralTree, DiscreteGaussianTree, GaussianTree, StatisticsProtocol
 
     known = isinstance(p, StatisticsProtocol) and (
         isinstance(p.analyzer, CentralTree) or isinstance(p.randomizer, (GaussianTree, DiscreteGaussianTree)))
@@ -479,8 +463,6 @@ def audit_side_by_side(config: dict, rng) -> dict:
 
 
 def min_trials_for(confidence):
-    from fedbandit.audit.epsilon import min_trials
-
     return min_trials(confidence)
 
 
@@ -491,8 +473,6 @@ def end_to_end_audit(config: dict, rng) -> dict:
     and the specs' claim ``epsilon``, ``delta`` (defaults 1, 1e-5).  Returns
     :meth:`fedbandit.audit.AuditReport.as_dict`.
     """
-    from fedbandit.audit.end_to_end import audit_end_to_end, end_to_end_specs, pair_end_to_end_specs
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     claim = dict(epsilon=config.get("epsilon", 1.0), delta=config.get("delta", 1e-5))
@@ -555,8 +535,6 @@ def table_rows(configs, results, audits=None, other=None) -> list[dict]:
     key to the result of :func:`audit_side_by_side`; ``other`` maps a model key to its
     accounting under the other relation (:func:`accounting_under`).
     """
-    from fedbandit.protocols.registry import describe
-
     if len(configs) != len(results):
         raise ValueError(f"configs and results differ in length: {len(configs)} and {len(results)}")
     audits = audits or {}

@@ -18,8 +18,13 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
-from fedbandit.accounting.ddg import DEFAULT_BETA
+from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_zcdp_epsilon
+from fedbandit.envs.linear import SyntheticLinearEnv
+from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.mechanisms.psco import run_psco, sample_bernoulli_input, sample_hard_input, sup_error
+from fedbandit.protocols.registry import create, describe
+from fedbandit.theory.ddg import ddg_mse_bound, theorem2_bits, theorem2_mse, theorem2_params
 
 __all__ = [
     "dme_trial",
@@ -32,7 +37,7 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Distributed mean estimation trial ([KLS21] Sec. 6.1), shared by the chapter and benchmarks
 # ---------------------------------------------------------------------------
-def _check_config(config, required) -> None:
+def check_config(config, required) -> None:
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     missing = [k for k in required if k not in config]
@@ -68,11 +73,7 @@ def dme_trial(config: dict, rng) -> dict:
         ‖Σ x_i‖ over the repetitions) and ``mse_bound`` (:func:`fedbandit.theory.ddg.ddg_mse_bound`
         at that norm, per coordinate of the mean: an upper bound on the expected ``mse_ddg``).
     """
-    from fedbandit.accounting.ddg import ddg_zcdp_epsilon
-    from fedbandit.protocols.registry import create
-    from fedbandit.theory.ddg import ddg_mse_bound
-
-    _check_config(config, ("n", "d", "c", "bits", "k", "epsilon", "delta"))
+    check_config(config, ("n", "d", "c", "bits", "k", "epsilon", "delta"))
     rng = check_rng("rng", rng)
     n = check_positive_int("n", config["n"], max_value=MAX_STEPS, reason="n vectors per repetition are drawn")
     d = check_positive_int("d", config["d"], max_value=MAX_STEPS, reason="vectors of d entries are drawn")
@@ -147,11 +148,7 @@ def theorem2_trial(config: dict, rng) -> dict:
         (Theorem 1's ε at these parameters: the privacy half of Theorem 2); ``bits``,
         ``bits_theorem``, ``wrap`` (fraction of wrapped coordinates), ``d_pad``.
     """
-    from fedbandit.accounting.ddg import ddg_zcdp_epsilon
-    from fedbandit.mechanisms.ddg import DDGMechanism
-    from fedbandit.theory.ddg import ddg_mse_bound, theorem2_bits, theorem2_mse, theorem2_params
-
-    _check_config(config, ("n", "d", "c", "epsilon"))
+    check_config(config, ("n", "d", "c", "epsilon"))
     rng = check_rng("rng", rng)
     n = check_positive_int("n", config["n"], max_value=MAX_STEPS, reason="n vectors per repetition are drawn")
     d = check_positive_int("d", config["d"], max_value=MAX_STEPS, reason="vectors of d entries are drawn")
@@ -208,7 +205,7 @@ def psco_trial(config: dict, rng) -> dict:
         ``"<name>"`` or ``"<name>-<k>"`` → sup errors of the runs (array of shape (runs,)),
         and ``"batch_sizes"`` → the schedules used.
     """
-    _check_config(config, ("n", "epsilon", "delta", "algorithms"))
+    check_config(config, ("n", "epsilon", "delta", "algorithms"))
     n = check_positive_int("n", config["n"])
     epsilon = check_epsilon("epsilon", config["epsilon"])
     delta = check_delta("delta", config["delta"])
@@ -269,11 +266,7 @@ def bandit_trial(config: dict, rng) -> dict:
         label → the schedule (None for fixed-batch protocols); ``"accounting"``: label →
         the accounting dict; ``"uniform"``: the regret of playing uniformly at random (per run).
     """
-    from fedbandit.envs.linear import SyntheticLinearEnv
-    from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
-    from fedbandit.protocols.registry import create, describe
-
-    _check_config(config, ("n", "epsilon", "delta", "protocols"))
+    check_config(config, ("n", "epsilon", "delta", "protocols"))
     n = check_positive_int("n", config["n"], max_value=MAX_STEPS, reason="a run serves n users")
     epsilon = check_epsilon("epsilon", config["epsilon"])
     delta = check_delta("delta", config["delta"])

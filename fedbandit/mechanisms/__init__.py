@@ -12,6 +12,7 @@ observation).
 """
 
 import importlib
+from typing import Any
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
@@ -98,9 +99,7 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name):
-    # Public names are imported from their module on first use (PEP 562), so importing a
-    # subpackage stays cheap and subpackages can import each other's modules freely.
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -109,6 +108,6 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 # --- end of re-exports ---

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import check_choice, check_positive_int, check_rng
 from fedbandit.accounting.binomial import BinomialParams
@@ -48,7 +49,7 @@ class BinomialMechanism:
     flatten : {"hadamard", "dft"}
     """
 
-    def __init__(self, params: BinomialParams, flatten_seed=0, flatten: str = "hadamard"):
+    def __init__(self, params: BinomialParams, flatten_seed: int | np.random.Generator = 0, flatten: str = "hadamard") -> None:
         if not isinstance(params, BinomialParams):
             raise TypeError(f"params must be a BinomialParams, got {type(params).__name__}")
         self.params = params
@@ -57,7 +58,7 @@ class BinomialMechanism:
         if self.flattener.d_out != params.d_pad:
             raise ValueError("flattener output dimension does not match params.d_pad")
 
-    def encode(self, x, rng) -> np.ndarray:
+    def encode(self, x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """Client side: int64 residues in [0, m) of shape ``x.shape[:-1] + (d_pad,)``."""
         rng = check_rng("rng", rng)
         p = self.params
@@ -70,11 +71,11 @@ class BinomialMechanism:
         noise = rng.binomial(p.trials_per_client, p.p, size=rounded.shape)
         return np.mod(rounded + noise, p.modulus)
 
-    def aggregate(self, residues) -> np.ndarray:
+    def aggregate(self, residues: ArrayLike) -> np.ndarray:
         """Modular sum over the client axis ``-2``."""
         return np.mod(np.asarray(residues, dtype=np.int64).sum(axis=-2), self.params.modulus)
 
-    def decode(self, total, n_parties: int) -> np.ndarray:
+    def decode(self, total: ArrayLike, n_parties: int) -> np.ndarray:
         """Server side: subtract the noise mean n·N_i·p, modular clipping, unflatten, rescale by s."""
         n_parties = check_positive_int("n_parties", n_parties)
         p = self.params

@@ -46,7 +46,10 @@ Noise scales: every Laplace scale comes from the rules of
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -92,13 +95,23 @@ _LSB[0] = 0
 del _t
 
 
-def lowest_set_bit_index(n) -> np.ndarray:
-    """Index ``i`` of the lowest set bit of integers ``n >= 0`` (``n & -n == 2^i``; 0 for ``n = 0``)."""
+def lowest_set_bit_index(n: ArrayLike) -> np.ndarray:
+    """Index ``i`` of the lowest set bit of integers ``n >= 0`` (``n & -n == 2^i``; 0 for ``n = 0``).
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) n ≥ 0.
+
+    Returns
+    -------
+    ndarray of int64
+        The index of each lowest set bit.
+    """
     return _lowest_set_bit_index(check_int_array("n", n, low=0))
 
 
-def _lowest_set_bit_index(n) -> np.ndarray:
-    # the mechanisms' fast path: n holds non-negative integers
+def _lowest_set_bit_index(n: ArrayLike) -> np.ndarray:
     n = np.asarray(n, dtype=np.int64)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
         return _LSB[n].astype(np.int64)
@@ -106,39 +119,58 @@ def _lowest_set_bit_index(n) -> np.ndarray:
     return np.maximum(np.frexp(low.astype(np.float64))[1] - 1, 0).astype(np.int64)
 
 
-def floor_log2(n) -> np.ndarray:
-    """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``)."""
-    return _floor_log2(check_int_array("n", n, low=0, high=2**53 - 1))
+def floor_log2(n: ArrayLike) -> np.ndarray:
+    """``floor(log2 n)`` for integers ``1 <= n < 2^53`` (exact; 0 for ``n = 0``).
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Integers in [0, 2^53).
+
+    Returns
+    -------
+    ndarray of int64
+        ⌊log₂ n⌋ (0 at n = 0).
+    """
+    return floor_log2_unchecked(check_int_array("n", n, low=0, high=2**53 - 1))
 
 
-def _floor_log2(n) -> np.ndarray:
-    # the mechanisms' and counters' fast path: n holds integers in [0, 2^53)
+def floor_log2_unchecked(n: ArrayLike) -> np.ndarray:
     n = np.asarray(n, dtype=np.int64)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
         return _FLOOR_LOG2[n].astype(np.int64)
     return np.maximum(np.frexp(n.astype(np.float64))[1] - 1, 0).astype(np.int64)
 
 
-def draw_standard_laplace(rng, size: int) -> np.ndarray:
+def draw_standard_laplace(rng: np.random.Generator, size: int) -> np.ndarray:
     """``size`` standard Laplace variates, drawn as the difference of two exponentials.
 
     ``E_1 - E_2`` with ``E_1, E_2`` i.i.d. standard exponential is standard Laplace; numpy's
     ziggurat exponential sampler makes this faster than ``rng.laplace``.  The first
     ``size`` exponentials are the ``E_1``'s; every mechanism here draws its noise through
     this function, and the loop references do too, so they see the same values.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    size : int
+        The number of variates.
+
+    Returns
+    -------
+    ndarray of shape (size,)
     """
     rng = check_rng("rng", rng)
     size = check_nonnegative_int("size", size, max_value=MAX_STEPS, reason="an array of size variates is drawn")
     return _draw_standard_laplace(rng, size)
 
 
-def _draw_standard_laplace(rng, size: int) -> np.ndarray:
-    # the mechanisms' fast path (one call per step)
+def _draw_standard_laplace(rng: np.random.Generator, size: int) -> np.ndarray:
     e = rng.standard_exponential(2 * size)
     return e[:size] - e[size:]
 
 
-def _popcount(n) -> np.ndarray:
+def _popcount(n: ArrayLike) -> np.ndarray:
     n = np.asarray(n, dtype=np.int64).copy()
     c = np.zeros(n.shape, dtype=np.int64)
     while np.any(n):
@@ -147,30 +179,76 @@ def _popcount(n) -> np.ndarray:
     return c
 
 
-def binary_noise_variance(n, n_steps: int, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
-    """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``."""
+def binary_noise_variance(n: ArrayLike, n_steps: int, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
+    """Variance of the binary mechanism's error at count ``n``: ``popcount(n) * 2 b^2``, ``b = L s / eps``.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) n ≥ 0.
+    n_steps : int
+        The stream's length (sets L).
+    epsilon : float
+        ε.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The variance at each n.
+    """
     n = check_int_array("n", n, low=0)
     b = binary_counter_scale(epsilon, n_steps, sensitivity)
     return _popcount(n) * 2.0 * b * b
 
 
-def per_item_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
-    """Variance of the per-item Laplace mechanism's error at count ``n``: ``n`` releases of ``Lap(s/eps)``, ``2 n b^2``."""
+def per_item_noise_variance(n: ArrayLike, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
+    """Variance of the per-item Laplace mechanism's error at count ``n``: ``n`` releases of ``Lap(s/eps)``, ``2 n b^2``.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) n ≥ 0.
+    epsilon : float
+        ε.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The variance at each n.
+    """
     n = check_int_array("n", n, low=0)
     b = per_item_counter_scale(epsilon, sensitivity)
     return n * 2.0 * b * b
 
 
-def hybrid_noise_variance(n, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
+def hybrid_noise_variance(n: ArrayLike, epsilon: float, sensitivity: float = 1.0) -> np.ndarray:
     """Exact variance of the hybrid mechanism's error at count ``n >= 1``.
 
     With ``k = floor(log2 n)`` and ``tau = n - 2^k``: ``k + 1`` logarithmic releases of
     ``Lap(2 s / eps)`` plus ``popcount(tau)`` binary nodes of ``Lap(2 k s / eps)``; a
     Laplace variable of scale ``b`` has variance ``2 b^2``.  Zero at ``n = 0``.
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) in [0, 2^53).
+    epsilon : float
+        ε.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The variance at each n.
     """
     n = check_int_array("n", n, low=0, high=2**53 - 1)
     pos = np.maximum(n, 1)
-    k = _floor_log2(pos)
+    k = floor_log2_unchecked(pos)
     tau = pos - (np.int64(1) << k)
     b_log, b_level = hybrid_counter_scales(epsilon, sensitivity)
     b_bin = b_level * k
@@ -185,6 +263,16 @@ def hybrid_sd_bound_by_level(max_level: int = 64) -> np.ndarray:
     exact variance (:func:`hybrid_noise_variance`: ``k + 1`` releases of ``Lap(2s/eps)``,
     ``popcount(tau) <= k`` nodes of ``Lap(2ks/eps)``) divided by ``(2s/eps)^2``, with
     ``popcount(tau)`` replaced by its maximum ``k``.  [derived]
+
+    Parameters
+    ----------
+    max_level : int, default 64
+        The largest level k.
+
+    Returns
+    -------
+    ndarray of shape (max_level + 1,)
+        g(0), ..., g(max_level).
     """
     max_level = check_nonnegative_int("max_level", max_level, max_value=1024, reason="counts below 2^1024")
     k = np.arange(max_level + 1, dtype=float)
@@ -194,7 +282,7 @@ def hybrid_sd_bound_by_level(max_level: int = 64) -> np.ndarray:
 _SD_TABLE = None  # hybrid_sd_factor for counts below 2^_TABLE_BITS, built on first use
 
 
-def hybrid_sd_factor(n) -> np.ndarray:
+def hybrid_sd_factor(n: ArrayLike) -> np.ndarray:
     """``e(n)`` with ``b e(n)``, ``b = 2s/eps``, the *exact* standard deviation of the hybrid noise at count ``n``.
 
     From the mechanism's structure (:func:`hybrid_noise_variance`): with ``k = floor(log2 n)``
@@ -204,13 +292,22 @@ def hybrid_sd_factor(n) -> np.ndarray:
     :func:`hybrid_sd_bound_by_level` replaces ``popcount(tau)`` by its maximum ``k`` and is
     up to ``sqrt(k)`` times larger (1.61 at ``n = 300``: popcount(44) = 3 against k = 8).
     Checked against a Monte Carlo of :class:`HybridMechanism` in the tests.  [derived]
+
+    Parameters
+    ----------
+    n : int or array_like of int
+        Count(s) in [0, 2^53).
+
+    Returns
+    -------
+    ndarray
+        e(n) at each n.
     """
     n = check_int_array("n", n, low=0, high=2**53 - 1)
-    return _hybrid_sd_factor(n)
+    return hybrid_sd_factor_unchecked(n)
 
 
-def _hybrid_sd_factor(n) -> np.ndarray:
-    # the learners' fast path: n holds integers in [0, 2^53)
+def hybrid_sd_factor_unchecked(n: ArrayLike) -> np.ndarray:
     global _SD_TABLE
     n = np.asarray(n, dtype=np.int64)
     if _SD_TABLE is None:
@@ -221,9 +318,9 @@ def _hybrid_sd_factor(n) -> np.ndarray:
     return _sd_factor_direct(n)
 
 
-def _sd_factor_direct(n):
+def _sd_factor_direct(n: np.ndarray) -> np.ndarray:
     pos = np.maximum(n, 1)
-    k = _floor_log2(pos)
+    k = floor_log2_unchecked(pos)
     tau = pos - (np.int64(1) << k)
     e = np.sqrt(2.0 * (k + 1) + 2.0 * _popcount(tau) * k.astype(float) ** 2)
     return np.where(n > 0, e, 0.0)
@@ -232,11 +329,13 @@ def _sd_factor_direct(n):
 class _BatchedStreams:
     """Shared state handling: batch shape, counts, true sums, mask/flat stepping."""
 
-    def __init__(self, epsilon, batch_shape, sensitivity):
+    def __init__(self, epsilon: ArrayLike, batch_shape: int | tuple[int, ...], sensitivity: float) -> None:
         self.sensitivity = check_positive_float("sensitivity", sensitivity)
         batch_shape = check_shape("batch_shape", batch_shape, allow_zero=True, max_size=MAX_STEPS // 64)
         self.batch_shape = batch_shape
         self.size = int(np.prod(batch_shape)) if batch_shape else 1
+        self.epsilon: float | np.ndarray
+        self._eps_flat: np.ndarray | None
         if np.ndim(epsilon) == 0:
             self.epsilon = check_epsilon("epsilon", epsilon)
             self._eps_flat = None
@@ -269,7 +368,7 @@ class _BatchedStreams:
         """Current private estimates of the running sums (shape ``batch_shape``)."""
         return self._value_flat().reshape(self.batch_shape).copy()
 
-    def step(self, x, rng, where=None) -> np.ndarray:
+    def step(self, x: ArrayLike, rng: np.random.Generator, where: ArrayLike | None = None) -> np.ndarray:
         """Feed one item to every stream (or to those where ``where`` is True).
 
         Parameters
@@ -300,20 +399,22 @@ class _BatchedStreams:
         self.step_flat(idx, xf, rng)
         return self.value
 
-    def _check_range(self, xf):
-        # The privacy guarantee is for items in an interval of width `sensitivity`; an
-        # item outside [-s, s] certainly violates it (the exact interval is the caller's).
+    def _check_range(self, xf: np.ndarray) -> None:
         if xf.size and np.max(np.abs(xf)) > self.sensitivity * (1 + 1e-12):
             raise ValueError(
                 f"x has an item of magnitude {np.max(np.abs(xf))!r} > sensitivity={self.sensitivity!r}; "
                 "clip the stream to an interval of width sensitivity first"
             )
 
-    def value_at(self, idx) -> np.ndarray:
+    def _value_flat(self) -> np.ndarray:
+        """Private estimates of every stream, flat (each mechanism keeps its own state)."""
+        raise NotImplementedError
+
+    def value_at(self, idx: np.ndarray) -> np.ndarray:
         """Private estimates of the streams at flat indices ``idx`` (no copy of the batch)."""
         raise NotImplementedError
 
-    def step_flat(self, idx, x, rng) -> np.ndarray:
+    def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Fast path: advance the streams at flat indices ``idx`` (distinct) with items ``x``.
 
         No argument checking (the learners call it once per slot); returns the new private
@@ -343,22 +444,24 @@ class BinaryMechanism(_BatchedStreams):
     ``popcount(n) * 2 (L s / eps)^2`` (:func:`binary_noise_variance`).
     """
 
-    def __init__(self, n_steps: int, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):
+    def __init__(self, n_steps: int, epsilon: ArrayLike, batch_shape: int | tuple[int, ...] = (), *,
+                 sensitivity: float = 1.0) -> None:
         super().__init__(epsilon, batch_shape, sensitivity)
         self.n_steps = check_positive_int("n_steps", n_steps)
         self.n_levels = self.n_steps.bit_length()
         eps = self.epsilon if self._eps_flat is None else self._eps_flat
-        self.node_scale = binary_counter_scale(eps, self.n_steps, self.sensitivity)
+        self.node_scale: Any = binary_counter_scale(  # a float, or one per stream
+            eps, self.n_steps, self.sensitivity)
         self._H = np.zeros((self.size, self.n_levels))
         self._noise = np.zeros(self.size)
 
-    def _value_flat(self):
+    def _value_flat(self) -> np.ndarray:
         return self._true + self._noise
 
-    def value_at(self, idx):
+    def value_at(self, idx: np.ndarray) -> np.ndarray:
         return self._true[idx] + self._noise[idx]
 
-    def step_flat(self, idx, x, rng):
+    def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
         n = self._count[idx] + 1
         if n.size and n.max() > self.n_steps:
@@ -378,7 +481,7 @@ class BinaryMechanism(_BatchedStreams):
         self._noise[idx] = noise
         return self._true[idx] + noise
 
-    def step_flat_increment(self, idx, x, rng):
+    def step_flat_increment(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """As :meth:`step_flat` but return the *change* of each advancing stream's output."""
         before = self.value_at(idx)
         return self.step_flat(idx, x, rng) - before
@@ -390,22 +493,31 @@ class LogarithmicMechanism(_BatchedStreams):
     At counts ``n = 2^k`` it releases ``L(2^k) = L(2^{k-1}) + (items since) + Lap(s / eps)``;
     between powers of two it repeats the last release (``0`` before the first item).
     Pure ``epsilon``-DP (each item enters exactly one release).
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        ε (one per stream, broadcast against ``batch_shape``).
+    batch_shape : tuple of int, default ()
+        The shape of the independent streams run side by side.
+    sensitivity : float, default 1.0
+        Width of the interval the items lie in.
     """
 
-    def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):
+    def __init__(self, epsilon: ArrayLike, batch_shape: int | tuple[int, ...] = (), *, sensitivity: float = 1.0) -> None:
         super().__init__(epsilon, batch_shape, sensitivity)
         self._released = np.zeros(self.size)
         self._since = np.zeros(self.size)
-        self._scale = per_item_counter_scale(self.epsilon if self._eps_flat is None else self._eps_flat,
-                                             self.sensitivity)
+        self._scale: Any = per_item_counter_scale(  # a float, or one per stream
+            self.epsilon if self._eps_flat is None else self._eps_flat, self.sensitivity)
 
-    def _value_flat(self):
+    def _value_flat(self) -> np.ndarray:
         return self._released.copy()
 
-    def value_at(self, idx):
+    def value_at(self, idx: np.ndarray) -> np.ndarray:
         return self._released[idx]
 
-    def step_flat(self, idx, x, rng):
+    def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
         n = self._count[idx] + 1
         self._count[idx] = n
@@ -444,13 +556,16 @@ class HybridMechanism(_BatchedStreams):
     (:func:`draw_standard_laplace`).  Error variance: :func:`hybrid_noise_variance`.
     """
 
-    def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0, track_true: bool = True):
+    def __init__(self, epsilon: ArrayLike, batch_shape: int | tuple[int, ...] = (), *, sensitivity: float = 1.0,
+                 track_true: bool = True) -> None:
         super().__init__(epsilon, batch_shape, sensitivity)
         self.track_true = check_bool("track_true", track_true)
         self._log = np.zeros(self.size)  # L(2^k), noisy
         self._since = np.zeros(self.size)  # exact sum of the items after 2^k
         self._bin = np.zeros(self.size)  # noise of B_k(tau)
         # 2s/eps per stream (or one number): the log releases' scale; nodes use k times it.
+        self._c: Any  # a float, or one per stream
+        self._c_level: Any
         self._c, self._c_level = hybrid_counter_scales(
             self.epsilon if self._eps_flat is None else self._eps_flat, self.sensitivity)
         self._steps = 0  # number of step calls: an upper bound on every count
@@ -462,25 +577,24 @@ class HybridMechanism(_BatchedStreams):
         self._lsb = _LSB.copy()
         self._lsb[0] = self._W
 
-    def _value_flat(self):
+    def _value_flat(self) -> np.ndarray:
         return self._log + self._since + self._bin
 
-    def value_at(self, idx):
-        # Three 1-D gathers are much cheaper than one row gather of an (E, 3) array.
+    def value_at(self, idx: np.ndarray) -> np.ndarray:
         return self._log[idx] + self._since[idx] + self._bin[idx]
 
-    def _grow(self, levels: int):
+    def _grow(self, levels: int) -> None:
         W = max(levels, 2 * self._W)
         H = np.zeros((self.size, W + 1))
         H[:, : self._W] = self._H[:, : self._W]
         self._H, self._W = H, W
         self._lsb[0] = W
 
-    def step_flat(self, idx, x, rng):
+    def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         log, since, noise, _ = self._step(idx, x, rng)
         return log + since + noise
 
-    def step_flat_increment(self, idx, x, rng):
+    def step_flat_increment(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """As :meth:`step_flat` but return the *change* of each advancing stream's output.
 
         The change is ``x + Z + N(tau - lowbit(tau)) - N_old`` (``Z`` the step's noise), so
@@ -488,7 +602,7 @@ class HybridMechanism(_BatchedStreams):
         """
         return self._step(idx, x, rng)[3]
 
-    def _step(self, idx, x, rng):
+    def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
         n = self._count[idx] + 1
         self._count[idx] = n
@@ -499,7 +613,7 @@ class HybridMechanism(_BatchedStreams):
             k = _FLOOR_LOG2[n]
             lsb = self._lsb
         else:
-            k = _floor_log2(n)
+            k = floor_log2_unchecked(n)
             lsb = None
         tau = n - (np.int64(1) << k)
         pow2 = tau == 0
@@ -558,26 +672,26 @@ class PerItemLaplaceMechanism(_BatchedStreams):
     sensitivity : float, default 1
     """
 
-    def __init__(self, epsilon: float, batch_shape=(), *, sensitivity: float = 1.0):
+    def __init__(self, epsilon: ArrayLike, batch_shape: int | tuple[int, ...] = (), *, sensitivity: float = 1.0) -> None:
         super().__init__(epsilon, batch_shape, sensitivity)
         self._out = np.zeros(self.size)
-        self.scale = per_item_counter_scale(self.epsilon if self._eps_flat is None else self._eps_flat,
-                                            self.sensitivity)
+        self.scale: Any = per_item_counter_scale(  # a float, or one per stream
+            self.epsilon if self._eps_flat is None else self._eps_flat, self.sensitivity)
 
-    def _value_flat(self):
+    def _value_flat(self) -> np.ndarray:
         return self._out
 
-    def value_at(self, idx):
+    def value_at(self, idx: np.ndarray) -> np.ndarray:
         return self._out[idx]
 
-    def step_flat(self, idx, x, rng):
+    def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self._advance(idx, x, rng)[0]
 
-    def step_flat_increment(self, idx, x, rng):
+    def step_flat_increment(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """As :meth:`step_flat` but return the change of each advancing stream's output (the noisy item)."""
         return self._advance(idx, x, rng)[1]
 
-    def _advance(self, idx, x, rng):
+    def _advance(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
         self._count[idx] += 1
         self._true[idx] += x
@@ -586,3 +700,9 @@ class PerItemLaplaceMechanism(_BatchedStreams):
         out = self._out[idx] + noisy
         self._out[idx] = out
         return out, noisy
+
+
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
+_floor_log2 = floor_log2_unchecked
+_hybrid_sd_factor = hybrid_sd_factor_unchecked

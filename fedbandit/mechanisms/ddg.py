@@ -50,8 +50,10 @@ References
 from __future__ import annotations
 
 import math
+from typing import Literal, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -77,8 +79,21 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Pipeline steps
 # ---------------------------------------------------------------------------
-def clip_l2(x, c: float) -> np.ndarray:
-    r"""Scale each vector (last axis) to norm at most ``c``: :math:`x \min(1, c/\|x\|_2)`."""
+def clip_l2(x: ArrayLike, c: float) -> np.ndarray:
+    r"""Scale each vector (last axis) to norm at most ``c``: :math:`x \min(1, c/\|x\|_2)`.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., d)
+        The vectors.
+    c : float
+        The clipping norm.
+
+    Returns
+    -------
+    ndarray
+        The clipped vectors, same shape.
+    """
     c = check_positive_float("c", c)
     x = check_array("x", x)
     if x.ndim < 1:
@@ -88,7 +103,7 @@ def clip_l2(x, c: float) -> np.ndarray:
     return x * factor
 
 
-def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_000) -> np.ndarray:
+def conditional_randomized_round(z: ArrayLike, bound: float, rng: np.random.Generator, *, max_tries: int = 10_000) -> np.ndarray:
     r"""Conditional randomized rounding ([KLS21]_ Sec. 4.1): resample until :math:`\|\tilde z\|_2 \le` ``bound``.
 
     Each coordinate is rounded to :math:`\lfloor z\rfloor + \mathrm{Bernoulli}(z - \lfloor z\rfloor)`
@@ -105,6 +120,13 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
         :math:`\Delta_2/\gamma`; must be at least the norm of ``z`` plus the largest
         possible rounding (else the loop could be long; ``max_tries`` guards it).
     rng : numpy.random.Generator
+    max_tries : int, default 10000
+        Rounds allowed before giving up (a ``ValueError``: ``bound`` is too small).
+
+    Returns
+    -------
+    ndarray of int64, shape of ``z``
+        The rounded vectors, each of norm at most ``bound``.
     """
     rng = check_rng("rng", rng)
     bound = check_positive_float("bound", bound)
@@ -133,8 +155,21 @@ def conditional_randomized_round(z, bound: float, rng, *, max_tries: int = 10_00
     return out.reshape(z.shape)
 
 
-def modular_clip(s, modulus: int) -> np.ndarray:
-    r"""Map residues mod :math:`m` to the representatives in :math:`[-m/2, m/2)` ([KLS21]_ Def. 33)."""
+def modular_clip(s: ArrayLike, modulus: int) -> np.ndarray:
+    r"""Map residues mod :math:`m` to the representatives in :math:`[-m/2, m/2)` ([KLS21]_ Def. 33).
+
+    Parameters
+    ----------
+    s : int or array_like of int
+        The residues.
+    modulus : int
+        m.
+
+    Returns
+    -------
+    ndarray of int64
+        The representatives in [−m/2, m/2).
+    """
     modulus = check_int_in_range("modulus", modulus, 2, 2**62)
     s = check_int_array("s", s, low=None, high=None)
     half = modulus // 2
@@ -164,7 +199,7 @@ class DDGMechanism:
     have shape ``(..., n_clients, d)``.
     """
 
-    def __init__(self, params: DDGParams, flatten_seed=0, runs: int | None = None):
+    def __init__(self, params: DDGParams, flatten_seed: int | np.random.Generator = 0, runs: int | None = None) -> None:
         if not isinstance(params, DDGParams):
             raise TypeError(f"params must be a DDGParams, got {type(params).__name__}")
         self.params = params
@@ -173,7 +208,7 @@ class DDGMechanism:
             raise ValueError("flattener output dimension does not match params.d_pad")
 
     # -- client ------------------------------------------------------------
-    def _check_x(self, x) -> np.ndarray:
+    def _check_x(self, x: ArrayLike) -> np.ndarray:
         x = check_array("x", x, finite=False)
         if x.ndim < 1 or x.shape[-1] != self.params.d:
             raise ValueError(f"x must have last axis of length d={self.params.d}, got shape {x.shape}")
@@ -181,7 +216,18 @@ class DDGMechanism:
             raise ValueError("x must contain only finite values")
         return x
 
-    def encode(self, x, rng, *, stages: bool = False, noise_shares=None, run: int | None = None):
+    @overload
+    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[False] = False,
+               noise_shares: ArrayLike | None = None, run: int | None = None) -> np.ndarray: ...
+
+    @overload
+    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[True],
+               noise_shares: ArrayLike | None = None,
+               run: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
+
+    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: bool = False,
+               noise_shares: ArrayLike | None = None,
+               run: int | None = None) -> np.ndarray | tuple[np.ndarray, dict[str, np.ndarray]]:
         r"""Client side: clip, flatten, scale, round, add noise, reduce mod m.
 
         Returns int64 residues in ``[0, m)`` of shape ``x.shape[:-1] + (d_pad,)`` (and a
@@ -225,7 +271,7 @@ class DDGMechanism:
         return residues
 
     # -- aggregator (what secure aggregation computes) ---------------------
-    def aggregate(self, residues) -> np.ndarray:
+    def aggregate(self, residues: ArrayLike) -> np.ndarray:
         """Modular sum over the client axis ``-2`` (the output of secure aggregation)."""
         r = np.asarray(residues, dtype=np.int64)
         if r.ndim < 2 or r.shape[-1] != self.params.d_pad:
@@ -233,7 +279,7 @@ class DDGMechanism:
         return np.mod(r.sum(axis=-2), self.params.modulus)
 
     # -- server ------------------------------------------------------------
-    def decode(self, total, *, run: int | None = None) -> np.ndarray:
+    def decode(self, total: ArrayLike, *, run: int | None = None) -> np.ndarray:
         """Server side: modular clipping to [-m/2, m/2), unflatten, rescale by γ (``run`` as in :meth:`encode`)."""
         s = np.asarray(total, dtype=np.int64)
         if s.ndim < 1 or s.shape[-1] != self.params.d_pad:
@@ -241,14 +287,14 @@ class DDGMechanism:
         centered = modular_clip(s, self.params.modulus)
         return self.params.gamma * self.flattener.unflatten(centered.astype(np.float64), run=run)
 
-    def noisy_sum(self, x, rng) -> np.ndarray:
+    def noisy_sum(self, x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The server's decoded noisy sum for client vectors ``x`` of shape (..., n_clients, d)."""
         x = self._check_x(x)
         if x.ndim < 2:
             raise ValueError(f"x must have shape (..., n_clients, d), got {x.shape}")
         return self.decode(self.aggregate(self.encode(x, rng)))
 
-    def wrap_fraction(self, x, rng) -> float:
+    def wrap_fraction(self, x: ArrayLike, rng: np.random.Generator) -> float:
         """Fraction of aggregate coordinates that left [-m/2, m/2) (modular wrap-around) for inputs ``x``."""
         res, st = self.encode(x, rng, stages=True)
         true_int = st["noised"].sum(axis=-2)
@@ -256,8 +302,24 @@ class DDGMechanism:
         return float(np.mean((true_int < -half) | (true_int >= half)))
 
 
-def ddg_noisy_sum(x, params: DDGParams, rng, *, flatten_seed=0) -> np.ndarray:
-    """Functional form of :meth:`DDGMechanism.noisy_sum` (batch (..., n_clients, d) -> (..., d))."""
+def ddg_noisy_sum(x: ArrayLike, params: DDGParams, rng: np.random.Generator, *, flatten_seed: int | np.random.Generator = 0) -> np.ndarray:
+    """Functional form of :meth:`DDGMechanism.noisy_sum` (batch (..., n_clients, d) -> (..., d)).
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n_clients, d)
+        The clients' vectors.
+    params : DDGParams
+        The configuration.
+    rng : numpy.random.Generator
+    flatten_seed : int, default 0
+        The shared seed of the flattening.
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        The decoded noisy sum.
+    """
     return DDGMechanism(params, flatten_seed).noisy_sum(x, rng)
 
 

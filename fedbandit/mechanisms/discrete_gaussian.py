@@ -64,12 +64,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from numbers import Rational
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     check_array,
@@ -166,7 +168,7 @@ class _Tables:
     accept_rate: float  # probability that one candidate is accepted
 
 
-def _as_fraction(sigma) -> Fraction:
+def _as_fraction(sigma: float | Fraction) -> Fraction:
     if isinstance(sigma, Rational):
         return Fraction(sigma)
     return Fraction(float(sigma))  # the exact binary value of the float
@@ -232,7 +234,7 @@ class _LazyUniform:
         self.nbits = nbits
         self.rng = rng
 
-    def less_than(self, bounds) -> bool:
+    def less_than(self, bounds: Callable[[int], tuple[int, int]]) -> bool:
         """Decide ``U < v`` exactly, where ``bounds(prec)`` brackets ``v * 2**prec``."""
         while True:
             prec = self.nbits + 32
@@ -249,14 +251,14 @@ class _LazyUniform:
         return (self.a + 0.5) / 2.0**self.nbits
 
 
-def _resolve_candidate(tab: _Tables, r1: int, r2: int, rng) -> int | None:
+def _resolve_candidate(tab: _Tables, r1: int, r2: int, rng: np.random.Generator) -> int | None:
     """Finish one candidate exactly from the known bits; return Y or None (rejected)."""
     u1 = _LazyUniform(r1, 64, rng)
     u2 = _LazyUniform(r2 >> 1, 63, rng)
     negative = bool(r2 & 1)
     t, s, sigma2 = tab.t, tab.s, tab.sigma2
 
-    def q_pow(g):
+    def q_pow(g: int) -> Callable[[int], tuple[int, int]]:
         return lambda prec: _exp_bounds(Fraction(-g, t), prec)
 
     # G = max{g : U1 < q^g}: start from a float guess, then walk with exact comparisons.
@@ -341,7 +343,7 @@ def _sample_float(sigma: float, n: int, rng: np.random.Generator) -> np.ndarray:
 MAX_SAMPLER_SIGMA = 1e15
 
 
-def _check_sigma(sigma) -> Fraction:
+def _check_sigma(sigma: float | Fraction) -> Fraction:
     if isinstance(sigma, Fraction):
         if sigma <= 0:
             raise ValueError(f"sigma must lie in (0, inf), got {sigma!r}")
@@ -355,13 +357,13 @@ def _check_sigma(sigma) -> Fraction:
     return sigma if isinstance(sigma, Fraction) else _as_fraction(sigma)
 
 
-def _check_size(size) -> tuple[int, ...]:
+def _check_size(size: int | tuple[int, ...]) -> tuple[int, ...]:
     if size is None:
         return ()
     return check_shape("size", size, allow_zero=True)
 
 
-def sample_discrete_gaussian(sigma, size, rng, *, exact: bool = True) -> np.ndarray:
+def sample_discrete_gaussian(sigma: float | Fraction, size: int | tuple[int, ...], rng: np.random.Generator, *, exact: bool = True) -> np.ndarray:
     r"""Draw i.i.d. samples from the discrete Gaussian :math:`\mathcal N_{\mathbb Z}(0, \sigma^2)`.
 
     Implements the rejection sampler of [CKS20]_ (Algorithm 3) with exact, table-driven
@@ -432,11 +434,11 @@ def _uniform_below(m: int, rng: np.random.Generator) -> int:
             return x
 
 
-def _bernoulli_fraction(p: Fraction, rng) -> bool:
+def _bernoulli_fraction(p: Fraction, rng: np.random.Generator) -> bool:
     return _uniform_below(p.denominator, rng) < p.numerator
 
 
-def bernoulli_exp_reference(gamma, rng) -> bool:
+def bernoulli_exp_reference(gamma: Fraction | int, rng: np.random.Generator) -> bool:
     r"""Bernoulli(:math:`e^{-\gamma}`) for rational :math:`\gamma \ge 0` ([CKS20]_ Algorithm 1).
 
     Von Neumann's method: for :math:`\gamma \le 1`, draw :math:`A_k \sim`
@@ -444,6 +446,16 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
     return whether that :math:`k` is odd; for :math:`\gamma > 1`, multiply
     :math:`\lfloor\gamma\rfloor` independent Bernoulli(:math:`e^{-1}`) draws with one
     Bernoulli(:math:`e^{-(\gamma - \lfloor\gamma\rfloor)}`).  Exact, no floating point.
+
+    Parameters
+    ----------
+    gamma : fractions.Fraction or int
+        γ ≥ 0 (rational).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    bool
     """
     if not isinstance(gamma, Fraction):
         check_nonnegative_float("gamma", gamma)
@@ -461,8 +473,19 @@ def bernoulli_exp_reference(gamma, rng) -> bool:
     return k % 2 == 1
 
 
-def discrete_laplace_reference(t: int, rng) -> int:
-    r"""Discrete Laplace with integer scale :math:`t`, mass :math:`\propto e^{-|y|/t}` ([CKS20]_ Algorithm 2)."""
+def discrete_laplace_reference(t: int, rng: np.random.Generator) -> int:
+    r"""Discrete Laplace with integer scale :math:`t`, mass :math:`\propto e^{-|y|/t}` ([CKS20]_ Algorithm 2).
+
+    Parameters
+    ----------
+    t : int
+        The scale t ≥ 1.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    int
+    """
     t = check_positive_int("t", t)
     rng = check_rng("rng", rng)
     while True:
@@ -479,7 +502,7 @@ def discrete_laplace_reference(t: int, rng) -> int:
         return -x if negative else x
 
 
-def _cks_scalar(sigma2: Fraction, rng) -> int:
+def _cks_scalar(sigma2: Fraction, rng: np.random.Generator) -> int:
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
     while True:
         y = discrete_laplace_reference(t, rng)
@@ -488,12 +511,24 @@ def _cks_scalar(sigma2: Fraction, rng) -> int:
             return y
 
 
-def sample_discrete_gaussian_reference(sigma, size, rng) -> np.ndarray:
+def sample_discrete_gaussian_reference(sigma: float | Fraction, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     r"""Scalar exact sampler, [CKS20]_ Algorithms 1-3 verbatim in rational arithmetic.
 
     Slow (tens of thousands of samples per second); kept as the reference that the
     vectorized :func:`sample_discrete_gaussian` is tested against, and as its fallback
     above :data:`MAX_TABLE_SIGMA`.
+
+    Parameters
+    ----------
+    sigma : float
+        σ > 0.
+    size : int or tuple of int
+        The output shape.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int64
     """
     sig = _check_sigma(sigma)
     shape = _check_size(size)
@@ -512,15 +547,27 @@ def sample_discrete_gaussian_reference(sigma, size, rng) -> np.ndarray:
 _POISSON_SIGMA = 1e6
 
 
-def _check_sum_sigma(sigma) -> float:
+def _check_sum_sigma(sigma: float) -> float:
     return check_positive_float("sigma", sigma)
 
 
-def discrete_gaussian_pmf(y, sigma) -> np.ndarray:
+def discrete_gaussian_pmf(y: ArrayLike, sigma: float) -> np.ndarray:
     r"""Probability mass :math:`P(Y = y) = e^{-y^2/(2\sigma^2)} / \sum_z e^{-z^2/(2\sigma^2)}`.
 
     The normaliser is summed over :math:`|z| \le \lceil 40\sigma\rceil + 40` (the rest is
     below 1e-300); for :math:`\sigma < 1` the sum converges within a few terms.
+
+    Parameters
+    ----------
+    y : array_like
+        The point(s).
+    sigma : float
+        σ.
+
+    Returns
+    -------
+    ndarray
+        P(Y = y).
     """
     sig = _check_sum_sigma(sigma)
     y = check_array("y", y)
@@ -534,11 +581,21 @@ def discrete_gaussian_pmf(y, sigma) -> np.ndarray:
     return np.exp(-(y.astype(np.float64) ** 2) / (2 * sig * sig)) / norm
 
 
-def discrete_gaussian_variance(sigma) -> float:
+def discrete_gaussian_variance(sigma: float) -> float:
     r"""Variance of :math:`\mathcal N_{\mathbb Z}(0, \sigma^2)` (at most :math:`\sigma^2`, [CKS20]_ Cor. 9).
 
     By Poisson summation the variance equals :math:`\sigma^2` up to a term of order
     :math:`e^{-2\pi^2\sigma^2}`; it is computed here by direct summation.
+
+    Parameters
+    ----------
+    sigma : float
+        σ.
+
+    Returns
+    -------
+    float
+        The variance.
     """
     sig = _check_sum_sigma(sigma)
     if sig > _POISSON_SIGMA:

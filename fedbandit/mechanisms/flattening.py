@@ -31,7 +31,9 @@ References
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from fedbandit._combinatorics import flattened_dim, next_power_of_two
 from fedbandit._validation import (
     MAX_STEPS,
     check_array,
@@ -43,19 +45,6 @@ from fedbandit._validation import (
 )
 
 __all__ = ["fwht", "next_power_of_two", "flattened_dim", "HadamardFlattener", "DFTFlattener", "make_flattener"]
-
-
-def next_power_of_two(d: int) -> int:
-    """Smallest power of two >= ``d``."""
-    d = check_positive_int("d", d)
-    return 1 << (d - 1).bit_length()
-
-
-def flattened_dim(d: int, kind: str = "hadamard") -> int:
-    """The flattener's output dimension for ``d`` inputs: the next power of two (Walsh–Hadamard)
-    or ``d + d mod 2`` (DFT), as :class:`HadamardFlattener` and :class:`DFTFlattener` give."""
-    d = check_positive_int("d", d)
-    return next_power_of_two(d) if check_choice("kind", kind, ("hadamard", "dft")) == "hadamard" else d + d % 2
 
 
 _BLOCK_LOG2 = 4  # dense Hadamard factors of size at most 16: the matrix products' sweet spot
@@ -81,7 +70,7 @@ def _plan(k: int) -> list[int]:
     return [base + (1 if i >= n - extra else 0) for i in range(n)]
 
 
-def fwht(x, *, normalize: bool = True) -> np.ndarray:
+def fwht(x: ArrayLike, *, normalize: bool = True) -> np.ndarray:
     r"""Fast Walsh–Hadamard transform along the last axis (length a power of two).
 
     Computes :math:`H_{d} x` for the Sylvester–Hadamard matrix
@@ -99,6 +88,11 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     x : array_like, shape (..., d)
         ``d`` must be a power of two.
     normalize : bool, default True
+
+    Returns
+    -------
+    ndarray
+        The transform of each vector (divided by sqrt(d) when ``normalize``).
     """
     x = check_array("x", x, finite=False)
     normalize = check_bool("normalize", normalize)
@@ -139,6 +133,14 @@ def fwht(x, *, normalize: bool = True) -> np.ndarray:
     return out
 
 
+def _check_last_axis(x: ArrayLike, dim: int, name: str) -> np.ndarray:
+    """``x`` as an array whose last axis has length ``dim`` (both flatteners' input check)."""
+    arr = check_array(name, x, finite=False)
+    if arr.ndim == 0 or arr.shape[-1] != dim:
+        raise ValueError(f"{name} must have last axis of length {dim}, got shape {arr.shape}")
+    return arr
+
+
 class HadamardFlattener:
     r"""Randomized Hadamard rotation :math:`U x = H D \,\mathrm{pad}(x) / \sqrt{d'}` ([KLS21]_ Sec. 4.2).
 
@@ -149,12 +151,14 @@ class HadamardFlattener:
     rng : numpy.random.Generator or int
         Shared public randomness for the signs (an int seed is convenient: the
         server and the clients build the same flattener from it).
+    runs : int or None, default None
+        None: one rotation; R: one rotation per run (module docstring).
     """
 
     kind = "hadamard"
     rho = 1.0  # subgaussian flatness constant (Lemma 29)
 
-    def __init__(self, d: int, rng, runs: int | None = None):
+    def __init__(self, d: int, rng: int | np.random.Generator, runs: int | None = None) -> None:
         self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = next_power_of_two(self.d)
         rng = check_rng("rng", rng)
@@ -162,27 +166,21 @@ class HadamardFlattener:
         shape = (self.d_out,) if self.runs is None else (self.runs, self.d_out)
         self.signs = rng.choice(np.array([-1.0, 1.0]), size=shape)
 
-    def _check(self, x, dim, name):
-        x = check_array(name, x, finite=False)
-        if x.ndim == 0 or x.shape[-1] != dim:
-            raise ValueError(f"{name} must have last axis of length {dim}, got shape {x.shape}")
-        return x
-
-    def flatten(self, x, *, run: int | None = None) -> np.ndarray:
+    def flatten(self, x: ArrayLike, *, run: int | None = None) -> np.ndarray:
         """Map ``x`` of shape (..., d) to ``U x`` of shape (..., d_out).
 
         With one rotation per run (``runs=R``): ``x`` of shape (R, ..., d), or ``run`` names
         the one run whose rotation applies to all of ``x``.
         """
-        x = self._check(x, self.d, "x")
+        x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
         pad[..., : self.d] = x
         pad *= _per_run(self.signs, self.runs, run, pad.shape, "x")
         return fwht(pad)
 
-    def unflatten(self, y, *, run: int | None = None) -> np.ndarray:
+    def unflatten(self, y: ArrayLike, *, run: int | None = None) -> np.ndarray:
         """Map ``y`` of shape (..., d_out) to ``U^T y`` truncated to shape (..., d) (``run`` as in :meth:`flatten`)."""
-        y = self._check(y, self.d_out, "y")
+        y = _check_last_axis(y, self.d_out, "y")
         z = fwht(y)
         z *= _per_run(self.signs, self.runs, run, z.shape, "y")
         return z[..., : self.d]
@@ -196,12 +194,21 @@ class DFTFlattener:
     :math:`e^{i\theta_j}`, :math:`\theta_j \in \{0, \pi/2, \pi, 3\pi/2\}`, and the unitary DFT
     (``norm="ortho"``) is applied; real and imaginary parts of the result are the
     ``d_out = d + (d mod 2)`` output coordinates.  The map is real-linear and orthogonal.
+
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    rng : numpy.random.Generator or int
+        The source of the shared random phases.
+    runs : int or None, default None
+        None: one rotation; R: one rotation per run (module docstring).
     """
 
     kind = "dft"
     rho = 1.0
 
-    def __init__(self, d: int, rng, runs: int | None = None):
+    def __init__(self, d: int, rng: int | np.random.Generator, runs: int | None = None) -> None:
         self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = self.d + (self.d % 2)
         rng = check_rng("rng", rng)
@@ -209,11 +216,9 @@ class DFTFlattener:
         shape = (self.d_out // 2,) if self.runs is None else (self.runs, self.d_out // 2)
         self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=shape)]
 
-    _check = HadamardFlattener._check
-
-    def flatten(self, x, *, run: int | None = None) -> np.ndarray:
+    def flatten(self, x: ArrayLike, *, run: int | None = None) -> np.ndarray:
         """As :meth:`HadamardFlattener.flatten`."""
-        x = self._check(x, self.d, "x")
+        x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
         pad[..., : self.d] = x
         z = pad[..., 0::2] + 1j * pad[..., 1::2]
@@ -224,9 +229,9 @@ class DFTFlattener:
         out[..., 1::2] = f.imag
         return out
 
-    def unflatten(self, y, *, run: int | None = None) -> np.ndarray:
+    def unflatten(self, y: ArrayLike, *, run: int | None = None) -> np.ndarray:
         """As :meth:`HadamardFlattener.unflatten`."""
-        y = self._check(y, self.d_out, "y")
+        y = _check_last_axis(y, self.d_out, "y")
         z = y[..., 0::2] + 1j * y[..., 1::2]
         f = np.fft.ifft(z, axis=-1, norm="ortho") * np.conj(_per_run(self.phases, self.runs, run, z.shape, "y"))
         out = np.empty(y.shape, dtype=np.float64)
@@ -235,7 +240,7 @@ class DFTFlattener:
         return out[..., : self.d]
 
 
-def _check_runs(runs, d_out: int) -> int | None:
+def _check_runs(runs: int | None, d_out: int) -> int | None:
     """``runs`` of a flattener: None (one shared rotation) or the number of runs, one rotation each."""
     if runs is None:
         return None
@@ -243,7 +248,7 @@ def _check_runs(runs, d_out: int) -> int | None:
                               reason="one rotation of d_out entries is drawn per run")
 
 
-def _per_run(table: np.ndarray, runs: int | None, run: int | None, shape: tuple, name: str) -> np.ndarray:
+def _per_run(table: np.ndarray, runs: int | None, run: int | None, shape: tuple[int, ...], name: str) -> np.ndarray:
     """The rotation's diagonal broadcast against an array of ``shape``: shared, one run's, or one per leading row."""
     if runs is None:
         if run is not None:
@@ -256,10 +261,24 @@ def _per_run(table: np.ndarray, runs: int | None, run: int | None, shape: tuple,
     return table.reshape((runs,) + (1,) * (len(shape) - 2) + table.shape[1:])
 
 
-def make_flattener(d: int, rng, kind: str = "hadamard", runs: int | None = None):
+def make_flattener(d: int, rng: int | np.random.Generator, kind: str = "hadamard",
+                   runs: int | None = None) -> HadamardFlattener | DFTFlattener:
     """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``).
 
-    ``runs``: None for one rotation, or R for one rotation per run (module docstring).
+    Parameters
+    ----------
+    d : int
+        The input dimension.
+    rng : numpy.random.Generator or int
+        The source of the shared randomness.
+    kind : {"hadamard", "dft"}, default "hadamard"
+        The flattener.
+    runs : int or None, default None
+        None for one rotation, or R for one rotation per run (module docstring).
+
+    Returns
+    -------
+    HadamardFlattener or DFTFlattener
     """
     check_choice("kind", kind, ("hadamard", "dft"))
     return HadamardFlattener(d, rng, runs) if kind == "hadamard" else DFTFlattener(d, rng, runs)

@@ -18,6 +18,9 @@ References
 
 from __future__ import annotations
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 from fedbandit._validation import check_array, check_bool, check_positive_float, check_rng
 
 __all__ = [
@@ -25,11 +28,27 @@ __all__ = [
 ]
 
 
-def gaussian_mechanism(value, sigma: float, rng, *, return_noise: bool = False):
+def gaussian_mechanism(value: ArrayLike, sigma: float, rng: np.random.Generator, *,
+                       return_noise: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Return ``value + N(0, sigma^2)`` elementwise (the central Gaussian mechanism).
 
     With ``return_noise=True`` also the noise that was added (for measuring the error of a
     simulation; a real server would not keep it).
+
+    Parameters
+    ----------
+    value : array_like
+        The exact value.
+    sigma : float
+        σ > 0.
+    rng : numpy.random.Generator
+    return_noise : bool, default False
+        Also return the noise.
+
+    Returns
+    -------
+    ndarray or (ndarray, ndarray)
+        The noisy value (and the noise).
     """
     sigma = check_positive_float("sigma", sigma)
     rng = check_rng("rng", rng)

@@ -26,7 +26,7 @@ per-run steps):
   (A·C_b⁻¹·z)_t is a running sum of w = C_b⁻¹ z, computed by the recursion
   w_t = z_t − Σ_{1≤k<b} c_k w_{t−k} from the last b − 1 w's: O(b) state and work.
 
-The noise draws go through :func:`fedbandit.mechanisms.tree._draw_noise` (the tree's
+The noise draws go through :func:`fedbandit.mechanisms.tree.draw_noise_unchecked` (the tree's
 Gaussian draw, the ``"tree"`` site of :func:`fedbandit.audit.planted_noise`).
 
 References (BibTeX keys, in ``references_pending_issue24.bib`` until a chapter cites
@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -60,7 +62,7 @@ from fedbandit._validation import (
     check_rng,
     check_shape,
 )
-from fedbandit.mechanisms.tree import _advance_runs, _draw_noise
+from fedbandit.mechanisms.tree import advance_runs, draw_noise_unchecked
 
 __all__ = [
     "sqrt_toeplitz_coefficients",
@@ -81,7 +83,7 @@ MAX_DENSE_STEPS = 10**6
 MAX_SERIES = 10**7
 
 
-def _check_coefficients(name, value, *, nonzero_first=False):
+def _check_coefficients(name: str, value: ArrayLike, *, nonzero_first: bool = False) -> np.ndarray:
     a = check_array(name, value, ndim=1)
     if a.size == 0 or a.size > MAX_SERIES:
         raise ValueError(f"{name} must hold between 1 and {MAX_SERIES} coefficients, got {a.size}")
@@ -95,17 +97,39 @@ def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
 
     The lower-triangular Toeplitz matrix of these coefficients is the square root of the
     prefix-sum matrix ([FHU23]_, [HUU23]_): Σ_{j≤k} c_j c_{k−j} = 1 for every k.
+
+    Parameters
+    ----------
+    n : int
+        The number of coefficients.
+
+    Returns
+    -------
+    ndarray of shape (n,)
     """
     n = check_positive_int("n", n, max_value=MAX_SERIES, reason="the coefficients are stored")
     k = np.arange(1, n, dtype=float)
     return np.concatenate([[1.0], np.cumprod((2.0 * k - 1.0) / (2.0 * k))])
 
 
-def inverse_series(coefficients, n: int) -> np.ndarray:
+def inverse_series(coefficients: ArrayLike, n: int) -> np.ndarray:
     """The first n coefficients of 1/p(x), p(x) = Σ_k a_k x^k with a_0 ≠ 0 (the first column of
     the inverse of the lower-triangular Toeplitz matrix of a), by the recursion
-    q_t = −(Σ_{1≤j≤min(t, b−1)} a_j q_{t−j})/a_0 (a linear filter's impulse response)."""
-    from scipy.signal import lfilter
+    q_t = −(Σ_{1≤j≤min(t, b−1)} a_j q_{t−j})/a_0 (a linear filter's impulse response).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The size (number of steps).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        q_0, ..., q_{n−1}.
+    """
+    from scipy.signal import lfilter  # a large import that only this function needs
 
     a = _check_coefficients("coefficients", coefficients, nonzero_first=True)
     n = check_positive_int("n", n, max_value=MAX_SERIES, reason="the series is stored")
@@ -118,8 +142,20 @@ def inverse_series(coefficients, n: int) -> np.ndarray:
     return out
 
 
-def lower_toeplitz(coefficients, n: int) -> np.ndarray:
-    """The n × n lower-triangular Toeplitz matrix T[t, s] = a_{t−s} (0 beyond the given a's)."""
+def lower_toeplitz(coefficients: ArrayLike, n: int) -> np.ndarray:
+    """The n × n lower-triangular Toeplitz matrix T[t, s] = a_{t−s} (0 beyond the given a's).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The matrix size (at most 2000: dense).
+
+    Returns
+    -------
+    ndarray of shape (n, n)
+    """
     a = _check_coefficients("coefficients", coefficients)
     n = check_positive_int("n", n, max_value=2000, reason="the matrix is dense")
     col = np.zeros(n)
@@ -128,9 +164,21 @@ def lower_toeplitz(coefficients, n: int) -> np.ndarray:
     return np.where(idx >= 0, col[np.clip(idx, 0, n - 1)], 0.0)
 
 
-def max_column_norm(coefficients, n: int) -> float:
+def max_column_norm(coefficients: ArrayLike, n: int) -> float:
     """max_t ‖C e_t‖ of the n × n lower-triangular Toeplitz C of ``coefficients``: the first
-    column's norm sqrt(Σ_{k<min(n, b)} a_k²) (the other columns are its truncations)."""
+    column's norm sqrt(Σ_{k<min(n, b)} a_k²) (the other columns are its truncations).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The size (number of steps).
+
+    Returns
+    -------
+    float
+    """
     a = _check_coefficients("coefficients", coefficients)
     n = check_positive_int("n", n, max_value=MAX_STEPS)
     with np.errstate(all="ignore"):
@@ -140,10 +188,23 @@ def max_column_norm(coefficients, n: int) -> float:
     return out
 
 
-def factorization_noise_coefficients(coefficients, n: int) -> np.ndarray:
+def factorization_noise_coefficients(coefficients: ArrayLike, n: int) -> np.ndarray:
     """The first column of B = A·C⁻¹ for the Toeplitz right factor C of ``coefficients``: the
     coefficients of (1 − x)^{−1}/p(x), i.e. the running sums of :func:`inverse_series` (B is
-    Toeplitz too).  For the square root this is c itself (B = C)."""
+    Toeplitz too).  For the square root this is c itself (B = C).
+
+    Parameters
+    ----------
+    coefficients : array_like
+        a_0, a_1, ..., the first column of the lower-triangular Toeplitz matrix (a_0 ≠ 0).
+    n : int
+        The size (number of steps).
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The first column of B.
+    """
     with np.errstate(all="ignore"):
         out = np.cumsum(inverse_series(coefficients, n))
     if not np.all(np.isfinite(out)):
@@ -154,7 +215,10 @@ def factorization_noise_coefficients(coefficients, n: int) -> np.ndarray:
 class _ToeplitzRandomizer:
     """Shared state of the factorization randomizers (batch axes, per-run steps, exact prefix)."""
 
-    def __init__(self, n_steps, item_shape, sigma, batch_shape, state_len):
+    #: C's first column (each subclass sets it).
+    factor_coefficients: np.ndarray
+
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma: float, batch_shape: int | tuple[int, ...], state_len: int) -> None:
         self.n_steps = check_positive_int("n_steps", n_steps, max_value=MAX_STEPS)
         self.item_shape = check_shape("item_shape", item_shape, allow_empty=False)
         self.batch_shape = check_shape("batch_shape", batch_shape)
@@ -180,15 +244,17 @@ class _ToeplitzRandomizer:
         multiplied by it in the release's Gaussian event."""
         return max_column_norm(self.factor_coefficients, self.n_steps)
 
-    def prefix_noise_variance(self, k) -> float:
+    def prefix_noise_variance(self, k: int) -> float:
         """Per-entry variance of the noise of the prefix released at step k: σ² Σ_{j<k} b_j²."""
         k = check_int_in_range("k", k, 1, self.n_steps)
         return float(self.sigma**2 * np.sum(self._noise_coefficients(k) ** 2))
 
-    def _noise_coefficients(self, k):
-        return self.noise_coefficients[:k]
+    def _noise_coefficients(self, k: int) -> np.ndarray:
+        """b_0, ..., b_{k−1}: the first k coefficients of B's first column."""
+        raise NotImplementedError
 
-    def release(self, gamma, rng, *, runs=None, return_noise=False):
+    def release(self, gamma: ArrayLike, rng: np.random.Generator, *, runs: ArrayLike | None = None,
+                return_noise: bool = False) -> tuple[Any, ...]:
         """Take x_k and return (k, s̃_k): the step(s) and the noisy prefix sum A·x + B·z at k.
 
         ``runs`` and lockstep behave as in :meth:`fedbandit.mechanisms.tree.TreeRandomizer.release`
@@ -204,17 +270,21 @@ class _ToeplitzRandomizer:
                 raise ValueError(f"gamma must have shape {self.shape}, got {gamma.shape}")
             if self.k >= self.n_steps:
                 raise ValueError(f"the mechanism covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
-            idx = slice(None)
+            idx: Any = slice(None)
             self.k += 1
             self.steps += 1
-            kk = self.k
+            kk: Any = self.k
         else:
-            idx, kk = _advance_runs(self, runs, gamma, "gamma", "the mechanism")
-        z = _draw_noise(rng, gamma.shape, self.sigma, "gaussian")
+            idx, kk = advance_runs(self, runs, gamma, "gamma", "the mechanism")
+        z = draw_noise_unchecked(rng, gamma.shape, self.sigma, "gaussian")
         noise = self._advance(idx, kk, z)
         self._prefix[idx] += gamma
         out = self._prefix[idx] + noise
         return (kk, out, noise) if return_noise else (kk, out)
+
+    def _advance(self, idx: Any, kk: Any, z: np.ndarray) -> np.ndarray:
+        """The correlated noise (B·z)_k of the runs ``idx`` at their steps ``kk``, given this step's z."""
+        raise NotImplementedError
 
 
 class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
@@ -244,7 +314,7 @@ class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
 
     name = "sqrt-toeplitz"
 
-    def __init__(self, n_steps, item_shape, sigma, *, batch_shape=()):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma: float, *, batch_shape: int | tuple[int, ...] = ()) -> None:
         n = check_positive_int("n_steps", n_steps, max_value=MAX_DENSE_STEPS,
                                reason="the dense square root stores every draw and costs O(t) per release")
         super().__init__(n, item_shape, sigma, batch_shape, n)
@@ -254,7 +324,10 @@ class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
         # z[r, s]: the draw of run r's step s + 1 (runs first so that masks index it directly)
         self._z = np.zeros((runs, self.n_steps) + self.batch_shape[1:] + self.item_shape)
 
-    def _advance(self, idx, kk, z):
+    def _noise_coefficients(self, k: int) -> np.ndarray:
+        return self.noise_coefficients[:k]
+
+    def _advance(self, idx: Any, kk: Any, z: np.ndarray) -> np.ndarray:
         zz = z if self.batch_shape else z[None]
         if isinstance(idx, slice):
             self._z[:, kk - 1] = zz
@@ -292,7 +365,7 @@ class BandedSqrtRandomizer(_ToeplitzRandomizer):
 
     name = "banded-sqrt"
 
-    def __init__(self, n_steps, item_shape, sigma, bands, *, batch_shape=()):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma: float, bands: int, *, batch_shape: int | tuple[int, ...] = ()) -> None:
         n = check_positive_int("n_steps", n_steps, max_value=MAX_STEPS)
         self.bands = check_positive_int("bands", bands, max_value=10**5, reason="the state holds b − 1 draws")
         super().__init__(n, item_shape, sigma, batch_shape, min(self.bands, n))
@@ -306,12 +379,12 @@ class BandedSqrtRandomizer(_ToeplitzRandomizer):
         """β_0, …, β_{n−1}: the first column of B = A·C_b⁻¹ (computed on first use)."""
         return factorization_noise_coefficients(self.factor_coefficients, self.n_steps)
 
-    def _noise_coefficients(self, k):
+    def _noise_coefficients(self, k: int) -> np.ndarray:
         if "noise_coefficients" in self.__dict__ or k > MAX_SERIES:
             return self.noise_coefficients[:k]
         return factorization_noise_coefficients(self.factor_coefficients, k)
 
-    def _advance(self, idx, kk, z):
+    def _advance(self, idx: Any, kk: Any, z: np.ndarray) -> np.ndarray:
         c = self.factor_coefficients[1:]
         w_prev = self._w[:, idx]
         w = z - np.tensordot(c, w_prev, axes=([0], [0])) if c.size else z

@@ -49,9 +49,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     MAX_COUNT,
@@ -71,6 +74,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
 from fedbandit.accounting.calibration import laplace_counter_scale
 from fedbandit.accounting.composition import group_budget
+from fedbandit.accounting.counting import big_nk, c_epsilon, rep_nk
 from fedbandit.accounting.shuffle import (
     local_rr_flip_probability,
     rr_estimator_variance,
@@ -80,7 +84,6 @@ from fedbandit.accounting.shuffle import (
 from fedbandit.accounting.zcdp import calibrate_gaussian_sigma
 from fedbandit.mechanisms.randomized_response import rr_debias, sample_rr_counts, unary_resolution, unary_round
 from fedbandit.mechanisms.tree import draw_noise, tree_depth
-from fedbandit.theory.psco import big_nk, c_epsilon, rep_nk
 
 __all__ = [
     "ContinualRelease",
@@ -146,7 +149,7 @@ class ContinualRelease:
     def runs(self) -> int:
         return self.values.shape[0]
 
-    def estimates(self, times) -> np.ndarray:
+    def estimates(self, times: ArrayLike) -> np.ndarray:
         """Estimates at the given times (integers in [0, n]); shape (runs, len(times))."""
         t = np.asarray(times, dtype=np.int64)
         if t.ndim != 1 or np.any(t < 0) or np.any(t > self.n):
@@ -167,7 +170,7 @@ class ContinualRelease:
 MAX_PSCO_EPSILON = 700.0
 
 
-def _check_psco_epsilon(epsilon) -> float:
+def _check_psco_epsilon(epsilon: float) -> float:
     epsilon = check_epsilon("epsilon", epsilon)
     if epsilon > MAX_PSCO_EPSILON:
         raise ValueError(
@@ -182,7 +185,7 @@ def _check_input_size(n: int, runs: int) -> None:
         raise ValueError(f"runs={runs} sequences of n={n} users hold {n * runs} bits, more than 10^9")
 
 
-def _as_runs(x, name: str = "x") -> np.ndarray:
+def _as_runs(x: ArrayLike, name: str = "x") -> np.ndarray:
     arr = check_unit_interval(name, x)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -191,20 +194,41 @@ def _as_runs(x, name: str = "x") -> np.ndarray:
     return arr
 
 
-def prefix_sums(x) -> np.ndarray:
-    """S_0 = 0, S_t = Σ_{s ≤ t} x_s for t = 1..n; shape (runs, n + 1)."""
+def prefix_sums(x: ArrayLike) -> np.ndarray:
+    """S_0 = 0, S_t = Σ_{s ≤ t} x_s for t = 1..n; shape (runs, n + 1).
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        The stream(s).
+
+    Returns
+    -------
+    ndarray of shape (runs, n + 1)
+    """
     arr = _as_runs(x)
     out = np.zeros((arr.shape[0], arr.shape[1] + 1), dtype=np.int64 if arr.dtype == np.uint8 else float)
     np.cumsum(arr, axis=1, out=out[:, 1:])
     return out
 
 
-def sup_error(release: ContinualRelease, x) -> np.ndarray:
+def sup_error(release: ContinualRelease, x: ArrayLike) -> np.ndarray:
     """sup_{1 ≤ t ≤ n} |Ŝ_t − S_t| for every run; shape (runs,).
 
     For piecewise-constant releases the supremum over a block is attained at one of its
     two ends, because S_t is non-decreasing (x_t ≥ 0); so only O(n / block) estimates are
     compared, plus one pass over x for the block sums.
+
+    Parameters
+    ----------
+    release : ContinualRelease
+        An algorithm's estimates.
+    x : array_like, shape (n,) or (runs, n)
+        The stream(s) it was run on (values ≥ 0).
+
+    Returns
+    -------
+    ndarray of shape (runs,)
     """
     check_instance("release", release, ContinualRelease)
     arr = _as_runs(x)
@@ -236,7 +260,17 @@ def sup_error(release: ContinualRelease, x) -> np.ndarray:
 
 
 def dyadic_batch_sizes(n: int) -> tuple[int, ...]:
-    """(2^{L−1}, ..., 2, 1) with L = ⌊log₂ n⌋ + 1: the tree variant's k = L levels."""
+    """(2^{L−1}, ..., 2, 1) with L = ⌊log₂ n⌋ + 1: the tree variant's k = L levels.
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+
+    Returns
+    -------
+    tuple of int
+    """
     n = check_positive_int("n", n)
     levels = tree_depth(n)
     return tuple(2**j for j in range(levels - 1, -1, -1))
@@ -249,6 +283,18 @@ def paper_batch_sizes(n: int, k: int) -> tuple[int, ...]:
     (lowered until b_1 = a r^{k−1} ≤ n), b_i = a r^{k−i}: the exponents of the paper's
     allocation, with every constant 1, unlike :func:`optimal_batch_sizes`, which also
     weighs the per-batch noise at the actual budget.
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    k : int
+        The number of shufflers.
+
+    Returns
+    -------
+    tuple of int
+        (b_1, ..., b_k), nested.
     """
     n = check_positive_int("n", n)
     k = check_int_in_range("k", k, 1, tree_depth(n))
@@ -290,7 +336,7 @@ def _log_variance_curve(eps0: float, delta0: float, m_max: int, real: bool = Fal
     return np.log(grid.astype(float)), logv
 
 
-def _batch_variance(m, eps0: float, delta0: float, m_max: int, real: bool = False) -> np.ndarray:
+def _batch_variance(m: ArrayLike, eps0: float, delta0: float, m_max: int, real: bool = False) -> np.ndarray:
     """Var of a batch of size m ≤ m_max, interpolated log-log from :func:`_log_variance_curve`."""
     # One curve per decade of m_max, so nearby horizons share the accountant's work.
     decade = int(10 ** math.ceil(math.log10(max(m_max, 10))))
@@ -298,7 +344,8 @@ def _batch_variance(m, eps0: float, delta0: float, m_max: int, real: bool = Fals
     return np.exp(np.interp(np.log(np.asarray(m, dtype=float)), logm, logv))
 
 
-def _schedule_objective(n, a, r, k, eps0, delta0, objective, real=False):
+def _schedule_objective(n: int, a: ArrayLike, r: ArrayLike, k: int, eps0: float, delta0: float, objective: str,
+                        real: bool = False) -> np.ndarray:
     """Proxy for the worst-case error of the schedule b_i = a r^{k−i} [derived].
 
     2·sqrt(total noise variance of the worst estimate) + the uncounted users: a − 1 for
@@ -387,6 +434,11 @@ def optimal_batch_sizes(
     composition : {"best", "basic", "advanced"}
         How the per-level budget is split over the k · streams mechanisms of a user
         (:func:`fedbandit.accounting.allocation.mechanism_budget`).
+
+    Returns
+    -------
+    tuple of int
+        (b_1, ..., b_k), nested.
     """
     n = check_positive_int("n", n, max_value=MAX_COUNT, reason="counts are int64")
     k = check_int_in_range("k", k, 1, tree_depth(n))
@@ -402,7 +454,8 @@ def optimal_batch_sizes(
 
 
 def error_proxy(
-    name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes=None, composition: str = "best"
+    name: str, n: int, epsilon: float, delta: float, *, k: int | None = None, batch_sizes: Sequence[int] | None = None,
+    composition: str = "best",
 ) -> float:
     """A deterministic scale of an algorithm's sup error (the quantity the schedule search minimises).
 
@@ -418,6 +471,25 @@ def error_proxy(
     v(b) is the exact noise variance of a batch of b users at the per-level budget
     (``composition``: :func:`fedbandit.accounting.allocation.mechanism_budget`).  Used
     for theory curves and for the pre-asymptotic slopes the chapter compares fits with.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`PSCO_ALGORITHMS`.
+    n : int
+        The number of users.
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    k : int, optional
+        The number of shufflers ("concurrent", "extrapolating").
+    batch_sizes : sequence of int, optional
+        The schedule (default the algorithm's).
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    float
     """
     check_choice("name", name, PSCO_ALGORITHMS)
     composition = check_choice("composition", composition, COMPOSITIONS)
@@ -468,12 +540,24 @@ def _round_inputs(arr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (rng.random(arr.shape) < arr).astype(np.uint8)
 
 
-def local_psco(x, epsilon: float, rng) -> ContinualRelease:
+def local_psco(x: ArrayLike, epsilon: float, rng: np.random.Generator) -> ContinualRelease:
     """Local-model PSCO: every user sends one ε-LDP randomized-response bit.
 
     p = 2/(e^ε + 1); the estimate after t users is Σ_{s ≤ t}(M_s − p/2)/(1 − p), with
     error Θ(sqrt(n)/ε) (optimal in the local model, Vadhan 2017).  Values in [0, 1]
     are randomized-rounded first.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon : float
+        The local ε.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ContinualRelease
     """
     arr = _as_runs(x)
     epsilon = _check_psco_epsilon(epsilon)
@@ -534,7 +618,7 @@ def _level_counts(bits: np.ndarray, sizes: tuple) -> list:
     return counts
 
 
-def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
+def _level_resolution(resolution: int | str, batch_size: int, binary: bool) -> int:
     if resolution == "auto":
         # Bits need one message; values in [0, 1] get g ≈ sqrt(m) messages, which makes
         # the rounding variance m/(4g²) ≤ 1/4 (see RRShuffleSummation).
@@ -542,7 +626,9 @@ def _level_resolution(resolution, batch_size: int, binary: bool) -> int:
     return check_positive_int("resolution", resolution, max_value=MAX_STEPS, reason="messages per user")
 
 
-def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, resolution="auto", composition="best"):
+def _kshuffler(arr: np.ndarray, sizes: tuple[int, ...], epsilon: float, delta: float, rng: np.random.Generator, sampling: str, name: str,
+               return_levels: bool, resolution: int | str = "auto",
+               composition: str = "best") -> tuple[np.ndarray, list[np.ndarray], dict[str, Any]]:
     runs, n = arr.shape
     k = len(sizes)
     eps0, delta0 = mechanism_budget(epsilon, delta, k, composition=composition)
@@ -600,21 +686,21 @@ def _kshuffler(arr, sizes, epsilon, delta, rng, sampling, name, return_levels, r
     return values, level_sums, info
 
 
-def _check_common(x, epsilon, delta, rng):
+def _check_common(x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator) -> tuple[np.ndarray, float, float, np.random.Generator]:
     return _as_runs(x), _check_psco_epsilon(epsilon), check_delta("delta", delta), check_rng("rng", rng)
 
 
 def concurrent_psco(
-    x,
+    x: ArrayLike,
     k: int,
     epsilon: float,
     delta: float,
-    rng,
+    rng: np.random.Generator,
     *,
-    batch_sizes=None,
+    batch_sizes: Sequence[int] | None = None,
     sampling: str = "aggregate",
     return_levels: bool = False,
-    resolution="auto",
+    resolution: int | str = "auto",
     composition: str = "best",
 ) -> ContinualRelease:
     """The k-shuffler PSCO algorithm (book's reconstruction of Tenenbaum et al., Section 3.2).
@@ -674,13 +760,33 @@ def concurrent_psco(
 
 
 def sequential_psco(
-    x, epsilon: float, delta: float, rng, *, batch_size=None, sampling: str = "aggregate", resolution="auto",
-    composition: str = "best",
+    x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, batch_size: int | None = None, sampling: str = "aggregate",
+    resolution: int | str = "auto", composition: str = "best",
 ) -> ContinualRelease:
     """Sequential shuffle model: one shuffler over consecutive batches (k = 1).
 
     With the optimal batch size b ≈ (n σ²)^{1/3} (σ the noise of one batch) the error is
     Θ̃(n^{1/3}) (Tenenbaum et al., after Cheu et al. 2022 and Chowdhury & Zhou 2022).
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    batch_size : int, optional
+        b (default the optimal one).
+    sampling : {"aggregate", "per_user"}, default "aggregate"
+        As in :func:`concurrent_psco`.
+    resolution : int or "auto", default "auto"
+        As in :func:`concurrent_psco`.
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    ContinualRelease
     """
     sizes = None if batch_size is None else (batch_size,)
     release = concurrent_psco(x, 1, epsilon, delta, rng, batch_sizes=sizes, sampling=sampling, resolution=resolution,
@@ -690,12 +796,31 @@ def sequential_psco(
 
 
 def tree_psco(
-    x, epsilon: float, delta: float, rng, *, sampling: str = "aggregate", resolution="auto", composition: str = "best"
+    x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, sampling: str = "aggregate", resolution: int | str = "auto",
+    composition: str = "best",
 ) -> ContinualRelease:
     """The tree variant: k = ⌊log₂ n⌋ + 1 shufflers with dyadic batches 2^{k−1}, ..., 2, 1.
 
     The estimate at t is the binary decomposition of t (the p-sums of the tree
     mechanism), each p-sum computed by its own shuffled summation: polylog(n)/ε error.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    sampling : {"aggregate", "per_user"}, default "aggregate"
+        As in :func:`concurrent_psco`.
+    resolution : int or "auto", default "auto"
+        As in :func:`concurrent_psco`.
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    ContinualRelease
     """
     arr = _as_runs(x)
     sizes = dyadic_batch_sizes(arr.shape[1])
@@ -708,8 +833,8 @@ def tree_psco(
 
 
 def extrapolating_psco(
-    x, k: int, epsilon: float, delta: float, rng, *, batch_sizes=None, sampling: str = "aggregate",
-    composition: str = "best",
+    x: ArrayLike, k: int, epsilon: float, delta: float, rng: np.random.Generator, *, batch_sizes: Sequence[int] | None = None,
+    sampling: str = "aggregate", composition: str = "best",
 ) -> ContinualRelease:
     """An easy-input exploiting k-shuffler algorithm: extrapolates the unfinished batch.
 
@@ -723,6 +848,26 @@ def extrapolating_psco(
     random bits make the rate unpredictable, the extrapolation errs by about
     sqrt(b_k · rep_{n,k}).  The estimate is post-processing of the same releases, so the
     privacy is that of :func:`concurrent_psco`.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    k : int
+        The number of shufflers.
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    batch_sizes : sequence of int, optional
+        The nested schedule (default optimised with ``objective="smooth"``).
+    sampling : {"aggregate", "per_user"}, default "aggregate"
+        As in :func:`concurrent_psco`.
+    composition : {"best", "basic", "advanced"}, default "best"
+        As in :func:`concurrent_psco`.
+
+    Returns
+    -------
+    ContinualRelease
     """
     k = check_positive_int("k", k)
     arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
@@ -749,7 +894,7 @@ def extrapolating_psco(
 
 
 def central_tree_psco(
-    x, epsilon: float, delta: float, rng, *, noise: str = "gaussian"
+    x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, noise: str = "gaussian"
 ) -> ContinualRelease:
     """Central binary-tree mechanism (Dwork et al. 2010; Chan, Shi & Song 2011), whole stream at once.
 
@@ -761,6 +906,20 @@ def central_tree_psco(
     The node closing at step s draws the s-th noise of one ``draw_noise(rng, (n, runs))``
     call, the order in which :class:`fedbandit.mechanisms.tree.TreeMechanism` draws
     them, so both give the same estimates from the same generator.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    noise : {"gaussian", "laplace"}, default "gaussian"
+        The node noise.
+
+    Returns
+    -------
+    ContinualRelease
     """
     arr, epsilon, delta, rng = _check_common(x, epsilon, delta, rng)
     check_choice("noise", noise, ("gaussian", "laplace"))
@@ -771,7 +930,7 @@ def central_tree_psco(
         scale = calibrate_gaussian_sigma(epsilon, delta, 1.0, levels)
         privacy = (epsilon, delta)
     else:
-        scale = laplace_counter_scale(epsilon, 1.0, releases=levels)  # each user in `levels` nodes
+        scale = float(laplace_counter_scale(epsilon, 1.0, releases=levels))  # each user in `levels` nodes
         privacy = (epsilon, 0.0)
     step_noise = draw_noise(rng, (n, runs), scale, noise).T
     vals = arr.astype(float) if arr.dtype == np.uint8 else arr
@@ -797,8 +956,28 @@ def central_tree_psco(
     return ContinualRelease(n=n, block=1, values=values, info=info)
 
 
-def run_psco(name: str, x, epsilon: float, delta: float, rng, *, k: int | None = None, **kwargs) -> ContinualRelease:
-    """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating")."""
+def run_psco(name: str, x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator, *, k: int | None = None,
+             **kwargs: Any) -> ContinualRelease:
+    """Dispatch by name: one of :data:`PSCO_ALGORITHMS` (``k`` for "concurrent" and "extrapolating").
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`PSCO_ALGORITHMS`.
+    x : array_like, shape (n,) or (runs, n)
+        Values in [0, 1] (bits are used as they are).
+    epsilon, delta : float
+        The overall (ε, δ) of the algorithm.
+    rng : numpy.random.Generator
+    k : int, optional
+        The number of shufflers ("concurrent", "extrapolating").
+    **kwargs
+        Passed to the algorithm.
+
+    Returns
+    -------
+    ContinualRelease
+    """
     check_choice("name", name, PSCO_ALGORITHMS)
     if name == "local":
         check_delta("delta", delta)
@@ -830,7 +1009,7 @@ def sample_hard_input(
     n: int,
     k: int,
     epsilon: float,
-    rng,
+    rng: np.random.Generator,
     *,
     runs: int = 1,
     prefix_length: int | None = None,
@@ -896,6 +1075,21 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
 
     Bits_{n,k} of the proof is the subset of these spaced about Big_{n,k} apart
     (:func:`big_nk`).
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    k : int
+        The number of shufflers the family is hard for.
+    epsilon : float
+        ε of c_ε.
+    prefix_length : int
+        ℓ, the member of the family.
+
+    Returns
+    -------
+    ndarray of int64
     """
     n = check_positive_int("n", n, max_value=MAX_STEPS, reason="an array of the positions is returned")
     k = check_positive_int("k", k)
@@ -905,8 +1099,23 @@ def hard_input_single_positions(n: int, k: int, epsilon: float, prefix_length: i
     return np.arange(ell, n, rep + 1)
 
 
-def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
-    """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream."""
+def sample_bernoulli_input(n: int, rng: np.random.Generator, *, runs: int = 1, mean: float = 0.5) -> np.ndarray:
+    """i.i.d. Bernoulli(mean) bits, shape (runs, n): a stationary ("easy") stream.
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    rng : numpy.random.Generator
+    runs : int, default 1
+        Independent streams.
+    mean : float, default 0.5
+        The bits' mean.
+
+    Returns
+    -------
+    ndarray of uint8, shape (runs, n)
+    """
     n = check_positive_int("n", n)
     rng = check_rng("rng", rng)
     runs = check_positive_int("runs", runs)
@@ -915,8 +1124,23 @@ def sample_bernoulli_input(n: int, rng, *, runs: int = 1, mean: float = 0.5) -> 
     return (rng.random((runs, n)) < mean).astype(np.uint8)
 
 
-def sample_runs_input(n: int, run_length: int, rng, *, runs: int = 1) -> np.ndarray:
-    """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n)."""
+def sample_runs_input(n: int, run_length: int, rng: np.random.Generator, *, runs: int = 1) -> np.ndarray:
+    """Runs of ``run_length`` copies of independent Ber(1/2) bits, shape (runs, n).
+
+    Parameters
+    ----------
+    n : int
+        The number of users.
+    run_length : int
+        The copies of each bit.
+    rng : numpy.random.Generator
+    runs : int, default 1
+        Independent streams.
+
+    Returns
+    -------
+    ndarray of uint8, shape (runs, n)
+    """
     n = check_positive_int("n", n)
     run_length = check_positive_int("run_length", run_length)
     rng = check_rng("rng", rng)

@@ -26,19 +26,22 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from fedbandit._validation import (
     MAX_STEPS,
-    _is_binary,
     check_delta,
     check_epsilon,
     check_int_array,
     check_positive_int,
     check_rng,
     check_unit_interval,
+    is_binary,
 )
 from fedbandit.accounting.composition import group_budget
 from fedbandit.accounting.shuffle import (
@@ -64,12 +67,22 @@ __all__ = [
 # ---------------------------------------------------------------------------------------
 
 
-def randomized_round(x, rng) -> np.ndarray:
+def randomized_round(x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
     """Unbiased randomized rounding of values in [0, 1] to bits: P(bit = 1) = x.
 
     Bits (bool or integer 0/1 input) are returned unchanged as ``uint8`` without
     consuming randomness.  The rounding error Σ(bit − x) has mean 0 and variance
     Σ x(1 − x): it is part of the error of any summation that rounds.
+
+    Parameters
+    ----------
+    x : array_like
+        Values in [0, 1] (or bits).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of uint8
     """
     arr = check_unit_interval("x", x)
     rng = check_rng("rng", rng)
@@ -78,26 +91,53 @@ def randomized_round(x, rng) -> np.ndarray:
     return (rng.random(arr.shape) < arr).astype(np.uint8)
 
 
-def rr_randomize(bits, p: float, rng) -> np.ndarray:
+def rr_randomize(bits: ArrayLike, p: float, rng: np.random.Generator) -> np.ndarray:
     """The local randomizer R of binary randomized response, one message per bit.
 
     Message = bit with probability 1 − p, a uniform random bit with probability p;
     implemented as ``u < q_bit`` with one uniform u per message.
+
+    Parameters
+    ----------
+    bits : array_like of {0, 1}
+        The users' bits.
+    p : float
+        The flip probability.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of uint8
+        One message per bit.
     """
     q0, q1 = rr_message_probabilities(p)
     arr = check_unit_interval("bits", bits)
-    if arr.dtype != np.uint8 and not _is_binary(arr):
+    if arr.dtype != np.uint8 and not is_binary(arr):
         raise ValueError("bits must hold 0/1 values; round values in [0, 1] with randomized_round first")
     rng = check_rng("rng", rng)
     u = rng.random(arr.shape)
     return (u < np.where(arr.astype(bool), q1, q0)).astype(np.uint8)
 
 
-def rr_debias(count, n_users, p: float):
+def rr_debias(count: ArrayLike, n_users: ArrayLike, p: float) -> np.ndarray:
     """Analyzer A: unbiased estimate (Z − m q0)/(1 − p) of the batch sum from the count Z of ones.
 
     Only the number of ones of the shuffled messages is used, so the random order the
     shuffler releases them in is irrelevant to the estimate (as it must be).
+
+    Parameters
+    ----------
+    count : int or array_like
+        Z, the ones among the shuffled messages.
+    n_users : int or array_like
+        m, the messages.
+    p : float
+        The flip probability (< 1).
+
+    Returns
+    -------
+    float or ndarray
+        The estimated batch sum.
     """
     q0, _ = rr_message_probabilities(p)
     if p >= 1.0:
@@ -109,7 +149,7 @@ def rr_debias(count, n_users, p: float):
     return (np.asarray(count, dtype=float) - np.asarray(n_users, dtype=float) * q0) / (1.0 - p)
 
 
-def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
+def sample_rr_counts(ones: ArrayLike, n_users: ArrayLike, p: float, rng: np.random.Generator) -> np.ndarray:
     """Draw the shuffled count Z of ones of whole batches from its exact distribution.
 
     A batch of m users with c ones sends c Bernoulli(q1) and m − c Bernoulli(q0)
@@ -125,6 +165,11 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
     p : float
         Blanket probability in [0, 1].
     rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int64
+        Z, one count per batch.
     """
     rng = check_rng("rng", rng)
     q0, q1 = rr_message_probabilities(p)
@@ -137,11 +182,11 @@ def sample_rr_counts(ones, n_users, p: float, rng) -> np.ndarray:
     if np.any(ones < 0) or np.any(ones > m):
         raise ValueError("ones must lie in [0, n_users] for every batch")
     if m_arr.ndim == 0:
-        return _sample_counts(ones, int(m_arr), q0, q1, rng)
+        return sample_rr_counts_unchecked(ones, int(m_arr), q0, q1, rng)
     return rng.binomial(ones, q1) + rng.binomial(m - ones, q0)
 
 
-def _sample_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) -> np.ndarray:
+def sample_rr_counts_unchecked(ones: np.ndarray, m: int, q0: float, q1: float, rng: np.random.Generator) -> np.ndarray:
     """:func:`sample_rr_counts` for one batch size m, without argument checks (hot loops)."""
     if m <= _SMALL_BATCH:
         return _sample_small_counts(ones, m, q0, q1, rng)
@@ -165,7 +210,7 @@ def _small_count_cdf(m: int, q0: float, q1: float) -> np.ndarray:
     return table
 
 
-def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) -> np.ndarray:
+def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng: np.random.Generator) -> np.ndarray:
     table = _small_count_cdf(m, q0, q1)
     u = rng.random(ones.shape)
     z = np.zeros(ones.shape, dtype=np.int64)
@@ -174,7 +219,7 @@ def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng) ->
     return z
 
 
-def unary_round(x, resolution, rng) -> np.ndarray:
+def unary_round(x: ArrayLike, resolution: int | Sequence[int], rng: np.random.Generator) -> np.ndarray:
     """Unbiased rounding of x in [0, 1] to u ∈ {0, ..., g} ones out of g bits: E[u] = g x.
 
     u = ⌊g x⌋ + Bernoulli(g x − ⌊g x⌋); the user's g messages are u ones and g − u zeros
@@ -185,22 +230,36 @@ def unary_round(x, resolution, rng) -> np.ndarray:
     independently at every g_i and the result has a leading axis of length k (the k
     levels of the concurrent-shuffle protocol, each level's randomizer rounding on its
     own), from one draw of uniforms of shape (k,) + x.shape.
+
+    Parameters
+    ----------
+    x : array_like
+        Values in [0, 1] (or bits).
+    resolution : int or sequence of int
+        g, or (g_1, ..., g_k).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of int64
+        u (with a leading axis of length k for a sequence).
     """
     arr = check_unit_interval("x", x)
+    g: int | np.ndarray
     if np.ndim(resolution) == 0:
         g = check_positive_int("resolution", resolution)
     else:
-        levels = [check_positive_int(f"resolution[{i}]", r) for i, r in enumerate(resolution)]
+        levels = [check_positive_int(f"resolution[{i}]", r) for i, r in enumerate(cast(Sequence[int], resolution))]
         if not levels:
             raise ValueError("resolution must be a positive int or a non-empty sequence of positive ints")
         g = np.array(levels, dtype=float).reshape((-1,) + (1,) * arr.ndim)
     rng = check_rng("rng", rng)
     if arr.dtype == np.uint8:
         return (arr.astype(np.int64) * g).astype(np.int64)
-    return _unary_round(arr, g, rng)
+    return unary_round_unchecked(arr, g, rng)
 
 
-def _unary_round(arr: np.ndarray, g, rng) -> np.ndarray:
+def unary_round_unchecked(arr: np.ndarray, g: ArrayLike, rng: np.random.Generator) -> np.ndarray:
     """:func:`unary_round` of float values without argument checks (hot loops); ``g`` broadcast against ``arr``."""
     scaled = arr * g
     low = np.floor(scaled)
@@ -213,6 +272,16 @@ def unary_resolution(n_users: int) -> int:
     The rounding variance of the batch sum, at most m/(4g²), is then at most 1/4, while
     the privacy noise grows only through the group-privacy budget of the g messages
     (:class:`RRShuffleSummation` with ``resolution=g``).  [derived]
+
+    Parameters
+    ----------
+    n_users : int
+        m, the users of the batch.
+
+    Returns
+    -------
+    int
+        g.
     """
     m = check_positive_int("n_users", n_users)
     return max(1, math.ceil(math.sqrt(m)))
@@ -275,19 +344,19 @@ class RRShuffleSummation:
         """R for one bit: the message given one uniform ``u`` in [0, 1) (resolution 1)."""
         return int(u < (self.q1 if bit else self.q0))
 
-    def encode(self, x: float, rng) -> np.ndarray:
+    def encode(self, x: float, rng: np.random.Generator) -> np.ndarray:
         """R for one user's value x in [0, 1]: its g randomized bits."""
         rng = check_rng("rng", rng)
         ones = int(unary_round(np.array([float(x)]), self.resolution, rng)[0])
         bits = np.arange(self.resolution) < ones
         return (rng.random(self.resolution) < np.where(bits, self.q1, self.q0)).astype(np.uint8)
 
-    def analyzer(self, messages) -> float:
+    def analyzer(self, messages: np.ndarray) -> float:
         """A: debiased sum from the shuffled messages (only their count matters)."""
         messages = np.asarray(messages)
         return float(rr_debias(int(messages.sum()), messages.size, self.p)) / self.resolution
 
-    def sample_estimate(self, ones, rng) -> np.ndarray:
+    def sample_estimate(self, ones: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """Debiased sums of whole batches whose users hold ``ones`` unary ones in total.
 
         ``ones`` counts ones among the m g (pre-randomization) bits; for bits and
@@ -296,3 +365,8 @@ class RRShuffleSummation:
         z = sample_rr_counts(ones, self.n_messages, self.p, rng)
         return rr_debias(z, self.n_messages, self.p) / self.resolution
 
+
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
+_sample_counts = sample_rr_counts_unchecked
+_unary_round = unary_round_unchecked

@@ -25,9 +25,12 @@ so one step of many independent trees is a handful of array operations.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from fedbandit._combinatorics import lowest_set_bit, prefix_nodes, tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     MAX_STEPS,
@@ -38,6 +41,7 @@ from fedbandit._validation import (
     check_rng,
     check_shape,
 )
+from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 
 __all__ = [
     "lowest_set_bit",
@@ -53,39 +57,26 @@ __all__ = [
 NOISES = ("gaussian", "laplace", "discrete_gaussian")
 
 
-def lowest_set_bit(k: int) -> int:
-    """ν(k): the index j of the lowest set bit of k ≥ 1 (k = 2^j · odd)."""
-    k = check_positive_int("k", k)
-    return (k & -k).bit_length() - 1
-
-
-def prefix_nodes(k: int) -> list[tuple[int, int]]:
-    """The tree nodes (level j, index) whose p-sums add up to the prefix sum s_k.
-
-    Node (j, i) covers the stream positions (i − 1)·2^j + 1, …, i·2^j.  The nodes are
-    the set bits of k, so there are popcount(k) ≤ ⌊log₂ k⌋ + 1 of them.
-    """
-    k = check_positive_int("k", k)
-    nodes = []
-    for j in range(k.bit_length()):
-        if k >> j & 1:
-            nodes.append((j, k >> j))
-    return nodes
-
-
-def tree_depth(n_steps: int) -> int:
-    """κ = ⌊log₂ K⌋ + 1: the number of levels of a tree over K steps, which bounds how
-    many p-sums one element enters (Zhou & Chowdhury, Algorithm 2)."""
-    return check_positive_int("n_steps", n_steps).bit_length()
-
-
-def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
+def prefix_noise_variance(k: ArrayLike, sigma0: float, noise: str = "gaussian") -> float | np.ndarray:
     """Per-entry variance of the prefix-sum error at step(s) k.
 
     popcount(k) independent node noises: popcount(k)·σ₀² for Gaussian noise of
     standard deviation σ₀, popcount(k)·2b² for Laplace noise of scale b = σ₀, and at most
     popcount(k)·σ₀² for discrete Gaussian noise of scale σ₀ (whose variance is below σ₀²).
     ``k`` may be an int or an integer array.
+
+    Parameters
+    ----------
+    k : int or array_like of int
+        Step(s) k ≥ 1.
+    sigma0 : float
+        σ₀ (the Laplace scale b for ``noise="laplace"``).
+    noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
+
+    Returns
+    -------
+    float or ndarray
+        The variance at each k.
     """
     sigma0 = check_nonnegative_float("sigma0", sigma0)
     check_choice("noise", noise, NOISES)
@@ -98,11 +89,12 @@ def prefix_noise_variance(k, sigma0: float, noise: str = "gaussian"):
     return float(out) if np.ndim(out) == 0 else out
 
 
-def _check_shape(name: str, shape) -> tuple[int, ...]:
+def _check_shape(name: str, shape: int | tuple[int, ...]) -> tuple[int, ...]:
     return check_shape(name, shape)
 
 
-def _check_tree_shapes(n_steps, item_shape, batch_shape):
+def _check_tree_shapes(n_steps: int, item_shape: int | tuple[int, ...],
+                       batch_shape: int | tuple[int, ...]) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
     """(K, item_shape, batch_shape, κ), checked; the trees hold κ · batch · item floats."""
     n_steps = check_positive_int("n_steps", n_steps)
     item_shape = check_shape("item_shape", item_shape, allow_empty=False)
@@ -130,6 +122,21 @@ def draw_noise(
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise
     of Algorithm 2 for Gram matrices; the hypotheses of Zhou & Chowdhury Lemma 6.7).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    shape : tuple of int
+        The output shape.
+    scale : float
+        σ (the Laplace scale b).
+    noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
+    symmetric : bool, default False
+        Mirror the last two axes (above).
+
+    Returns
+    -------
+    ndarray of float64
     """
     rng = check_rng("rng", rng)
     shape = check_shape("shape", shape)
@@ -138,17 +145,16 @@ def draw_noise(
     symmetric = check_bool("symmetric", symmetric)
     if symmetric and (len(shape) < 2 or shape[-1] != shape[-2]):
         raise ValueError(f"symmetric=True needs a shape ending in square matrices (..., d, d), got shape={shape}")
-    return _draw_noise(rng, shape, scale, noise, symmetric)
+    return draw_noise_unchecked(rng, shape, scale, noise, symmetric)
 
 
-def _draw_noise(rng, shape, scale, noise="gaussian", symmetric=False):
-    # the randomizers' fast path (arguments checked by their constructors)
+def draw_noise_unchecked(rng: np.random.Generator, shape: tuple[int, ...], scale: float, noise: str = "gaussian",
+                         symmetric: bool = False) -> np.ndarray:
     if scale == 0.0:
         return np.zeros(shape)
     if noise == "discrete_gaussian":
         if symmetric:
             raise ValueError("symmetric=True is not supported for discrete_gaussian noise (pack the matrix instead)")
-        from fedbandit.mechanisms.discrete_gaussian import sample_discrete_gaussian
 
         return sample_discrete_gaussian(scale, shape, rng).astype(np.float64)
     if symmetric:
@@ -203,7 +209,8 @@ class TreeRandomizer:
         those of drawing each statistic's noise on its own, in that order.
     """
 
-    def __init__(self, n_steps, item_shape, sigma0, *, batch_shape=(), symmetric=False, noise="gaussian", segments=None):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma0: float, *, batch_shape: int | tuple[int, ...] = (),
+                 symmetric: bool = False, noise: str = "gaussian", segments: int | tuple[int, ...] | None = None) -> None:
         self.n_steps, self.item_shape, self.batch_shape, _ = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.sigma0 = check_nonnegative_float("sigma0", sigma0)
         self.noise = check_choice("noise", noise, NOISES)
@@ -222,12 +229,13 @@ class TreeRandomizer:
         """Shape of one release: batch_shape + item_shape."""
         return self.batch_shape + self.item_shape
 
-    def _noise(self, rng, shape):
+    def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.segments is None:
-            return _draw_noise(rng, shape, self.sigma0, self.noise, self.symmetric)
-        return np.concatenate([_draw_noise(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
+            return draw_noise_unchecked(rng, shape, self.sigma0, self.noise, self.symmetric)
+        return np.concatenate([draw_noise_unchecked(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
 
-    def release(self, gamma, rng, *, runs=None, return_noise=False):
+    def release(self, gamma: ArrayLike, rng: np.random.Generator, *, runs: ArrayLike | None = None,
+                return_noise: bool = False) -> tuple[Any, ...]:
         """Take γ_k and return (j, α̂_j) for the next step k.
 
         With ``runs`` (increasing indices into the run axis), ``gamma`` holds the elements
@@ -259,7 +267,7 @@ class TreeRandomizer:
             self._alpha[j] = alpha_j
             z = self._noise(rng, self.shape)
             return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
-        idx, kk = _advance_runs(self, runs, gamma, "gamma", "the tree")
+        idx, kk = advance_runs(self, runs, gamma, "gamma", "the tree")
         j = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + (1,) * (gamma.ndim - 1))
         a = self._alpha[:, idx]
@@ -271,7 +279,7 @@ class TreeRandomizer:
         return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
 
 
-def _check_segments(segments, item_shape, symmetric):
+def _check_segments(segments: int | tuple[int, ...] | None, item_shape: tuple[int, ...], symmetric: bool) -> tuple[int, ...] | None:
     if segments is None:
         return None
     segs = check_shape("segments", segments, allow_empty=False, max_size=MAX_COUNT)
@@ -280,14 +288,14 @@ def _check_segments(segments, item_shape, symmetric):
     return segs
 
 
-def _check_runs(runs, n_runs):
+def _check_runs(runs: ArrayLike, n_runs: int) -> np.ndarray:
     idx = np.asarray(runs, dtype=np.int64)
     if idx.ndim != 1 or idx.size == 0 or np.any(idx < 0) or np.any(idx >= n_runs) or np.any(np.diff(idx) <= 0):
         raise ValueError(f"runs must be increasing run indices in [0, {n_runs}), got {runs!r}")
     return idx
 
 
-def _advance_runs(mech, runs, values, name, what):
+def advance_runs(mech: Any, runs: ArrayLike, values: np.ndarray, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Advance the steps of the runs ``runs`` of a per-run mechanism (``steps``, ``k``, ``n_steps``).
 
     Shared by the per-run calls of the tree's randomizer and analyzer and of the factorization
@@ -312,15 +320,24 @@ class TreeAnalyzer:
     prefix estimate s̃_k = Σ_{l : bit l of k set} α̃_l.  ``runs=`` serves runs at
     different steps, as :meth:`TreeRandomizer.release` does (and, as there, a call without
     ``runs`` once the runs are at different steps advances every run by its own step).
+
+    Parameters
+    ----------
+    n_steps : int
+        K, the steps the tree covers.
+    item_shape : tuple of int
+        The shape of one stream element.
+    batch_shape : tuple of int, optional
+        Leading axes of independent analyzers (the first is the run axis of ``runs=``).
     """
 
-    def __init__(self, n_steps, item_shape, *, batch_shape=()):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], *, batch_shape: int | tuple[int, ...] = ()) -> None:
         self.n_steps, self.item_shape, self.batch_shape, self.kappa = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
-    def update(self, j, alpha_tilde, *, runs=None) -> np.ndarray:
+    def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
         if runs is None and self.batch_shape and np.any(self.steps != self.k):
@@ -339,7 +356,7 @@ class TreeAnalyzer:
             self._alpha_tilde[j] = alpha_tilde
             bits = [level for level in range(self.kappa) if self.k >> level & 1]
             return self._alpha_tilde[bits].sum(axis=0)
-        idx, kk = _advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
+        idx, kk = advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
         expected = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
         if not np.array_equal(np.asarray(j), expected):
             raise ValueError(f"j must be the lowest set bits of the runs' steps, {expected}, got {j!r}")
@@ -348,8 +365,8 @@ class TreeAnalyzer:
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + extra)
         a = np.where(levels == expected.reshape((1, -1) + extra), alpha_tilde[None], a)
         self._alpha_tilde[:, idx] = a
-        bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + extra)
-        return np.where(bits, a, 0.0).sum(axis=0)
+        set_bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + extra)
+        return np.where(set_bits, a, 0.0).sum(axis=0)
 
 
 class TreeMechanism:
@@ -358,9 +375,24 @@ class TreeMechanism:
     ``step(x, rng)`` takes the next stream element (shape batch_shape + item_shape)
     and returns the noisy prefix sum.  Each prefix error has per-entry variance
     :func:`prefix_noise_variance` (k, sigma).
+
+    Parameters
+    ----------
+    n_steps : int
+        K, the steps the tree covers.
+    item_shape : tuple of int
+        The shape of one stream element.
+    sigma : float
+        σ₀ of every node (the Laplace scale b).
+    batch_shape : tuple of int, optional
+        Leading axes of independent trees.
+    symmetric : bool, optional
+        Symmetric matrix noise.
+    noise : {"gaussian", "laplace", "discrete_gaussian"}, default "gaussian"
     """
 
-    def __init__(self, n_steps, item_shape, sigma, *, batch_shape=(), symmetric=False, noise="gaussian"):
+    def __init__(self, n_steps: int, item_shape: int | tuple[int, ...], sigma: float, *, batch_shape: int | tuple[int, ...] = (),
+                 symmetric: bool = False, noise: str = "gaussian") -> None:
         self.randomizer = TreeRandomizer(
             n_steps, item_shape, sigma, batch_shape=batch_shape, symmetric=symmetric, noise=noise
         )
@@ -370,7 +402,7 @@ class TreeMechanism:
     def k(self) -> int:
         return self.randomizer.k
 
-    def step(self, x, rng) -> np.ndarray:
+    def step(self, x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         j, alpha_hat = self.randomizer.release(x, rng)
         return self.analyzer.update(j, alpha_hat)
 

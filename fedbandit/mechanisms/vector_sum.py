@@ -6,6 +6,7 @@ import math
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     check_array,
@@ -48,10 +49,12 @@ class VectorSumShuffle:
         Override g (must be ≥ max(2 sqrt n, D, 4)).
     constant : float
         c in b.
+    p : float, default 0.25
+        The blanket probability (the theorem covers 1/4).
     """
 
-    def __init__(self, epsilon, delta, n_users, dim, *, g=None, constant=CJMP21_CONSTANT, p=0.25):
-        # (g, b, p) from the accounting's calibration rule; it validates every argument
+    def __init__(self, epsilon: float, delta: float, n_users: int, dim: int, *, g: int | None = None,
+                 constant: float = CJMP21_CONSTANT, p: float = 0.25) -> None:
         self.g, self.b, self.p = vector_sum_parameters(epsilon, delta, n_users, dim, g=g, constant=constant, p=p)
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.n_users, self.dim, self.constant = int(n_users), int(dim), float(constant)
@@ -71,12 +74,12 @@ class VectorSumShuffle:
         fl = np.floor(z)
         return (fl + (rng.random(z.shape) < (z - fl))).sum(axis=0)
 
-    def analyze(self, ones, n_users=None) -> np.ndarray:
+    def analyze(self, ones: ArrayLike, n_users: int | None = None) -> np.ndarray:
         """The analyzer: Σ v estimated from the count of ones per coordinate."""
         n = self.n_users if n_users is None else n_users
         return 2.0 * (np.asarray(ones, dtype=float) - self.p * self.b * n) / self.g - n
 
-    def run(self, v, rng, *, method="aggregate") -> np.ndarray:
+    def run(self, v: ArrayLike, rng: np.random.Generator, *, method: str = "aggregate") -> np.ndarray:
         """Estimate Σ_users v for v of shape (n, D) (or (n, ..., D) for independent copies)."""
         rng = check_rng("rng", rng)
         v = check_array("v", v)
@@ -89,7 +92,7 @@ class VectorSumShuffle:
                 f"{_PER_USER_MAX_BITS:.0e}; use method='aggregate' (equal in distribution)"
             )
         if method == "aggregate":
-            ones = self.rounded_counts(v, rng) + _binomial(rng, self.n_users * self.b, self.p, v.shape[1:])
+            ones = self.rounded_counts(v, rng) + draw_binomial(rng, self.n_users * self.b, self.p, v.shape[1:])
         else:
             z = np.clip((v + 1.0) / 2.0, 0.0, 1.0) * self.g
             fl = np.floor(z)
@@ -105,9 +108,14 @@ class VectorSumShuffle:
 _PER_USER_MAX_BITS = 10**8
 
 
-def _binomial(rng, n, p, size):
+def draw_binomial(rng: np.random.Generator, n: float, p: float, size: int | tuple[int, ...] | None) -> np.ndarray:
     """Bin(n, p) draws; n beyond numpy's int64 range uses the normal limit (never at book settings)."""
     if n < 2**62:
         return rng.binomial(int(n), p, size=size).astype(float)
     warnings.warn(f"Bin(n={n:.3g}, p) drawn from its normal approximation (n exceeds int64)", RuntimeWarning, stacklevel=3)
     return n * p + math.sqrt(n * p * (1 - p)) * rng.standard_normal(size)
+
+
+# The private names these helpers had before they were made public (fedbandit.protocols imported
+# them): kept only so that code written against them still imports; nothing here uses them.
+_binomial = draw_binomial

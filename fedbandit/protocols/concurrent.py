@@ -65,10 +65,10 @@ from fedbandit.accounting.events import ApproxDpEvent, ComposedEvent, Conditiona
 from fedbandit.mechanisms.psco import dyadic_batch_sizes, optimal_batch_sizes
 from fedbandit.mechanisms.randomized_response import (
     RRShuffleSummation,
-    _sample_counts,
-    _unary_round,
     unary_resolution,
 )
+from fedbandit.mechanisms.randomized_response import sample_rr_counts_unchecked as _sample_counts
+from fedbandit.mechanisms.randomized_response import unary_round_unchecked as _unary_round
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
 from fedbandit.protocols.intermediaries import ConcurrentShufflers
 from fedbandit.protocols.registry import register
@@ -688,7 +688,7 @@ class VectorSumRecords(Randomizer):
 
     def encode(self, protocol, users) -> dict:
         """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
-        from fedbandit.mechanisms.vector_sum import _binomial
+        from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
 
         x, y = users
         c = x.shape[0]

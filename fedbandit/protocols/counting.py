@@ -86,13 +86,13 @@ from fedbandit.mechanisms.continual_counting import (
     BinaryMechanism,
     HybridMechanism,
     PerItemLaplaceMechanism,
-    _floor_log2,
-    _hybrid_sd_factor,
     binary_noise_variance,
     hybrid_noise_variance,
     hybrid_sd_bound_by_level,
     per_item_noise_variance,
 )
+from fedbandit.mechanisms.continual_counting import floor_log2_unchecked as _floor_log2
+from fedbandit.mechanisms.continual_counting import hybrid_sd_factor_unchecked as _hybrid_sd_factor
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
 from fedbandit.protocols.intermediaries import Identity
 from fedbandit.protocols.registry import register

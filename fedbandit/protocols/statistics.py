@@ -623,7 +623,7 @@ class VectorSum(_TreeRandomizerBase):
 
     def encode(self, protocol, leaf, users, runs):
         from fedbandit.mechanisms.tree import lowest_set_bit
-        from fedbandit.mechanisms.vector_sum import _binomial
+        from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
 
         x, y = users
         v = _user_records(x, y)  # (B, R, M, D)

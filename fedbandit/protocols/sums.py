@@ -466,11 +466,11 @@ class BinomialVectors(_SumRandomizer):
     def run_epsilon(self, protocol, relation) -> float:
         """ε of the whole run under ``relation`` (per-round [ASYKM18] Thm. 1, amplification, composition)."""
         from fedbandit.accounting.binomial import (
-            _split_delta,
             binomial_run_epsilon,
             binomial_sensitivities,
             cpsgd_epsilon,
         )
+        from fedbandit.accounting.binomial import split_delta as _split_delta
 
         p, q = protocol, self.params
         delta0, slack = _split_delta(p.target_delta, p.n_rounds, p.sampling_rate)

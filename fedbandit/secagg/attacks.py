@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from fedbandit._validation import check_bool, check_choice, check_int_in_range, check_positive_int
 from fedbandit.secagg import protocol as _p
 from fedbandit.secagg.errors import SecAggError
-from fedbandit.secagg.shamir import PRIME, _lagrange_at_zero, shamir_reconstruct
+from fedbandit.secagg.shamir import PRIME, lagrange_at_zero, shamir_reconstruct
 
 __all__ = ["ATTACKS", "AttackOutcome", "run_attack"]
 
@@ -190,7 +190,7 @@ def _inconsistent_dealer(run):
         # (still a valid 256-bit seed): without the consistency check the sum would come out wrong
         shares = honest_share(secret, threshold, ids)
         base = tuple(sorted(shares)[:threshold])
-        lam = _lagrange_at_zero(base)[1]
+        lam = lagrange_at_zero(base)[1]
         shares[base[1]] = (shares[base[1]] + pow(lam, -1, PRIME)) % PRIME
         return shares
 

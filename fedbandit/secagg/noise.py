@@ -47,6 +47,7 @@ import os
 import numpy as np
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from randomgen import ChaCha
 
 __all__ = ["KEYSTREAM_CIPHER", "secure_generator"]
 
@@ -81,8 +82,6 @@ def secure_generator(key: bytes | None = None, *, stream: int = 0) -> np.random.
         raise TypeError(f"stream must be an integer in [0, 2**64), got {stream!r} of type {type(stream).__name__}")
     if not 0 <= int(stream) < 1 << 64:
         raise ValueError(f"stream must be an integer in [0, 2**64), got {stream!r}")
-    from randomgen import ChaCha
-
     info = b"fedbandit-noise-stream" + int(stream).to_bytes(8, "big")
     stream_key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(bytes(key))
     return np.random.Generator(ChaCha(key=int.from_bytes(stream_key, "little"), counter=0, rounds=20))

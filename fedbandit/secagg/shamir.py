@@ -153,7 +153,7 @@ def _newton_shares(diffs: list[int], xs: tuple[int, ...]) -> dict[int, int]:
 
 
 @lru_cache(maxsize=64)
-def _lagrange_at_zero(xs: tuple[int, ...]) -> tuple[int, ...]:
+def lagrange_at_zero(xs: tuple[int, ...]) -> tuple[int, ...]:
     coeffs = []
     for i, xi in enumerate(xs):
         num, den = 1, 1
@@ -231,5 +231,5 @@ def shamir_reconstruct(shares: Mapping[int, int], threshold: int) -> int:
             f"the {len(xs)} shares do not lie on one polynomial of degree {threshold - 1}: at least one share is wrong"
         )
     base = xs[:threshold]
-    lam = _lagrange_at_zero(base)
+    lam = lagrange_at_zero(base)
     return sum(map(operator.mul, lam, ys[:threshold])) % PRIME

@@ -58,6 +58,22 @@ def fact1_error_bound(t, epsilon: float, delta: float, *, constant: float = 1.0,
     quoting Chan, Shi & Song, Corollary 4.8, where it is an ``O(.)`` statement).  With
     ``constant = 1`` it is the paper's literal statement (log base 2, the tree depth); the
     chapter measures which constant makes it hold.
+
+    Parameters
+    ----------
+    t : float or array_like
+        Count(s) t ≥ 1.
+    epsilon, delta : float
+        The counter's ε and the failure probability δ.
+    constant : float, default 1.0
+        The multiplier (1: the paper's literal statement).
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The bound at each t.
     """
     t = _check_horizons("t", t)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -75,6 +91,20 @@ def hybrid_error_bound(t, epsilon: float, delta: float, *, sensitivity: float = 
     concentration lemma for sums of independent Laplace variables (their Corollary 2.9,
     [recalled]): with ``nu = max(sqrt(sum b_i^2), b_max sqrt(ln(2/delta)))``,
     ``P(|Y| > nu sqrt(8 ln(2/delta))) <= delta``.
+
+    Parameters
+    ----------
+    t : int or array_like
+        Count(s) t ≥ 1.
+    epsilon, delta : float
+        The counter's ε and the failure probability δ.
+    sensitivity : float, default 1.0
+        s.
+
+    Returns
+    -------
+    ndarray
+        The bound at each t.
     """
     t = check_int_array("t", t, low=1)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -101,6 +131,24 @@ def paper_regret_order(T, n_agents: int, n_arms: int, epsilon: float, *, constan
 
     The theorems' constants are not in the available text; the chapter scales this curve
     to the measurements to compare *shapes*.
+
+    Parameters
+    ----------
+    T : float or array_like
+        Horizon(s) T ≥ 1.
+    n_agents : int
+        M.
+    n_arms : int
+        K.
+    epsilon : float
+        ε.
+    constant : float, default 1.0
+        The multiplier fitted to the measurements.
+
+    Returns
+    -------
+    ndarray
+        The order at each T.
     """
     T = _check_horizons("T", T)
     M = check_positive_int("n_agents", n_agents)
@@ -145,6 +193,22 @@ def width_pulls(width, target, n_max: float = 1e12, n_grid: int = 4000) -> float
     """Smallest ``n`` on a fine log grid in ``[1, n_max]`` with ``width(n) <= target``.
 
     ``width`` is a vectorized function of the (real) count; returns ``n_max`` if never.
+
+    Parameters
+    ----------
+    width : callable
+        A vectorized function of the (real) count n.
+    target : float
+        The width to reach.
+    n_max : float, default 1e12
+        The grid's end.
+    n_grid : int, default 4000
+        The number of grid points.
+
+    Returns
+    -------
+    float
+        The smallest grid n with ``width(n) <= target``, or ``n_max``.
     """
     width = check_callable("width", width)
     target = check_positive_float("target", target)
@@ -180,6 +244,30 @@ def master_worker_regret_bound(T, gaps, n_agents: int, epsilon, *, rho: float = 
     (``n*_j``); the doubling rule can overshoot by a factor 2 (a block of ``2^{p-1}``
     after ``2^{p-1} - 1`` pulls), so ``R(T) ~ M sum_j Delta_j (2 n*_j + 1)``.  ``epsilon=None``
     gives the non-private schedule.
+
+    Parameters
+    ----------
+    T : float or array_like
+        Horizon(s) T ≥ 1.
+    gaps : array_like
+        The arms' gaps Δ_j ≥ 0 (zero gaps, the best arms, cost nothing).
+    n_agents : int
+        M.
+    epsilon : float or None
+        ε of each counter (None: non-private).
+    rho : float, default 2.0
+        ρ > 1 of the UCB index.
+    sigma : float, default 0.5
+        The reward noise's sub-Gaussian scale.
+    privacy_width : {"std", "fact1", "none"}, default "std"
+        The privacy term of the index: the hybrid counter's standard deviation bound, Fact 1's bound, or none.
+    sensitivity : float, default 1.0
+        The counters' sensitivity s.
+
+    Returns
+    -------
+    ndarray
+        The regret curve, one value per horizon.
     """
     _check_common(epsilon, rho, sigma, privacy_width, sensitivity)
     g = _check_gaps(gaps)
@@ -200,6 +288,30 @@ def decentralized_regret_bound(T, gaps, c_i, epsilon, *, rho: float = 2.0, sigma
     makes ``sigma sqrt(2 rho (n̂ + c_i) ln T/(M n̂^2)) + nu_i(n̂) <= Delta_j/2``; since
     ``n̂ >= n_j/M - c_i`` the network's pulls of ``j`` stay below
     ``M (max_i n̂*_ij + max_i c_i + 1)``: ``R(T) ~ sum_j Delta_j M (n̂*_j + c_max + 1)``.
+
+    Parameters
+    ----------
+    T : float or array_like
+        Horizon(s) T ≥ 1.
+    gaps : array_like
+        The arms' gaps Δ_j ≥ 0 (zero gaps, the best arms, cost nothing).
+    c_i : array_like
+        The agents' constants c_i (one per agent, so M = its length).
+    epsilon : float or None
+        ε of each counter (None: non-private).
+    rho : float, default 2.0
+        ρ > 1 of the UCB index.
+    sigma : float, default 0.5
+        The reward noise's sub-Gaussian scale.
+    privacy_width : {"std", "fact1", "none"}, default "std"
+        The privacy term of the index: the hybrid counter's standard deviation bound, Fact 1's bound, or none.
+    sensitivity : float, default 1.0
+        The counters' sensitivity s.
+
+    Returns
+    -------
+    ndarray
+        The regret curve, one value per horizon.
     """
     _check_common(epsilon, rho, sigma, privacy_width, sensitivity)
     g = _check_gaps(gaps)
@@ -222,7 +334,32 @@ def decentralized_regret_bound(T, gaps, c_i, epsilon, *, rho: float = 2.0, sigma
 
 def ucb_regret_bound(T, gaps, n_agents: int = 1, *, rho: float = 2.0, sigma: float = 0.5, epsilon=None,
                      privacy_width: str = "std", sensitivity: float = 1.0):
-    """Derived curve of ``M`` independent (private) UCB agents: ``M sum_j Delta_j (n*_j + 1)``."""
+    """Derived curve of ``M`` independent (private) UCB agents: ``M sum_j Delta_j (n*_j + 1)``.
+
+    Parameters
+    ----------
+    T : float or array_like
+        Horizon(s) T ≥ 1.
+    gaps : array_like
+        The arms' gaps Δ_j ≥ 0 (zero gaps, the best arms, cost nothing).
+    n_agents : int, default 1
+        M.
+    rho : float, default 2.0
+        ρ > 1 of the UCB index.
+    sigma : float, default 0.5
+        The reward noise's sub-Gaussian scale.
+    epsilon : float, optional
+        ε of each counter (default non-private).
+    privacy_width : {"std", "fact1", "none"}, default "std"
+        The privacy term of the index: the hybrid counter's standard deviation bound, Fact 1's bound, or none.
+    sensitivity : float, default 1.0
+        The counters' sensitivity s.
+
+    Returns
+    -------
+    ndarray
+        The regret curve, one value per horizon.
+    """
     _check_common(epsilon, rho, sigma, privacy_width, sensitivity)
     g = _check_gaps(gaps)
     M = check_positive_int("n_agents", n_agents)
@@ -234,7 +371,26 @@ def ucb_regret_bound(T, gaps, n_agents: int = 1, *, rho: float = 2.0, sigma: flo
 
 
 def centralized_regret_bound(T, gaps, n_agents: int, *, rho: float = 2.0, sigma: float = 0.5):
-    """Derived curve of the centralized learner: ``sum_j Delta_j (N*_j + M)``, ``N*`` pooled pulls."""
+    """Derived curve of the centralized learner: ``sum_j Delta_j (N*_j + M)``, ``N*`` pooled pulls.
+
+    Parameters
+    ----------
+    T : float or array_like
+        Horizon(s) T ≥ 1.
+    gaps : array_like
+        The arms' gaps Δ_j ≥ 0 (zero gaps, the best arms, cost nothing).
+    n_agents : int
+        M.
+    rho : float, default 2.0
+        ρ > 1 of the UCB index.
+    sigma : float, default 0.5
+        The reward noise's sub-Gaussian scale.
+
+    Returns
+    -------
+    ndarray
+        The regret curve, one value per horizon.
+    """
     _check_common(None, rho, sigma, "none", 1.0)
     g = _check_gaps(gaps)
     M = check_positive_int("n_agents", n_agents)
@@ -247,7 +403,20 @@ def centralized_regret_bound(T, gaps, n_agents: int, *, rho: float = 2.0, sigma:
 
 
 def master_worker_communications(T, n_arms: int) -> np.ndarray:
-    """Communication rounds of DP-Master-worker UCB up to ``T``: slots ``2^p`` with ``K < 2^p <= T``."""
+    """Communication rounds of DP-Master-worker UCB up to ``T``: slots ``2^p`` with ``K < 2^p <= T``.
+
+    Parameters
+    ----------
+    T : int or array_like
+        Horizon(s) T ≥ 1.
+    n_arms : int
+        K.
+
+    Returns
+    -------
+    ndarray
+        The number of communication rounds at each T.
+    """
     T = check_int_array("T", T, low=1)
     K = check_int_in_range("n_arms", n_arms, 1, None)
     # 2^p <= T  <=>  p <= floor(log2 T);  2^p > K  <=>  p >= floor(log2 K) + 1.

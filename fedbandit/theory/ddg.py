@@ -56,7 +56,16 @@ from __future__ import annotations
 
 import math
 
-from fedbandit._validation import check_epsilon, check_nonnegative_float, check_positive_float, check_positive_int
+from fedbandit._combinatorics import flattened_dim
+from fedbandit._validation import (
+    MIN_DELTA,
+    check_epsilon,
+    check_int_in_range,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+)
+from fedbandit.accounting.ddg import DDGParams, ddg_delta2
 
 __all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_beta", "theorem2_bits", "theorem2_params", "theorem2_mse",
            "ddg_mse_bound", "ddg_mse_terms"]
@@ -66,7 +75,22 @@ MAX_THEOREM2_BITS = 52
 
 
 def theorem2_sigma(c: float, n: int, epsilon: float) -> float:
-    r"""Per-client noise of Theorem 2's proof: :math:`\sigma = 2c/(\varepsilon\sqrt n)` ([KLS21]_, [paper])."""
+    r"""Per-client noise of Theorem 2's proof: :math:`\sigma = 2c/(\varepsilon\sqrt n)` ([KLS21]_, [paper]).
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm c of each client's vector.
+    n : int
+        The number of clients.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        σ.
+    """
     c = check_positive_float("c", c)
     n = check_positive_int("n", n)
     epsilon = check_epsilon("epsilon", epsilon)
@@ -78,6 +102,22 @@ def theorem2_gamma(c: float, n: int, d: int, epsilon: float) -> float:
 
     :math:`(\sigma/\gamma)^2 \ge 8d/(\varepsilon^2 n)` and
     :math:`(\sigma/\gamma)^2 \ge \log(80nd/\varepsilon^2)/\pi^2` (from :math:`20nd\,e^{-\pi^2(\sigma/\gamma)^2} \le \varepsilon^2/4`).
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm c of each client's vector.
+    n : int
+        The number of clients.
+    d : int
+        The dimension.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        γ.
     """
     d = check_positive_int("d", d)
     sigma = theorem2_sigma(c, n, epsilon)
@@ -86,7 +126,18 @@ def theorem2_gamma(c: float, n: int, d: int, epsilon: float) -> float:
 
 
 def theorem2_beta(n: int) -> float:
-    r"""Conditional rounding parameter of Theorem 2's proof: :math:`\beta = \min\{1/n, 1/2\}` [paper]."""
+    r"""Conditional rounding parameter of Theorem 2's proof: :math:`\beta = \min\{1/n, 1/2\}` [paper].
+
+    Parameters
+    ----------
+    n : int
+        Clients.
+
+    Returns
+    -------
+    float
+        β.
+    """
     return min(1.0 / check_positive_int("n", n), 0.5)
 
 
@@ -99,6 +150,18 @@ def theorem2_bits(c: float, n: int, d: int, epsilon: float, *, rho: float = 1.0)
 
     :math:`\gamma 2^B \ge \hat\sigma\sqrt{8\log(1 + 4^B/n)}`: the left side doubles with B, the
     right grows like :math:`\sqrt B`, so the smallest such B exists.
+
+    Parameters
+    ----------
+    c, n, d, epsilon
+        As in :func:`theorem2_params` (``d`` the padded dimension).
+    rho : float, default 1
+        The flattening's sub-Gaussian constant ρ.
+
+    Returns
+    -------
+    int
+        B.
 
     Raises
     ------
@@ -116,7 +179,8 @@ def theorem2_bits(c: float, n: int, d: int, epsilon: float, *, rho: float = 1.0)
                      f"epsilon={epsilon}")
 
 
-def theorem2_params(c: float, n: int, d: int, epsilon: float, *, bits: int | None = None, flatten: str = "hadamard"):
+def theorem2_params(c: float, n: int, d: int, epsilon: float, *, bits: int | None = None,
+                    flatten: str = "hadamard") -> DDGParams:
     r"""The DDG configuration of Theorem 2's proof (:func:`theorem2_sigma`, :func:`theorem2_gamma`, :func:`theorem2_beta`).
 
     Parameters
@@ -141,10 +205,6 @@ def theorem2_params(c: float, n: int, d: int, epsilon: float, *, bits: int | Non
         :math:`\gamma 2^B/(2\hat\sigma)` the modular range covers (δ is not used by zCDP:
         the smallest δ the package accepts is stored).
     """
-    from fedbandit._validation import MIN_DELTA, check_int_in_range
-    from fedbandit.accounting.ddg import DDGParams, ddg_delta2
-    from fedbandit.mechanisms.flattening import flattened_dim
-
     c = check_positive_float("c", c)
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
@@ -163,6 +223,22 @@ def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:
     β = min{1/n, 1/2} and γ = :func:`theorem2_gamma`; the first term (privacy) dominates:
     the :math:`O(c^2d/\varepsilon^2)` of the theorem.  (The modular-clipping term is assumed
     negligible: the theorem's bit width is chosen so.)
+
+    Parameters
+    ----------
+    c : float
+        The clipping norm c of each client's vector.
+    n : int
+        The number of clients.
+    d : int
+        The dimension.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        The mean squared error of the sum.
     """
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
@@ -173,9 +249,20 @@ def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:
 
 
 def ddg_mse_terms(params, *, sum_norm: float | None = None) -> dict:
-    """The terms of :func:`ddg_mse_bound` (noise, rounding variance, rounding bias, wrap), each an error of the sum."""
-    from fedbandit.accounting.ddg import DDGParams
+    """The terms of :func:`ddg_mse_bound` (noise, rounding variance, rounding bias, wrap), each an error of the sum.
 
+    Parameters
+    ----------
+    params : DDGParams
+        From :func:`fedbandit.accounting.ddg.ddg_params`.
+    sum_norm : float, optional
+        A bound on the sum's norm (default n c).
+
+    Returns
+    -------
+    dict
+        ``noise``, ``rounding_variance``, ``rounding_bias``, ``wrap``: each an error of the sum.
+    """
     if not isinstance(params, DDGParams):
         raise TypeError(f"params must be a fedbandit.accounting.DDGParams, got {type(params).__name__}")
     p = params

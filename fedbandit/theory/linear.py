@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from fedbandit._combinatorics import tree_depth
 from fedbandit._validation import (
     check_choice,
     check_delta,
@@ -28,7 +29,6 @@ from fedbandit._validation import (
     check_probability,
 )
 from fedbandit.accounting.calibration import ldp_total_variance
-from fedbandit.mechanisms.tree import tree_depth
 
 __all__ = [
     "check_batch_schedule",
@@ -68,7 +68,20 @@ def _divisors(T: int) -> list[int]:
 
 
 def check_batch_schedule(horizon, batch_size) -> tuple[int, int]:
-    """Validate T and B (B divides T, Algorithm 1's assumption [paper]); return (T, B)."""
+    """Validate T and B (B divides T, Algorithm 1's assumption [paper]); return (T, B).
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    batch_size : int
+        B, the rounds between synchronizations (a divisor of T).
+
+    Returns
+    -------
+    (int, int)
+        (T, B), checked.
+    """
     horizon = _check_horizon(horizon)
     batch_size = check_positive_int("batch_size", batch_size)
     if batch_size > horizon:
@@ -83,13 +96,37 @@ def check_batch_schedule(horizon, batch_size) -> tuple[int, int]:
 
 
 def n_batches(horizon, batch_size) -> int:
-    """K = T/B, the number of synchronizations of Algorithm 1 [paper]."""
+    """K = T/B, the number of synchronizations of Algorithm 1 [paper].
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    batch_size : int
+        B, the rounds between synchronizations (a divisor of T).
+
+    Returns
+    -------
+    int
+        K = T/B.
+    """
     T, B = check_batch_schedule(horizon, batch_size)
     return T // B
 
 
 def kappa(n_batches_: int) -> int:
-    """κ = ⌊log₂ K⌋ + 1 = 1 + log K (rounded down) [paper, Algorithm 2]."""
+    """κ = ⌊log₂ K⌋ + 1 = 1 + log K (rounded down) [paper, Algorithm 2].
+
+    Parameters
+    ----------
+    n_batches_ : int
+        K, the number of synchronizations (≥ 1).
+
+    Returns
+    -------
+    int
+        κ = ⌊log₂ K⌋ + 1.
+    """
     return tree_depth(check_positive_int("n_batches", n_batches_))
 
 
@@ -101,6 +138,28 @@ def regularizer_lambda(
     ``"authors"`` [authors' code]: λ = max(λ_min, σ (sqrt(κ + log(1/α)) + sqrt(d)));
     ``"paper"`` [recalled]: λ = max(λ_min, σ (sqrt(d) + sqrt(log(T/(Bα))))).
     The authors use λ_min = sqrt(M) for their federated learners.
+
+    Parameters
+    ----------
+    sigma : float
+        σ, the per-entry standard deviation of the total injected noise (≥ 0).
+    dim : int
+        d, the feature dimension.
+    n_batches_ : int
+        K, the number of synchronizations (sets κ).
+    alpha : float
+        The failure probability α.
+    rule : {"authors", "paper"}, default "authors"
+        Which formula (above).
+    horizon, batch_size : int, optional
+        T and B; required by ``rule="paper"``.
+    lam_min : float, default 1.0
+        The floor λ_min.
+
+    Returns
+    -------
+    float
+        λ.
     """
     sigma = check_nonnegative_float("sigma", sigma)
     dim = check_positive_int("dim", dim)
@@ -137,6 +196,34 @@ def confidence_radius(
     β_t = c (sqrt(λ) S + R sqrt(d log(1 + t M L²/(dλ)) + log(1/α))), with S = sqrt(d) by
     default, R the reward-noise level, L the feature bound and c = ``scale`` (their "crs").
     ``"paper"`` [recalled]: β_t = c (R sqrt(2 log(2/α) + d log(1 + M t/(dλ))) + sqrt(λ) S).
+
+    Parameters
+    ----------
+    t : int, float or array_like
+        The round(s) t ≥ 0.
+    lam : float
+        The regularizer λ > 0.
+    dim : int
+        d, the feature dimension.
+    n_agents : int
+        M, the number of agents.
+    alpha : float
+        The failure probability α.
+    noise_std : float, default 0.5
+        R, the reward-noise level.
+    param_bound : float, optional
+        S, the bound on ‖θ*‖ (default sqrt(d)).
+    feature_bound : float, default 1.0
+        L, the bound on the features' norms.
+    rule : {"authors", "paper"}, default "authors"
+        Which formula (above).
+    scale : float, default 1.0
+        c, a multiplier of the radius.
+
+    Returns
+    -------
+    float or ndarray
+        β_t at each t (a float for a scalar ``t``).
     """
     lam = check_positive_float("lam", lam)
     dim = check_positive_int("dim", dim)
@@ -163,6 +250,26 @@ def lemma67_regret_bound(horizon, n_agents, batch_size, dim, sigma, alpha=0.01) 
     Reg(T) ≲ d M B log T + d sqrt(MT) log(MT/α) + sqrt(σ M T) d^{3/4} log(MT/α),
     where σ bounds the per-entry standard deviation of the total injected noise (its
     hypotheses: independent sub-Gaussian entries, symmetric for the Gram matrix).
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    n_agents : int
+        M, the number of agents.
+    batch_size : int
+        B, the rounds between synchronizations (a divisor of T).
+    dim : int
+        d, the feature dimension.
+    sigma : float
+        σ, the per-entry standard deviation of the total injected noise (≥ 0).
+    alpha : float, default 0.01
+        The failure probability α of the bound.
+
+    Returns
+    -------
+    float
+        The bound's value.
     """
     T, B = check_batch_schedule(horizon, batch_size)
     M = check_positive_int("n_agents", n_agents)
@@ -177,6 +284,26 @@ def regret_bound_ldp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
     """Silo-level LDP regret Õ(M^{3/4} sqrt(T/ε)) via Lemma 6.7 with σ² = Mκσ₀² [paper/recalled].
 
     ``batch_size`` defaults to the paper's choice B = sqrt(T/M) rounded to a divisor of T.
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    n_agents : int
+        M, the number of agents.
+    dim : int
+        d, the feature dimension.
+    epsilon, delta : float
+        The privacy target (ε, δ).
+    batch_size : int, optional
+        B (a divisor of T); default :func:`optimal_batch_size`.
+    alpha : float, default 0.01
+        The failure probability α of the bound.
+
+    Returns
+    -------
+    float
+        The bound's value.
     """
     T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
@@ -192,6 +319,26 @@ def regret_bound_sdp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
     Uses the idealized amplified noise σ₀² = σ₀²_LDP / M (the paper's "roughly 1/M of the
     LDP noise"), so that the shape in M is the theorem's, without the validity caveats of
     :func:`fedbandit.accounting.amplification.zc_amplification_sigma0`.
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    n_agents : int
+        M, the number of agents.
+    dim : int
+        d, the feature dimension.
+    epsilon, delta : float
+        The privacy target (ε, δ).
+    batch_size : int, optional
+        B (a divisor of T); default :func:`optimal_batch_size`.
+    alpha : float, default 0.01
+        The failure probability α of the bound.
+
+    Returns
+    -------
+    float
+        The bound's value.
     """
     T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
@@ -205,6 +352,22 @@ def regret_bound_super_agent(horizon, n_agents, dim, epsilon, delta) -> float:
     """Central-DP super agent over MT rounds [paper]: d sqrt(MT) + sqrt(MT) d^{3/4} log^{1/4}(1/δ)/sqrt(ε).
 
     Constant 1, log factors in T dropped as in the paper's display.
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    n_agents : int
+        M, the number of agents.
+    dim : int
+        d, the feature dimension.
+    epsilon, delta : float
+        The privacy target (ε, δ).
+
+    Returns
+    -------
+    float
+        The bound's value.
     """
     T = check_positive_int("horizon", horizon)
     M = check_positive_int("n_agents", n_agents)
@@ -216,7 +379,26 @@ def regret_bound_super_agent(horizon, n_agents, dim, epsilon, delta) -> float:
 
 
 def regret_bound_nonprivate(horizon, n_agents, dim, batch_size=None, alpha=0.01) -> float:
-    """Lemma 6.7 without noise (σ = 0): d M B log T + d sqrt(MT) log(MT/α) [recalled]."""
+    """Lemma 6.7 without noise (σ = 0): d M B log T + d sqrt(MT) log(MT/α) [recalled].
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    n_agents : int
+        M, the number of agents.
+    dim : int
+        d, the feature dimension.
+    batch_size : int, optional
+        B (a divisor of T); default :func:`optimal_batch_size`.
+    alpha : float, default 0.01
+        The failure probability α of the bound.
+
+    Returns
+    -------
+    float
+        The bound's value.
+    """
     T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)
     B = optimal_batch_size(T, M) if batch_size is None else batch_size
@@ -224,7 +406,20 @@ def regret_bound_nonprivate(horizon, n_agents, dim, batch_size=None, alpha=0.01)
 
 
 def communication_rounds(horizon, batch_size) -> int:
-    """Number of synchronizations T/B of Algorithm 1 [paper]; O(sqrt(MT)) at B = sqrt(T/M)."""
+    """Number of synchronizations T/B of Algorithm 1 [paper]; O(sqrt(MT)) at B = sqrt(T/M).
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    batch_size : int
+        B, the rounds between synchronizations (a divisor of T).
+
+    Returns
+    -------
+    int
+        T/B.
+    """
     return n_batches(horizon, batch_size)
 
 
@@ -232,6 +427,18 @@ def optimal_batch_size(horizon, n_agents) -> int:
     """The divisor of T closest to sqrt(T/M) (the paper's B = sqrt(T/M)) [paper].
 
     Ties go to the smaller divisor (more communication, less delay).
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    n_agents : int
+        M, the number of agents.
+
+    Returns
+    -------
+    int
+        A divisor B of T.
     """
     T = _check_horizon(horizon)
     M = check_positive_int("n_agents", n_agents)

@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -41,7 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int
+from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int, check_rng
+from fedbandit.integrations.flower.digits import DigitsClients
 from fedbandit.integrations.flower.setting import (
     DDGSetting,
     check_expected_calibration,
@@ -52,6 +54,8 @@ from fedbandit.integrations.flower.setting import (
     modular_sum_from_flower,
     residues_to_flower,
 )
+from fedbandit.learners import server_momentum_step
+from fedbandit.secagg import secure_generator
 
 # Flower reports usage events to its servers unless FLWR_TELEMETRY_ENABLED=0, read when flwr is
 # first imported: off unless the user chose otherwise (the book's builds run offline).
@@ -75,8 +79,6 @@ _USED_ROUNDS = "fedbandit.ddg.used_rounds"
 
 
 def _client_generator(key, round_: int):
-    from fedbandit.secagg import secure_generator
-
     return secure_generator(key, stream=round_)
 
 
@@ -294,8 +296,6 @@ class DDGFedAvgM(Strategy):
 
 
 def _server_step(W, mom, total, n, momentum, server_lr):
-    from fedbandit.learners import server_momentum_step
-
     return server_momentum_step(W, mom, total, n_clients=n, momentum=momentum, server_lr=server_lr)
 
 
@@ -332,6 +332,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         ``records`` (:class:`RoundRecord` per round), ``accuracy`` (per round, if
         ``evaluate``), ``W`` (the final model), ``seconds`` (wall clock of the run).
     """
+    # flwr (the optional flower extra, with Ray) loads only when a federation runs
     from flwr.client import NumPyClient
     from flwr.client.mod import secaggplus_mod
     from flwr.clientapp import ClientApp
@@ -400,9 +401,6 @@ def flower_digits_trial(config: dict, rng) -> dict:
     Returns a dict: ``accuracy`` (after every round), ``epsilon`` (reported after every
     round), ``n_survivors``, ``seconds``.
     """
-    from fedbandit._validation import check_rng
-    from fedbandit.integrations.flower.digits import DigitsClients
-
     rng = check_rng("rng", rng)
     c = dict(config)
     clients = DigitsClients(c["n_clients"], split_seed=c.get("split_seed", 0), lr=c.get("lr", 0.5),
@@ -429,6 +427,4 @@ class _KeyFamily:
         self.master = bytes(master)
 
     def __call__(self, pid: int) -> bytes:
-        import hashlib
-
         return hashlib.sha256(self.master + int(pid).to_bytes(8, "big")).digest()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int
+from fedbandit.envs import load_digits_federated
+from fedbandit.learners import local_updates
 
 __all__ = ["DigitsClients"]
 
@@ -34,8 +36,6 @@ class DigitsClients:
     @property
     def data(self):
         if self._data is None:
-            from fedbandit.envs import load_digits_federated
-
             self._data = load_digits_federated(self.n_clients, rng=self.split_seed)
         return self._data
 
@@ -56,7 +56,6 @@ class DigitsClients:
         X, Y, mask, count = self.inputs([pid])
         f = X.shape[-1]
         W0 = np.asarray(W, dtype=np.float64).reshape(1, f, self.n_classes)
-        from fedbandit.learners import local_updates
 
         return local_updates(W0, X, Y, mask, count, lr=self.lr, local_steps=self.local_steps)[0]
 

@@ -48,6 +48,7 @@ from fedbandit._validation import (
 )
 from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_epsilon
 from fedbandit.accounting.subsampling import amplification_for
+from fedbandit.protocols import create
 
 __all__ = [
     "FLOWER_MAX_BITS",
@@ -138,8 +139,6 @@ class DDGSetting:
     @functools.cached_property
     def protocol(self):
         """This package's ``sum-ddg-secagg`` protocol for the setting, configured (the one calibration)."""
-        from fedbandit.protocols import create
-
         p = create("sum-ddg-secagg", epsilon=self.epsilon, delta=self.delta, bits=self.bits, k=self.k,
                    rounding_beta=self.rounding_beta, flatten=self.flatten, norm_growth=self.norm_growth,
                    flatten_seed=self.flatten_seed, relation=self.relation)
