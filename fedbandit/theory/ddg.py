@@ -59,6 +59,7 @@ import math
 from fedbandit._combinatorics import flattened_dim
 from fedbandit._validation import (
     MIN_DELTA,
+    check_choice,
     check_epsilon,
     check_int_in_range,
     check_nonnegative_float,
@@ -176,7 +177,7 @@ def theorem2_bits(c: float, n: int, d: int, epsilon: float, *, rho: float = 1.0)
         if gamma * m >= sigma_hat * math.sqrt(8.0 * math.log1p(m * m / n)):
             return b
     raise ValueError(f"Theorem 2's modular condition needs more than {MAX_THEOREM2_BITS} bits at c={c}, n={n}, d={d}, "
-                     f"epsilon={epsilon}")
+                     f"epsilon={epsilon}, rho={rho}")
 
 
 def theorem2_params(c: float, n: int, d: int, epsilon: float, *, bits: int | None = None,
@@ -209,6 +210,7 @@ def theorem2_params(c: float, n: int, d: int, epsilon: float, *, bits: int | Non
     n = check_positive_int("n", n)
     d = check_positive_int("d", d)
     epsilon = check_epsilon("epsilon", epsilon)
+    flatten = check_choice("flatten", flatten, ("hadamard", "dft"))
     d_pad = flattened_dim(d, flatten)
     b = theorem2_bits(c, n, d_pad, epsilon) if bits is None else check_int_in_range("bits", bits, 2, MAX_THEOREM2_BITS)
     sigma, gamma, beta = theorem2_sigma(c, n, epsilon), theorem2_gamma(c, n, d_pad, epsilon), theorem2_beta(n)
