@@ -17,7 +17,7 @@ QUICK_HTML := $(QUICK_DIR)/_build/html
 NPM_DIR := _build/npm
 SCALE_LOG := _build/scale.log
 
-.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv
+.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv golden
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
@@ -25,6 +25,8 @@ help:
 	@echo "            notebooks' outputs, browser check"
 	@echo "make bench  benchmarks side by side with their peers -> benchmarks/results/{results.md,results.json} (about 10 min)"
 	@echo "make clean  remove build outputs (keeps .venv and the experiment cache)"
+	@echo "make golden rewrite tests/golden_results.json, the hashes of every computed result (only for a change"
+	@echo "            meant to alter results; say why in the commit)"
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fedbandit needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -51,8 +53,10 @@ $(VENV)/.bench-installed: pyproject.toml $(VENV)/.test-installed | $(PY)
 
 venv: $(VENV)/.test-installed
 
+# The notebooks the execution cache lacks are executed first, $(JOBS) at a time (longest first), into the
+# cache that jupyter-book then reads: the build itself executes nothing and both cores work.
 book: $(VENV)/.book-installed
-	$(PY) -m fedbandit.book.execution_cache _build/.jupyter_cache
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=paper $(PY) -m fedbandit.book.execution_cache _build/.jupyter_cache --execute $(JOBS)
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=paper $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
@@ -71,6 +75,10 @@ lint: $(VENV)/.test-installed
 	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/pytest -q -p no:cacheprovider -m lint tests/test_architecture.py
 	$(BIN)/mypy
+
+# The golden record of every computed result (tests/golden.py; checked by tests/test_golden.py).
+golden: $(VENV)/.test-installed
+	FEDBANDIT_SCALE=quick $(PY) tests/golden.py --write
 
 unit: $(VENV)/.test-installed
 	FEDBANDIT_SCALE=quick $(BIN)/pytest -n $(JOBS) -m "not browser" tests
@@ -95,7 +103,8 @@ web-assets:
 	else echo "npm not found: the quick build will load MathJax and widgets from CDNs (browser check skips)"; fi
 
 book-quick: $(VENV)/.test-installed web-assets
-	$(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(PY) -m fedbandit.book.execution_cache $(QUICK_DIR)/_build/.jupyter_cache \
+		--execute $(JOBS)
 	if [ -d $(NPM_DIR)/node_modules/mathjax ]; then export FEDBANDIT_NPM_MODULES=$(CURDIR)/$(NPM_DIR)/node_modules; fi; \
 	TQDM_DISABLE=1 FEDBANDIT_SCALE=quick $(BIN)/jupyter-book build . -W -n --keep-going --path-output $(QUICK_DIR)
 

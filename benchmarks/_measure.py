@@ -88,6 +88,35 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _cpu_details() -> dict:
+    """Vendor, family/model/stepping and the vector extensions of CPU 0 (a virtual machine may
+    report only a brand such as "AMD EPYC": these numbers then tell the generation), and the
+    SIMD levels numpy dispatches to."""
+    out = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    break  # CPU 0 only
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key in ("vendor_id", "cpu family", "model", "stepping", "cpu MHz"):
+                    out[key.replace(" ", "_")] = value
+                elif key == "flags":
+                    flags = set(value.split())
+                    out["vector_extensions"] = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq",
+                                                            "avx512vl", "avx512_bf16", "amx_tile") if f in flags]
+    except OSError:
+        pass
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+        out["numpy_simd"] = [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
+    except ImportError:  # pragma: no cover - numpy internals moved
+        pass
+    return out
+
+
 def _cache_sizes() -> dict:
     out = {}
     base = "/sys/devices/system/cpu/cpu0/cache"
@@ -149,6 +178,7 @@ def machine_info() -> dict:
         affinity = os.cpu_count()
     return {
         "cpu": _cpu_model(),
+        "cpu_details": _cpu_details(),
         "logical_cpus": os.cpu_count(),
         "cpus_available": affinity,
         "caches": _cache_sizes(),
@@ -186,6 +216,7 @@ def machine_peaks(repeat: int = 5) -> dict:
       ``copy_dram_bytes_per_s``: the same for 64 MiB (main memory; for information);
     * ``random_bits_per_s``: PCG64 raw 64-bit words (``bit_generator.random_raw``), 2^16 a call;
     * ``normals_per_s``: ``Generator.standard_normal`` into a preallocated array of 2^16;
+    * ``sqrt_per_s``: float64 square roots (``np.sqrt`` of 2^14 values into a preallocated array);
     * ``aes_ctr_bytes_per_s``: AES-256-CTR keystream (``cryptography``), 128 KiB a call as
       secure aggregation expands its masks, 256 calls;
     * ``x25519_per_s``: X25519 key agreements (``cryptography``).
@@ -226,6 +257,13 @@ def machine_peaks(repeat: int = 5) -> dict:
             rng.standard_normal(out=out)
 
     peaks["normals_per_s"] = 16 * n / _best(normals, repeat)
+    roots_in, roots_out = rng.random(2**14), np.empty(2**14)  # 128 KiB each: in cache
+
+    def roots():
+        for _ in range(64):
+            np.sqrt(roots_in, out=roots_out)
+
+    peaks["sqrt_per_s"] = 64 * 2**14 / _best(roots, repeat)
     try:
         from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -267,6 +305,7 @@ PEAK_LABELS = {
     "copy_dram_bytes_per_s": "main-memory copy bandwidth (bytes read + written)",
     "random_bits_per_s": "PCG64 random bits",
     "normals_per_s": "standard normal draws",
+    "sqrt_per_s": "float64 square roots (numpy)",
     "aes_ctr_bytes_per_s": "AES-256-CTR keystream bytes",
     "x25519_per_s": "X25519 key agreements",
 }

@@ -14,6 +14,12 @@
   (``tests/reference_fixed_batch.py``) over the vectorized learner on the same 2 runs x 50
   rounds, checked to pull the same arms (the row used to divide a 25-run throughput by a
   1-run one).
+* ``fixed_batch_ch2_main``: chapter 2's main configuration (silo-level LDP at (1e-3, 1e-4), M = 100,
+  T = 10⁴, K = 100, d = 10, B = 25, 25 runs) alone, with its own environment, against its
+  compute floor: its normal draws, the multiply-adds of every arm's UCB score and one square
+  root per score, at this machine's measured peaks, one after the other (one core);
+* ``fixed_batch_shared_environment``: four configurations of that instance (T = 2000) one by
+  one and then in lockstep (``run_grid``'s shared environments), CPU-time ratio;
 * ``ddg_ideal_sum_agent_rounds_per_s``: the same vectorized run under the ``ddg-secagg``
   protocol with *ideal* secure aggregation (per-user rounding, discrete Gaussian tree, the
   modular sum computed directly, no cryptography: the real protocol's cost is
@@ -127,6 +133,69 @@ def _speed_rows() -> list[dict]:
     return rows
 
 
+#: Chapter 2's main configuration: silo-level LDP at (1e-3, 1e-4), M = 100, T = 10^4, K = 100, d = 10, B = 25, 25 runs.
+CH2_MAIN = dict(learner="fixed-batch", instance="synthetic", M=100, T=10_000, B=25, K=100, d=10, runs=25, env_seed=0,
+                protocol="silo-ldp", epsilon=1e-3, delta=1e-4, calibration="paper")
+
+
+def _main_config_row() -> dict:
+    """Chapter 2's main configuration, alone (its own environment), against its compute floor."""
+    c = CH2_MAIN
+    M, K, d, T, R = c["M"], c["K"], c["d"], c["T"], c["runs"]
+    t = measure(lambda: run_config(dict(c), np.random.default_rng(0)), repeat=1, trace_memory=False)
+    scores = R * M * K * T
+    q = d * (d + 1) // 2
+    # the work no exact run can skip: the contexts' and rewards' normals, every score's quadratic
+    # form and inner product (q + d multiply-adds per run, arm, agent and round), one square root per score
+    amounts = {"normals_per_s": M * K * (d - 1) * T + R * M * T, "flops_per_s": 2 * (q + d) * scores,
+               "sqrt_per_s": scores}
+    return {
+        "id": "fixed_batch_ch2_main",
+        "name": "chapter 2's main configuration (silo-LDP, M = 100, T = 10^4, K = 100, d = 10, B = 25, 25 runs)",
+        "value": t.cpu,
+        "unit": "s CPU",
+        **t.as_dict(),
+        "peak_mem_mb": max_rss_mb(),
+        "notes": f"one configuration with its own environment (run_config); {M * T * R / t.cpu:.3g} agent-rounds/s",
+        "floor": floor(f"{amounts['normals_per_s']:.3g} normal draws (contexts, reward noise), "
+                       f"{amounts['flops_per_s']:.3g} flops (x^T V^-1 x and <x, theta> of every arm: {q} + {d} "
+                       f"multiply-adds per run, arm, agent and round), {scores:.3g} square roots",
+                       amounts, t.cpu, serial=("normals_per_s", "flops_per_s", "sqrt_per_s")),
+    }
+
+
+def _shared_environment_row() -> dict:
+    """Four configurations of one instance run one by one, then in lockstep (the environment drawn once)."""
+    base = {**CH2_MAIN, "T": 2_000}
+    configs = [dict(base, protocol="non-private"), dict(base), dict(base, epsilon=0.2, delta=0.1),
+               dict(base, protocol="central")]
+    for c in configs:
+        if c["protocol"] == "non-private":
+            for k in ("epsilon", "delta", "calibration"):
+                c.pop(k)
+    kw = dict(seeds=1, cache_dir=False, backend="serial", progress=False)
+    c0 = time.process_time()
+    alone = run_grid(run_config, configs, share_environments=False, **kw)
+    c1 = time.process_time()
+    shared = run_grid(run_config, configs, share_environments=True, **kw)
+    c2 = time.process_time()
+    if not all(np.array_equal(a[0].regret, b[0].regret) for a, b in zip(alone, shared)):
+        raise AssertionError("the configurations gave other results in lockstep")
+    one, together = c1 - c0, c2 - c1
+    return {
+        "id": "fixed_batch_shared_environment",
+        "name": "four configurations of one instance, one by one over in lockstep (environment drawn once)",
+        "value": one / together,
+        "ratio_cpu": one / together,
+        "unit": "x",
+        "wall_s": together,
+        "cpu_s": together,
+        "peak_mem_mb": max_rss_mb(),
+        "notes": f"chapter 2's instance at T = {base['T']} (non-private, silo-LDP at two budgets, central): "
+                 f"{one:.1f} s CPU one by one, {together:.1f} s in lockstep, equal results",
+    }
+
+
 def _paper_rows() -> list[dict]:
     configs = paper_synthetic_configs()
     start = time.perf_counter()
@@ -145,7 +214,7 @@ def _paper_rows() -> list[dict]:
                 "peak_mem_mb": r.peak_rss_mb,
                 "notes": (
                     f"CPU {r.cpu_seconds:.0f} s; final time-average regret {r.avg_regret[:, -1].mean():.3f}; "
-                    f"accounting {r.accounting['status']}"
+                    f"accounting {r.accounting.status}"
                 ),
             }
         )
@@ -176,8 +245,8 @@ def _paper_rows() -> list[dict]:
 
 
 def benchmarks(long: bool = False) -> list[dict]:
-    """The speed rows; with ``long`` also the six paper-scale configurations (minutes)."""
-    return _speed_rows() + (_paper_rows() if long else [])
+    """The speed rows and chapter 2's main configuration; with ``long`` also the six paper-scale configurations."""
+    return _speed_rows() + [_main_config_row(), _shared_environment_row()] + (_paper_rows() if long else [])
 
 
 if __name__ == "__main__":

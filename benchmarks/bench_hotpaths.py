@@ -6,6 +6,8 @@ measured side by side in one process on the same inputs.
 * secure aggregation (``fedbandit.secagg.run_secagg``) vs Flower's SecAgg+ (``flwr``, driven
   in-process by ``_flower_secagg.py``, complete graph = SecAgg), with Flower's Shamir step
   stubbed at n = 100 and in full at n = 30;
+* SecAgg's growth in n (60 to 500 clients, d = 2^16): the exponent of its CPU time, with a
+  Student-t interval over repeated runs (``fit_exponent_t``) and the claim it supports;
 * zCDP -> (ε, δ) and RDP -> (ε, δ) conversions (``fedbandit.accounting.zcdp``) vs
   dp-accounting's RDP accountant;
 * the fast Walsh-Hadamard transform (``fedbandit.mechanisms.flattening.fwht``) vs the SIMD
@@ -41,6 +43,8 @@ SECAGG_CASES = (  # (id, n, d, bits, threshold, dropped, stub Flower's Shamir)
     ("secagg_n100_d65536", 100, 2**16, 16, 67, 10, True),
     ("secagg_n30_d65536", 30, 2**16, 16, 20, 3, False),
 )
+#: Clients of the growth fit (d = 2^16, B = 16, threshold 2n/3 + 1, n/10 dropped in round 2) and repeats per n.
+SECAGG_SCALING_NS, SECAGG_SCALING_REPEATS = (60, 120, 250, 500), 2
 RHOS, DELTAS = (0.01, 0.1, 0.5, 1.0, 5.0), (1e-5, 1e-8)
 WHT_SHAPES = (  # (id, shape, where the book transforms it)
     ("wht_d1048576", (2**20,), "one vector, d = 2^20"),
@@ -194,6 +198,50 @@ def _secagg_rows() -> list[dict]:
             peers=[_peer("Flower", "flwr", peer, fed, what, reason)],
         ))
     return rows
+
+
+def _secagg_scaling_row() -> dict:
+    """SecAgg's CPU time against n (d = 2^16): the exponent of its growth with a Student-t interval."""
+    from fedbandit.experiments.statistics import claim_exponent, fit_exponent_t
+
+    d, bits = 2**16, 16
+    ns = np.array(SECAGG_SCALING_NS)
+    cpu = np.empty((ns.size, SECAGG_SCALING_REPEATS))
+    walls = np.empty_like(cpu)
+    for i, n in enumerate(ns):
+        x = np.random.default_rng(n).integers(0, 2**bits, size=(n, d))
+        dropped = list(range(1, n // 10 + 1))
+        for r in range(SECAGG_SCALING_REPEATS):
+            w0, c0 = time.perf_counter(), time.process_time()
+            out = _run_fedbandit_secagg(x, bits, (2 * n) // 3 + 1, dropped)
+            cpu[i, r], walls[i, r] = time.process_time() - c0, time.perf_counter() - w0
+            if not np.array_equal(np.asarray(_total(out)), x[len(dropped):].sum(0) % 2**bits):
+                raise AssertionError(f"SecAgg with n = {n}: wrong sum")
+    fit = fit_exponent_t(ns, cpu)
+    c = claim_exponent(f"growth exponent of SecAgg's CPU time in n = {ns[0]}..{ns[-1]}", fit,
+                       alternatives=(("2 (pairwise masks and key agreements)", 2.0),
+                                     ("2.1 (with the 521-bit Shamir's n^3 term)", 2.1), ("3", 3.0)))
+    local = np.diff(np.log(cpu.mean(axis=1))) / np.diff(np.log(ns))
+    verdict = ("the whole interval lies below 2: no faster than n^2 over the range" if c.below("2 (pairwise masks and key "
+               "agreements)") else "the interval admits 2" if c.admits("2 (pairwise masks and key agreements)") else
+               "the interval lies above 2: faster than n^2")
+    text = (f"{c.text()}; {verdict} (local exponents between successive n: "
+            + ", ".join(f"{v:.2f}" for v in local) + ")")
+    return {
+        "id": "secagg_scaling",
+        "name": "SecAgg CPU time vs n (d = 2^16, B = 16, threshold 2n/3 + 1, n/10 dropped), exponent",
+        "value": fit.slope,
+        "unit": "exponent",
+        "wall_s": float(walls.sum()),
+        "cpu_s": float(cpu.sum()),
+        "low": fit.low,
+        "high": fit.high,
+        "confidence": fit.confidence,
+        "claim": text,
+        "times": {int(n): [float(v) for v in row] for n, row in zip(ns, cpu)},
+        "notes": f"{text}; CPU s per run: " + ", ".join(
+            f"n = {n}: {row.mean():.2f}" for n, row in zip(ns, cpu)),
+    }
 
 
 # --------------------------------------------------------------------------- accounting
@@ -366,7 +414,8 @@ def _wht_share_rows() -> list[dict]:
 
 
 def benchmarks() -> list[dict]:
-    return _discrete_gaussian_rows() + _secagg_rows() + _accounting_rows() + _wht_rows() + _wht_share_rows()
+    return (_discrete_gaussian_rows() + _secagg_rows() + [_secagg_scaling_row()] + _accounting_rows() + _wht_rows()
+            + _wht_share_rows())
 
 
 if __name__ == "__main__":

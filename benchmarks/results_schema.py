@@ -27,8 +27,12 @@ FLOOR_ROWS = (
     "secagg_n100_d65536", "secagg_n30_d65536",
     "wht_d1048576", "wht_d65536", "wht_bandit_ddg", "wht_dme", "wht_federated",
     "tree_silo_ldp_d10", "tree_silo_ldp_d57",
-    "fixed_batch_vectorized",
+    "fixed_batch_vectorized", "fixed_batch_ch2_main",
 )
+# Chapter 2's instance run one configuration at a time and in lockstep (shared environment).
+SHARING_ROWS = ("fixed_batch_shared_environment",)
+# SecAgg's growth in n: a fitted exponent with its interval.
+SCALING_ROWS = ("secagg_scaling",)
 # The transform's share of chapter 5's workloads (where it would matter).
 SHARE_ROWS = ("wht_share_dme", "wht_share_federated", "wht_share_bandit_ddg")
 # Vectorized learner over its plain-loop reference, on the same workload.
@@ -38,8 +42,9 @@ SAME_WORKLOAD_ROWS = (
     "consensus_master_worker_same_workload_speedup",
     "consensus_decentralized_same_workload_speedup",
 )
-PAGE_ROWS = tuple(dict.fromkeys(PEER_ROWS + FLOOR_ROWS + SHARE_ROWS + SAME_WORKLOAD_ROWS))
-PEAKS = ("flops_per_s", "copy_bytes_per_s", "random_bits_per_s", "normals_per_s", "aes_ctr_bytes_per_s",
+PAGE_ROWS = tuple(dict.fromkeys(PEER_ROWS + FLOOR_ROWS + SHARE_ROWS + SAME_WORKLOAD_ROWS + SHARING_ROWS
+                                 + SCALING_ROWS))
+PEAKS = ("flops_per_s", "copy_bytes_per_s", "random_bits_per_s", "normals_per_s", "sqrt_per_s", "aes_ctr_bytes_per_s",
          "x25519_per_s")
 PEER_PACKAGES = ("opendp", "flwr", "dp-accounting", "fht-cpu", "FFHT-unofficial")
 # A floor is a lower bound: floor / measured time above this is a broken peak or work count
@@ -107,7 +112,10 @@ def problems(results: dict) -> list[str]:
             elif fl["fraction"] > FLOOR_SLACK:
                 out.append(f"row {rid!r}: the floor is {fl['fraction']:.3g} times the measured time, so it is not a "
                            "lower bound (a peak measured too low, or the work overcounted)")
-        if rid in SAME_WORKLOAD_ROWS and not (_finite(row.get("ratio_cpu")) and row["ratio_cpu"] > 0):
+        if rid in SCALING_ROWS and not (all(_finite(row.get(k)) for k in ("low", "high", "confidence"))
+                                        and row["low"] <= row["value"] <= row["high"] and row.get("claim")):
+            out.append(f"row {rid!r} lacks its interval (low <= value <= high, confidence) or its claim")
+        if rid in SAME_WORKLOAD_ROWS + SHARING_ROWS and not (_finite(row.get("ratio_cpu")) and row["ratio_cpu"] > 0):
             out.append(f"row {rid!r} lacks its CPU-time ratio")
         if rid in PEER_ROWS:
             peers = row.get("peers") or []

@@ -30,6 +30,16 @@ grid point, to rerun it interactively.
     loopback.  Needs the ``dask`` extra (``pip install 'fedbandit[dask]'``); workers must be
     able to import :mod:`fedbandit` and the module defining ``func``.
 
+.. rubric:: Grouped points
+
+A caller may pass a :class:`Grouping`: grid points whose configurations have equal
+(non-None) group keys are then evaluated together, by the grouping's ``run_together``, in
+units (at most :data:`MAX_UNIT` points each, split so that every worker has work).
+:func:`fedbandit.experiments.grid.run_grid` uses it to run the learners of one linear
+environment in lockstep, generating each block of contexts and reward noise once for all of
+them (:mod:`fedbandit.envs.sharing`).  A point's result, random stream and cache entry are
+exactly those of the point run alone.
+
 .. rubric:: Cache
 
 Each result is stored in its own file under ``cache_dir``, keyed by a SHA-256 hash of the
@@ -98,6 +108,8 @@ from fedbandit._validation import (
 
 __all__ = [
     "BACKENDS",
+    "Grouping",
+    "MAX_UNIT",
     "run_grid",
     "make_rng",
     "config_hash",
@@ -601,21 +613,92 @@ def _evaluate(func: Callable, config: Mapping, seed_seq: np.random.SeedSequence,
         raise
 
 
-def _evaluate_keyed(func: Callable, key: str, config: Mapping, seed_seq, label: str) -> tuple[str, Any]:
-    return key, _evaluate(func, config, seed_seq, label)
+@dataclass(frozen=True)
+class Grouping:
+    """How :func:`run_grid` may evaluate several grid points together (a caller's hook).
+
+    Attributes
+    ----------
+    key : callable
+        ``key(config) -> str | None``: points whose configurations have equal keys may run
+        together; None runs the point alone.
+    run_together : callable
+        ``run_together(calls) -> [(ok, value, ...), ...]``: evaluates the zero-argument
+        ``calls`` together (in the worker; module-level, so that it pickles), one outcome per
+        call in order, ``ok`` False with the exception as ``value`` for a call that raised.
+    nested : callable
+        ``nested() -> bool``: True inside a call that ``run_together`` is evaluating (a grid run
+        there evaluates its points one by one: groups do not nest).
+    """
+
+    key: Callable[[Mapping[str, Any]], str | None]
+    run_together: Callable[[Sequence[Callable[[], Any]]], Sequence[tuple[Any, ...]]]
+    nested: Callable[[], bool]
 
 
-def _run_serial(func: Callable, tasks: list[_Task]) -> Iterator[tuple[str, Any]]:
-    for task in tasks:
-        yield task.key, _evaluate(func, task.config, task.seed_seq, task.label)
+#: At most this many grid points run in one unit of a :class:`Grouping` (their states are all alive).
+MAX_UNIT = 16
+
+_Outcome = tuple[str, bool, Any]
 
 
-def _run_joblib(func: Callable, tasks: list[_Task], n_jobs: int) -> Iterator[tuple[str, Any]]:
+def _evaluate_unit(func: Callable, unit: Sequence[_Task],
+                   run_together: Callable[[Sequence[Callable[[], Any]]], Sequence[tuple[Any, ...]]] | None,
+                   ) -> list[_Outcome]:
+    """Evaluate the grid points of one unit (runs in the worker): ``[(key, ok, result or exception)]``."""
+    if len(unit) == 1 or run_together is None:
+        return [(t.key, True, _evaluate(func, t.config, t.seed_seq, t.label)) for t in unit]
+    outcomes = run_together([functools.partial(_evaluate, func, t.config, t.seed_seq, t.label) for t in unit])
+    return [(t.key, bool(out[0]), out[1]) for t, out in zip(unit, outcomes)]
+
+
+def _units(tasks: list[_Task], n_workers: int, key: Callable[[Mapping[str, Any]], str | None]) -> list[list[_Task]]:
+    """Group the points with equal keys into units, largest first.
+
+    Points of one group are split into as many units as it takes to give every worker work,
+    and into units of at most :data:`MAX_UNIT`.
+    """
+    groups: dict[Any, list[_Task]] = {}
+    for t in tasks:
+        k = key(t.config)
+        groups.setdefault(("alone", t.key) if k is None else ("group", k), []).append(t)
+    cap = max(1, min(MAX_UNIT, -(-len(tasks) // max(1, n_workers))))
+    units = []
+    for group in groups.values():
+        parts = -(-len(group) // cap)
+        units += [group[i::parts] for i in range(parts)]
+    return sorted(units, key=len, reverse=True)
+
+
+def _store_each(stream: Iterator[list[_Outcome]]) -> Iterator[tuple[str, Any]]:
+    """The points of each finished unit, one by one; a point's exception is raised once the
+    unit's other points have been handed on (and cached)."""
+    for outcomes in stream:
+        failed = None
+        for key, ok, result in outcomes:
+            if ok:
+                yield key, result
+            elif failed is None:
+                failed = result
+        if failed is not None:
+            raise failed
+
+
+_RunTogether = Callable[[Sequence[Callable[[], Any]]], Sequence[tuple[Any, ...]]] | None
+
+
+def _run_serial(func: Callable, units: list[list[_Task]], run_together: _RunTogether) -> Iterator[list[_Outcome]]:
+    for unit in units:
+        yield _evaluate_unit(func, unit, run_together)
+
+
+def _run_joblib(func: Callable, units: list[list[_Task]], n_jobs: int,
+                run_together: _RunTogether) -> Iterator[list[_Outcome]]:
     from joblib import Parallel, delayed
 
-    n_workers = min(_cpu_count(n_jobs), len(tasks))
+    n_workers = min(_cpu_count(n_jobs), len(units))
     parallel = Parallel(n_jobs=n_workers, backend="loky", return_as="generator_unordered")
-    gen = parallel(delayed(_evaluate_keyed)(func, t.key, t.config, t.seed_seq, t.label) for t in tasks)
+    gen = parallel(delayed(_evaluate_unit)(func, unit, run_together) for unit in units)
     try:
         yield from gen
     finally:
@@ -655,20 +738,21 @@ def _dask_client(scheduler: Any, n_jobs: int, n_tasks: int):
             cluster.close()
 
 
-def _run_dask(func: Callable, tasks: list[_Task], client: Any) -> Iterator[tuple[str, Any]]:
+def _run_dask(func: Callable, units: list[list[_Task]], client: Any,
+              run_together: _RunTogether) -> Iterator[list[_Outcome]]:
     from distributed import as_completed
 
     pending = {}
-    for t in tasks:
-        future = client.submit(_evaluate, func, t.config, t.seed_seq, t.label, pure=False)
-        pending[future.key] = (t.key, future)
+    for unit in units:
+        future = client.submit(_evaluate_unit, func, unit, run_together, pure=False)
+        pending[future.key] = future
     try:
-        for future, result in as_completed([f for _, f in pending.values()], loop=client.loop, with_results=True):
-            key, _ = pending.pop(future.key)
-            yield key, result
+        for future, result in as_completed(list(pending.values()), loop=client.loop, with_results=True):
+            pending.pop(future.key)
+            yield result
     finally:
         if pending:  # interrupted: do not leave work running on a shared cluster
-            client.cancel([f for _, f in pending.values()])
+            client.cancel(list(pending.values()))
 
 
 # ---------------------------------------------------------------------------------------
@@ -688,6 +772,7 @@ def run_grid(
     version: str | int | None = None,
     progress: bool = True,
     base_seed: int = 0,
+    grouping: Grouping | None = None,
 ) -> list[list[Any]]:
     """Evaluate ``func`` at every point of a grid of configurations × seeds.
 
@@ -730,6 +815,9 @@ def run_grid(
         points; ``TQDM_DISABLE=1`` in the environment also silences it.
     base_seed : int, default 0
         Root entropy of the random streams, >= 0.
+    grouping : Grouping, optional
+        Evaluate the points whose configurations have equal group keys together (see the
+        module notes); the results are the same either way.
 
     Returns
     -------
@@ -783,6 +871,8 @@ def run_grid(
     if not isinstance(progress, (bool, np.bool_)):
         raise TypeError(f"progress must be a bool, got {progress!r} of type {type(progress).__name__}")
     base_seed = check_nonnegative_int("base_seed", base_seed)
+    if grouping is not None and not isinstance(grouping, Grouping):
+        raise TypeError(f"grouping must be a Grouping or None, got {grouping!r:.80} of type {type(grouping).__name__}")
 
     # ---- tasks -------------------------------------------------------------------------
     identity, target = _function_identity(func)
@@ -836,17 +926,21 @@ def run_grid(
         # (widgets) into the pages
         if not progress or os.environ.get("TQDM_DISABLE", "").strip().lower() in {"1", "true", "yes", "on"}:
             bar_kwargs["disable"] = True
+        n_workers = 1 if backend == "serial" else _cpu_count(n_jobs)
+        grouped = grouping is not None and not grouping.nested()
+        units = _units(pending, n_workers, grouping.key) if grouping is not None and grouped else [[t] for t in pending]
+        run_together = grouping.run_together if grouping is not None and grouped else None
         with contextlib.ExitStack() as stack:
             bar = stack.enter_context(tqdm(**bar_kwargs))
             if backend == "serial":
-                stream = _run_serial(func, pending)
+                stream = _run_serial(func, units, run_together)
             elif backend == "joblib":
-                stream = _run_joblib(func, pending, n_jobs)
+                stream = _run_joblib(func, units, n_jobs, run_together)
             else:
-                client = stack.enter_context(_dask_client(scheduler, n_jobs, len(pending)))
-                stream = _run_dask(func, pending, client)
+                client = stack.enter_context(_dask_client(scheduler, n_jobs, len(units)))
+                stream = _run_dask(func, units, client, run_together)
             stream = stack.enter_context(contextlib.closing(stream))
-            for key, result in stream:
+            for key, result in _store_each(stream):
                 if entry_dir is not None:
                     try:
                         data = _encode_entry(key, result)

@@ -28,6 +28,13 @@ class Registry:
             raise ValueError(f"{self.what} name {name!r} is registered twice")
         self._entries[name] = entry
 
+    def remove(self, name: str) -> None:
+        """Remove ``name`` (an entry registered for a while: a test's or a notebook's); unknown names are refused."""
+        self._load()
+        if name not in self._entries:
+            raise ValueError(f"unknown {self.what} {name!r:.80}; available: {', '.join(self._entries)}")
+        del self._entries[name]
+
     def _load(self) -> None:
         if not self._loaded:
             for mod in self._families:

@@ -93,8 +93,8 @@ def test_master_worker_matches_reference(epsilon, privacy_width, doubling, commu
     res = learner.run(BERN, np.random.default_rng(7), record_actions=True)
     assert np.array_equal(res.extras["actions"], ref_actions)
     assert np.allclose(res.cum_regret, ref_regret)
-    assert res.extras["communications"][-1] == ref_comm == res.communication["rounds"]
-    assert res.communication["messages"] == 2 * M * ref_comm and res.communication["payload"] == 2 * M * K * ref_comm
+    assert res.extras["communications"][-1] == ref_comm == res.communication.rounds
+    assert res.communication.messages == 2 * M * ref_comm and res.communication.payload == 2 * M * K * ref_comm
     assert np.array_equal(res.extras["pulls"].sum(axis=(1, 2)), np.full(R, M * T))
 
 
@@ -116,7 +116,7 @@ def test_decentralized_matches_reference(env, graph, epsilon, privacy_width):
     assert np.array_equal(res.extras["actions"], ref_actions)
     assert np.allclose(res.cum_regret, ref_regret)
     assert res.extras["communications"][-1] == T and res.extras["messages"][-1] == T * 2 * graph.n_edges
-    assert res.communication["payload"] == T * 2 * graph.n_edges * 2 * K
+    assert res.communication.payload == T * 2 * graph.n_edges * 2 * K
 
 
 @pytest.mark.parametrize("mechanism", ["binary", "laplace"])
@@ -155,7 +155,7 @@ def test_independent_matches_reference(epsilon, privacy_width, mechanism, env):
         env, np.random.default_rng(4), record_actions=True)
     assert np.array_equal(res.extras["actions"], ref_actions)
     assert np.allclose(res.cum_regret, ref_regret)
-    assert res.communication["rounds"] == 0 and res.extras["messages"][-1] == 0
+    assert res.communication.rounds == 0 and res.extras["messages"][-1] == 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_run_config_grid():
     assert out.extras["grid"]["shape"] == (2, 3, 3)
     assert grid_view(out).shape[:3] == (2, 3, 3) and grid_view(out, out.extras["pulls"]).shape == (2, 3, 3, 4, 4)
     assert out.t[-1] == 200 and out.learner == "decentralized" and out.protocol == "counter-hybrid"
-    assert out.accounting["status"] == "verified" and out.accounting["epsilon"] == pytest.approx(4.0)
+    assert out.accounting.status == "verified" and out.accounting.epsilon == pytest.approx(4.0)
     assert sorted(out.extras["accounting_by_epsilon"]) == [1.0, 4.0]
     for learner, protocol in (("master-worker", "counter-hybrid"), ("decentralized", "counter-exact"),
                               ("independent-ucb", "counter-exact"), ("independent-ucb", "counter-laplace"),
@@ -338,7 +338,7 @@ def test_run_config_grid():
         res = run_config(cfg, np.random.default_rng(0))
         assert grid_view(res).shape[:3] == (1, 1, 3)
         expected = "verified" if protocol not in (None, "counter-exact") else "none"
-        assert res.accounting["status"] == expected, (learner, protocol)
+        assert res.accounting.status == expected, (learner, protocol)
     # a run of the sweep equals the same run simulated alone (per-run epsilon and rho)
     eps_runs, rho_runs, grid = expand_grid([1.0, 4.0], [1.5, 2.0, 3.0], 3)
     single = DecentralizedUCB(counter(eps_runs), graph=ring_graph(4), n_arms=K, horizon=200, n_runs=18,
@@ -355,8 +355,8 @@ def test_run_config_refuses_inconsistent_configs():
     with pytest.raises(ValueError, match="no privacy protocol|no protocol"):
         run_config(dict(base, learner="centralized-ucb", epsilon=1.0), rng)
     res = run_config(dict(base, learner="master-worker", protocol="counter-hybrid", epsilon=1.0, delta=1e-5), rng)
-    assert res.accounting["status"] == "verified" and res.accounting["target_delta"] == 1e-5
-    assert res.accounting["delta"] == 0.0  # pure epsilon-DP meets any (epsilon, delta) target
+    assert res.accounting.status == "verified" and res.accounting.target_delta == 1e-5
+    assert res.accounting.delta == 0.0  # pure epsilon-DP meets any (epsilon, delta) target
     with pytest.raises(ValueError, match="epsilon"):
         run_config(dict(base, learner="master-worker", protocol="counter-hybrid", epsilon=[1.0, None]), rng)
     with pytest.raises(ValueError, match="topolgy"):

@@ -454,3 +454,80 @@ def test_bad_inputs():
         c_epsilon(0.0)
     with pytest.raises(ValueError, match="algorithm"):
         predicted_error_exponent("quantum")
+
+
+# ------------------------------------------------ block-by-block Bernoulli input (chapter 4's long range)
+
+
+def test_blockwise_sampler_is_the_bit_path_draw_for_draw():
+    """Fed the block counts of a stream of bits, the blockwise path releases what concurrent_psco releases on the bits.
+
+    The bit path's aggregate sampling draws every level's counts with sample_rr_counts in level order; the
+    blockwise path does the same from _nest_counts of the finest counts; with the same generator state the
+    releases agree exactly, and so do the sup errors computed from the blocks (last bit and tail included).
+    """
+    from fedbandit.mechanisms.psco import _blockwise_sup_error, _nest_counts, _released_sums
+
+    for n, k in [(10_007, 2), (5_000, 3), (999, 1)]:
+        x = (np.random.default_rng(n).random((3, n)) < 0.4).astype(np.uint8)
+        sizes = optimal_batch_sizes(n, k, 1.0, 1e-6)
+        rel = concurrent_psco(x, k, 1.0, 1e-6, np.random.default_rng(7), batch_sizes=sizes)
+        a = sizes[-1]
+        nb = n // a
+        finest = x[:, : nb * a].reshape(3, nb, a).sum(axis=2, dtype=np.int64)
+        eps0, delta0 = level_budget(1.0, 1e-6, k)
+        ps = [rr_flip_probability(b, eps0, delta0) for b in sizes]
+        values = _nested_estimates(_released_sums(_nest_counts(finest, n, sizes), sizes, ps, np.random.default_rng(7)),
+                                   sizes)
+        np.testing.assert_array_equal(values, rel.values)
+        last = x[:, a - 1: nb * a: a].astype(float)
+        np.testing.assert_array_equal(_blockwise_sup_error(values, finest, last, x[:, nb * a:].sum(axis=1)),
+                                      sup_error(rel, x))
+
+
+def test_blockwise_sampler_has_the_law_of_the_bit_path():
+    """Two-sample Kolmogorov–Smirnov test, 4000 runs each, at a false-alarm rate of 1e-3, per (k, mean)."""
+    from fedbandit.mechanisms.psco import bernoulli_concurrent_sup_error
+
+    n, runs = 3_000, 4_000
+    bit_path = {}
+    for k, mean in [(1, 0.5), (2, 0.5), (3, 0.2)]:
+        sizes = optimal_batch_sizes(n, k, 1.0, 1e-6)
+        blocks = bernoulli_concurrent_sup_error(n, k, 1.0, 1e-6, np.random.default_rng(1), runs=runs, mean=mean,
+                                                batch_sizes=sizes)
+        rng = np.random.default_rng(2)
+        x = sample_bernoulli_input(n, rng, runs=runs, mean=mean)
+        bits = bit_path[k] = sup_error(concurrent_psco(x, k, 1.0, 1e-6, rng, batch_sizes=sizes), x)
+        assert stats.ks_2samp(blocks, bits).pvalue > 1e-3, (k, mean, blocks.mean(), bits.mean())
+    # the test has power: the sampler run on another schedule (b_k doubled) is told apart
+    wrong = bernoulli_concurrent_sup_error(n, 2, 1.0, 1e-6, np.random.default_rng(3), runs=runs,
+                                           batch_sizes=tuple(2 * b for b in optimal_batch_sizes(n, 2, 1.0, 1e-6)))
+    assert stats.ks_2samp(wrong, bit_path[2]).pvalue < 1e-3
+
+
+def test_bernoulli_blocks_moments():
+    """Each block's count is Bin(a, mean) and holds its last bit; the rest is Bin(n mod a, mean) (z-tests, |z| < 5)."""
+    from fedbandit.mechanisms.psco import _bernoulli_blocks
+
+    n, a, runs, mean = 1_003, 10, 20_000, 0.3
+    finest, last, tail = _bernoulli_blocks(n, a, runs, mean, np.random.default_rng(4))
+    assert finest.shape == last.shape == (runs, n // a) and tail.shape == (runs,)
+    assert np.all((last == 0) | (last == 1)) and np.all(last <= finest) and np.all(finest - last <= a - 1)
+    for v, m_, var in ((finest, a * mean, a * mean * (1 - mean)), (last, mean, mean * (1 - mean)),
+                       (tail, 3 * mean, 3 * mean * (1 - mean))):
+        z = (v.mean() - m_) / math.sqrt(var / v.size)
+        assert abs(z) < 5, (v.shape, v.mean(), m_)
+    # the last bit is one of the block's bits: cov(last, count) = mean (1 − mean)
+    cov = np.mean((last - mean) * (finest - a * mean))
+    assert abs(cov - mean * (1 - mean)) < 5 * math.sqrt(np.var((last - mean) * (finest - a * mean)) / last.size)
+
+
+def test_blockwise_sampler_refuses_bad_input():
+    from fedbandit.mechanisms.psco import bernoulli_concurrent_sup_error
+
+    with pytest.raises(ValueError, match="k"):
+        bernoulli_concurrent_sup_error(100, 9, 1.0, 1e-6, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="runs"):
+        bernoulli_concurrent_sup_error(10**9, 3, 1.0, 1e-6, np.random.default_rng(0), runs=1000, batch_sizes=(1000, 10, 1))
+    with pytest.raises(ValueError, match="mean"):
+        bernoulli_concurrent_sup_error(100, 1, 1.0, 1e-6, np.random.default_rng(0), mean=1.5)

@@ -616,3 +616,41 @@ def test_execution_cache_is_reset_when_the_package_changes(tmp_path, monkeypatch
     monkeypatch.setattr(execution_cache, "package_source_hash", lambda: "f" * 64)
     assert execution_cache.sync_execution_cache(cache) is True  # edited source: reset
     assert not cache.exists()
+
+
+def test_book_notebooks_are_the_toc_notebooks_in_order():
+    from fedbandit.book import book_notebooks
+
+    root = Path(__file__).resolve().parents[1]
+    names = [p.relative_to(root).as_posix() for p in book_notebooks(root)]
+    assert names[0] == "chapters/intro.ipynb" and "chapters/02_fixed_batch.ipynb" in names
+    assert names.index("chapters/01_dp20_gaps.ipynb") < names.index("chapters/06_side_by_side.ipynb")
+    assert all(n.endswith(".ipynb") for n in names)  # the markdown pages are not executed
+
+
+def test_execute_missing_fills_the_cache_that_jupyter_book_reads(tmp_path):
+    """Two notebooks executed into jupyter-cache; the cache then matches them (as myst-nb's cache
+    mode does before executing), a failing one is not stored, and a second call executes nothing."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    from fedbandit.book import execute_missing
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: a\nchapters:\n- file: b\n- file: c\n")
+    (tmp_path / "_config.yml").write_text("execute:\n  timeout: 120\n")
+    for name, code in (("a", "print(1 + 1)"), ("b", "import os\nprint(os.getcwd())"), ("c", "raise ValueError('no')")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    cache_dir = tmp_path / "_build" / ".jupyter_cache"
+    failed = execute_missing(cache_dir, tmp_path, jobs=2)
+    assert failed == ["c.ipynb"]
+    cache = get_cache(str(cache_dir))
+    for name, text in (("a", "2"), ("b", str(tmp_path))):
+        record = cache.match_cache_notebook(nbformat.read(tmp_path / f"{name}.ipynb", as_version=4))
+        outputs = cache.get_cache_bundle(record.pk).nb.cells[0].outputs
+        assert outputs[0]["text"].strip() == text  # executed in the notebook's own folder
+        assert record.data["execution_seconds"] > 0
+    with pytest.raises(KeyError):
+        cache.match_cache_notebook(nbformat.read(tmp_path / "c.ipynb", as_version=4))
+    assert execute_missing(cache_dir, tmp_path, jobs=2) == ["c.ipynb"]  # a and b are not executed again

@@ -51,15 +51,15 @@ def test_runs_are_vectorized():
 
 def test_result_reports_the_protocol():
     out = run_fl(dict(BASE, clip=0.3, **KINDS["ddg"]), np.random.default_rng(1))
-    assert out.accounting["status"] == "verified"
-    assert out.accounting["epsilon"] == pytest.approx(4.0, rel=1e-6)
+    assert out.accounting.status == "verified"
+    assert out.accounting.epsilon == pytest.approx(4.0, rel=1e-6)
     assert out.calibration["bits"] == 16 and out.calibration["n_rounds"] == 3 and out.calibration["clip"] == 0.3
-    assert out.communication["rounds"] == 3 and out.communication["bits_per_coordinate"] == 16
-    assert out.communication["bits"] == 3 * 20 * 1024 * 16  # d = 65 * 10 padded to 1024
+    assert out.communication.rounds == 3 and out.communication.bits_per_coordinate == 16
+    assert out.communication.bits == 3 * 20 * 1024 * 16  # d = 65 * 10 padded to 1024
     assert out.protocol == "sum-ddg-secagg" and out.learner == "federated-learning"
     g = run_fl(dict(BASE, clip=0.3, **KINDS["gauss"]), np.random.default_rng(1))
-    assert g.accounting["status"] == "verified" and g.accounting["model"] == "central"
-    assert run_fl(dict(BASE, clip=0.3, **KINDS["none"]), np.random.default_rng(1)).accounting["status"] == "none"
+    assert g.accounting.status == "verified" and g.accounting.model == "central"
+    assert run_fl(dict(BASE, clip=0.3, **KINDS["none"]), np.random.default_rng(1)).accounting.status == "none"
 
 
 def test_non_private_training_learns():
@@ -100,11 +100,11 @@ SAMPLED = dict(BASE, n_clients=60, clients_per_round=10, rounds=4, local_steps=2
 
 def test_fixed_size_sampling_uses_n_clients_per_round_and_amplification():
     out = run_fl(dict(SAMPLED, runs=2, **KINDS["ddg"]), np.random.default_rng(0))
-    assert out.communication["messages"] == 4 * 10
+    assert out.communication.messages == 4 * 10
     assert out.calibration["sampling_rate"] == pytest.approx(10 / 60) and out.calibration["n_parties"] == 10
-    assert out.accounting["status"] == "unproven"  # the paper's Poisson bound on fixed-size samples
+    assert out.accounting.status == "unproven"  # the paper's Poisson bound on fixed-size samples
     rep = run_fl(dict(SAMPLED, runs=2, relation="replace", **KINDS["ddg"]), np.random.default_rng(0))
-    assert rep.accounting["status"] == "verified"
+    assert rep.accounting.status == "verified"
 
 
 def test_sampling_matches_a_loop_reference():
@@ -147,14 +147,14 @@ def test_common_random_numbers_across_protocols():
 
 def test_poisson_sampling_for_the_central_gaussian():
     out = run_fl(dict(SAMPLED, sampling="poisson", runs=3, **KINDS["gauss"]), np.random.default_rng(0))
-    assert out.accounting["status"] == "verified" and out.calibration["n_parties"] == 60
-    assert 0 < out.communication["messages"] < 4 * 60
+    assert out.accounting.status == "verified" and out.calibration["n_parties"] == 60
+    assert 0 < out.communication.messages < 4 * 60
     # DDG with Poisson rounds: 60 clients at q = 1/6 leave a round with nobody but the target too often for delta = 1e-5
     with pytest.raises(ValueError, match="no other client"):
         run_fl(dict(SAMPLED, sampling="poisson", **KINDS["ddg"]), np.random.default_rng(0))
     ddg = run_fl(dict(SAMPLED, sampling="poisson", runs=3, **dict(KINDS["ddg"], delta=1e-3)), np.random.default_rng(0))
-    assert ddg.accounting["status"] == "verified" and ddg.calibration["n_parties"] == 60
-    assert 0 < ddg.communication["messages"] < 4 * 60
+    assert ddg.accounting.status == "verified" and ddg.calibration["n_parties"] == 60
+    assert 0 < ddg.communication.messages < 4 * 60
     with pytest.raises(ValueError, match="clients_per_round"):
         run_fl(dict(SAMPLED, clients_per_round=61, **KINDS["none"]), np.random.default_rng(0))
 

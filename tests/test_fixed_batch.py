@@ -165,7 +165,7 @@ def test_as_written_accounting_is_invalid_when_batches_exceed_one():
     assert "batch" in acc.notes and acc.relation == "add-remove"
     assert as_written.accounting("replace").status == "invalid"
     res = as_written.run(_env(True), np.random.default_rng(0))
-    assert res.accounting["status"] == "invalid"
+    assert res.accounting.status == "invalid"
     private = FixedBatchFedLinUCB(SiloLDPProtocol(1.0, 1e-5, calibration="zcdp"), horizon=T, batch_size=B,
                                   n_agents=M, dim=D)
     assert private.accounting().status == "verified"
@@ -194,8 +194,8 @@ def test_local_updates_is_validated_and_a_config_key():
         IndependentLinUCB(horizon=8, n_agents=2, dim=3, local_updates=False)
     base = dict(learner="fixed-batch", instance="synthetic", M=2, T=8, B=4, K=3, d=2, runs=1, protocol="silo-ldp",
                 epsilon=1.0, delta=0.1)
-    assert run_config(dict(base, local_updates=True), np.random.default_rng(0)).accounting["status"] == "invalid"
-    assert run_config(base, np.random.default_rng(0)).accounting["status"] == "verified"
+    assert run_config(dict(base, local_updates=True), np.random.default_rng(0)).accounting.status == "invalid"
+    assert run_config(base, np.random.default_rng(0)).accounting.status == "verified"
 
 
 @pytest.mark.parametrize("shared", [True, False])
@@ -208,7 +208,7 @@ def test_super_agent_matches_reference(shared):
 def test_independent_matches_reference():
     learner = IndependentLinUCB(horizon=T, n_agents=M, dim=D, refresh=5)
     res = _compare(learner, _env(False), "nonprivate", communicate=False)
-    assert res.communication["rounds"] == 0
+    assert res.communication.rounds == 0
 
 
 def test_reward_clipping_off_matches_reference():
@@ -238,10 +238,10 @@ def test_communication_and_reports():
     proto = SiloLDPProtocol(1.0, 0.1)
     learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D)
     res = learner.run(_env(True), np.random.default_rng(0))
-    assert res.communication["rounds"] == T // B
-    assert res.communication["messages"] == M * T // B
-    assert res.accounting["status"] == "verified"
-    assert res.accounting["epsilon"] <= 1.0
+    assert res.communication.rounds == T // B
+    assert res.communication.messages == M * T // B
+    assert res.accounting.status == "verified"
+    assert res.accounting.epsilon <= 1.0
     assert res.regret.shape == (R, T) and np.array_equal(res.t, np.arange(1, T + 1))
     assert res.calibration["lam"] == learner.lam
     tar = time_average_regret(res.per_round())
@@ -255,9 +255,9 @@ def test_vector_sum_protocol_runs_and_is_unbiased_without_noise():
     proto = VectorSumShuffleProtocol(10.0, 0.1, constant=1e-12)
     learner = FixedBatchFedLinUCB(proto, horizon=T, batch_size=B, n_agents=M, dim=D, lam=1.0)
     res = learner.run(_env(True), np.random.default_rng(0))
-    assert res.accounting["status"] == "unproven"
-    assert res.communication["rounds"] == T // B
-    assert res.communication["unit"] == "bits"
+    assert res.accounting.status == "unproven"
+    assert res.communication.rounds == T // B
+    assert res.communication.unit == "bits"
 
 
 def test_common_random_numbers_across_learners():
@@ -364,18 +364,18 @@ def test_run_config_synthetic_and_real():
     for c in small:
         out = run_config(c, np.random.default_rng(0))
         assert out.avg_regret.shape == (2, 5) and out.t[-1] == 40
-        assert out.communication["rounds"] == 10
+        assert out.communication.rounds == 10
     sdp = run_config(small[0], np.random.default_rng(0))
-    assert sdp.accounting["status"] == "unproven"  # forced outside validity, reported
+    assert sdp.accounting.status == "unproven"  # forced outside validity, reported
     real = dict(learner="fixed-batch", instance="real", M=10, T=20, B=5, runs=1, protocol="silo-ldp", epsilon=1.0,
                 delta=0.1, reward_bound=1.5, max_arms=10)
     out = run_config(real, np.random.default_rng(0))
-    assert out.cum_regret.shape == (1,) and out.accounting["status"] == "verified"
+    assert out.cum_regret.shape == (1,) and out.accounting.status == "verified"
     sup = run_config(dict(small[1], learner="super-agent", protocol="central"), np.random.default_rng(0))
-    assert sup.communication["rounds"] == 40  # B = 1
+    assert sup.communication.rounds == 40  # B = 1
     ind_cfg = {k: v for k, v in small[1].items() if k not in ("protocol", "epsilon", "delta", "calibration", "B")}
     ind = run_config(dict(ind_cfg, learner="independent"), np.random.default_rng(0))
-    assert ind.communication["rounds"] == 0 and ind.accounting["status"] == "verified" and ind.accounting["epsilon"] == 0
+    assert ind.communication.rounds == 0 and ind.accounting.status == "verified" and ind.accounting.epsilon == 0
 
 
 def test_run_config_refuses_bad_names_and_keys():

@@ -111,10 +111,10 @@ def _package_pipeline(setting, xs, pids, round_, key=_key):
     p.configure(n_parties=setting.clients_per_round, dim=setting.dim, n_rounds=setting.rounds, clip=setting.clip,
                 sampling_rate=setting.sampling_rate)
     p.reset(n_runs=1, rng=0)
-    msgs = np.concatenate([p.randomizer.encode(p, x[None, None], secure_generator(key(pid), stream=round_))
+    msgs = np.concatenate([p.randomizer.encode(x[None, None], secure_generator(key(pid), stream=round_))
                            for x, pid in zip(xs, pids)], axis=1)
     delivered = p.intermediary.deliver(msgs, None, modulus=p.params.modulus)
-    return delivered[0], p.analyzer.analyze(p, delivered, None, False)[0], p
+    return delivered[0], p.analyzer.analyze(p.randomizer.decode(delivered), None, False)[0], p
 
 
 @pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")

@@ -100,8 +100,8 @@ MUTATIONS = {
                                        [lambda: formulas.test_fmt22_closed_form_validity_is_epsilon0_below_ln_n_over_16_ln_4_over_delta(
                                            10_000, 1e-6)]),
     "shuffler-identity-permute": ("fedbandit.protocols.intermediaries", "Shuffler.permute",
-                                  "perm = np.argsort(rng.random((R, M)), axis=1)",
-                                  "perm = np.tile(np.arange(M), (R, 1)); rng.random((R, M))",
+                                  "perm = np.argsort(gen.random((R, M)), axis=1)",
+                                  "perm = np.tile(np.arange(M), (R, 1)); gen.random((R, M))",
                                   [contract.test_shuffler_hides_the_sender,
                                    protocols_tests.test_shuffler_permutation_is_uniform]),
     "shuffler-identity-release": ("fedbandit.protocols.intermediaries", "Shuffler.release",

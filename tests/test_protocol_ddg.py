@@ -107,7 +107,7 @@ def test_ddg_in_fixed_batch_learner():
                                   dim=3)
     out = learner.run(env, rng=np.random.default_rng(0))
     assert np.all(np.isfinite(out.regret)) and out.regret.shape == (2, 16)
-    assert out.accounting["status"] == "verified" and out.communication["unit"] == "bits"
+    assert out.accounting.status == "verified" and out.communication.unit == "bits"
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,16 @@ from fedbandit.secagg.protocol import (
     generate_identities,
     run_secagg,
 )
-from fedbandit.secagg.shamir import PRIME, shamir_consistent, shamir_reconstruct, shamir_share
+from fedbandit.secagg.shamir import (
+    LIMBS,
+    PRIME,
+    add_to_share,
+    lagrange_at_zero,
+    shamir_consistent,
+    shamir_reconstruct,
+    shamir_share,
+    share_limbs,
+)
 
 # attack -> (error class, blamed party, round, message pattern)
 EXPECTED = {
@@ -104,7 +113,9 @@ def _tampered_run_with_t_responses(monkeypatch=None, disable_commitments=False):
     resp = {i: resp[i] for i in (1, 2, 3, 4)}
     r = resp[2]
     seeds = dict(r.seed_shares)
-    seeds[5] = RevealedShare((seeds[5].value + 12345) % PRIME, seeds[5].salt)
+    # moved so that interpolating the t responders' shares gives client 5's seed + 1 (a valid seed)
+    lam = lagrange_at_zero((1, 2, 3, 4))[1]
+    seeds[5] = RevealedShare(add_to_share(seeds[5].value, pow(lam, -1, PRIME)), seeds[5].salt)
     bad = UnmaskResponse(2, r.mask_key_shares, seeds)
     resp[2] = replace(bad, signature=run.sign(2, "Unmasking", bad.payload()))
     return run, u3, list(resp.values())
@@ -149,7 +160,8 @@ def test_any_tampered_share_aborts_hypothesis(data):
     shares = dict(getattr(r, part))
     v = data.draw(st.sampled_from(sorted(shares)))
     delta = data.draw(st.integers(1, PRIME - 1))
-    shares[v] = RevealedShare((shares[v].value + delta) % PRIME, shares[v].salt)
+    limb = data.draw(st.integers(0, LIMBS - 1))
+    shares[v] = RevealedShare(add_to_share(shares[v].value, delta, limb), shares[v].salt)
     bad = replace(r, **{part: shares})
     resp[who] = replace(bad, signature=run.sign(who, "Unmasking", bad.payload()))
     with pytest.raises(SecAggIntegrityError) as exc:
@@ -250,43 +262,48 @@ def test_shamir_detects_up_to_m_minus_t_errors():
     for e in range(1, 5):
         for bad in itertools.combinations(shares, e):
             alt = dict(shares)
-            for x in bad:
-                alt[x] = (alt[x] + int(rng.integers(1, 2**62))) % PRIME
+            for x in bad:  # any nonzero change of any limb
+                alt[x] = add_to_share(alt[x], int(rng.integers(1, PRIME)), int(rng.integers(0, LIMBS)))
             with pytest.raises(SecAggIntegrityError, match="do not lie on one polynomial of degree 2"):
                 shamir_reconstruct(alt, 3)
-    # tight: an adversary who changes m - t + 1 = 5 shares onto another polynomial through the
-    # other 2 shares is not detected, and the reconstruction returns its secret
-    other = {x: shares[x] for x in (6, 7)}
+    # tight: an adversary who changes m - t + 1 = 5 shares onto other polynomials (one per limb) through
+    # the other 2 shares is not detected, and the reconstruction returns its secret
     forged_secret = 42
-    # the polynomial of degree 2 through (0, 42), (6, f(6)), (7, f(7)): evaluate by Lagrange
-    pts = {0: forged_secret, **other}
 
-    def interp(z):
+    def interp(points, z):  # Lagrange over F_p, written out
         total = 0
-        for xi, yi in pts.items():
+        for xi, yi in points.items():
             num, den = 1, 1
-            for xj in pts:
+            for xj in points:
                 if xj != xi:
                     num, den = num * (z - xj) % PRIME, den * (xi - xj) % PRIME
             total += yi * num * pow(den, -1, PRIME)
         return total % PRIME
 
-    forged = {x: interp(x) for x in range(1, 8)}
+    forged = {}
+    for x in range(1, 8):
+        share = 0  # the packed share with every limb 0
+        for k in range(LIMBS):
+            limb_secret = (forged_secret >> (30 * k)) & (2**30 - 1)
+            points = {0: limb_secret, **{z: int(share_limbs(shares[z])[k]) for z in (6, 7)}}
+            share = add_to_share(share, interp(points, x), k)
+        forged[x] = share
+    assert forged[6] == shares[6] and forged[7] == shares[7]
     assert sum(forged[x] != shares[x] for x in forged) == 5
     assert shamir_reconstruct(forged, 3) == forged_secret
-    # and with exactly t shares nothing can be detected
+    # and with exactly t shares nothing can be detected: a share moved by 1/L_1(0) gives secret + 1
     alt = {x: shares[x] for x in (1, 2, 3)}
-    alt[1] = (alt[1] + 1) % PRIME
-    assert shamir_reconstruct(alt, 3) != secret
+    alt[2] = add_to_share(alt[2], pow(lagrange_at_zero((1, 2, 3))[1], -1, PRIME))
+    assert shamir_reconstruct(alt, 3) == secret + 1
 
 
 def test_shamir_rejects_malformed_input():
     with pytest.raises(SecAggError, match="distinct"):
         shamir_share(5, 2, [1, 1, 2])
-    with pytest.raises(SecAggError, match="field range"):
-        shamir_share(PRIME, 2, [1, 2])
-    with pytest.raises(SecAggError, match="not a field element"):
-        shamir_reconstruct({1: PRIME, 2: 3}, 2)
+    with pytest.raises(SecAggError, match=r"secret must be an integer in \[0, 2\^256\)"):
+        shamir_share(2**256, 2, [1, 2])
+    with pytest.raises(SecAggError, match="not a packed share of field elements"):
+        shamir_reconstruct({1: PRIME, 2: 3}, 2)  # a limb equal to p
     with pytest.raises(SecAggAbort, match="need 3 shares"):
         shamir_reconstruct({1: 1, 2: 3}, 3)
 

@@ -1,13 +1,14 @@
-"""The two speed-ups of the SecAgg simulation (issue #25) change no outcome.
+"""The speed-ups of the SecAgg simulation (issue #25) change no outcome.
 
 * Shared signature verdicts (``protocol._SharedVerdicts``): one memo per session, keyed by
-  the exact (public key, transcript, signature) bytes.  Tested: a broadcast message altered
+  the exact (public key, transcript parts, signature).  Tested: a broadcast message altered
   for one recipient only is still rejected by that recipient, whichever order the clients
   check in; a run gives the same result with and without the memo; the number of real
   verifications is the written-out count (about 5n with the memo, 2n^2 without).
-* Shamir shares from the Newton form (``shamir._newton_shares``): equal to a plain
-  reference (the old Horner evaluation of the same polynomial in monomial form, written
-  out here), on dense point sets that cross several reductions mod p and on sparse ones.
+* Shamir sharing limb by limb over F_p, p = 2^31 - 1, extended by exact float64 matrix
+  products (``shamir._matmul_mod``): equal to modular arithmetic on Python integers written
+  out here (a plain Lagrange interpolation of every limb), on dense and sparse, sorted and
+  unsorted point sets, across the 2048-term blocks of the exact products.
 
 Every assertion is exact: no statistical test.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from math import comb, factorial
 
 import numpy as np
 import pytest
@@ -26,9 +26,7 @@ import fedbandit.secagg.shamir as shamir_mod
 from fedbandit.secagg.attacks import _Run
 from fedbandit.secagg.errors import SecAggIntegrityError
 from fedbandit.secagg.protocol import AdvertiseKeys, run_secagg
-from fedbandit.secagg.shamir import PRIME, shamir_reconstruct, shamir_share
-
-P = (1 << 521) - 1
+from fedbandit.secagg.shamir import LIMBS, PRIME, add_to_share, shamir_reconstruct, shamir_share, share_limbs
 
 
 # ------------------------------------------------------------------ shared verdicts
@@ -138,35 +136,21 @@ def test_each_run_has_its_own_memo_shared_by_all_its_parties():
     assert a.server._verdicts is not b.server._verdicts
 
 
-# ------------------------------------------------------------------ Shamir, Newton form
-def _poly_mul_linear(poly, root):
-    """poly(x) * (x - root), coefficients lowest first, over the integers."""
-    out = [0] * (len(poly) + 1)
-    for k, c in enumerate(poly):
-        out[k + 1] += c
-        out[k] -= root * c
-    return out
+# ------------------------------------------------------------------ Shamir, limb by limb over F_p
+def _interp(points, z):
+    """Lagrange interpolation over F_p with Python integers, written out: the polynomial through ``points`` at z."""
+    total = 0
+    for xi, yi in points.items():
+        num, den = 1, 1
+        for xj in points:
+            if xj != xi:
+                num, den = num * (z - xj) % PRIME, den * (xi - xj) % PRIME
+        total += yi * num * pow(den, -1, PRIME)
+    return total % PRIME
 
 
-def _monomial_from_newton(diffs):
-    """a_k (mod p) with sum_k a_k x^k = sum_j D_j C(x, j), C(x, j) = x (x-1) ... (x-j+1) / j!."""
-    t = len(diffs)
-    a = [0] * t
-    falling = [1]  # x (x-1) ... (x-j+1)
-    for j in range(t):
-        inv = pow(factorial(j), -1, P)
-        for k, c in enumerate(falling):
-            a[k] = (a[k] + diffs[j] * c * inv) % P
-        falling = _poly_mul_linear(falling, j)
-    return a
-
-
-def _horner(coeffs, x):
-    """The pre-Newton evaluation of shamir_share: Horner over the monomial coefficients."""
-    acc = 0
-    for a in reversed(coeffs):
-        acc = acc * x + a
-    return acc % P
+def _limb(secret, k):
+    return (secret >> (30 * k)) & (2**30 - 1)
 
 
 @pytest.mark.parametrize(
@@ -175,58 +159,82 @@ def _horner(coeffs, x):
         (1, tuple(range(1, 6))),
         (4, (1, 2, 3, 4, 5, 6, 7)),
         (34, tuple(range(1, 51))),
-        (67, tuple(range(1, 101))),  # 100 steps: three reductions mod p
-        (101, tuple(range(3, 151, 2)) + (1, 2)),  # dense, unsorted, 150 steps
-        (20, tuple(random.Random(5).sample(range(1, 3000), 40))),  # sparse: term by term
-        (6, (2**32 - 1, 1, 77, 12345)),
+        (67, tuple(range(1, 101))),
+        (50, tuple(range(3, 151, 2)) + (1, 2)),  # unsorted
+        (20, tuple(random.Random(5).sample(range(1, 3000), 40))),  # sparse
+        (6, (PRIME - 1, 1, 77, 12345, 2**30, 2**31 - 3)),  # the largest points
     ],
 )
-def test_newton_shares_equal_the_old_horner_on_the_same_polynomial(t, points):
+def test_shares_lie_on_one_polynomial_per_limb_through_the_secret(t, points):
     rng = random.Random(t)
-    for _ in range(3):
-        diffs = [rng.randrange(1 << 256)] + [rng.randrange(P) for _ in range(t - 1)]
-        diffs[-1] = P - 1 if t > 1 else diffs[-1]  # the largest field element in the top lane
-        coeffs = _monomial_from_newton(diffs)
-        assert coeffs[0] == diffs[0]  # f(0) = D_0: the secret is the constant term
-        got = shamir_mod._newton_shares(diffs, points)
-        assert list(got) == list(points)
-        assert got == {x: _horner(coeffs, x) for x in points}
-        assert got == {x: sum(d * comb(x, j) for j, d in enumerate(diffs)) % P for x in points}
+    for _ in range(2):
+        secret = rng.randrange(1 << 256)
+        shares = shamir_share(secret, t, points)
+        assert list(shares) == list(points) and all(shamir_mod.is_share(v) for v in shares.values())
+        for k in range(LIMBS):
+            base = {0: _limb(secret, k), **{x: int(share_limbs(shares[x])[k]) for x in points[: t - 1]}}
+            for x in points[t - 1 :]:
+                assert int(share_limbs(shares[x])[k]) == _interp(base, x)
+        for subset in (points[:t], points[-t:]):
+            assert shamir_reconstruct({x: shares[x] for x in subset}, t) == secret
 
 
-def test_newton_draw_is_a_bijection_of_the_monomial_coefficients():
-    """D -> a is triangular with diagonal 1/j!: a_{t-1} = D_{t-1} / (t-1)!, and the differences
-    of f at 0 give D back (so uniform D is uniform a, the textbook draw)."""
-    rng = random.Random(11)
-    t = 12
-    diffs = [rng.randrange(P) for _ in range(t)]
-    a = _monomial_from_newton(diffs)
-    assert a[-1] == diffs[-1] * pow(factorial(t - 1), -1, P) % P
-    values = [_horner(a, x) for x in range(t)]
-    back = [sum((-1) ** (j - i) * comb(j, i) * values[i] for i in range(j + 1)) % P for j in range(t)]
-    assert back == diffs
+@pytest.mark.parametrize("inner", [1, 7, 2048, 2049, 5000])
+def test_matmul_mod_is_exact(inner):
+    rng = random.Random(inner)
+    a = [[rng.choice([0, 1, PRIME - 1, rng.randrange(PRIME)]) for _ in range(inner)] for _ in range(3)]
+    b = [[rng.choice([0, PRIME - 1, rng.randrange(PRIME)]) for _ in range(4)] for _ in range(inner)]
+    got = shamir_mod._matmul_mod(np.array(a, dtype=np.int64), np.array(b, dtype=np.int64))
+    want = [[sum(a[i][k] * b[k][j] for k in range(inner)) % PRIME for j in range(4)] for i in range(3)]
+    assert got.tolist() == want
 
 
-def test_shamir_share_uses_its_draws_as_newton_differences(monkeypatch):
-    stream = random.Random(7)
+def test_the_first_t_minus_one_shares_are_the_uniform_draws(monkeypatch):
+    stream = np.random.default_rng(7)
     draws = []
 
-    def randbelow(bound):
-        assert bound == PRIME
-        draws.append(stream.randrange(bound))
+    def uniform(shape):
+        draws.append(stream.integers(0, PRIME, size=shape))
         return draws[-1]
 
     secret, t, points = random.Random(8).randrange(1 << 256), 40, tuple(range(1, 61))
     with monkeypatch.context() as m:  # only the sharing's draws come from the seeded stream
-        m.setattr(shamir_mod.secrets, "randbelow", randbelow)
+        m.setattr(shamir_mod, "_uniform", uniform)
         shares = shamir_share(secret, t, points)
-    assert len(draws) == t - 1
-    coeffs = _monomial_from_newton([secret] + draws)
-    assert shares == {x: _horner(coeffs, x) for x in points}
-    for subset in (points[:t], points[-t:], points[10 : 10 + t]):
-        assert shamir_reconstruct({x: shares[x] for x in subset}, t) == secret
+    (drawn,) = draws
+    assert drawn.shape == (LIMBS, t - 1)
+    for k in range(LIMBS):
+        assert [int(share_limbs(shares[x])[k]) for x in points[: t - 1]] == drawn[k].tolist()
     assert shamir_reconstruct(shares, t) == secret  # all 60: the consistency check passes
     bad = dict(shares)
-    bad[5] = (bad[5] + 1) % P
+    bad[5] = add_to_share(bad[5], 1, limb=3)
     with pytest.raises(SecAggIntegrityError):
         shamir_reconstruct(bad, t)
+
+
+def test_uniform_draws_reject_the_one_value_outside_the_field(monkeypatch):
+    words = iter([b"\xff\xff\xff\xff" * 2 + b"\x05\x00\x00\x00", b"\xff\xff\xff\x7f" * 2, b"\x01\x00\x00\x00" * 2])
+    monkeypatch.setattr(shamir_mod.os, "urandom", lambda n: next(words))
+    # 0xffffffff & (2^31 - 1) = p: rejected and drawn again (twice here), 5 kept
+    assert shamir_mod._uniform((3,)).tolist() == [1, 1, 5]
+
+
+def test_reconstruct_many_batches_secrets_and_names_the_bad_ones():
+    rng = random.Random(3)
+    secrets_ = [rng.randrange(1 << 256) for _ in range(5)]
+    maps = shamir_mod.shamir_share_many(secrets_, 4, range(1, 9))
+    maps[1] = {x: maps[1][x] for x in (2, 3, 5, 7, 8)}  # another point set: its own batch
+    maps[3] = dict(maps[3])
+    maps[3][4] = add_to_share(maps[3][4], 9, limb=8)  # one wrong share of secret 3
+    got = shamir_mod.shamir_reconstruct_many(maps, 4)
+    assert got[:3] + got[4:] == secrets_[:3] + secrets_[4:] and got[3] == shamir_mod.INCONSISTENT
+    # consistent shares of limbs that no 256-bit secret has: out of range
+    high = {x: add_to_share(maps[0][x], PRIME - 1, limb=8) for x in maps[0]}  # the top limb moved by -1 everywhere
+    if _limb(secrets_[0], 8) == 0:  # the top limb wraps to p - 1, far above 2^16
+        assert shamir_mod.shamir_reconstruct_many([high], 4) == [shamir_mod.OUT_OF_RANGE]
+    zero = {x: 0 for x in range(1, 5)}
+    assert shamir_mod.shamir_reconstruct_many([zero], 4) == [0]
+    wrapped = {x: add_to_share(0, PRIME - 1, limb=8) for x in range(1, 5)}  # a constant polynomial: limb 8 = p - 1
+    assert shamir_mod.shamir_reconstruct_many([wrapped], 4) == [shamir_mod.OUT_OF_RANGE]
+    with pytest.raises(SecAggIntegrityError, match="do not encode a secret"):
+        shamir_reconstruct(wrapped, 4)

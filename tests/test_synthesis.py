@@ -40,8 +40,8 @@ def test_every_model_runs_through_the_one_runner(key):
     r = run_config(tiny(key), np.random.default_rng(1))
     assert r.regret.shape == (TINY["runs"], TINY["n_checkpoints"]) and r.t[-1] == TINY["T"]
     assert np.all(np.diff(r.regret, axis=1) >= -1e-9) and np.all(r.cum_regret >= -1e-9)
-    assert r.accounting["status"] in ("verified", "claimed", "unproven", "invalid", "none")
-    assert r.noise_variance >= 0 and r.communication["bits"] >= 0
+    assert r.accounting.status in ("verified", "claimed", "unproven", "invalid", "none")
+    assert r.noise_variance >= 0 and r.communication.bits >= 0
 
 
 def test_applicability_is_derived_by_construction():
@@ -128,13 +128,13 @@ def test_deterministic_under_a_fixed_seed_whatever_the_order():
 def test_accounting_of_the_reference_rows():
     by = {k: run_config(tiny(k), np.random.default_rng(0)) for k in
           ("fixed-batch/non-private", "fixed-batch/central", "independent", "feducb/dp20", "fixed-batch/ddg-secagg")}
-    assert by["fixed-batch/non-private"].accounting["status"] == "none"
-    assert by["fixed-batch/central"].accounting["status"] == "verified"
-    assert by["independent"].accounting["epsilon"] == 0.0 and by["independent"].communication["bits"] == 0.0
-    assert by["feducb/dp20"].accounting["status"] == "invalid"
-    assert by["fixed-batch/central"].communication["rounds"] == TINY["T"] // TINY["B"]
+    assert by["fixed-batch/non-private"].accounting.status == "none"
+    assert by["fixed-batch/central"].accounting.status == "verified"
+    assert by["independent"].accounting.epsilon == 0.0 and by["independent"].communication.bits == 0.0
+    assert by["feducb/dp20"].accounting.status == "invalid"
+    assert by["fixed-batch/central"].communication.rounds == TINY["T"] // TINY["B"]
     ddg = by["fixed-batch/ddg-secagg"].accounting
-    assert ddg["status"] == "verified" and ddg["epsilon"] <= 4.0 * (1 + 1e-6)
+    assert ddg.status == "verified" and ddg.epsilon <= 4.0 * (1 + 1e-6)
 
 
 # --- audits ----------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def test_table_rows_have_every_column():
 @pytest.mark.parametrize("key", [m.key for m in S.MODELS if m.private])
 def test_every_model_is_accounted_under_the_comparison_relation(key):
     r = run_config(tiny(key), np.random.default_rng(0))
-    assert r.accounting["relation"] == S.COMPARISON_RELATION
+    assert r.accounting.relation == S.COMPARISON_RELATION
     other = S.accounting_under(tiny(key), "replace")
     assert other["relation"] == "replace" or S.model(key).learner == "feducb"
 
@@ -274,7 +274,7 @@ def test_claim_lower_bound_is_the_deshuffling_bound_and_decides_the_status():
         cfg = dict(base, protocol="sdp-amplification", epsilon=eps, force=True)
         lb = claim_lower_bound(cfg)
         assert math.isfinite(lb["epsilon"]) and lb["epsilon"] > 0 and "de-shuffling" in lb["why"]
-        status = run_config(cfg, np.random.default_rng(0)).accounting["status"]
+        status = run_config(cfg, np.random.default_rng(0)).accounting.status
         assert (status == "invalid") == (lb["epsilon"] > eps), (eps, lb["epsilon"], status)
         seen.add(status == "invalid")
     assert seen == {True, False}, "the two targets should fall on both sides of the bound"

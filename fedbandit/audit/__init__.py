@@ -31,6 +31,7 @@ _EXPORTS = {
     "audit_end_to_end": "end_to_end",
     "first_release_audit": "end_to_end",
     "linear_users": "end_to_end",
+    "users_from_environment": "end_to_end",
     "FAMILIES": "end_to_end",
     "AuditResult": "epsilon",
     "audit_epsilon": "epsilon",

@@ -3,7 +3,7 @@
 Both draw the learners' data from here (:mod:`fedbandit.audit.end_to_end`, whose module
 docstring describes the neighbouring inputs, and :mod:`fedbandit.audit.replay`), so neither
 imports the other's module for it; :mod:`fedbandit.audit.end_to_end` exports
-:class:`TargetRewardBandit` and :func:`linear_users`.
+:class:`TargetRewardBandit`, :func:`linear_users` and :func:`users_from_environment`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fedbandit._validation import (
 )
 from fedbandit.envs.multi_armed import BernoulliBandit
 
-__all__ = ["TargetRewardBandit", "linear_users", "federated_data"]
+__all__ = ["TargetRewardBandit", "linear_users", "users_from_environment", "federated_data"]
 
 
 #: Largest number of cells (rounds × agents × arms × ...) of the fixed inputs drawn for an audit.
@@ -92,14 +92,32 @@ class TargetRewardBandit(BernoulliBandit):
         return out
 
 
+def users_from_environment(env, T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first ``T`` rounds' users of a linear environment as fixed data: (features (T, M, K, d), means
+    (T, M, K), noise (T, M)) of its first run, for :func:`linear_users` (``users=``), the replay contract
+    (:func:`fedbandit.audit.replay_check`) and the audits (an :class:`EndToEndSpec` whose setting names an
+    ``environment``).  Environments whose number of arms varies (masked arms) are refused."""
+    T = check_positive_int("T", T, max_value=_MAX_CELLS)
+    if not callable(getattr(env, "iter_blocks", None)):
+        raise TypeError(f"env must be a linear environment (with iter_blocks(horizon)), got {type(env).__name__}")
+    blocks = list(env.iter_blocks(T))
+    if any(b.mask is not None for b in blocks):
+        raise ValueError("env: its number of arms varies (masked arms); fixed users need K arms every round")
+    features = np.concatenate([b.features[:, 0] for b in blocks])
+    means = np.concatenate([b.means[:, 0] for b in blocks])
+    noise = np.concatenate([b.noise[:, 0] for b in blocks])
+    return features, means, noise
+
+
 def linear_users(M, K, d, T, *, relation="add-remove", world=1, seed=0, feature_bound=1.0, reward_bound=1.0,
-                 noise_std=0.5):
+                 noise_std=0.5, users=None):
     """Fixed users (features (T, M, K, d), means (T, M, K), noise (T, M)) with the target in ``world``.
 
     The other users: K arms with uniform directions of norm L (normalized features, as in
     Zhou & Chowdhury's synthetic instance), θ a uniform unit vector scaled by 0.5, mean
-    reward ⟨θ, x⟩, reward noise N(0, noise_std²) drawn once.  The target (agent 0, round 1)
-    is described in the module docstring.
+    reward ⟨θ, x⟩, reward noise N(0, noise_std²) drawn once -- or ``users``, the
+    ``(features, means, noise)`` of an environment (:func:`users_from_environment`; copied).
+    The target (agent 0, round 1) is described in the module docstring.
     """
     M = check_positive_int("M", M, max_value=_MAX_CELLS)
     K = check_positive_int("K", K, max_value=_MAX_CELLS)
@@ -114,14 +132,22 @@ def linear_users(M, K, d, T, *, relation="add-remove", world=1, seed=0, feature_
     feature_bound = check_positive_float("feature_bound", feature_bound)
     reward_bound = check_positive_float("reward_bound", reward_bound)
     noise_std = check_nonnegative_float("noise_std", noise_std)
-    rng = np.random.default_rng(seed)
-    theta = rng.standard_normal(d)
-    theta *= 0.5 / np.linalg.norm(theta)
-    f = rng.standard_normal((T, M, K, d))
-    f /= np.linalg.norm(f, axis=-1, keepdims=True)
-    f *= feature_bound
-    means = f @ theta
-    noise = noise_std * rng.standard_normal((T, M))
+    if users is None:
+        rng = np.random.default_rng(seed)
+        theta = rng.standard_normal(d)
+        theta *= 0.5 / np.linalg.norm(theta)
+        f = rng.standard_normal((T, M, K, d))
+        f /= np.linalg.norm(f, axis=-1, keepdims=True)
+        f *= feature_bound
+        means = f @ theta
+        noise = noise_std * rng.standard_normal((T, M))
+    else:
+        if not isinstance(users, tuple) or len(users) != 3:
+            raise TypeError(f"users must be a tuple (features, means, noise), got {type(users).__name__}")
+        f, means, noise = (np.array(a, dtype=float) for a in users)
+        if f.shape != (T, M, K, d) or means.shape != (T, M, K) or noise.shape != (T, M):
+            raise ValueError(f"users must have shapes features {(T, M, K, d)}, means {(T, M, K)}, noise {(T, M)} "
+                             f"(T={T}, M={M}, K={K}, d={d}), got {f.shape}, {means.shape}, {noise.shape}")
     L, Y = feature_bound, reward_bound
     if world == 1:
         x = np.zeros(d)

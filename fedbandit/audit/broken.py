@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import math
 import sys
 
@@ -80,22 +79,8 @@ import fedbandit.mechanisms.vector_sum as vs
 from fedbandit._validation import check_nonnegative_float
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import InvalidEvent
-from fedbandit.mechanisms.binomial import BinomialMechanism
-from fedbandit.mechanisms.ddg import DDGMechanism
-from fedbandit.mechanisms.randomized_response import rr_message_probabilities
 from fedbandit.protocols.base import Protocol
-from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, VectorSumRecords
 from fedbandit.protocols.counting import CounterProtocol
-from fedbandit.protocols.statistics import (
-    CentralFactorization,
-    CentralTree,
-    DiscreteGaussianTree,
-    GaussianFactorization,
-    GaussianTree,
-    StatisticsProtocol,
-    VectorSum,
-)
-from fedbandit.protocols.sums import BinomialVectors, DDGVectors, GaussianSum, SumProtocol
 
 __all__ = ["with_noise_scale", "scale_noise_in_place", "noise_scale_of", "planted_noise", "PLANTED_SITES"]
 
@@ -105,63 +90,21 @@ PLANTED_SITES = ("tree", "discrete-gaussian", "laplace", "gaussian-mechanism", "
 _SCALED_CLASSES: dict = {}
 
 
-def _scale_statistics(p, f):
-    r, a = p.randomizer, p.analyzer
-    if isinstance(a, (CentralTree, CentralFactorization)):
-        a.sigma *= f
-    elif isinstance(r, (GaussianTree, GaussianFactorization)):
-        r.sigma0 *= f
-    elif isinstance(r, DiscreteGaussianTree):
-        r.params = dataclasses.replace(r.params, sigma=r.params.sigma * f)
-        r.sigma0 = r.params.sigma
-        r.mechanism = DDGMechanism(r.params, r.flatten_seed)
-    elif isinstance(r, VectorSum):
-        for level in r.levels:
-            level.b = max(1, int(round(level.b * f * f)))
-    else:
-        raise TypeError(f"protocol {p.name!r} (randomizer {r.name!r}) adds no noise to scale")
-
-
-def _scale_concurrent(p, f):
-    if isinstance(p.randomizer, VectorSumRecords):  # the vector sum's noise: b Ber(p) bits, std ∝ sqrt(b)
-        p.randomizer.mech.b = max(1, int(round(p.randomizer.mech.b * f * f)))
-        return
-    for level in p.randomizer.levels:
-        level.p = min(1.0, level.p * f * f)
-        level.q0, level.q1 = rr_message_probabilities(level.p)
-
-
-def _scale_sum(p, f):
-    r, a = p.randomizer, p.analyzer
-    if isinstance(a, GaussianSum):
-        a.sigma *= f
-    elif isinstance(r, DDGVectors):
-        r.params = dataclasses.replace(r.params, sigma=r.params.sigma * f)
-        if r.flatten_seed is not None:
-            r.mechanism = DDGMechanism(r.params, r.flatten_seed)
-    elif isinstance(r, BinomialVectors):
-        # the noise's standard deviation grows like sqrt(N): N f² trials (kept even, as calibrated)
-        trials = max(2, 2 * round(r.params.trials_per_client * f * f / 2))
-        r.params = dataclasses.replace(r.params, trials_per_client=trials)
-        if r.flatten_seed is not None:
-            r.mechanism = BinomialMechanism(r.params, r.flatten_seed, r.flatten)
-    else:
-        raise TypeError(f"protocol {p.name!r} (randomizer {r.name!r}) adds no noise to scale")
-
-
 def _scale(p, f):
-    if isinstance(p, ConcurrentShuffleProtocol):
-        _scale_concurrent(p, f)
-    elif isinstance(p, StatisticsProtocol):
-        _scale_statistics(p, f)
-    elif isinstance(p, SumProtocol):
-        _scale_sum(p, f)
-    elif isinstance(p, CounterProtocol):
+    """Scale the privacy noise of configured protocol ``p`` by ``f``: the part that adds it does
+    (``scale_noise``, the parts' testing hook); a counter's streams are rebuilt at reset (below)."""
+    if isinstance(p, CounterProtocol):
         if not p.private:
             raise TypeError(f"protocol {p.name!r} adds no noise to scale")
-        # the Laplace scales are drawn at reset from the streams' epsilon: see _scaled_reset
-    else:
-        raise TypeError(f"no noise-scaling hook for protocol {p.name!r} ({type(p).__name__})")
+        return  # the Laplace scales are drawn at reset from the streams' epsilon: see _scaled_class's reset
+    part = p.analyzer if p.analyzer.central else p.randomizer
+    scale = getattr(part, "scale_noise", None)
+    if scale is None:
+        raise TypeError(f"no noise-scaling hook for protocol {p.name!r}: its part {part.name!r} has no scale_noise")
+    try:
+        scale(f)
+    except TypeError as exc:
+        raise TypeError(f"protocol {p.name!r}: {exc}") from None
 
 
 def _scaled_class(cls):
@@ -194,7 +137,7 @@ def _scaled_class(cls):
                 eps = self.epsilon.reshape(self.n_runs, 1, 1) if self.per_run else self.epsilon
                 shape = (self.n_runs, self.n_agents, self.n_arms)
                 # Laplace scales are proportional to 1/ε: streams at ε/f have f times the noise.
-                self._streams = self.randomizer.make_streams(self, eps / f, shape)
+                self._streams = self.randomizer.make_streams(self.setting, eps / f, shape)
                 return out
 
             body["reset"] = reset

@@ -63,7 +63,7 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.accounting.amplification import gaussian_epsilon_exact
-from fedbandit.audit._inputs import TargetRewardBandit, federated_data, linear_users
+from fedbandit.audit._inputs import TargetRewardBandit, federated_data, linear_users, users_from_environment
 from fedbandit.audit.broken import planted_noise, scale_noise_in_place
 from fedbandit.audit.epsilon import audit_epsilon_split
 from fedbandit.audit.harness import AuditReport, KnownProjection, LearnedProjection, claim_of, worlds_relation
@@ -71,11 +71,12 @@ from fedbandit.audit.replay import replay_pairs
 from fedbandit.audit.schedule import alice_tracy_instance, dp20_schedule_mechanism
 from fedbandit.audit.tight import LAW_ALPHA, GaussianTrials
 from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
+from fedbandit.envs.factory import make_environment
 from fedbandit.envs.graphs import make_graph
 from fedbandit.envs.users import UsersEnv
 from fedbandit.learners.federated import FederatedLearner
 from fedbandit.learners.fixed_batch import FixedBatchFedLinUCB
-from fedbandit.learners.registry import learner_class
+from fedbandit.learners.registry import available_learners, learner_class, learner_family
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol, SequentialVectorSumProtocol
 from fedbandit.protocols.counting import CounterProtocol
 from fedbandit.protocols.registry import available, create, describe
@@ -99,6 +100,7 @@ __all__ = [
     "audit_end_to_end",
     "first_release_audit",
     "linear_users",
+    "users_from_environment",
     "FAMILIES",
 ]
 
@@ -169,8 +171,8 @@ _NATIVE_RELATION = {"multi-armed": "replace", "counter": "replace", "federated":
 # ---------------------------------------------------------------------------------------
 
 
-# TargetRewardBandit and linear_users are defined in fedbandit.audit._inputs (the replay
-# contract draws them too) and exported from here.
+# TargetRewardBandit, linear_users and users_from_environment are defined in fedbandit.audit._inputs
+# (the replay contract draws them too) and exported from here.
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,6 +341,8 @@ class EndToEndMechanism:
                 kw["local_updates"] = True
             return cls(protocol, n_agents=st["M"], dim=st["d"], horizon=st["T"], schedule="fixed",
                        batch_size=st["B"], **kw)
+        if getattr(cls, "family", None) == "linear":  # the linear family's constructor convention
+            return cls(protocol, horizon=st["T"], batch_size=st["B"], n_agents=st["M"], dim=st["d"], **kw)
         raise ValueError(f"learner {name!r} is not a linear-bandit learner")
 
     def _run_linear(self, world, rng, n):
@@ -351,8 +355,11 @@ class EndToEndMechanism:
         proto = getattr(learner, "protocol", None)
         taps = (proto.intermediary, proto._audit_recorder) if proto is not None and hasattr(proto, "_audit_recorder") \
             else (None, None)
+        users = None
+        if "environment" in st:  # an environment's users (a registered instance's configuration)
+            users = users_from_environment(make_environment(dict(st["environment"])), st["T"])
         f, means, noise = linear_users(st["M"], st["K"], st["d"], st["T"], relation=s.relation, world=world,
-                                       seed=st.get("seed", 0))
+                                       seed=st.get("seed", 0), users=users)
         env = UsersEnv(f, means, noise, n_runs=n, block_size=st["T"])
         learner.run(env, rng)
         self.last_protocol = proto
@@ -1123,12 +1130,27 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
         elif kind == "statistics":
             out.append(EndToEndSpec(f"fixed-batch/{name}", "linear", "fixed-batch", name, pp, {}, lin,
                                     broken="noise" if pp else ""))
+    # learners registered later get the audit of their family: with silo-level LDP (linear), the
+    # hybrid counter (K-armed) or the central Gaussian sum (federated), on that family's instance
+    covered = {sp.learner for sp in out}
+    for name in available_learners():
+        family = learner_family(name)
+        if name in covered or family is None:
+            continue
+        if family == "linear":
+            out.append(EndToEndSpec(f"{name}/silo-ldp", "linear", name, "silo-ldp", dict(e), {}, lin))
+        elif family == "counter":
+            out.append(EndToEndSpec(f"{name}/counter-hybrid", "multi-armed", name, "counter-hybrid",
+                                    dict(epsilon=epsilon), {}, ma, noise_factor=0.1))
+        else:
+            out.append(EndToEndSpec(f"{name}/sum-central-gaussian", "federated", name, "sum-central-gaussian", dict(e),
+                                    dict(clip=0.3, local_steps=2), fl))
     return out
 
 
-#: The end-to-end family of each learner module (the consensus learners are multi-armed).
-_LEARNER_FAMILY = {"fixed_batch": "linear", "dp20": "linear", "concurrent_linucb": "linear",
-                   "consensus": "multi-armed", "federated": "federated"}
+#: The end-to-end family of each learner family (fedbandit.learners.LEARNER_FAMILIES; the consensus
+#: learners, of the counter family, are multi-armed).
+_LEARNER_FAMILY = {"linear": "linear", "counter": "multi-armed", "federated": "federated"}
 
 
 #: The weakest power-check cut of an assembled pair's audit: its instance was tuned for neither of its
@@ -1160,7 +1182,7 @@ def pair_end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     for learner, proto in replay_pairs()[0]:
         if (learner, proto) in covered:
             continue
-        family = _LEARNER_FAMILY[learner_class(learner).__module__.rsplit(".", 1)[-1]]
+        family = _LEARNER_FAMILY[learner_family(learner)]
         kind = describe(proto).kind
         # the learner's own audit, one with a protocol of the same kind first (its instance fits that kind)
         own = sorted((s for s in base if s.learner == learner and s.family == family and s.broken != "as-written"),

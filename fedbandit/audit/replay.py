@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbandit._validation import check_choice
+from fedbandit._validation import check_array, check_choice
 from fedbandit.audit._inputs import TargetRewardBandit, federated_data, linear_users
 from fedbandit.envs.graphs import make_graph
 from fedbandit.envs.users import UsersEnv
-from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class
+from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class, learner_family
 from fedbandit.protocols.base import Protocol
 from fedbandit.protocols.registry import available, create, describe
 
@@ -373,10 +373,7 @@ def _protocol(name):
 
 
 def _family(learner):
-    cls = learner_class(learner)
-    mod = cls.__module__.rsplit(".", 1)[-1]
-    return {"fixed_batch": "linear", "dp20": "linear", "concurrent_linucb": "linear", "consensus": "counter",
-            "federated": "federated"}.get(mod)
+    return learner_family(learner)
 
 
 def _build(learner, protocol, overrides):
@@ -406,6 +403,15 @@ def _build(learner, protocol, overrides):
         if learner == "federated-learning":
             return cls(protocol, n_clients=F["n_clients"], n_features=F["n_features"], n_classes=F["n_classes"],
                        rounds=F["T"], **kw)
+        # any other learner: its family's constructor convention (fedbandit.learners.LEARNER_FAMILIES)
+        family = _family(learner)
+        if family == "linear":
+            return cls(protocol, horizon=L["T"], batch_size=L["B"], n_agents=L["M"], dim=L["d"], **kw)
+        if family == "counter":
+            return cls(protocol, n_agents=C["M"], n_arms=C["K"], horizon=C["T"], n_runs=1, **kw)
+        if family == "federated":
+            return cls(protocol, n_clients=F["n_clients"], n_features=F["n_features"], n_classes=F["n_classes"],
+                       rounds=F["T"], **kw)
     raise KeyError(learner)
 
 
@@ -415,12 +421,13 @@ def _target_round(position, batch):
     return batch + batch // 2  # "middle-second"
 
 
-def _linear_data(relation, target_round, agent, world):
-    """Users of the linear instance; the target (all arms alike) is D's (world 1) or D′'s (world 0)."""
+def _linear_data(relation, target_round, agent, world, users=None):
+    """Users of the linear instance (or ``users``); the target (all arms alike) is D's (world 1) or D′'s (world 0)."""
 
     L = LINEAR
-    f, means, noise = linear_users(L["M"], L["K"], L["d"], L["T"], relation=relation, world=1)
-    tf, tm, tn = linear_users(L["M"], L["K"], L["d"], L["T"], relation=relation, world=world)
+    K = L["K"] if users is None else np.shape(users[0])[2]
+    f, means, noise = linear_users(L["M"], K, L["d"], L["T"], relation=relation, world=1, users=users)
+    tf, tm, tn = linear_users(L["M"], K, L["d"], L["T"], relation=relation, world=world)
     f[target_round, agent], means[target_round, agent], noise[target_round, agent] = tf[0, 0], tm[0, 0], tn[0, 0]
     return f, means, noise
 
@@ -472,7 +479,22 @@ def _check_targets(targets):
     return tuple(out)
 
 
-def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS) -> ReplayReport:
+def _check_users(users):
+    """(features (T, M, K, d), means (T, M, K), noise (T, M)) with the :data:`LINEAR` sizes T, M, d, checked."""
+    if not isinstance(users, tuple) or len(users) != 3:
+        raise TypeError(f"users must be a tuple (features, means, noise), got {type(users).__name__}")
+    features, means, noise = (check_array(f"users[{i}]", a) for i, a in enumerate(users))
+    L = LINEAR
+    K = features.shape[2] if features.ndim == 4 else 0
+    want = ((L["T"], L["M"], K, L["d"]), (L["T"], L["M"], K), (L["T"], L["M"]))
+    if K < 1 or (features.shape, means.shape, noise.shape) != want:
+        raise ValueError(f"users must have shapes features (T, M, K, d) = ({L['T']}, {L['M']}, K, {L['d']}), means "
+                         f"(T, M, K) and noise (T, M) with the replay instance's T, M, d, got {features.shape}, "
+                         f"{means.shape}, {noise.shape}")
+    return features, means, noise
+
+
+def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS, users=None) -> ReplayReport:
     """Run the replay contract (module docstring) for learner ``learner`` with protocol ``protocol``.
 
     Parameters
@@ -485,6 +507,10 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
         Keyword arguments of the learner (e.g. ``local_updates=True``).
     targets : sequence of (position, agent)
         :data:`TARGETS` by default.
+    users : tuple, optional
+        Linear learners only: the instance's other users, ``(features (T, M, K, d), means (T, M, K),
+        noise (T, M))`` with the :data:`LINEAR` sizes T, M, d (an environment's:
+        :func:`fedbandit.audit.users_from_environment`); default the contract's synthetic users.
 
     Raises
     ------
@@ -498,6 +524,11 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
     overrides = dict(overrides or {})
     targets = _check_targets(targets)
     family = _family(learner)
+    if users is not None:
+        users = _check_users(users)
+        if family != "linear":
+            raise ValueError(f"users: fixed users are for linear learners, and learner {learner!r} is of family "
+                             f"{family!r}")
     if family is None or learner in NOT_REPLAYED:
         raise ValueError(f"learner {learner!r} has no replay instance"
                          + (f": {NOT_REPLAYED[learner]}" if learner in NOT_REPLAYED else ""))
@@ -519,8 +550,8 @@ def replay_check(learner: str, protocol: str, overrides=None, *, targets=TARGETS
         label = f"{position} user of agent {agent}"
         if family == "linear":
             t = _target_round(position, batch)
-            d_data = _linear_data(relation, t, agent, world=1)
-            d1_data = _linear_data(relation, t, agent, world=0)
+            d_data = _linear_data(relation, t, agent, world=1, users=users)
+            d1_data = _linear_data(relation, t, agent, world=0, users=users)
             x0 = d_data[0][t, agent, 0]
             x1 = d1_data[0][t, agent, 0]
             y0 = float(np.clip(d_data[1][t, agent, 0] + d_data[2][t, agent], -1.0, 1.0))

@@ -71,8 +71,14 @@ class Tap(Intermediary):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    def supports(self, randomizer):
+        return self.inner.supports(randomizer)
+
     def check(self, randomizer) -> None:
         self.inner.check(randomizer)
+
+    def check_parties(self, n_parties, name="n_parties") -> None:
+        self.inner.check_parties(n_parties, name)
 
     def describe(self) -> str:
         return self.inner.describe()

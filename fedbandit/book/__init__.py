@@ -5,6 +5,8 @@ import importlib
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
     "sync_execution_cache": "execution_cache",
+    "book_notebooks": "execution_cache",
+    "execute_missing": "execution_cache",
     "Control": "explorer",
     "make_explorer": "explorer",
     "explorer_mode": "explorer",
@@ -18,6 +20,7 @@ _EXPORTS = {
     "SCALES": "scale",
     "CHAPTER_BUDGETS": "scale",
     "BOOK_BUDGET": "scale",
+    "BOOK_JOBS": "scale",
     "get_scale": "scale",
     "by_scale": "scale",
     "setup": "sphinx_ext",

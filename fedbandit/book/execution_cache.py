@@ -1,4 +1,4 @@
-"""Keep jupyter-book's notebook execution cache in step with the package's source.
+"""Keep jupyter-book's notebook execution cache in step with the package, and fill it on both cores.
 
 jupyter-book (``execute_notebooks: cache``) re-executes a notebook only when its code cells
 change, so after an edit of :mod:`fedbandit` it would keep serving pages, figures and asserts
@@ -8,19 +8,36 @@ the :func:`~fedbandit.experiments.grid.package_source_hash` recorded next to the
 from the current one, the execution cache is deleted (every notebook re-executes; the
 experiment cache of :func:`~fedbandit.experiments.run_grid` is keyed by the same hash, so
 results of the older package are recomputed too, never reused).
+
+With ``--execute N`` it then executes the book's notebooks that the cache does not hold, N
+at a time, longest first (by :data:`fedbandit.book.scale.CHAPTER_BUDGETS`), exactly as
+jupyter-book would (the same executor, in the notebook's folder, the ``_config.yml``
+timeout, errors not allowed), and stores each executed notebook in the cache, where
+jupyter-book then finds it: the build itself executes nothing, and the machine's cores are
+busy with two chapters instead of one.  A notebook that fails is not stored: the tracebacks
+are printed and the command exits non-zero (``make book`` stops there).  Each notebook's
+kernel runs BLAS on one thread (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+``MKL_NUM_THREADS`` = 1 unless set), so N chapters do not oversubscribe N cores.
 """
 
 from __future__ import annotations
 
+import argparse
+import multiprocessing
+import os
 import shutil
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from fedbandit.book.scale import CHAPTER_BUDGETS
 from fedbandit.experiments.grid import package_source_hash
 
-__all__ = ["sync_execution_cache"]
+__all__ = ["sync_execution_cache", "book_notebooks", "execute_missing"]
 
 STAMP = ".fedbandit-package-hash"
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def sync_execution_cache(cache_dir: str | Path) -> bool:
@@ -49,8 +66,121 @@ def sync_execution_cache(cache_dir: str | Path) -> bool:
     return stale or not cache.exists()
 
 
-if __name__ == "__main__":  # pragma: no cover - exercised through make book
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m fedbandit.book.execution_cache <path to .jupyter_cache>")
-    deleted = sync_execution_cache(sys.argv[1])
+def book_notebooks(root: str | Path = ".") -> list[Path]:
+    """The notebooks (``.ipynb``) of the book's table of contents ``_toc.yml``, in its order."""
+    import yaml
+
+    root = Path(root)
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    files = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if isinstance(node.get(key), str):
+                    files.append(node[key])
+            for value in node.values():
+                if isinstance(value, (list, dict)):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return [root / f"{f}.ipynb" for f in files if (root / f"{f}.ipynb").is_file()]
+
+
+def _execution_timeout(root: Path) -> int | None:
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8")) or {}
+    return (config.get("execute") or {}).get("timeout", 30)
+
+
+def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | None]:
+    """Execute one notebook in its folder (runs in a worker process); (path, notebook, seconds, traceback)."""
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    for name in _THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
+    nb = nbformat.read(path, as_version=4)
+    result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False)
+    return path, result.nb, result.time, result.exc_string if result.err is not None else None
+
+
+def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int = 2) -> list[str]:
+    """Execute the book's notebooks missing from jupyter-book's cache, ``jobs`` at a time, and store them.
+
+    Parameters
+    ----------
+    cache_dir : path
+        jupyter-book's execution cache folder.
+    root : path
+        The book's folder (``_toc.yml``, ``_config.yml``).
+    jobs : int
+        Notebooks executed at the same time.
+
+    Returns
+    -------
+    list of str
+        The notebooks that failed (not stored), each with its traceback printed.
+    """
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    root = Path(root).resolve()
+    cache = get_cache(str(cache_dir))
+    missing = []
+    for path in book_notebooks(root):
+        try:
+            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        except KeyError:
+            missing.append(path)
+    if not missing:
+        print("every notebook of the book is in the execution cache")
+        return []
+
+    def budget(path):
+        return CHAPTER_BUDGETS.get(path.relative_to(root).with_suffix("").as_posix(), 0)
+
+    missing.sort(key=budget, reverse=True)  # longest first: the last to start are the short ones
+    timeout = _execution_timeout(root)
+    failed = []
+    start = time.perf_counter()
+    print(f"executing {len(missing)} notebooks, {jobs} at a time: " + ", ".join(p.stem for p in missing), flush=True)
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_execute, str(p), timeout) for p in missing]
+        for future in as_completed(futures):
+            path, nb, seconds, traceback = future.result()
+            name = Path(path).relative_to(root).as_posix()
+            if traceback is not None:
+                failed.append(name)
+                print(f"FAILED {name} after {seconds:.0f} s:\n{traceback}", file=sys.stderr, flush=True)
+                continue
+            cache.cache_notebook_bundle(CacheBundleIn(nb, path, data={"execution_seconds": seconds}),
+                                        check_validity=False, overwrite=True)
+            print(f"executed {name} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s since the start)",
+                  flush=True)
+    return failed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cache_dir", help="jupyter-book's execution cache (_build/.jupyter_cache)")
+    parser.add_argument("--execute", type=int, metavar="N", default=0,
+                        help="then execute the notebooks it lacks, N at a time (0: do not)")
+    args = parser.parse_args(argv)
+    deleted = sync_execution_cache(args.cache_dir)
     print(f"notebook execution cache {'reset for this package source' if deleted else 'kept (same package source)'}")
+    if args.execute > 0:
+        failed = execute_missing(args.cache_dir, jobs=args.execute)
+        if failed:
+            print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through make book
+    raise SystemExit(main())

@@ -19,7 +19,12 @@ Generation
 ----------
 Contexts are generated on the fly in blocks of rounds (:meth:`iter_blocks`), never
 for the whole horizon at once (the authors' code preallocates an 8 GB array).  Every
-array of a block carries the leading axes ``(rounds_in_block, runs, agents, ...)``.
+array of a block carries the leading axes ``(rounds_in_block, runs, agents, ...)``.  The
+synthetic instance draws its normals round after round, so :meth:`iter_blocks` hands a
+block out in pieces of about :data:`PIECE_BYTES` drawn one after the other from the
+block's generators: the same numbers as the whole block, in arrays small enough for the
+allocator to reuse.  Several learners on one environment can share its blocks
+(:mod:`fedbandit.envs.sharing`; :meth:`stream_key` says which environments are equal).
 
 Common random numbers
 ---------------------
@@ -69,6 +74,10 @@ __all__ = [
 
 #: Target size of one block of context features, in bytes (keeps peak memory small).
 BLOCK_BYTES = 48 * 2**20
+#: Target size of the features of one piece of a block that :meth:`_LinearEnvBase.iter_blocks`
+#: yields when draws are sequential: small enough for the allocator to reuse its memory
+#: (arrays above its 32 MB mmap threshold are mapped afresh, page by page, every block).
+PIECE_BYTES = 4 * 2**20
 
 _ROLE_INSTANCE, _ROLE_CONTEXTS, _ROLE_NOISE = 0, 1, 2
 
@@ -181,6 +190,14 @@ class RoundBlock:
     def n_rounds(self) -> int:
         return self.means.shape[0]
 
+    def head(self, n_rounds: int) -> "RoundBlock":
+        """The block of its first ``n_rounds`` rounds (views)."""
+        def cut(a):
+            return None if a is None else a[:n_rounds]
+
+        return RoundBlock(self.start, cut(self._features), cut(self.means), cut(self.best), cut(self.noise),
+                          cut(self.mask), cut(self.arm_ids), self.table)
+
 
 class _LinearEnvBase:
     """Shared block iteration; subclasses implement :meth:`_contexts` and set sizes."""
@@ -210,49 +227,89 @@ class _LinearEnvBase:
         """Length ``Rc`` of the run axis of the context arrays (1 if shared)."""
         return 1 if self.shared_contexts else self.n_runs
 
-    def block(self, index: int, n_rounds: int | None = None) -> RoundBlock:
-        """Block number ``index`` (rounds index·block_size + 1, …), deterministic in the seed."""
+    #: Whether a block's draws come round after round (the first k rounds of a block are the
+    #: block of k rounds), so that :meth:`iter_blocks` can draw a block piece by piece.
+    sequential_draws = False
+
+    def _piece_rounds(self) -> int:
+        """Rounds per piece of a block that :meth:`iter_blocks` yields (:data:`PIECE_BYTES` of features)."""
+        per_round = max(1, self.context_runs * self.n_agents * self.n_arms * self.dim * 8)
+        return int(max(1, PIECE_BYTES // per_round))
+
+    def block_generators(self, index: int) -> tuple:
+        """The random generators of block ``index``: (contexts, noise), each a list with one
+        generator per run (one for the contexts when they are shared across runs)."""
         index = int(index)
         if index < 0:
             raise ValueError(f"index must be >= 0, got {index}")
-        n = self.block_size if n_rounds is None else check_positive_int("n_rounds", n_rounds)
         if self.shared_contexts:
-            feats, means, mask, ids = self._contexts(_child(self._root, _ROLE_CONTEXTS, index), n)
+            contexts = [_child(self._root, _ROLE_CONTEXTS, index)]
+        else:
+            contexts = [_child(self._root, _ROLE_CONTEXTS, index, r) for r in range(self.n_runs)]
+        noise = [_child(self._root, _ROLE_NOISE, index, r) for r in range(self.n_runs)] if self.noise_std > 0 else []
+        return contexts, noise
+
+    def draw_rounds(self, index: int, offset: int, n: int, generators: tuple) -> RoundBlock:
+        """The next ``n`` rounds of block ``index`` (its rounds ``offset``, ``offset + 1``, …)
+        from its :meth:`block_generators`, which this advances."""
+        contexts, noise_rngs = generators
+        if self.shared_contexts:
+            feats, means, mask, ids = self._contexts(contexts[0], n)
             feats = None if feats is None else feats[:, None]
             means = means[:, None]
             mask = None if mask is None else mask[:, None]
             ids = None if ids is None else ids[:, None]
         else:
-            parts = [self._contexts(_child(self._root, _ROLE_CONTEXTS, index, r), n) for r in range(self.n_runs)]
+            parts = [self._contexts(g, n) for g in contexts]
             feats = None if parts[0][0] is None else np.stack([p[0] for p in parts], axis=1)
             means = np.stack([p[1] for p in parts], axis=1)
             mask = None if parts[0][2] is None else np.stack([p[2] for p in parts], axis=1)
             ids = None if parts[0][3] is None else np.stack([p[3] for p in parts], axis=1)
         best = means.max(axis=-1)
-        if self.noise_std > 0:
-            noise = np.stack(
-                [
-                    _child(self._root, _ROLE_NOISE, index, r).standard_normal((n, self.n_agents))
-                    for r in range(self.n_runs)
-                ],
-                axis=1,
-            )
+        if noise_rngs:
+            noise = np.stack([g.standard_normal((n, self.n_agents)) for g in noise_rngs], axis=1)
             noise *= self.noise_std
         else:
             noise = np.zeros((n, self.n_runs, self.n_agents))
-        return RoundBlock(index * self.block_size, feats, means, best, noise, mask, ids,
+        return RoundBlock(index * self.block_size + offset, feats, means, best, noise, mask, ids,
                           None if feats is not None else self.arm_features)
 
+    def block(self, index: int, n_rounds: int | None = None) -> RoundBlock:
+        """Block number ``index`` (rounds index·block_size + 1, …), deterministic in the seed."""
+        n = self.block_size if n_rounds is None else check_positive_int("n_rounds", n_rounds)
+        return self.draw_rounds(index, 0, n, self.block_generators(index))
+
     def iter_blocks(self, horizon: int) -> Iterator[RoundBlock]:
-        """Yield the blocks covering rounds 1..``horizon`` (the last one possibly shorter)."""
+        """Yield the blocks covering rounds 1..``horizon`` (the last one possibly shorter).
+
+        When the draws are sequential (:attr:`sequential_draws`) a block is yielded in
+        pieces of a few MB, drawn one after the other from the block's generators: the same
+        numbers as :meth:`block`, without allocating (and page-faulting) the whole block.
+        """
         horizon = check_positive_int("horizon", horizon)
         n_blocks = -(-horizon // self.block_size)
+        piece = self._piece_rounds() if self.sequential_draws else self.block_size
         for b in range(n_blocks):
             n = min(self.block_size, horizon - b * self.block_size)
-            yield self.block(b, n)
+            if n <= piece:
+                yield self.block(b, n)
+                continue
+            generators = self.block_generators(b)
+            for offset in range(0, n, piece):
+                yield self.draw_rounds(b, offset, min(piece, n - offset), generators)
 
     #: The fixed table (N, d) whose rows are the arms (``RoundBlock.arm_ids``), or None.
     arm_features: np.ndarray | None = None
+
+    def stream_key(self) -> tuple:
+        """Everything the blocks depend on: two environments with equal keys generate identical
+        blocks (:mod:`fedbandit.envs.sharing` shares them between learners)."""
+        return (type(self).__name__, self._root.entropy, tuple(self._root.spawn_key), self.n_agents, self.n_arms,
+                self.dim, self.n_runs, self.noise_std, self.shared_contexts, self.block_size) + self._instance_key()
+
+    def _instance_key(self) -> tuple:  # pragma: no cover - abstract
+        """The subclass's own parameters that the blocks depend on."""
+        raise NotImplementedError
 
     def _contexts(self, rng, n):  # pragma: no cover - abstract
         """(features, means, mask or None, arm_ids or None) of ``n`` rounds."""
@@ -341,9 +398,8 @@ class SyntheticLinearEnv(_LinearEnvBase):
         u /= np.sqrt(np.einsum("...i,...i->...", u, u))[..., None]
         # Raw feature (u, 1) has norm sqrt(2): observed = raw / sqrt(2), mean = ⟨u, v⟩ + θ_d.
         feats = np.empty((n, M, K, d))
-        feats[..., : d - 1] = u
-        feats[..., d - 1] = 1.0
-        feats *= 1.0 / math.sqrt(2.0)
+        np.multiply(u, 1.0 / math.sqrt(2.0), out=feats[..., : d - 1])  # = u, then scaled: one pass
+        feats[..., d - 1] = 1.0 / math.sqrt(2.0)
         means = u @ self.theta[:-1] + self.theta[-1]
         if not self.means_from_raw:
             means *= 1.0 / math.sqrt(2.0)
@@ -351,6 +407,12 @@ class SyntheticLinearEnv(_LinearEnvBase):
             feats[:, :, :d, :] = self._basis_obs
             means[:, :, :d] = self._basis_means
         return feats, means, None, None
+
+    #: A block's normals are drawn round after round (C order, rounds first).
+    sequential_draws = True
+
+    def _instance_key(self) -> tuple:
+        return (self.basis_arms, self.means_from_raw)
 
     def describe(self) -> dict:
         return {
@@ -473,6 +535,7 @@ class RealDataLinearEnv(_LinearEnvBase):
         self.arm_features = np.concatenate([self._qfeat[q, : counts[q]] for q in range(used)], axis=0)
         self._root = as_seed_sequence(seed)
         self.block_size = self._default_block_size(block_size)
+        self._digest = None  # of the tables the blocks are drawn from (stream_key), computed on request
 
     def _contexts(self, rng, n):
         M, P = self.n_agents, self.queries_per_agent
@@ -495,6 +558,17 @@ class RealDataLinearEnv(_LinearEnvBase):
         else:
             means, valid, ids = means[:, :, :K], valid[:, :, :K], ids[:, :, :K]
         return None, means, valid, ids
+
+    def _instance_key(self) -> tuple:
+        if self._digest is None:
+            import hashlib
+
+            h = hashlib.sha256()
+            for a in (self.arm_features, self._qmean, self._qvalid, self._qids):
+                h.update(repr((a.dtype.str, a.shape)).encode())
+                h.update(np.ascontiguousarray(a).tobytes())
+            self._digest = h.hexdigest()
+        return (self.max_arms, self.means_from_raw, self.queries_per_agent, self._digest)
 
     def describe(self) -> dict:
         return {

@@ -3,7 +3,7 @@
 A configuration is a flat dict: ``learner`` (a name of
 :func:`fedbandit.learners.available_learners`), ``protocol`` (a name of
 :func:`fedbandit.protocols.available`, for learners that share), the environment's keys
-(:data:`fedbandit.envs.ENVIRONMENT_KEYS`), the learner's shape keys (``T``, ``B``, ...),
+(:func:`fedbandit.envs.environment_keys`), the learner's shape keys (``T``, ``B``, ...),
 and any parameter of the protocol factory or of the learner's constructor, by name.
 Every key must be used by one of them (a misspelt key is an error, not a silent
 default).  ``rng`` drives only the learner's and the protocol's randomness; the
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 import warnings
 
 from fedbandit._validation import MAX_STEPS, check_int_in_range, check_positive_int, check_rng
 from fedbandit.accounting.amplification import AmplificationValidityWarning
-from fedbandit.envs.factory import ENVIRONMENT_KEYS, make_environment
+from fedbandit.envs.factory import environment_keys, make_environment
+from fedbandit.envs.sharing import task_clock
 from fedbandit.learners.registry import available_learners, keyword_parameters, learner_class
 from fedbandit.protocols.registry import describe
 
@@ -79,7 +79,7 @@ def config_names(config):
 
 
 def _check_keys(config, cls):
-    known = set(RUNNER_KEYS) | set(ENVIRONMENT_KEYS) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
+    known = set(RUNNER_KEYS) | set(environment_keys()) | set(keyword_parameters(cls)) | set(getattr(cls, "config_keys", ()))
     if config.get("protocol") is not None:
         known |= set(describe(config["protocol"]).parameters)
     unknown = sorted(set(config) - known)
@@ -111,7 +111,7 @@ def run_config(config: dict, rng):
         check_positive_int("T", config["T"], max_value=MAX_STEPS, reason="a run plays T rounds")
     if "runs" in config:
         check_positive_int("runs", config["runs"], max_value=MAX_STEPS, reason="runs are simulated side by side")
-    start, cpu_start = time.perf_counter(), time.process_time()
+    cpu_start, start = task_clock()  # this task's own time, also when run in lockstep with others
     with config_names(config):
         env = make_environment(config)
         with warnings.catch_warnings():
@@ -119,7 +119,8 @@ def run_config(config: dict, rng):
             warnings.simplefilter("ignore", AmplificationValidityWarning)
             learner = cls.from_config(config, env)
         result = learner.run(env, rng).at_checkpoints(n_cp)
-    result.seconds = time.perf_counter() - start
-    result.cpu_seconds = time.process_time() - cpu_start
+    cpu_end, end = task_clock()
+    result.seconds = end - start
+    result.cpu_seconds = cpu_end - cpu_start
     result.peak_rss_mb = _max_rss_mb()
     return result

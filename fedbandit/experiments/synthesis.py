@@ -552,16 +552,16 @@ def table_rows(configs, results, audits=None, other=None) -> list[dict]:
         ratio = math.nan if au is None else float(au.get("ratio", math.nan))
         oth = other.get(m.key)
         oth_eps = math.nan if oth is None else float(oth["epsilon"])
-        rounds = float(np.mean(first.communication.get("rounds", 0)))
-        bits = float(first.communication.get("bits", 0.0))
+        rounds = float(np.mean(first.communication.rounds))
+        bits = float(first.communication.bits)
         rows.append({
             "key": m.key,
             "label": m.label,
             "epsilon": c.get("epsilon"),
             "delta": c.get("delta"),
             "M": c.get("M"),
-            "epsilon_achieved": float(acc["epsilon"]),
-            "status_raw": acc["status"],
+            "epsilon_achieved": float(acc.epsilon),
+            "status_raw": acc.status,
             "noise_variance_raw": float(first.noise_variance),
             "rounds_raw": rounds,
             "uplink_bits_raw": bits,
@@ -573,12 +573,12 @@ def table_rows(configs, results, audits=None, other=None) -> list[dict]:
             "epsilon_other": oth_eps,
             "model": m.label,
             "learner": m.learner,
-            "trusted": first.calibration.get("trusted", acc.get("model", "")) or "—",
+            "trusted": first.calibration.get("trusted", acc.model) or "—",
             "adversary": m.adversary,
             "target": f"({format_value(c.get('epsilon'))}, {format_value(c.get('delta'))})" if m.private else "—",
-            "achieved": format_value(float(acc["epsilon"])),
+            "achieved": format_value(float(acc.epsilon)),
             "achieved_other": "n/a" if oth is None else format_value(oth_eps),
-            "status": acc["status"],
+            "status": acc.status,
             "theorem": describe(m.protocol).reference if m.protocol else "no release",
             "noise_variance": format_value(float(first.noise_variance)),
             "rounds": format_value(rounds),

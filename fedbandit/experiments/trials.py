@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,14 @@ from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_zcdp_epsilon
 from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
 from fedbandit.mechanisms.ddg import DDGMechanism
-from fedbandit.mechanisms.psco import run_psco, sample_bernoulli_input, sample_hard_input, sup_error
+from fedbandit.mechanisms.psco import (
+    bernoulli_concurrent_sup_error,
+    optimal_batch_sizes,
+    run_psco,
+    sample_bernoulli_input,
+    sample_hard_input,
+    sup_error,
+)
 from fedbandit.protocols.registry import create, describe
 from fedbandit.theory.ddg import ddg_mse_bound, theorem2_bits, theorem2_mse, theorem2_params
 
@@ -191,8 +199,11 @@ def psco_trial(config: dict, rng) -> dict:
     config : dict
         ``n`` (users), ``epsilon``, ``delta``, ``runs`` (sequences per seed, default 1),
         ``algorithms``: list of ``[name, k]`` pairs (k None unless the algorithm needs it),
-        ``input``: ``"bernoulli"`` (i.i.d. Ber(``mean``), default 1/2) or ``"hard"`` (Δ_{n,k}
-        with k = ``hard_k``); optional ``schedules``: label → batch sizes computed
+        ``input``: ``"bernoulli"`` (i.i.d. Ber(``mean``), default 1/2), ``"hard"`` (Δ_{n,k}
+        with k = ``hard_k``) or ``"bernoulli-blocks"`` (i.i.d. Ber(``mean``) drawn block by
+        block for each algorithm, :func:`fedbandit.mechanisms.psco.bernoulli_concurrent_sup_error`:
+        the same law per algorithm in O(n/b_k), for "sequential" and "concurrent" only, and no
+        input shared between the algorithms); optional ``schedules``: label → batch sizes computed
         beforehand (so that worker processes need not rerun the schedule search), and
         ``composition`` ("best", "basic", "advanced"; default "best"): the split of (ε, δ)
         over the levels of the shuffle algorithms (the schedules given must be computed
@@ -211,11 +222,13 @@ def psco_trial(config: dict, rng) -> dict:
     delta = check_delta("delta", config["delta"])
     runs = check_positive_int("runs", config.get("runs", 1))
     rng = check_rng("rng", rng)
-    kind = check_choice("input", config.get("input", "bernoulli"), ("bernoulli", "hard"))
+    kind = check_choice("input", config.get("input", "bernoulli"), ("bernoulli", "hard", "bernoulli-blocks"))
     algorithms = config["algorithms"]
     if (isinstance(algorithms, (str, bytes, dict)) or not hasattr(algorithms, "__iter__")
             or not all(isinstance(a, (list, tuple)) and len(a) == 2 for a in algorithms)):
         raise TypeError(f"algorithms must be a list of [name, k] pairs, got {algorithms!r:.80}")
+    if kind == "bernoulli-blocks":
+        return _psco_blocks_trial(config, n, epsilon, delta, runs, rng)
     if kind == "hard":
         x = sample_hard_input(n, config["hard_k"], epsilon, rng, runs=runs)
     else:
@@ -233,6 +246,28 @@ def psco_trial(config: dict, rng) -> dict:
         release = run_psco(name, x, epsilon, delta, rng, k=k, **kwargs)
         out[label] = sup_error(release, x)
         out["batch_sizes"][label] = release.info.get("batch_sizes")
+    return out
+
+
+def _psco_blocks_trial(config: dict, n: int, epsilon: float, delta: float, runs: int, rng) -> dict:
+    """psco_trial with ``input="bernoulli-blocks"``: each k-shuffler algorithm on its own block-drawn Bernoulli input.
+
+    Also returns ``"cpu_seconds"``, the CPU time of the trial in the process that ran it.
+    """
+    start = time.process_time()
+    schedules = config.get("schedules") or {}
+    composition = config.get("composition", "best")
+    out: dict[str, Any] = {"batch_sizes": {}}
+    for name, k in config["algorithms"]:
+        check_choice("algorithms (with input='bernoulli-blocks')", name, ("sequential", "concurrent"))
+        label = _label(name, k)
+        kk = 1 if name == "sequential" else k
+        sizes = (tuple(schedules[label]) if label in schedules
+                 else optimal_batch_sizes(n, kk, epsilon, delta, composition=composition))
+        out[label] = bernoulli_concurrent_sup_error(n, kk, epsilon, delta, rng, runs=runs, mean=config.get("mean", 0.5),
+                                                    batch_sizes=sizes, composition=composition)
+        out["batch_sizes"][label] = sizes
+    out["cpu_seconds"] = time.process_time() - start
     return out
 
 

@@ -65,7 +65,7 @@ from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.users import UserSequenceEnv
 from fedbandit.learners.linucb import TIE_TOL, gather_played, regularized_inverse, select_arms
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
 from fedbandit.protocols.statistics import StatisticsProtocol
 
@@ -154,7 +154,7 @@ def _beta(t, params, dim, scale):
     return scale * (params["noise_bound"] * np.sqrt(inner) + params["param_bound"] * math.sqrt(rho_max) + params["gamma"])
 
 
-@register_learner("concurrent-linucb")
+@register_learner("concurrent-linucb", family="linear")
 class ConcurrentShuffleLinUCB:
     """LinUCB for n users served one at a time on the noisy prefix sums of a privacy protocol.
 
@@ -418,8 +418,8 @@ class ConcurrentShuffleLinUCB:
         return RunResult(
             t=np.arange(1, n // M + 1),
             regret=np.cumsum(per_round, axis=1),
-            communication={**c.as_dict(), "bits": c.bits},
-            accounting=self.accounting().as_dict(),
+            communication=CommunicationRecord.of(c),
+            accounting=self.accounting(),
             calibration=self.calibration(),
             noise_variance=float(protocol.server_noise_std() ** 2),
             extras=extras,

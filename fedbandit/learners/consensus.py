@@ -97,11 +97,14 @@ from fedbandit._validation import (
     check_positive_int,
     check_rng,
 )
+from fedbandit.accounting.accountant import account
+from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
 from fedbandit.envs.multi_armed import KArmedBandit, RewardStream
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
+from fedbandit.protocols.registry import describe
 
 __all__ = [
     "MasterWorkerUCB",
@@ -308,8 +311,6 @@ def _grid_config(config: dict, cls, *, private_allowed=True):
                              f"{cls.name!r} has no privacy protocol")
         _, kw = split_params(config, cls, protocol=False)
     else:
-        from fedbandit.protocols.registry import describe
-
         info = describe(name)
         if (eps_runs is not None or config.get("delta") is not None) and "epsilon" not in info.parameters:
             raise ValueError(f"config has epsilon={config.get('epsilon')!r}, delta={config.get('delta')!r}, but "
@@ -424,9 +425,8 @@ class _CounterLearner:
         return RunResult(
             t=self.checkpoints.copy(),
             regret=rec.regret,
-            communication=({**comm.as_dict(), "bits": comm.bits} if comm is not None else
-                           {"rounds": 0, "messages": 0, "payload": 0.0, "unit": "floats", "bits": 0.0}),
-            accounting=self.accounting().as_dict(),
+            communication=CommunicationRecord.of(comm) if comm is not None else CommunicationRecord(),
+            accounting=self.accounting(),
             calibration=calibration if calibration is not None else self._calibration(sigma),
             noise_variance=self.protocol.max_noise_variance() if self.protocol is not None else 0.0,
             extras=ex,
@@ -459,7 +459,7 @@ def _own_index(learner, sigma, sums_over_n, n, t, rho_e, num_e):
 # --------------------------------------------------------------------------------------
 
 
-@register_learner("master-worker")
+@register_learner("master-worker", family="counter")
 class MasterWorkerUCB(_CounterLearner):
     """DP-Master-worker UCB (Li, Song & Fragouli, Algorithm 1; reconstruction in the module doc).
 
@@ -661,7 +661,7 @@ class MasterWorkerUCB(_CounterLearner):
 # --------------------------------------------------------------------------------------
 
 
-@register_learner("decentralized")
+@register_learner("decentralized", family="counter")
 class DecentralizedUCB(_CounterLearner):
     """DP-Decentralized UCB (Li, Song & Fragouli, Algorithm 2; reconstruction in the module doc).
 
@@ -824,7 +824,7 @@ class DecentralizedUCB(_CounterLearner):
 # --------------------------------------------------------------------------------------
 
 
-@register_learner("independent-ucb")
+@register_learner("independent-ucb", family="counter")
 class IndependentUCB(_CounterLearner):
     """``M`` independent single-agent UCB learners on their own counters (no communication).
 
@@ -895,7 +895,7 @@ class IndependentUCB(_CounterLearner):
         return cls._from_grid(config, env)
 
 
-@register_learner("centralized-ucb")
+@register_learner("centralized-ucb", family="counter")
 class CentralizedUCB(_CounterLearner):
     """A central learner that sees all ``M T`` samples (no privacy, no communication cost).
 
@@ -912,9 +912,6 @@ class CentralizedUCB(_CounterLearner):
 
     def accounting(self):
         """No privacy: a central learner sees every raw reward."""
-        from fedbandit.accounting.accountant import account
-        from fedbandit.accounting.events import NonPrivateEvent
-
         return account(NonPrivateEvent("a central learner sees every agent's raw rewards"), model="none",
                        relation="replace")
 

@@ -106,12 +106,15 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
+from fedbandit.accounting.accountant import account
 from fedbandit.accounting.calibration import dp20_m
+from fedbandit.accounting.events import InvalidEvent
 from fedbandit.learners.fixed_batch import WITHIN_BATCH_LEAK
 from fedbandit.learners.linucb import gather_played, select_arms
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.statistics import SCHEDULES, GaussianTree, StatisticsProtocol, n_coordinates
+from fedbandit.theory.linear import optimal_batch_size
 
 __all__ = [
     "wang_threshold",
@@ -150,7 +153,7 @@ def noise_norm_bound(total_sigma, dim, horizon, alpha=0.01) -> float:
     return math.sqrt(dp20_m(T)) * s * (4.0 * math.sqrt(d) + 2.0 * math.log(2.0 * T / alpha))
 
 
-@register_learner("feducb")
+@register_learner("feducb", family="linear")
 class FedUCB:
     """DP20's FedUCB (Dubey & Pentland 2020) with a pluggable statistics protocol, vectorized over runs and agents.
 
@@ -339,9 +342,6 @@ class FedUCB:
         changes the later records of its agent's batch).  Otherwise (the frozen variant, B =
         1, or no privacy at all): the protocol's own accounting.
         """
-        from fedbandit.accounting.accountant import account
-        from fedbandit.accounting.events import InvalidEvent
-
         p = self.protocol
         if self.schedule == "fixed" and self.local_updates and self.batch_size > 1 and p.private:
             return p.account_event(lambda rel: InvalidEvent(WITHIN_BATCH_LEAK, claimed=p.event(rel)))
@@ -564,7 +564,7 @@ class FedUCB:
             t=np.arange(1, T + 1),
             regret=np.cumsum(regret, axis=1),
             communication=self.communication(n_syncs),
-            accounting=self.accounting().as_dict(),
+            accounting=self.accounting(),
             calibration=self.calibration(),
             noise_variance=self.max_prefix_noise_variance(int(n_syncs.max())),
             extras=extras,
@@ -572,13 +572,13 @@ class FedUCB:
             protocol=protocol.name,
         )
 
-    def communication(self, n_syncs) -> dict:
+    def communication(self, n_syncs) -> CommunicationRecord:
         """Mean over runs of what the agents sent: per synchronization M uploads of D = d + d(d+1)/2 floats."""
         n_syncs = np.asarray(n_syncs, dtype=float)
         rounds = float(n_syncs.mean())
         payload = rounds * self.n_agents * n_coordinates(self.dim)
-        return {"rounds": rounds, "messages": rounds * self.n_agents, "payload": payload, "unit": "floats",
-                "bits": 64.0 * payload, "rounds_min": int(n_syncs.min()), "rounds_max": int(n_syncs.max())}
+        return CommunicationRecord(rounds=rounds, messages=rounds * self.n_agents, payload=payload, unit="floats",
+                                   bits=64.0 * payload, rounds_min=int(n_syncs.min()), rounds_max=int(n_syncs.max()))
 
     def max_prefix_noise_variance(self, k_max: int) -> float:
         """Largest per-entry noise variance of a prefix released at steps 1..k_max.
@@ -606,8 +606,6 @@ class FedUCB:
         runner's batch size, which a side-by-side configuration shares with the fixed-batch
         learners).
         """
-        from fedbandit.theory.linear import optimal_batch_size
-
         protocol, kw = split_params(config, cls)
         if "threshold" in kw:
             raise ValueError("give the adaptive rule's threshold as config['D'] (a number or 'wang'), not 'threshold'")

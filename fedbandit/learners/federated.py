@@ -55,7 +55,7 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import Result
+from fedbandit.learners.result import CommunicationRecord, Result
 from fedbandit.protocols.sums import SumProtocol
 
 __all__ = ["FederatedLearner", "FederatedResult", "local_updates", "server_momentum_step"]
@@ -141,7 +141,7 @@ def _repeat_runs(a: np.ndarray, n_runs: int) -> np.ndarray:
     return a if n_runs == 1 else np.concatenate([a] * n_runs, axis=0)
 
 
-@register_learner("federated-learning")
+@register_learner("federated-learning", family="federated")
 class FederatedLearner:
     """Federated averaging of a softmax-regression model through a sum protocol.
 
@@ -285,7 +285,7 @@ class FederatedLearner:
             accuracy=curve[:, -1].copy(),
             t=np.arange(1, T + 1),
             communication=self.communication(),
-            accounting=self.accounting().as_dict(),
+            accounting=self.accounting(),
             calibration=self.calibration(),
             extras={"accuracy_curve": curve},
             learner=self.name,
@@ -297,10 +297,9 @@ class FederatedLearner:
         logits = np.matmul(Xt, W.reshape(R, -1, self.n_classes))  # (R, n_test, C)
         return np.mean(np.argmax(logits, axis=-1) == y_test, axis=-1)
 
-    def communication(self) -> dict:
+    def communication(self) -> CommunicationRecord:
         """What the clients sent over the run (uplink, all clients)."""
-        c = self.protocol.communication
-        return {**c.as_dict(), "bits": c.bits, "bits_per_coordinate": self.protocol.bits_per_coordinate}
+        return CommunicationRecord.of(self.protocol.communication, bits_per_coordinate=self.protocol.bits_per_coordinate)
 
     def accounting(self):
         """The guarantee of the whole run: the protocol's over the T rounds (the model is a function of its releases)."""

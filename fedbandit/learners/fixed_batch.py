@@ -52,6 +52,7 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
+from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
 from fedbandit.learners.linucb import (
     gather_played,
     regularized_inverse,
@@ -63,7 +64,7 @@ from fedbandit.learners.linucb import (
     table_scores,
 )
 from fedbandit.learners.registry import register_learner, split_params
-from fedbandit.learners.result import RunResult
+from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.registry import create
 from fedbandit.protocols.statistics import StatisticsProtocol
 from fedbandit.theory.linear import check_batch_schedule, confidence_radius, regularizer_lambda
@@ -87,7 +88,7 @@ WITHIN_BATCH_LEAK = (
 )
 
 
-@register_learner("fixed-batch")
+@register_learner("fixed-batch", family="linear")
 class FixedBatchFedLinUCB:
     """Algorithm 1 of Zhou & Chowdhury (2023) with any statistics protocol of :mod:`fedbandit.protocols`.
 
@@ -390,7 +391,7 @@ class FixedBatchFedLinUCB:
             t=np.arange(1, T + 1),
             regret=np.cumsum(regret, axis=1),
             communication=self.communication(),
-            accounting=self.accounting().as_dict(),
+            accounting=self.accounting(),
             calibration=self.calibration(float(betas[-1])),
             noise_variance=float(self.protocol.server_noise_std() ** 2) if self.communicate else 0.0,
             extras={"arms": arms_rec} if arms_rec is not None else {},
@@ -400,12 +401,11 @@ class FixedBatchFedLinUCB:
 
     name = "fixed-batch"
 
-    def communication(self) -> dict:
+    def communication(self) -> CommunicationRecord:
         """What the agents sent (nothing for independent agents)."""
         if not self.communicate:
-            return {"rounds": 0, "messages": 0, "payload": 0.0, "unit": "floats", "bits": 0.0}
-        c = self.protocol.communication
-        return {**c.as_dict(), "bits": c.bits}
+            return CommunicationRecord()
+        return CommunicationRecord.of(self.protocol.communication)
 
     def accounting(self, relation=None):
         """The guarantee of the whole run: the protocol's, for this learner's behaviour.
@@ -416,8 +416,6 @@ class FixedBatchFedLinUCB:
         kept in the event.  ``relation``: "add-remove" or "replace" (default: the
         protocol's own).
         """
-        from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
-
         if not self.communicate:
             return account(
                 NoReleaseEvent("nothing leaves a silo: every silo's users are private against everyone else (ε = 0)"),
@@ -442,7 +440,7 @@ class FixedBatchFedLinUCB:
         return cls(protocol, horizon=config["T"], batch_size=config["B"], n_agents=config["M"], dim=env.dim, **kw)
 
 
-@register_learner("independent")
+@register_learner("independent", family="linear")
 class IndependentLinUCB(FixedBatchFedLinUCB):
     """Non-federated baseline: M agents each running LinUCB on its own data only.
 
@@ -473,7 +471,7 @@ class IndependentLinUCB(FixedBatchFedLinUCB):
         return cls(horizon=config["T"], n_agents=config["M"], dim=env.dim, **kw)
 
 
-@register_learner("super-agent")
+@register_learner("super-agent", family="linear")
 class SuperAgent(FixedBatchFedLinUCB):
     """The central-DP benchmark: one trusted server serving all M·T users (batch size 1).
 
@@ -520,11 +518,17 @@ def paper_synthetic_configs(*, runs=25, T=10_000, M=100, env_seed=0, vecsum_spli
 
 
 def _gather_rounds(arrays_by_arm, arms):
-    """``arrays_by_arm`` (n, Rc, M, K, ...) at ``arms`` (n, R, M): shape (n, R, M, ...)."""
+    """``arrays_by_arm`` (n, Rc, M, K, ...) at ``arms`` (n, R, M): shape (n, R, M, ...).
+
+    One ``take`` of whole rows from the flattened (n·Rc·M·K, ...) array (a row copy per
+    played arm, much cheaper than a 4-axis fancy index)."""
     n, R, M = arms.shape
-    Rc = arrays_by_arm.shape[1]
-    rr = np.zeros((1, 1, 1), dtype=np.intp) if Rc == 1 else np.arange(R).reshape(1, R, 1)
-    return arrays_by_arm[np.arange(n).reshape(n, 1, 1), rr, np.arange(M).reshape(1, 1, M), arms]
+    Rc, K = arrays_by_arm.shape[1], arrays_by_arm.shape[3]
+    tail = arrays_by_arm.shape[4:]
+    rows = (np.arange(n).reshape(n, 1, 1) * Rc + (0 if Rc == 1 else np.arange(R).reshape(1, R, 1))) * M
+    rows = (rows + np.arange(M).reshape(1, 1, M)) * K + arms
+    flat = arrays_by_arm.reshape((-1,) + tail)
+    return np.take(flat, rows.ravel(), axis=0).reshape((n, R, M) + tail)
 
 
 def _synchronize(protocol, flush, pos, buf_x, buf_y, u_loc, w_loc, needs_users, lam):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import inspect
 
 from fedbandit._registry import Registry
-from fedbandit._validation import check_bool
+from fedbandit._validation import check_bool, check_choice
+from fedbandit.protocols.registry import create, describe
 
-__all__ = ["register_learner", "learner_class", "available_learners", "split_params"]
+__all__ = ["register_learner", "unregister_learner", "learner_class", "learner_family", "available_learners",
+           "split_params", "LEARNER_FAMILIES"]
 
 #: Modules that register learners (imported on first use).
 _FAMILIES = (
@@ -31,14 +33,41 @@ _STRUCTURAL = {"self", "protocol", "horizon", "batch_size", "n_agents", "dim", "
                "n_features", "n_classes"}
 
 
-def register_learner(name: str):
-    """Class decorator: register a learner class under ``name``."""
+#: The families of learners, by the data they learn from (the replay contract and the audits build a
+#: family's learners on its small instance): ``"linear"`` (linear contextual bandits, a statistics
+#: protocol; constructor ``cls(protocol, horizon=T, batch_size=B, n_agents=M, dim=d, **kw)``),
+#: ``"counter"`` (K-armed bandits, a counter protocol; ``cls(protocol, n_agents=M, n_arms=K,
+#: horizon=T, n_runs=R, **kw)``) and ``"federated"`` (federated learning, a sum protocol).
+LEARNER_FAMILIES = ("linear", "counter", "federated")
+
+
+def register_learner(name: str, *, family: str | None = None):
+    """Class decorator: register a learner class under ``name``.
+
+    ``family`` (one of :data:`LEARNER_FAMILIES`) says which small instance the replay contract and
+    the audits build it on; it is stored as the class attribute ``family``.  A learner class needs
+    ``run(env, rng) -> Result`` and ``from_config(config, env)`` (:func:`fedbandit.experiments.run_config`).
+    """
+    if family is not None:
+        check_choice("family", family, LEARNER_FAMILIES)
 
     def deco(cls):
+        if family is not None:
+            cls.family = family
         _LEARNERS.add(name, cls)
         return cls
 
     return deco
+
+
+def unregister_learner(name: str) -> None:
+    """Remove the learner registered as ``name`` (for tests and notebooks that register one for a while)."""
+    _LEARNERS.remove(name)
+
+
+def learner_family(name) -> str | None:
+    """The family (:data:`LEARNER_FAMILIES`) of the learner registered as ``name``; None if it declares none."""
+    return getattr(learner_class(name), "family", None)
 
 
 def available_learners() -> tuple[str, ...]:
@@ -70,8 +99,6 @@ def split_params(config: dict, cls, *, protocol: bool = True):
     configuration's entries that its factory accepts; the learner gets the entries its
     constructor accepts.  ``protocol=False``: no protocol (independent agents).
     """
-    from fedbandit.protocols.registry import create, describe
-
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     if not isinstance(cls, type):

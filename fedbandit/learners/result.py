@@ -10,13 +10,15 @@ a :class:`RunResult` (cumulative group regret at checkpoints); the federated tra
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fedbandit._validation import MAX_STEPS, check_array, check_positive_int
+from fedbandit.accounting.accountant import Accounting
 
-__all__ = ["Result", "RunResult", "checkpoint_indices", "time_average_regret"]
+__all__ = ["Result", "RunResult", "CommunicationRecord", "checkpoint_indices", "time_average_regret"]
 
 
 def checkpoint_indices(horizon: int, n_checkpoints: int | None) -> np.ndarray:
@@ -40,19 +42,62 @@ def time_average_regret(regret) -> np.ndarray:
     return np.cumsum(regret, axis=-1) / t
 
 
+@dataclass(frozen=True)
+class CommunicationRecord:
+    """What the parties sent over a whole run (uplink, all parties), as a learner reports it.
+
+    Attributes
+    ----------
+    rounds : int or float
+        Synchronizations (or consensus rounds); a mean over the runs when they differ (DP20's
+        adaptive schedule, with ``rounds_min`` and ``rounds_max``).
+    messages : int or float
+        Messages sent.
+    payload : float
+        What they carried, in ``unit``.
+    unit : {"floats", "bits"}
+    bits : float
+        The payload in bits (a float is 64 bits).
+    rounds_min, rounds_max : int, optional
+        The fewest and most rounds of a run (learners whose runs differ).
+    bits_per_coordinate : int, optional
+        Bits one party sends per coordinate (the federated learner's sum protocols).
+    """
+
+    rounds: int | float = 0
+    messages: int | float = 0
+    payload: float = 0.0
+    unit: str = "floats"
+    bits: float = 0.0
+    rounds_min: int | None = None
+    rounds_max: int | None = None
+    bits_per_coordinate: int | None = None
+
+    @classmethod
+    def of(cls, communication, **extra) -> CommunicationRecord:
+        """The record of a protocol's :class:`~fedbandit.protocols.Communication` counters (and ``extra`` fields)."""
+        c = communication
+        return cls(rounds=c.rounds, messages=c.messages, payload=c.payload, unit=c.payload_unit, bits=c.bits, **extra)
+
+    def as_dict(self) -> dict:
+        """The set fields as a dict (the optional ones only when given)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+
 @dataclass(kw_only=True)
 class Result:
     """What every learner's run reports, whatever it learns (R runs side by side).
 
     Attributes
     ----------
-    communication : dict
+    communication : CommunicationRecord
         ``rounds`` (synchronizations or consensus rounds), ``messages``, ``payload`` and its
         ``unit``, ``bits`` (uplink, all parties, whole run).
-    accounting : dict
-        The guarantee (:meth:`fedbandit.accounting.Accounting.as_dict`) of the whole run,
-        the learner's own behaviour included (an adaptive schedule or within-batch
-        adaptivity can make it "invalid").
+    accounting : fedbandit.accounting.Accounting or None
+        The guarantee of the whole run (``status``, ``epsilon``, ``theorem``, ...), the
+        learner's own behaviour included (an adaptive schedule or within-batch adaptivity can
+        make it "invalid").  Both are frozen records; a result is serialised only where it is
+        cached (:func:`fedbandit.experiments.run_grid` pickles it).
     calibration : dict
         Noise parameters and the learner's own (λ, β, ...).
     extras : dict
@@ -64,8 +109,8 @@ class Result:
         :func:`fedbandit.experiments.run_config`).
     """
 
-    communication: dict = field(default_factory=dict)
-    accounting: dict = field(default_factory=dict)
+    communication: CommunicationRecord = field(default_factory=CommunicationRecord)
+    accounting: Accounting | None = None
     calibration: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
     learner: str = ""

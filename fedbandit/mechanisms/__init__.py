@@ -74,6 +74,7 @@ _EXPORTS = {
     "sample_hard_input": "psco",
     "hard_input_single_positions": "psco",
     "sample_bernoulli_input": "psco",
+    "bernoulli_concurrent_sup_error": "psco",
     "sample_runs_input": "psco",
     "rep_nk": "psco",
     "big_nk": "psco",

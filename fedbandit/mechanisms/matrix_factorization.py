@@ -321,8 +321,9 @@ class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
         self.factor_coefficients = sqrt_toeplitz_coefficients(self.n_steps)
         self.noise_coefficients = self.factor_coefficients  # B = A·C⁻¹ = C
         runs = self.steps.size
-        # z[r, s]: the draw of run r's step s + 1 (runs first so that masks index it directly)
-        self._z = np.zeros((runs, self.n_steps) + self.batch_shape[1:] + self.item_shape)
+        # z[s, r]: the draw of run r's step s + 1 (steps first: the first k steps of every run are
+        # one contiguous block, which release k reads without copying it)
+        self._z = np.zeros((self.n_steps, runs) + self.batch_shape[1:] + self.item_shape)
 
     def _noise_coefficients(self, k: int) -> np.ndarray:
         return self.noise_coefficients[:k]
@@ -330,16 +331,16 @@ class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
     def _advance(self, idx: Any, kk: Any, z: np.ndarray) -> np.ndarray:
         zz = z if self.batch_shape else z[None]
         if isinstance(idx, slice):
-            self._z[:, kk - 1] = zz
+            self._z[kk - 1] = zz
             coef = self.noise_coefficients[kk - 1 :: -1]  # c_{k−1}, …, c_0 for s = 1..k
-            noise = np.tensordot(coef, self._z[:, :kk], axes=([0], [1]))
+            noise = np.tensordot(coef, self._z[:kk], axes=([0], [0]))
         else:
-            self._z[idx, kk - 1] = zz
+            self._z[kk - 1, idx] = zz
             K = int(kk.max())
             s = np.arange(K)
             lag = kk[:, None] - 1 - s[None, :]
             coef = np.where(lag >= 0, self.noise_coefficients[np.clip(lag, 0, None)], 0.0)  # (runs', K)
-            noise = np.einsum("rs,rs...->r...", coef, self._z[idx, :K])
+            noise = np.einsum("rs,sr...->r...", coef, self._z[:K, idx])
         return noise if self.batch_shape else noise[0]
 
 

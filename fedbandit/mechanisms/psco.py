@@ -104,6 +104,7 @@ __all__ = [
     "sample_hard_input",
     "hard_input_single_positions",
     "sample_bernoulli_input",
+    "bernoulli_concurrent_sup_error",
     "sample_runs_input",
     "rep_nk",
     "big_nk",
@@ -241,15 +242,28 @@ def sup_error(release: ContinualRelease, x: ArrayLike) -> np.ndarray:
     n_blocks = n // a
     acc = np.int64 if arr.dtype == np.uint8 else float
     sums = arr[:, : n_blocks * a].reshape(runs, n_blocks, a).sum(axis=2, dtype=acc)
-    cum = np.zeros((runs, n_blocks + 1), dtype=float)
-    np.cumsum(sums, axis=1, out=cum[:, 1:])
-    v = release.values
-    # block j < n_blocks covers t in [j a, (j+1) a − 1]
     last_user = arr[:, a - 1 : n_blocks * a : a].astype(float)
+    return _blockwise_sup_error(release.values, sums, last_user, arr[:, n_blocks * a :].sum(axis=1, dtype=acc))
+
+
+def _blockwise_sup_error(values: np.ndarray, block_sums: np.ndarray, last_user: np.ndarray,
+                         tail_sum: np.ndarray) -> np.ndarray:
+    """sup_t |Ŝ_t − S_t| of a release constant on blocks of a users, from the blocks' sums alone.
+
+    ``values`` (runs, n_blocks + 1): the estimate on block j = [j a, (j+1) a − 1] and on the
+    last (partial) block; ``block_sums`` (runs, n_blocks): the sum of each complete block;
+    ``last_user`` (runs, n_blocks): the value of its last user; ``tail_sum`` (runs,): the sum
+    of the users after the last complete block.  S_t is non-decreasing, so on block j the
+    error is largest at S_{ja} or S_{(j+1)a−1} = S_{(j+1)a} − x_{(j+1)a}.
+    """
+    runs, n_blocks = block_sums.shape
+    cum = np.zeros((runs, n_blocks + 1), dtype=float)
+    np.cumsum(block_sums, axis=1, out=cum[:, 1:])
+    v = values
     err = np.maximum(np.abs(v[:, :n_blocks] - cum[:, :-1]), np.abs(v[:, :n_blocks] - (cum[:, 1:] - last_user)))
     worst = err.max(axis=1) if n_blocks else np.zeros(runs)
     # the last block [n_blocks a, n] (possibly the single time n when a | n)
-    total = cum[:, -1] + arr[:, n_blocks * a :].sum(axis=1, dtype=acc)
+    total = cum[:, -1] + tail_sum
     tail = np.maximum(np.abs(v[:, n_blocks] - cum[:, -1]), np.abs(v[:, n_blocks] - total))
     return np.maximum(worst, tail)
 
@@ -610,7 +624,13 @@ def _level_counts(bits: np.ndarray, sizes: tuple) -> list:
     runs, n = bits.shape
     a = sizes[-1]
     nb = n // a
-    counts = [bits[:, : nb * a].reshape(runs, nb, a).sum(axis=2, dtype=np.int64)]
+    return _nest_counts(bits[:, : nb * a].reshape(runs, nb, a).sum(axis=2, dtype=np.int64), n, sizes)
+
+
+def _nest_counts(finest: np.ndarray, n: int, sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """Every level's batch counts (coarsest first) from the counts of the finest batches, (runs, ⌊n/b_k⌋)."""
+    runs = finest.shape[0]
+    counts = [finest]
     for i in range(len(sizes) - 2, -1, -1):
         r = sizes[i] // sizes[i + 1]
         nb_i = n // sizes[i]
@@ -643,10 +663,7 @@ def _kshuffler(arr: np.ndarray, sizes: tuple[int, ...], epsilon: float, delta: f
     level_sums = []
     if binary and sampling == "aggregate" and all(g == 1 for g in gs):
         # Fast path: batch counts of all levels from one pass over the bits.
-        counts = _level_counts(arr, sizes)
-        for b, p, c in zip(sizes, ps, counts):
-            z = sample_rr_counts(c, b, p, rng)
-            level_sums.append(rr_debias(z, b, p))
+        level_sums = _released_sums(_level_counts(arr, sizes), sizes, ps, rng)
     else:
         for b, g, p in zip(sizes, gs, ps):
             q0, q1 = rr_message_probabilities(p)
@@ -684,6 +701,75 @@ def _kshuffler(arr: np.ndarray, sizes: tuple[int, ...], epsilon: float, delta: f
     if return_levels:
         info["level_sums"] = level_sums
     return values, level_sums, info
+
+
+def _released_sums(counts: list[np.ndarray], sizes: tuple[int, ...], ps: list[float],
+                   rng: np.random.Generator) -> list[np.ndarray]:
+    """Every level's released (debiased) batch sums, from its batches' counts of ones (aggregate sampling)."""
+    return [rr_debias(sample_rr_counts(c, b, p, rng), b, p) for b, p, c in zip(sizes, ps, counts)]
+
+
+def bernoulli_concurrent_sup_error(
+    n: int, k: int, epsilon: float, delta: float, rng: np.random.Generator, *, runs: int = 1, mean: float = 0.5,
+    batch_sizes: tuple[int, ...] | list[int] | None = None, composition: str = "best",
+) -> np.ndarray:
+    """Sup errors of the k-shuffler PSCO on i.i.d. Bernoulli(``mean``) bits, drawn block by block.
+
+    The algorithm (bits, aggregate sampling) sees the input only through the counts of its
+    finest batches of b_k users, and its error only through those counts and the last bit
+    of each batch (:func:`sup_error`); so they are drawn directly, Bin(b_k − 1, mean) +
+    Ber(mean) per batch and Bin(n mod b_k, mean) for the rest, without the n bits: the same
+    law as ``sup_error(concurrent_psco(sample_bernoulli_input(n, ...), ...))`` (tested draw
+    for draw on the same counts, and in distribution), in O(n/b_k) time and memory.  What makes
+    n = 10⁹ users affordable for the exponent fits of chapter 4.
+
+    Parameters
+    ----------
+    n, k, epsilon, delta, batch_sizes, composition
+        As :func:`concurrent_psco` (k = 1 is :func:`sequential_psco`).
+    rng : numpy.random.Generator
+    runs : int
+        Independent input streams and runs.
+    mean : float
+        The bits' probability of 1.
+
+    Returns
+    -------
+    ndarray, shape (runs,)
+    """
+    n = check_positive_int("n", n)
+    k = check_positive_int("k", k)
+    epsilon = _check_psco_epsilon(epsilon)
+    delta = check_delta("delta", delta)
+    rng = check_rng("rng", rng)
+    runs = check_positive_int("runs", runs)
+    mean = check_probability("mean", mean, open_interval=False)
+    composition = check_choice("composition", composition, COMPOSITIONS)
+    if k > tree_depth(n):
+        raise ValueError(f"k must be at most floor(log2 n) + 1 = {tree_depth(n)} for n={n} (nested batches), got {k}")
+    sizes = (
+        optimal_batch_sizes(n, k, epsilon, delta, composition=composition)
+        if batch_sizes is None
+        else check_batch_sizes("batch_sizes", batch_sizes, n, k)
+    )
+    a = sizes[-1]
+    n_blocks = n // a
+    if runs * n_blocks > MAX_STEPS:
+        raise ValueError(f"runs={runs} streams of n={n} users hold {runs * n_blocks} batches of {a}, more than 10^9")
+    eps0, delta0 = mechanism_budget(epsilon, delta, k, composition=composition)
+    ps = [rr_flip_probability(b, eps0, delta0) for b in sizes]
+    finest, last, tail = _bernoulli_blocks(n, a, runs, mean, rng)
+    values = _nested_estimates(_released_sums(_nest_counts(finest, n, sizes), sizes, ps, rng), sizes)
+    return _blockwise_sup_error(values, finest, last.astype(float), tail)
+
+
+def _bernoulli_blocks(n: int, a: int, runs: int, mean: float,
+                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What i.i.d. Bernoulli(mean) bits show through blocks of a: each block's count (runs, ⌊n/a⌋), its last bit, the rest's count."""
+    n_blocks = n // a
+    last = (rng.random((runs, n_blocks)) < mean).astype(np.int64)
+    finest = rng.binomial(a - 1, mean, size=(runs, n_blocks)) + last
+    return finest, last, rng.binomial(n - n_blocks * a, mean, size=runs)
 
 
 def _check_common(x: ArrayLike, epsilon: float, delta: float, rng: np.random.Generator) -> tuple[np.ndarray, float, float, np.random.Generator]:

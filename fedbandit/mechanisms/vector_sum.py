@@ -70,9 +70,14 @@ class VectorSumShuffle:
 
     def rounded_counts(self, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Σ over users (axis 0) of ⌊z g⌋ + η₁ for v of shape (n, ..., D): the users' roundings."""
-        z = np.clip((np.asarray(v, dtype=float) + 1.0) / 2.0, 0.0, 1.0) * self.g
+        z = np.add(v, 1.0, dtype=float)  # z = clip((v + 1)/2, 0, 1)·g, in place
+        z *= 0.5
+        np.clip(z, 0.0, 1.0, out=z)
+        z *= self.g
         fl = np.floor(z)
-        return (fl + (rng.random(z.shape) < (z - fl))).sum(axis=0)
+        z -= fl  # the fractional part: rounded up with that probability
+        up = rng.random(z.shape) < z
+        return fl.sum(axis=0) + up.sum(axis=0)  # integers: exact in any order
 
     def analyze(self, ones: ArrayLike, n_users: int | None = None) -> np.ndarray:
         """The analyzer: Σ v estimated from the count of ones per coordinate."""

@@ -14,6 +14,7 @@ Kinds: ``statistics`` (continual release of the linear-bandit statistics;
 """
 
 import importlib
+from typing import Any
 
 # --- re-exports (generated from each module's __all__) ---
 _EXPORTS = {
@@ -33,6 +34,9 @@ _EXPORTS = {
     "VectorSumRecords": "concurrent",
     "BatchSumAnalyzer": "concurrent",
     "SequentialVectorSumProtocol": "concurrent",
+    "RecordSetting": "concurrent",
+    "RecordRandomizer": "concurrent",
+    "RecordAnalyzer": "concurrent",
     "CounterRandomizer": "counting",
     "HybridCounter": "counting",
     "BinaryCounter": "counting",
@@ -41,6 +45,7 @@ _EXPORTS = {
     "RunningSums": "counting",
     "CounterProtocol": "counting",
     "PRIVACY_WIDTH_KINDS": "counting",
+    "CounterSetting": "counting",
     "Identity": "intermediaries",
     "Shuffler": "intermediaries",
     "SecureAggregation": "intermediaries",
@@ -52,6 +57,7 @@ _EXPORTS = {
     "MixedRadixServer": "intermediaries",
     "Server": "intermediaries",
     "register": "registry",
+    "unregister": "registry",
     "available": "registry",
     "create": "registry",
     "describe": "registry",
@@ -77,6 +83,11 @@ _EXPORTS = {
     "GRAM_NOISES": "statistics",
     "gram_noise_scale": "statistics",
     "SCHEDULES": "statistics",
+    "StatisticsSetting": "statistics",
+    "StatisticsNoise": "statistics",
+    "StatisticsRandomizer": "statistics",
+    "StatisticsAnalyzer": "statistics",
+    "CentralStatisticsAnalyzer": "statistics",
     "ExactVectors": "sums",
     "ClippedVectors": "sums",
     "DDGVectors": "sums",
@@ -87,12 +98,17 @@ _EXPORTS = {
     "BinomialDecoder": "sums",
     "SumProtocol": "sums",
     "AUTO_BITS_ROUNDING_SHARE_SUM": "sums",
+    "SumSetting": "sums",
+    "SumNoise": "sums",
+    "SumRandomizer": "sums",
+    "SumAnalyzer": "sums",
+    "ModularVectors": "sums",
 }
 
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # Public names are imported from their module on first use (PEP 562), so importing a
     # subpackage stays cheap and subpackages can import each other's modules freely.
     module = _EXPORTS.get(name)
@@ -103,6 +119,6 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 # --- end of re-exports ---

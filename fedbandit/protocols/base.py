@@ -12,13 +12,17 @@ each is an object:
   them with their senders, an anonymous multiset, or only their sum);
 * :class:`Analyzer` -- what the server computes from what it received;
 
-and a :class:`Protocol` composes them.  ``Protocol(randomizer, intermediary, analyzer)``
-refuses a combination that makes no sense (for example vector-sum messages without a
-shuffler, or floating-point messages into real secure aggregation) with a ``ValueError``
-naming both parts and why.  A protocol *describes what it released* as a privacy event
-(:meth:`Protocol.event`), and :func:`fedbandit.accounting.account` turns that into the
-guarantee (:meth:`Protocol.accounting`): accounting apart from mechanisms, as in
-``dp_accounting``.
+and a :class:`Protocol` composes them.  The parts carry their behaviour: the protocol is a
+pipeline that asks them (each kind has public abstract parts whose methods a new part must
+answer, configured from a frozen setting, never from the protocol), and
+:meth:`Protocol.supports` -- the one place that looks at the parts' types -- gives the
+reason a combination makes no sense (for example vector-sum messages without a shuffler, or
+floating-point messages into real secure aggregation), which the constructor raises as a
+``ValueError``.  A protocol *describes what it released* as a privacy event (the part that
+adds the noise gives it: :meth:`Protocol.event`), and :func:`fedbandit.accounting.account`
+turns that into the guarantee (:meth:`Protocol.accounting`): accounting apart from
+mechanisms, as in ``dp_accounting``.  ARCHITECTURE.md at the repository root lists the
+parts' contracts and the recipe for a new protocol.
 
 Three kinds of protocol serve the book's learners (:attr:`Protocol.kind`):
 
@@ -42,9 +46,11 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
-from fedbandit._validation import MAX_STEPS, check_positive_int, check_rng
+import numpy as np
+
+from fedbandit._validation import MAX_STEPS, check_delta, check_epsilon, check_positive_int, check_rng
 from fedbandit.accounting.accountant import Accounting, account
 from fedbandit.accounting.events import DpEvent, check_relation
 
@@ -71,7 +77,7 @@ class Communication:
     """Counters of what the parties sent: synchronization rounds, messages, payload."""
 
     rounds: int = 0
-    messages: int = 0
+    messages: float = 0  # a count; the mean number of senders per run with Poisson client sampling
     payload: float = 0.0
     payload_unit: str = "floats"
 
@@ -86,6 +92,23 @@ class Communication:
 
 class Randomizer(abc.ABC):
     """R: the local randomizer every party runs before anything leaves it.
+
+    A randomizer carries its own behaviour: the protocol it serves asks it, and never checks
+    its type.  Every kind has a public abstract base that says what that kind must answer
+    (:class:`fedbandit.protocols.StatisticsRandomizer`,
+    :class:`fedbandit.protocols.SumRandomizer`, :class:`fedbandit.protocols.CounterRandomizer`);
+    common to all of them:
+
+    * :meth:`configure` -- calibrate the noise for a frozen *setting* (the kind's setting
+      object: sizes, bounds, target (ε, δ), relation and the intermediary's ``view``), with no
+      random state;
+    * :meth:`theorem` -- the citation of the guarantee its releases carry;
+    * :meth:`calibration` -- its noise parameters, for tables;
+    * :meth:`describe` -- one line for tables.
+
+    A subclass that leaves one of the kind's abstract methods out cannot be instantiated
+    (``TypeError`` naming the method): nothing falls back to a default payload, an empty
+    theorem or a missing σ.
 
     Class attributes describe what the intermediary and the learner can rely on:
 
@@ -102,16 +125,36 @@ class Randomizer(abc.ABC):
     ``private_alone``
         Whether its messages are private without the intermediary's help (False for
         vector-sum bits: a server that sees one user's bits sees its value).
+    ``payload_unit``
+        The unit of :attr:`Communication.payload`: ``"floats"`` or ``"bits"``.
     """
 
     name: ClassVar[str] = "randomizer"
     message: ClassVar[str] = "float"
     needs_user_data: ClassVar[bool] = False
     private_alone: ClassVar[bool] = True
+    payload_unit: ClassVar[str] = "floats"
 
     @abc.abstractmethod
     def describe(self) -> str:
         """One line for tables: what a party sends and what noise it adds."""
+
+    @abc.abstractmethod
+    def configure(self, setting: Any) -> None:
+        """Calibrate for the frozen ``setting`` (no random state); ``ValueError`` if it cannot meet it."""
+
+    @abc.abstractmethod
+    def theorem(self, setting: Any) -> str:
+        """Which result the guarantee of this randomizer's releases rests on, with its citation."""
+
+    @abc.abstractmethod
+    def calibration(self, setting: Any) -> dict:
+        """The noise parameters of the configured randomizer (for tables)."""
+
+    @property
+    def modulus(self) -> int | None:
+        """The modulus of integer messages (secure aggregation sums modulo it); None for other messages."""
+        return None
 
 
 class Intermediary(abc.ABC):
@@ -119,22 +162,37 @@ class Intermediary(abc.ABC):
 
     ``view`` says what the server receives: ``"messages"`` (each party's message with its
     sender), ``"multiset"`` (the messages, anonymized), ``"sum"`` (only their sum).
-    :meth:`check` refuses a randomizer whose messages this intermediary cannot carry or
-    whose privacy the combination cannot establish.
+    :meth:`supports` gives the reason a randomizer's messages cannot go through this
+    intermediary (or None), :meth:`check` raises it, :meth:`check_parties` refuses a number
+    of parties the intermediary cannot serve, :meth:`deliver` hands the server its view.
     """
 
     name: ClassVar[str] = "intermediary"
     view: ClassVar[str] = "messages"
     trusted: ClassVar[str] = ""
 
-    def check(self, randomizer: Randomizer) -> None:
-        """Raise ``ValueError`` naming both parts if ``randomizer`` cannot go through this intermediary."""
+    def supports(self, randomizer: Randomizer) -> str | None:
+        """Why ``randomizer``'s messages cannot go through this intermediary, naming both parts; None if they can."""
         if not randomizer.private_alone and self.view == "messages":
-            raise ValueError(
+            return (
                 f"randomizer {randomizer.name!r} with intermediary {self.name!r}: its messages are private only "
                 "once anonymized or summed (a server seeing one user's messages learns its value); use a shuffler "
                 "or secure aggregation"
             )
+        return None
+
+    def check(self, randomizer: Randomizer) -> None:
+        """Raise ``ValueError`` naming both parts if ``randomizer`` cannot go through this intermediary."""
+        reason = self.supports(randomizer)
+        if reason is not None:
+            raise ValueError(reason)
+
+    def check_parties(self, n_parties: int, name: str = "n_parties") -> None:
+        """Raise ``ValueError`` (naming the setting's parameter ``name``) if ``n_parties`` cannot use it."""
+
+    @abc.abstractmethod
+    def deliver(self, messages: Any, rng: np.random.Generator | None = None, *, modulus: int | None = None) -> Any:
+        """What the server receives of ``messages`` (senders on axis 1)."""
 
     @abc.abstractmethod
     def describe(self) -> str:
@@ -142,13 +200,26 @@ class Intermediary(abc.ABC):
 
 
 class Analyzer(abc.ABC):
-    """A: what the server computes from what it received."""
+    """A: what the server computes from what it received (decoded by the randomizer's public decoding).
+
+    ``central`` marks the analyzers of the central model: a trusted server receives the exact
+    inputs and adds the privacy noise itself, so the privacy event, the theorem and the noise
+    statements of the protocol are the analyzer's (the randomizer's otherwise).
+    """
 
     name: ClassVar[str] = "analyzer"
+    central: ClassVar[bool] = False
 
     @abc.abstractmethod
     def describe(self) -> str:
         """One line for tables."""
+
+    def configure(self, setting: Any) -> None:
+        """Calibrate for the frozen ``setting`` (the central analyzers' noise); nothing by default."""
+
+    def calibration(self, setting: Any) -> dict:
+        """The analyzer's noise parameters (the central analyzers'); none by default."""
+        return {}
 
 
 class Protocol(abc.ABC):
@@ -167,20 +238,27 @@ class Protocol(abc.ABC):
     """
 
     kind: ClassVar[str] = "statistics"
+    #: The part types a protocol of this class is built from (its kind's abstract parts, or narrower).
+    randomizer_type: ClassVar[type | None] = None
+    intermediary_type: ClassVar[type | None] = None
+    analyzer_type: ClassVar[type | None] = None
+    #: The frozen setting of the last :meth:`configure` (the kind's setting class); None before.
+    setting: Any
+    _noise_rng: np.random.Generator
+    _shuffle_rng: np.random.Generator | None
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name: str, epsilon=None, delta=None, relation="add-remove"):
-        for part, cls in (("randomizer", Randomizer), ("intermediary", Intermediary), ("analyzer", Analyzer)):
-            obj = {"randomizer": randomizer, "intermediary": intermediary, "analyzer": analyzer}[part]
-            if not isinstance(obj, cls):
-                raise TypeError(f"{part} must be a fedbandit.protocols.{cls.__name__}, got {type(obj).__name__}")
-        intermediary.check(randomizer)
+    def __init__(self, randomizer: Any, intermediary: Any, analyzer: Any, *, name: str, epsilon: float | None = None,
+                 delta: float | None = None, relation: str = "add-remove") -> None:
+        reason = type(self).supports(randomizer, intermediary, analyzer)
+        if reason is not None:
+            raise ValueError(reason)
         self.randomizer = randomizer
         self.intermediary = intermediary
         self.analyzer = analyzer
         self.name = str(name)
         self.relation = check_relation(relation)
-        from fedbandit._validation import check_delta, check_epsilon
-
+        self.target_epsilon: float | None
+        self.target_delta: float | None
         if epsilon is None:
             if delta is not None:
                 raise ValueError(f"protocol {self.name!r}: delta={delta!r} given without epsilon")
@@ -190,7 +268,35 @@ class Protocol(abc.ABC):
             self.target_delta = check_delta("delta", delta)
         self._configured = False
         self._reset_done = False
-        self.communication = Communication()
+        self.setting = None
+        self.communication = Communication(payload_unit=randomizer.payload_unit)
+
+    @classmethod
+    def supports(cls, randomizer: Any, intermediary: Any, analyzer: Any) -> str | None:
+        """Why the parts (R, S, A) cannot form a protocol of this class, naming the parts; None if they can.
+
+        The constructor raises ``ValueError`` with this reason.  The base class checks that each
+        part is one (a :class:`Randomizer`, an :class:`Intermediary`, an :class:`Analyzer`) of the
+        class's part types (:attr:`randomizer_type`, :attr:`intermediary_type`,
+        :attr:`analyzer_type`) and asks the intermediary whether it carries the randomizer's
+        messages (:meth:`Intermediary.supports`); a protocol class adds its kind's pairings.  This
+        is the one place where the protocols look at their parts' types.
+        """
+        for part, obj, base in (("randomizer", randomizer, Randomizer), ("intermediary", intermediary, Intermediary),
+                                ("analyzer", analyzer, Analyzer)):
+            if not isinstance(obj, base):
+                return f"{part} must be a fedbandit.protocols.{base.__name__}, got {type(obj).__name__}"
+        reason = intermediary.supports(randomizer)
+        if reason is not None:
+            return reason
+        for part, obj, required in (("randomizer", randomizer, cls.randomizer_type),
+                                    ("intermediary", intermediary, cls.intermediary_type),
+                                    ("analyzer", analyzer, cls.analyzer_type)):
+            if required is not None and not isinstance(obj, required):
+                required_name = getattr(required, "name", part)
+                named = f" ({required_name!r})" if required_name != part else ""
+                return f"{part} {obj.name!r} is not a {cls.kind} {part} of {cls.__name__}: it needs a {required.__name__}{named}"
+        return None
 
     # ---------------------------------------------------------------- lifecycle
     def _require(self, reset: bool = False) -> None:
@@ -199,13 +305,13 @@ class Protocol(abc.ABC):
         if reset and not self._reset_done:
             raise ProtocolStateError(f"protocol {self.name!r}: reset(n_runs=..., rng=...) must be called before releasing")
 
-    def reset(self, *, n_runs, rng):
+    def reset(self, *, n_runs: int, rng: np.random.Generator) -> Protocol:
         """Allocate the state of ``n_runs`` independent runs; the protocol's streams come from ``rng``."""
         self._require()
         self.n_runs = check_positive_int("n_runs", n_runs, max_value=MAX_STEPS, reason="the state has one row per run")
         rng = check_rng("rng", rng)
         self._noise_rng, self._shuffle_rng = rng.spawn(2)
-        self.communication = Communication(payload_unit=self.communication.payload_unit)
+        self.communication = Communication(payload_unit=self.randomizer.payload_unit)
         self._reset()
         self._reset_done = True
         return self
@@ -228,16 +334,15 @@ class Protocol(abc.ABC):
         """Who must be trusted, in words."""
         return self.intermediary.trusted
 
-    def _configure_parts(self, setting: str) -> None:
-        """Configure R and A for the setting just stored; a calibration that cannot meet the
-        target there is a ValueError that says which setting (``setting``, e.g. "n_agents=3, ...")."""
+    def _configure_parts(self, setting: Any, text: str) -> None:
+        """Store the frozen ``setting`` and configure R and A for it; a calibration that cannot meet
+        the target there is a ValueError that says which setting (``text``, e.g. "n_agents=3, ...")."""
+        self.setting = setting
         try:
-            self.randomizer.configure(self)
-            configure = getattr(self.analyzer, "configure", None)
-            if configure is not None:
-                configure(self)
+            self.randomizer.configure(setting)
+            self.analyzer.configure(setting)
         except ValueError as exc:
-            exc.args = (f"protocol {self.name!r} cannot be configured with {setting}: {exc}",)
+            exc.args = (f"protocol {self.name!r} cannot be configured with {text}: {exc}",)
             raise
 
     @abc.abstractmethod
@@ -248,7 +353,7 @@ class Protocol(abc.ABC):
         """(ε, δ) for the configured setting under ``relation`` (default: the protocol's own)."""
         return self.account_event(self.event, relation)
 
-    def account_event(self, event, relation: str | None = None) -> Accounting:
+    def account_event(self, event: Callable[[str], DpEvent], relation: str | None = None) -> Accounting:
         """The accounting of ``event(relation)`` -- a function of the relation giving the
         :class:`DpEvent` of one user's influence -- with this protocol's target, model, theorem
         and notes (a learner whose behaviour changes the event, e.g. releasing more than the
@@ -266,8 +371,21 @@ class Protocol(abc.ABC):
         )
 
     def theorem(self) -> str:
-        """Which result the guarantee rests on (overridden by protocols that cite one)."""
-        return ""
+        """Which result the guarantee rests on: the citation of the part that adds the noise."""
+        self._require()
+        return self._noise_part().theorem(self.setting)
+
+    def _noise_part(self) -> Any:
+        """The part whose noise the guarantee rests on: a central analyzer's, else the randomizer's."""
+        return self.analyzer if self.analyzer.central else self.randomizer
+
+    def _capability(self, part: Any, attribute: str, missing: str) -> Any:
+        """``part``'s optional ``attribute`` (a statement only some parts make, such as the Gaussian
+        tree's measured noise); ``TypeError`` naming the protocol and the part, saying ``missing``, without it."""
+        found = getattr(part, attribute, None)
+        if found is None:
+            raise TypeError(f"protocol {self.name!r} ({part.name!r}): {missing}")
+        return found
 
     def bounds_note(self) -> str:
         """The assumptions on the data that the sensitivities rely on."""

@@ -47,9 +47,11 @@ variant) or an explicit nested ``batch_sizes``: ``batch_sizes=(B,)`` with B ≈ 
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -61,14 +63,25 @@ from fedbandit._validation import (
     check_rng,
 )
 from fedbandit.accounting.allocation import COMPOSITIONS, mechanism_budget
-from fedbandit.accounting.events import ApproxDpEvent, ComposedEvent, ConditionalEvent, check_relation
+from fedbandit.accounting.calibration import CJMP21_CONSTANT
+from fedbandit.accounting.events import (
+    ApproxDpEvent,
+    ClaimedEvent,
+    ComposedEvent,
+    ConditionalEvent,
+    DpEvent,
+    check_relation,
+)
 from fedbandit.mechanisms.psco import dyadic_batch_sizes, optimal_batch_sizes
 from fedbandit.mechanisms.randomized_response import (
     RRShuffleSummation,
+    rr_message_probabilities,
     unary_resolution,
 )
 from fedbandit.mechanisms.randomized_response import sample_rr_counts_unchecked as _sample_counts
 from fedbandit.mechanisms.randomized_response import unary_round_unchecked as _unary_round
+from fedbandit.mechanisms.vector_sum import VectorSumShuffle
+from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
 from fedbandit.protocols.intermediaries import ConcurrentShufflers
 from fedbandit.protocols.registry import register
@@ -84,6 +97,9 @@ __all__ = [
     "VectorSumRecords",
     "BatchSumAnalyzer",
     "SequentialVectorSumProtocol",
+    "RecordSetting",
+    "RecordRandomizer",
+    "RecordAnalyzer",
 ]
 
 _TKMS = "Tenenbaum, Kaplan, Mansour & Stemmer 2023"
@@ -96,7 +112,7 @@ def _triu(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(dim)
 
 
-def _is_int_like(v) -> bool:
+def _is_int_like(v: object) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
@@ -109,7 +125,8 @@ def record_half_range(dim: int, feature_bound: float = 1.0, reward_bound: float 
 
 
 def concurrent_schedule(
-    n: int, k, epsilon: float, delta: float, dim: int, *, finest: int | None = None, composition: str = "best"
+    n: int, k: int | str, epsilon: float, delta: float, dim: int, *, finest: int | None = None,
+    composition: str = "best"
 ) -> tuple[int, ...]:
     """Batch sizes of the k-shuffler PSCO on a user's D-coordinate record over n users.
 
@@ -144,11 +161,93 @@ def sequential_batch_sizes(n: int) -> tuple[int]:
 
 
 # ---------------------------------------------------------------------------------------
+# The setting and the abstract parts
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordSetting:
+    """What the parts of a user-level statistics protocol are configured for (no random state).
+
+    d, the bounds L and Y, the shufflers' schedule (b_1, ..., b_k), the synchronization period
+    (a multiple of b_k), the n users the guarantee covers, the target (ε, δ), the relation and
+    how (ε, δ) is split over a user's mechanisms (:func:`fedbandit.accounting.allocation.mechanism_budget`).
+    """
+
+    dim: int
+    feature_bound: float
+    reward_bound: float
+    batch_sizes: tuple
+    period: int
+    n_users: int
+    epsilon: float
+    delta: float
+    relation: str = "replace"
+    composition: str = "best"
+
+    @property
+    def half_range(self) -> np.ndarray:
+        """s of every packed coordinate (:func:`record_half_range`)."""
+        return record_half_range(self.dim, self.feature_bound, self.reward_bound)
+
+
+class RecordRandomizer(Randomizer):
+    """R of a user-level statistics protocol: every user's record, one at a time, into one-bit messages
+    of the shufflers' batches (counted per released batch and coordinate).
+
+    After :meth:`configure` it holds ``half_range`` (s per coordinate), ``n_coords`` (D) and
+    ``batch_variance`` (per level, the variance of one released batch sum in [0, 1] units: privacy
+    noise and rounding), from which the protocol states its noise.
+    """
+
+    message: ClassVar[str] = "count"
+    needs_user_data: ClassVar[bool] = True
+    private_alone: ClassVar[bool] = False
+    payload_unit: ClassVar[str] = "bits"
+
+    @abc.abstractmethod
+    def reset(self, setting: RecordSetting, n_runs: int) -> None:
+        """Allocate the state of ``n_runs`` runs."""
+
+    @abc.abstractmethod
+    def encode(self, users: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> dict:
+        """The period's users' records in; {level: (closing times, counts (m, R, D))} of the batches closing in it."""
+
+    @abc.abstractmethod
+    def decode(self, delivered: dict) -> dict:
+        """{level: (closing times, batch sums (m, R, D) in [0, 1] units)} from the released counts."""
+
+    @abc.abstractmethod
+    def bits_per_user(self) -> int:
+        """One-bit messages a user sends."""
+
+    @abc.abstractmethod
+    def event(self, setting: RecordSetting, relation: str) -> DpEvent:
+        """The mechanisms one user's record joins, under ``relation``."""
+
+
+class RecordAnalyzer(Analyzer):
+    """A of a user-level statistics protocol: the prefix sums from the decoded batch sums."""
+
+    def configure(self, setting: RecordSetting) -> None:
+        self.half_range = setting.half_range
+        self.period = setting.period
+
+    @abc.abstractmethod
+    def reset(self, setting: RecordSetting, n_runs: int) -> None:
+        """Allocate the state of ``n_runs`` runs."""
+
+    @abc.abstractmethod
+    def analyze(self, decoded: dict) -> np.ndarray:
+        """The released prefix sums (R, D) after the period, from its decoded batch sums."""
+
+
+# ---------------------------------------------------------------------------------------
 # R, A
 # ---------------------------------------------------------------------------------------
 
 
-class RandomizedResponseRecords(Randomizer):
+class RandomizedResponseRecords(RecordRandomizer):
     """R: randomized response on every coordinate of every user's record, at every level.
 
     User t's record z_t (D coordinates) is mapped to [0, 1] coordinate-wise,
@@ -167,9 +266,6 @@ class RandomizedResponseRecords(Randomizer):
     """
 
     name: ClassVar[str] = "randomized-response"
-    message: ClassVar[str] = "count"
-    needs_user_data: ClassVar[bool] = True
-    private_alone: ClassVar[bool] = False
 
     def describe(self) -> str:
         return (
@@ -177,13 +273,13 @@ class RandomizedResponseRecords(Randomizer):
             "randomized response with flip probability p_i"
         )
 
-    def configure(self, protocol: ConcurrentShuffleProtocol) -> None:
-        p = protocol
-        self.half_range = record_half_range(p.dim, p.feature_bound, p.reward_bound)
+    def configure(self, setting: RecordSetting) -> None:
+        p = setting
+        self.half_range = p.half_range
         self.n_coords = self.half_range.size
         sizes = p.batch_sizes
         self.eps0, self.delta0 = mechanism_budget(
-            p.target_epsilon, p.target_delta, len(sizes) * self.n_coords, composition=p.composition
+            p.epsilon, p.delta, len(sizes) * self.n_coords, composition=p.composition
         )
         self.levels = [RRShuffleSummation(b, self.eps0, self.delta0, resolution=unary_resolution(b)) for b in sizes]
         self.resolutions = tuple(lvl.resolution for lvl in self.levels)
@@ -192,15 +288,15 @@ class RandomizedResponseRecords(Randomizer):
         # privacy noise + rounding (≤ b/(4g²)) variance of one released batch sum, [0, 1] units
         self.batch_variance = tuple(lvl.variance + lvl.n_users / (4.0 * lvl.resolution**2) for lvl in self.levels)
 
-    def reset(self, protocol: ConcurrentShuffleProtocol) -> None:
-        self._ones = np.zeros((len(self.levels), protocol.n_runs, self.n_coords), dtype=np.int64)
+    def reset(self, setting: RecordSetting, n_runs: int) -> None:
+        self._ones = np.zeros((len(self.levels), n_runs, self.n_coords), dtype=np.int64)
         self._t = 0
 
     def bits_per_user(self) -> int:
         """One-bit messages a user sends: g_i per coordinate and level."""
         return self.n_coords * sum(self.resolutions)
 
-    def encode(self, protocol: ConcurrentShuffleProtocol, users) -> dict:
+    def encode(self, users: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> dict:
         """The period's users' records in; the counts of the batches closing in the period out.
 
         ``users`` = (x (c, R, d), y (c, R)), the c users of one synchronization period
@@ -213,7 +309,6 @@ class RandomizedResponseRecords(Randomizer):
         iu, ju = _triu(x.shape[-1])
         # every user's record, as fedbandit.protocols.statistics.user_records: (c, R, D)
         z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
-        rng = protocol._noise_rng
         z01 = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0)
         # every level's randomizer rounds independently (unary_round with one g per level:
         # one draw for all levels at once): (k, c, R, D)
@@ -244,8 +339,54 @@ class RandomizedResponseRecords(Randomizer):
             out[i] = (times, _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
         return out
 
+    def decode(self, delivered: dict) -> dict:
+        """Debias every released count: level i's count Z of a batch of b users with g messages each
+        gives the batch sum (Z − b g p/2)/((1 − p) g) in [0, 1] units."""
+        out = {}
+        for i, (times, count) in delivered.items():
+            lvl = self.levels[i]
+            b, g, p = lvl.n_users, lvl.resolution, lvl.p
+            out[i] = (times, (count - b * g * p / 2.0) / ((1.0 - p) * g))
+        return out
 
-class MixedRadixAnalyzer(Analyzer):
+    def event(self, setting: RecordSetting, relation: str) -> DpEvent:
+        """The k·D shuffle mechanisms a user's record joins, each (ε₀, δ₀)-DP if its level's certificate holds."""
+        per_level = []
+        for i, (lvl, ok) in enumerate(zip(self.levels, self.certified)):
+            what = (f"level {i + 1}: shuffled randomized response, {lvl.n_users} users × {lvl.resolution} messages, "
+                    f"p={lvl.p:.4g} [BBGN19]")
+            per_level.append(ConditionalEvent(
+                ApproxDpEvent(self.eps0, self.delta0, what),
+                f"level {i + 1}: the privacy-blanket bound does not certify the per-message δ",
+                holds=ok,
+                on_failure="invalid",
+            ))
+        return ComposedEvent(tuple(e for e in per_level for _ in range(self.n_coords)))
+
+    def theorem(self, setting: RecordSetting) -> str:
+        return (f"shuffled randomized response per batch, certified by the privacy-blanket bound [BBGN19]; composed "
+                f"over k·D = {len(self.levels) * self.n_coords} mechanisms per user at (ε₀={self.eps0:.4g}, "
+                f"δ₀={self.delta0:.3g}) [DRV10]; batches {list(setting.batch_sizes)}")
+
+    def calibration(self, setting: RecordSetting) -> dict:
+        return {
+            "composition": setting.composition,
+            "resolution": list(self.resolutions),
+            "p": [lvl.p for lvl in self.levels],
+            "epsilon0": self.eps0,
+            "delta0": self.delta0,
+            "mechanisms_per_user": len(self.levels) * self.n_coords,
+            "batches_certified": all(self.certified),
+        }
+
+    def scale_noise(self, factor: float) -> None:
+        """Testing hook of the audits: every level's flip probability × factor² (its noise std ∝ sqrt(p))."""
+        for level in self.levels:
+            level.p = min(1.0, level.p * factor * factor)
+            level.q0, level.q1 = rr_message_probabilities(level.p)
+
+
+class MixedRadixAnalyzer(RecordAnalyzer):
     """A: debias every released batch count; the prefix is the mixed-radix decomposition of t.
 
     Level i's count Z of a batch of b users with g messages each gives the batch sum
@@ -264,13 +405,12 @@ class MixedRadixAnalyzer(Analyzer):
             "current level-1 batch + ..., mapped back as s(2S − t)"
         )
 
-    def reset(self, protocol: ConcurrentShuffleProtocol) -> None:
-        r = protocol.randomizer
-        self._since_parent = np.zeros((len(r.levels), protocol.n_runs, r.n_coords))
+    def reset(self, setting: RecordSetting, n_runs: int) -> None:
+        self._since_parent = np.zeros((len(setting.batch_sizes), n_runs, self.half_range.size))
         self._t = 0
 
-    def analyze(self, protocol: ConcurrentShuffleProtocol, delivered: dict) -> np.ndarray:
-        """The estimate after the period from its releases ({level: (times, counts)}).
+    def analyze(self, decoded: dict) -> np.ndarray:
+        """The estimate after the period from its decoded releases ({level: (times, batch sums)}).
 
         A release of level j clears the finer levels' running sums (they restart inside the
         new level-j batch); releases at the same time are processed finest first, so a
@@ -278,24 +418,20 @@ class MixedRadixAnalyzer(Analyzer):
         period level i holds its releases after the last coarser release of the period
         (or adds all of them to its old sum when no coarser level released).
         """
-        r = protocol.randomizer
         last_clear = -1
-        for i in range(len(r.levels)):  # coarse to fine
-            if i not in delivered:
+        for i in range(self._since_parent.shape[0]):  # coarse to fine
+            if i not in decoded:
                 # (nested schedules: a coarser release time is a multiple of b_i, so a level
                 # without releases saw no coarser one either and keeps its sum)
                 continue
-            times, count = delivered[i]
-            lvl = r.levels[i]
-            b, g, p = lvl.n_users, lvl.resolution, lvl.p
-            sums = (count - b * g * p / 2.0) / ((1.0 - p) * g)
+            times, sums = decoded[i]
             if last_clear >= 0:
                 self._since_parent[i] = sums[times > last_clear].sum(axis=0)
             else:
                 self._since_parent[i] += sums.sum(axis=0)
             last_clear = max(last_clear, int(times[-1]))
-        self._t += protocol.period
-        return r.half_range * (2.0 * self._since_parent.sum(axis=0) - self._t)
+        self._t += self.period
+        return self.half_range * (2.0 * self._since_parent.sum(axis=0) - self._t)
 
 
 # ---------------------------------------------------------------------------------------
@@ -354,20 +490,24 @@ class ConcurrentShuffleProtocol(Protocol):
     """
 
     kind: ClassVar[str] = "statistics"
+    randomizer_type: ClassVar[type] = RandomizedResponseRecords
+    intermediary_type: ClassVar[type] = ConcurrentShufflers
+    analyzer_type: ClassVar[type] = MixedRadixAnalyzer
     supports_run_masks: ClassVar[bool] = False
-    _part_types: ClassVar[tuple] = ()  # (randomizer, intermediary, analyzer) classes, set below the class
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace", k=None,
-                 composition="best"):
+    setting: RecordSetting
+
+    def __init__(self, randomizer: RecordRandomizer, intermediary: ConcurrentShufflers, analyzer: RecordAnalyzer, *,
+                 name: str, epsilon: float, delta: float, relation: str = "replace", k: int | str | None = None,
+                 composition: str = "best") -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta, relation=relation)
         self.composition = check_choice("composition", composition, COMPOSITIONS)
-        for part, obj, cls in zip(("randomizer", "intermediary", "analyzer"), (randomizer, intermediary, analyzer),
-                                  self._part_types):
-            if not isinstance(obj, cls):
-                raise TypeError(f"{part} {obj.name!r} does not fit the concurrent-shuffle protocol (needs {cls.__name__})")
         if not self.private:
             raise ValueError(f"protocol {self.name!r} needs a target (epsilon, delta)")
+        assert self.target_epsilon is not None and self.target_delta is not None  # private (checked above)
+        self._target = (self.target_epsilon, self.target_delta)
         self._fixed_sizes = intermediary.batch_sizes
+        self.k_rule: int | str
         if self._fixed_sizes is None:
             self.k_rule = 1 if k is None else k if (isinstance(k, str) and k == "log") else check_positive_int("k", k)
         else:
@@ -397,7 +537,7 @@ class ConcurrentShuffleProtocol(Protocol):
     def needs_user_data(self) -> bool:
         return True
 
-    def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
+    def batch_sizes_for(self, n_users: int, dim: int, period: int | None = None) -> tuple[int, ...]:
         """The schedule (b_1, ..., b_k) for ``n_users`` users with d = ``dim`` (no state).
 
         ``period``: the learner synchronizes every ``period`` users, which must be a
@@ -417,11 +557,12 @@ class ConcurrentShuffleProtocol(Protocol):
                     f"multiple of b_k={sizes[-1]} users, got batch_size={period}"
                 )
             return sizes
-        return concurrent_schedule(n, self.k_rule, self.target_epsilon, self.target_delta, dim, finest=period,
+        return concurrent_schedule(n, self.k_rule, *self._target, dim, finest=period,
                                    composition=self.composition)
 
-    def configure(self, *, n_agents, dim, n_batches, batch_size, feature_bound=1.0, reward_bound=1.0, schedule="fixed",
-                  n_users=None):
+    def configure(self, *, n_agents: int, dim: int, n_batches: int, batch_size: int, feature_bound: float = 1.0,
+                  reward_bound: float | None = 1.0, schedule: str = "fixed",
+                  n_users: int | None = None) -> ConcurrentShuffleProtocol:
         """Validate the setting, fix the schedule and calibrate every level; returns ``self``."""
         if check_positive_int("n_agents", n_agents) != 1:
             raise ValueError(
@@ -450,12 +591,14 @@ class ConcurrentShuffleProtocol(Protocol):
         self.batch_sizes = sizes
         self.period = self.batch_size
         self.horizon = self.n_users
-        self.randomizer.configure(self)
+        setting = RecordSetting(self.dim, self.feature_bound, self.reward_bound, sizes, self.period, self.n_users,
+                                *self._target, self.relation, self.composition)
+        self._configure_parts(setting, f"dim={self.dim}, n_users={self.n_users}, batch_size={self.batch_size}")
         self._configured = True
         self._reset_done = False
         return self
 
-    def reset(self, *, n_runs, rng):
+    def reset(self, *, n_runs: int, rng: np.random.Generator) -> ConcurrentShuffleProtocol:
         """Allocate ``n_runs`` runs.
 
         The randomizer's rounding and randomized responses -- all of the protocol's
@@ -467,15 +610,16 @@ class ConcurrentShuffleProtocol(Protocol):
         self.n_runs = check_positive_int("n_runs", n_runs)
         self._noise_rng = check_rng("rng", rng)
         self._shuffle_rng = None
-        self.communication = Communication(payload_unit="bits")
-        self.randomizer.reset(self)
-        self.analyzer.reset(self)
+        self.communication = Communication(payload_unit=self.randomizer.payload_unit)
+        self.randomizer.reset(self.setting, self.n_runs)
+        self.analyzer.reset(self.setting, self.n_runs)
         self._k = 0
         self._reset_done = True
         return self
 
     # ------------------------------------------------------------ the release
-    def synchronize(self, bias, gram, *, users=None, runs=None):
+    def synchronize(self, bias: np.ndarray, gram: np.ndarray, *, users: tuple[np.ndarray, np.ndarray] | None = None,
+                    runs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """One synchronization after ``period`` users; returns the noisy prefix sums (R, d) and (R, d, d)."""
         self._require(reset=True)
         R, d, b = self.n_runs, self.dim, self.period
@@ -497,15 +641,15 @@ class ConcurrentShuffleProtocol(Protocol):
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
         return self.release(x[:, :, 0], y[:, :, 0])
 
-    def release(self, x, y):
+    def release(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`synchronize` from the period's users x (P, R, d), y (P, R), without argument checks."""
         if self._k >= self.n_batches:
             raise ValueError(f"the protocol was configured for n_batches={self.n_batches} synchronizations")
         self._k += 1
         R, d = self.n_runs, self.dim
-        counts = self.randomizer.encode(self, (x, y))
+        counts = self.randomizer.encode((x, y), self._noise_rng)
         delivered = self.intermediary.deliver(counts)
-        prefix = self.analyzer.analyze(self, delivered)
+        prefix = self.analyzer.analyze(self.randomizer.decode(delivered))
         c = self.communication
         c.rounds += 1
         bits = self.period * self.randomizer.bits_per_user()
@@ -519,28 +663,11 @@ class ConcurrentShuffleProtocol(Protocol):
         return prefix[:, :d], gram_prefix
 
     # ------------------------------------------------------------ privacy
-    def event(self, relation=None):
-        """The k·D shuffle mechanisms a user's record joins, each (ε₀, δ₀)-DP if its level's certificate holds."""
+    def event(self, relation: str | None = None) -> DpEvent:
+        """The mechanisms one user's record joins (the randomizer's event; every level's, for randomized response)."""
         self._require()
-        check_relation(self.relation if relation is None else relation)
-        r = self.randomizer
-        per_level = []
-        for i, (lvl, ok) in enumerate(zip(r.levels, r.certified)):
-            what = (f"level {i + 1}: shuffled randomized response, {lvl.n_users} users × {lvl.resolution} messages, "
-                    f"p={lvl.p:.4g} [BBGN19]")
-            per_level.append(ConditionalEvent(
-                ApproxDpEvent(r.eps0, r.delta0, what),
-                f"level {i + 1}: the privacy-blanket bound does not certify the per-message δ",
-                holds=ok,
-                on_failure="invalid",
-            ))
-        return ComposedEvent(tuple(e for e in per_level for _ in range(r.n_coords)))
-
-    def theorem(self) -> str:
-        r = self.randomizer
-        return (f"shuffled randomized response per batch, certified by the privacy-blanket bound [BBGN19]; composed "
-                f"over k·D = {len(r.levels) * r.n_coords} mechanisms per user at (ε₀={r.eps0:.4g}, δ₀={r.delta0:.3g}) "
-                f"[DRV10]; batches {list(self.batch_sizes)}")
+        relation = check_relation(self.relation if relation is None else relation)
+        return self.randomizer.event(self.setting, relation)
 
     def bounds_note(self) -> str:
         note = f"for users with ‖x‖ ≤ {self.feature_bound:g} and |y| ≤ {self.reward_bound:g} (the learner clips y)"
@@ -574,7 +701,7 @@ class ConcurrentShuffleProtocol(Protocol):
         """Largest per-entry noise standard deviation of a released prefix (over entries and time)."""
         return float(self.coordinate_noise_std().max())
 
-    def prefix_noise_variance(self, k) -> float:
+    def prefix_noise_variance(self, k: int) -> float:
         """Largest per-entry noise variance of the prefix released at synchronization k (after k·P users)."""
         self._require()
         k = check_positive_int("k", k)
@@ -582,34 +709,27 @@ class ConcurrentShuffleProtocol(Protocol):
 
     def calibration(self) -> dict:
         self._require()
-        r = self.randomizer
         std = self.coordinate_noise_std()
         d = self.dim
         sigma = float(std.max())
-        return {
+        out = {
             "protocol": self.name,
             "model": self.model,
-            "composition": self.composition,
             "batch_sizes": list(self.batch_sizes),
             "k": len(self.batch_sizes),
             "period": self.period,
-            "resolution": list(r.resolutions),
-            "p": [lvl.p for lvl in r.levels],
-            "epsilon0": r.eps0,
-            "delta0": r.delta0,
-            "mechanisms_per_user": len(r.levels) * r.n_coords,
-            "batches_certified": all(r.certified),
-            "sigma_bias": float(std[:d].max()),
-            "sigma_gram": float(std[d:].max()),
-            "sigma": sigma,
-            "total_variance": sigma**2,
         }
+        out.update(self.randomizer.calibration(self.setting))
+        out.update(sigma_bias=float(std[:d].max()), sigma_gram=float(std[d:].max()), sigma=sigma,
+                   total_variance=sigma**2)
+        return out
 
 
 @register("concurrent-shuffle", kind="statistics",
           summary="k concurrent shufflers: randomized response on every user's record, mixed-radix prefix sums",
           reference=f"{_TKMS}; sequential (one level): Chowdhury & Zhou 2022")
-def concurrent_shuffle(epsilon, delta, *, k=None, batch_sizes=None, relation="replace", composition="best"):
+def concurrent_shuffle(epsilon: float, delta: float, *, k: int | str | None = None, batch_sizes: Any = None,
+                       relation: str = "replace", composition: str = "best") -> ConcurrentShuffleProtocol:
     """The concurrent-shuffle protocol: ``k`` shufflers (int, or "log" for dyadic batches; default 1) or explicit ``batch_sizes``.
 
     ``composition`` ("best", "basic", "advanced") splits (ε, δ) over the k·D mechanisms of
@@ -628,15 +748,12 @@ def concurrent_shuffle(epsilon, delta, *, k=None, batch_sizes=None, relation="re
     )
 
 
-ConcurrentShuffleProtocol._part_types = (RandomizedResponseRecords, ConcurrentShufflers, MixedRadixAnalyzer)
-
-
 # ---------------------------------------------------------------------------------------
 # The sequential shuffle model with the shuffled vector sum (Chowdhury & Zhou 2022)
 # ---------------------------------------------------------------------------------------
 
 
-class VectorSumRecords(Randomizer):
+class VectorSumRecords(RecordRandomizer):
     """R: the shuffle vector-sum randomizer (Cheu, Joseph, Mao & Peng 2021) on every user's record.
 
     Each coordinate v ∈ [−s, s] of a record (:func:`record_half_range`) is scaled to
@@ -654,47 +771,37 @@ class VectorSumRecords(Randomizer):
     """
 
     name: ClassVar[str] = "vector-sum"
-    message: ClassVar[str] = "count"
-    needs_user_data: ClassVar[bool] = True
-    private_alone: ClassVar[bool] = False
 
-    def __init__(self, *, constant=None):
-        from fedbandit.accounting.calibration import CJMP21_CONSTANT
-
+    def __init__(self, *, constant: float | None = None) -> None:
         self.constant = CJMP21_CONSTANT if constant is None else check_positive_float("constant", constant)
 
     def describe(self) -> str:
         return "per user and coordinate: ⌊zg⌋+η₁ unary bits plus b Ber(1/4) bits (vector-sum randomizer), one batch per user"
 
-    def configure(self, protocol) -> None:
-        from fedbandit.mechanisms.vector_sum import VectorSumShuffle
-
-        p = protocol
-        self.half_range = record_half_range(p.dim, p.feature_bound, p.reward_bound)
+    def configure(self, setting: RecordSetting) -> None:
+        p = setting
+        self.half_range = p.half_range
         self.n_coords = self.half_range.size
         (batch,) = p.batch_sizes
-        self.mech = VectorSumShuffle(p.target_epsilon, p.target_delta, batch, self.n_coords, constant=self.constant)
+        self.mech = VectorSumShuffle(p.epsilon, p.delta, batch, self.n_coords, constant=self.constant)
         self.levels = (self.mech,)
         self.g = self.mech.g
         # binomial noise + rounding (≤ B/(4g²)) variance of one released batch sum, [0, 1] units (z = (v+1)/2)
         self.batch_variance = ((self.mech.noise_std() / 2.0) ** 2 + batch / (4.0 * self.g**2),)
 
-    def reset(self, protocol) -> None:
-        self._ones = np.zeros((protocol.n_runs, self.n_coords))
+    def reset(self, setting: RecordSetting, n_runs: int) -> None:
+        self._ones = np.zeros((n_runs, self.n_coords))
         self._t = 0
 
     def bits_per_user(self) -> int:
         return self.n_coords * (self.mech.g + self.mech.b)
 
-    def encode(self, protocol, users) -> dict:
+    def encode(self, users: tuple[np.ndarray, np.ndarray], rng: np.random.Generator) -> dict:
         """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
-        from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
-
         x, y = users
         c = x.shape[0]
         iu, ju = _triu(x.shape[-1])
         z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
-        rng = protocol._noise_rng
         scaled = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0) * self.g
         low = np.floor(scaled)
         ones = low + (rng.random(scaled.shape) < scaled - low)  # (c, R, D): every user's rounding
@@ -714,8 +821,35 @@ class VectorSumRecords(Randomizer):
         noise = _binomial(rng, b * self.mech.b, self.mech.p, batch.shape)
         return {0: (times, batch + noise)}
 
+    def decode(self, delivered: dict) -> dict:
+        """Every released batch's vector sum (:meth:`fedbandit.mechanisms.VectorSumShuffle.analyze`), [0, 1] units."""
+        return {i: (times, self.mech.analyze(ones)) for i, (times, ones) in delivered.items()}
 
-class BatchSumAnalyzer(Analyzer):
+    def event(self, setting: RecordSetting, relation: str) -> DpEvent:
+        """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
+        node = ClaimedEvent(setting.epsilon, setting.delta,
+                            f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user [recalled]")
+        return ConditionalEvent(
+            node,
+            f"b uses constant c={self.constant:g} < {CJMP21_CONSTANT:g} of the theorem: privacy not established",
+            holds=self.constant >= CJMP21_CONSTANT,
+            on_failure="invalid",
+        )
+
+    def theorem(self, setting: RecordSetting) -> str:
+        return (f"shuffled vector sum [CJMP21] per batch of {self.mech.n_users} users at (ε, δ), g={self.mech.g}, "
+                f"b={self.mech.b}, p={self.mech.p}; each user in one batch")
+
+    def calibration(self, setting: RecordSetting) -> dict:
+        return {"g": self.mech.g, "b": self.mech.b, "p": self.mech.p, "constant": self.constant,
+                "batch_noise_std": self.mech.noise_std()}
+
+    def scale_noise(self, factor: float) -> None:
+        """Testing hook of the audits: the vector sum's noise is b Ber(p) bits, its std ∝ sqrt(b): b × factor²."""
+        self.mech.b = max(1, int(round(self.mech.b * factor * factor)))
+
+
+class BatchSumAnalyzer(RecordAnalyzer):
     """A: decode every released batch (:meth:`fedbandit.mechanisms.VectorSumShuffle.analyze`) and add it up."""
 
     name: ClassVar[str] = "batch-sums"
@@ -723,15 +857,14 @@ class BatchSumAnalyzer(Analyzer):
     def describe(self) -> str:
         return "decode every released batch's vector sum and add it to the running totals"
 
-    def reset(self, protocol) -> None:
-        self._total = np.zeros((protocol.n_runs, protocol.randomizer.n_coords))
+    def reset(self, setting: RecordSetting, n_runs: int) -> None:
+        self._total = np.zeros((n_runs, self.half_range.size))
 
-    def analyze(self, protocol, delivered: dict) -> np.ndarray:
-        r = protocol.randomizer
-        if 0 in delivered:
-            _, ones = delivered[0]
-            self._total += r.mech.analyze(ones).sum(axis=0)
-        return r.half_range * self._total
+    def analyze(self, decoded: dict) -> np.ndarray:
+        if 0 in decoded:
+            _, sums = decoded[0]
+            self._total += sums.sum(axis=0)
+        return self.half_range * self._total
 
 
 class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
@@ -749,8 +882,12 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     otherwise ("invalid"); neighbouring datasets differ in one user's record.
     """
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon, delta, relation="replace",
-                 batch_size=None):
+    randomizer_type: ClassVar[type] = VectorSumRecords
+    analyzer_type: ClassVar[type] = BatchSumAnalyzer
+
+    def __init__(self, randomizer: VectorSumRecords, intermediary: ConcurrentShufflers, analyzer: BatchSumAnalyzer, *,
+                 name: str, epsilon: float, delta: float, relation: str = "replace",
+                 batch_size: int | None = None) -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=epsilon, delta=delta,
                          relation=relation, k=1)
         self._batch = None if batch_size is None else check_positive_int("batch_size", batch_size)
@@ -763,7 +900,7 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     def trusted(self) -> str:
         return self.intermediary.trusted
 
-    def batch_sizes_for(self, n_users, dim, period=None) -> tuple[int, ...]:
+    def batch_sizes_for(self, n_users: int, dim: int, period: int | None = None) -> tuple[int, ...]:
         """(B,): the given batch, or B = ⌈n^{3/5}⌉ (:func:`sequential_batch_sizes`); ``period`` a multiple of B."""
         n = check_positive_int("n_users", n_users)
         sizes = check_batch_sizes("batch_sizes", (self._batch,), n) if self._batch is not None else sequential_batch_sizes(n)
@@ -772,58 +909,12 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
                              f"users, got batch_size={period}")
         return sizes
 
-    def event(self, relation=None):
-        """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
-        from fedbandit.accounting.calibration import CJMP21_CONSTANT
-        from fedbandit.accounting.events import ClaimedEvent
-
-        self._require()
-        check_relation(self.relation if relation is None else relation)
-        r = self.randomizer
-        node = ClaimedEvent(self.target_epsilon, self.target_delta,
-                            f"CJMP21 shuffled vector sum, one batch of {r.mech.n_users} users per user [recalled]")
-        return ConditionalEvent(
-            node,
-            f"b uses constant c={r.constant:g} < {CJMP21_CONSTANT:g} of the theorem: privacy not established",
-            holds=r.constant >= CJMP21_CONSTANT,
-            on_failure="invalid",
-        )
-
-    def theorem(self) -> str:
-        r = self.randomizer
-        return (f"shuffled vector sum [CJMP21] per batch of {r.mech.n_users} users at (ε, δ), g={r.mech.g}, "
-                f"b={r.mech.b}, p={r.mech.p}; each user in one batch")
-
-    def calibration(self) -> dict:
-        self._require()
-        r = self.randomizer
-        std = self.coordinate_noise_std()
-        d = self.dim
-        return {
-            "protocol": self.name,
-            "model": self.model,
-            "batch_sizes": list(self.batch_sizes),
-            "k": 1,
-            "period": self.period,
-            "g": r.mech.g,
-            "b": r.mech.b,
-            "p": r.mech.p,
-            "constant": r.constant,
-            "batch_noise_std": r.mech.noise_std(),
-            "sigma_bias": float(std[:d].max()),
-            "sigma_gram": float(std[d:].max()),
-            "sigma": float(std.max()),
-            "total_variance": float(std.max()) ** 2,
-        }
-
-
-SequentialVectorSumProtocol._part_types = (VectorSumRecords, ConcurrentShufflers, BatchSumAnalyzer)
-
 
 @register("sequential-vector-sum", kind="statistics",
           summary="one shuffler over consecutive batches of B users, shuffled vector sum per batch",
           reference="Chowdhury & Zhou 2022 (sequential shuffle LinUCB); vector sum: Cheu, Joseph, Mao & Peng 2021")
-def sequential_vector_sum(epsilon, delta, *, batch_size=None, constant=None, relation="replace"):
+def sequential_vector_sum(epsilon: float, delta: float, *, batch_size: int | None = None,
+                          constant: float | None = None, relation: str = "replace") -> SequentialVectorSumProtocol:
     """Chowdhury & Zhou's shuffle LinUCB protocol: batches of ``batch_size`` users (default ⌈n^{3/5}⌉),
     the vector sum with constant ``constant`` (default the theorem's)."""
     sizes = None if batch_size is None else (check_positive_int("batch_size", batch_size),)

@@ -53,9 +53,13 @@ per advancing stream per release, in the order of the indices, from ``rng`` itse
 
 from __future__ import annotations
 
-from typing import ClassVar
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from typing import Protocol as TypingProtocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -106,6 +110,7 @@ __all__ = [
     "RunningSums",
     "CounterProtocol",
     "PRIVACY_WIDTH_KINDS",
+    "CounterSetting",
 ]
 
 #: Privacy widths a counter randomizer can give a UCB index (see :meth:`CounterRandomizer.width_scale`).
@@ -120,33 +125,86 @@ _G_SHIFTED = np.r_[_G[0], _G]  # indexed by frexp's exponent (floor(log2 n) + 1)
 # ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CounterSetting:
+    """What a counter protocol's randomizer is configured for (no random state).
+
+    Attributes
+    ----------
+    n_agents, n_arms : int
+        M agents with K arms: the streams of a run.
+    horizon : int or None
+        T, the most items a stream receives (None: not bounded).
+    sensitivity : float
+        s, the width of the interval every item is clipped to.
+    epsilon : float, array of shape (n_runs,), or None
+        The privacy of every stream (one per run for sweeps); None without privacy.
+    relation : {"replace", "add-remove"}
+    """
+
+    n_agents: int
+    n_arms: int
+    horizon: int | None
+    sensitivity: float
+    epsilon: float | np.ndarray | None = None
+    relation: str = "replace"
+
+    def target(self) -> float | np.ndarray:
+        """ε (scalar or per run), for a part that calibrates for it (``ValueError`` without privacy)."""
+        if self.epsilon is None:
+            raise ValueError("the protocol has no epsilon")
+        return self.epsilon
+
+
+class CounterStreams(TypingProtocol):
+    """The continual counters of a run's streams, with flat indices (what :meth:`CounterRandomizer.make_streams`
+    returns: :class:`fedbandit.mechanisms.continual_counting.HybridMechanism` and its peers)."""
+
+    def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Feed ``x`` to the streams ``idx``; their new private sums."""
+
+    def step_flat_increment(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """As :meth:`step_flat`, returning each stream's change."""
+
+    def value_at(self, idx: np.ndarray) -> np.ndarray:
+        """The private sums of the streams ``idx``."""
+
+
 class CounterRandomizer(Randomizer):
     """R of a counter protocol: a continual counter on each of an agent's reward streams.
 
     A subclass names its mechanism (:meth:`make_streams`), the privacy event of one item
-    (:meth:`event`), its error variance (:meth:`noise_variance`) and the factors of the
-    ``"std"`` privacy width: an upper bound ``scale · factor(n)`` on the standard deviation
-    of a stream's noise after ``n`` items, ``scale`` from :mod:`fedbandit.accounting.counting`
-    and ``factor`` from :meth:`sd_factor` (integer counts) or :meth:`sd_factor_float`
-    (real-valued counts, the consensus estimates ``n̂ >= 1``).
+    (:meth:`event`), the theorem it rests on (:meth:`theorem`), its error variance
+    (:meth:`noise_variance`) and the factors of the ``"std"`` privacy width: an upper bound
+    ``scale · factor(n)`` on the standard deviation of a stream's noise after ``n`` items,
+    ``scale`` from :mod:`fedbandit.accounting.counting` (:meth:`std_scale`) and ``factor`` from
+    :meth:`sd_factor` (integer counts) or :meth:`sd_factor_float` (real-valued counts, the
+    consensus estimates ``n̂ >= 1``).  Every one of them is abstract: a new counter that leaves
+    one out cannot be built.  All take the configured :class:`CounterSetting`.
     """
 
     message: ClassVar[str] = "float"
     needs_horizon: ClassVar[bool] = False
 
-    def check(self, protocol: CounterProtocol) -> None:
-        """Raise if the configured setting does not suit this randomizer."""
+    def configure(self, setting: CounterSetting) -> None:
+        """Raise ``ValueError`` if the setting does not suit this randomizer (nothing to calibrate:
+        the streams' Laplace scales follow from ε when they are made)."""
 
-    def make_streams(self, protocol: CounterProtocol, epsilon, shape):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def make_streams(self, setting: CounterSetting, epsilon: float | np.ndarray | None,
+                     shape: tuple[int, ...]) -> CounterStreams:
+        """The continual counters of ``shape`` (runs, agents, arms) streams at ``epsilon`` (scalar or per run;
+        None for the exact counter, which adds no noise)."""
 
-    def event(self, protocol: CounterProtocol, epsilon: float, relation: str) -> DpEvent:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def event(self, setting: CounterSetting, epsilon: float, relation: str) -> DpEvent:
+        """The releases one reward enters (its stream's) at ``epsilon``, under ``relation``."""
 
-    def noise_variance(self, protocol: CounterProtocol, n, epsilon):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def noise_variance(self, setting: CounterSetting, n: ArrayLike, epsilon: float) -> np.ndarray:
+        """Variance of a stream's error after ``n`` items at ``epsilon``."""
 
-    def width_scale(self, kind: str, protocol: CounterProtocol):
+    def width_scale(self, kind: str, setting: CounterSetting) -> float | np.ndarray | None:
         """Count-free scale of the privacy width of a UCB index (scalar or per run); None for ``"none"``."""
         if kind == "none":
             return None
@@ -155,18 +213,21 @@ class CounterRandomizer(Randomizer):
                 f"privacy_width='fact1' with randomizer {self.name!r}: Fact 1 is the error bound of the hybrid "
                 "mechanism; use 'std' (the noise-std bound of this mechanism) or 'none'"
             )
-        return self.std_scale(protocol)
+        return self.std_scale(setting)
 
-    def std_scale(self, protocol: CounterProtocol):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def std_scale(self, setting: CounterSetting) -> float | np.ndarray:
+        """``scale`` of the ``"std"`` width (scalar or per run)."""
 
-    def sd_factor(self, n):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sd_factor(self, n: np.ndarray) -> np.ndarray:
+        """``factor(n)`` of the ``"std"`` width at integer counts ``n``."""
 
-    def sd_factor_float(self, n_hat):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def sd_factor_float(self, n_hat: np.ndarray) -> np.ndarray:
+        """``factor(n̂)`` of the ``"std"`` width at real-valued counts ``n̂ >= 1``."""
 
-    def calibration(self, protocol: CounterProtocol) -> dict:
+    def calibration(self, setting: CounterSetting) -> dict:
         return {}
 
 
@@ -193,48 +254,55 @@ class HybridCounter(CounterRandomizer):
 
     name: ClassVar[str] = "hybrid"
 
-    def __init__(self, width_sd: str = "bound"):
+    def __init__(self, width_sd: str = "bound") -> None:
         self.width_sd = check_choice("width_sd", width_sd, ("bound", "exact"))
 
     def describe(self) -> str:
         return "hybrid mechanism per (agent, arm) stream: Lap(2s/ε) at 2^k, binary nodes Lap(2ks/ε) inside"
 
-    def make_streams(self, protocol, epsilon, shape):
-        return HybridMechanism(epsilon, shape, sensitivity=protocol.sensitivity, track_true=False)
+    def make_streams(self, setting: CounterSetting, epsilon: float | np.ndarray | None,
+                     shape: tuple[int, ...]) -> CounterStreams:
+        assert epsilon is not None  # a private counter (ε None: the exact counter only)
+        return HybridMechanism(epsilon, shape, sensitivity=setting.sensitivity, track_true=False)
 
-    def event(self, protocol, epsilon, relation):
-        s = protocol.sensitivity
+    def event(self, setting: CounterSetting, epsilon: float, relation: str) -> DpEvent:
+        s = setting.sensitivity
         b_log, b_level = hybrid_counter_scales(epsilon, s)
         # The deepest interval a stream of at most T items reaches (every k gives the same ε).
-        k = max(1, int(_floor_log2(max(protocol.horizon or 2, 2))))
-        return ComposedEvent((LaplaceEvent(s, b_log), SelfComposedEvent(LaplaceEvent(s, b_level * k), k)))
+        k = max(1, int(_floor_log2(max(setting.horizon or 2, 2))))
+        return ComposedEvent((LaplaceEvent(s, float(b_log)), SelfComposedEvent(LaplaceEvent(s, float(b_level * k)), k)))
 
-    def noise_variance(self, protocol, n, epsilon):
-        return hybrid_noise_variance(n, epsilon, protocol.sensitivity)
+    def noise_variance(self, setting: CounterSetting, n: ArrayLike, epsilon: float) -> np.ndarray:
+        return hybrid_noise_variance(n, epsilon, setting.sensitivity)
 
-    def width_scale(self, kind, protocol):
+    def width_scale(self, kind: str, setting: CounterSetting) -> float | np.ndarray | None:
         if kind == "fact1":
             # Fact 1's bound (s/ε)(log2 t)^1.5 ln(1/δ_t): its count-free scale is s/ε.
-            return per_item_counter_scale(protocol.epsilon, protocol.sensitivity)
-        return super().width_scale(kind, protocol)
+            return per_item_counter_scale(setting.target(), setting.sensitivity)
+        return super().width_scale(kind, setting)
 
-    def std_scale(self, protocol):
-        return hybrid_counter_scales(protocol.epsilon, protocol.sensitivity)[0]
+    def std_scale(self, setting: CounterSetting) -> float | np.ndarray:
+        return hybrid_counter_scales(setting.target(), setting.sensitivity)[0]
 
-    def sd_factor(self, n):
+    def sd_factor(self, n: np.ndarray) -> np.ndarray:
         """``g(floor(log2 n))`` (level bound) or the exact factor at ``n`` (``width_sd="exact"``)."""
         if self.width_sd == "exact":
             return _hybrid_sd_factor(n.astype(np.int64))
         return _G[_floor_log2(n.astype(np.int64))]
 
-    def sd_factor_float(self, n_hat):
+    def sd_factor_float(self, n_hat: np.ndarray) -> np.ndarray:
         if self.width_sd == "exact":
             return _hybrid_sd_factor(np.floor(np.maximum(n_hat, 1.0)).astype(np.int64))
         # n̂ >= 1 after the round-robin slots, so frexp's exponent is floor(log2 n̂) + 1.
         return _G_SHIFTED[np.frexp(n_hat)[1]]
 
-    def calibration(self, protocol):
-        b_log, b_level = hybrid_counter_scales(protocol.epsilon, protocol.sensitivity)
+    def theorem(self, setting: CounterSetting) -> str:
+        return ("hybrid mechanism [CSS11, Thm. 4.7]: one reward enters one logarithmic release Lap(2s/ε) and at "
+                "most k binary nodes Lap(2ks/ε) of one (agent, arm) stream; pure ε-DP by basic composition "
+                "(the paper's Theorems 1 and 3 by post-processing)")
+
+    def calibration(self, setting: CounterSetting) -> dict:
+        b_log, b_level = hybrid_counter_scales(setting.target(), setting.sensitivity)
         return {"log_scale": _plain(b_log), "node_scale_per_level": _plain(b_level), "width_sd": self.width_sd}
 
 
@@ -256,47 +324,55 @@ class BinaryCounter(CounterRandomizer):
     name: ClassVar[str] = "binary"
     needs_horizon: ClassVar[bool] = True
 
-    def __init__(self, horizon=None):
+    def __init__(self, horizon: int | None = None) -> None:
         self.horizon = None if horizon is None else check_positive_int("horizon", horizon)
 
     def describe(self) -> str:
         return "binary mechanism per (agent, arm) stream over at most T items: nodes Lap(L s/ε), L = bit_length(T)"
 
-    def n_steps(self, protocol) -> int:
-        return self.horizon if self.horizon is not None else protocol.horizon
+    def n_steps(self, setting: CounterSetting) -> int:
+        n = self.horizon if self.horizon is not None else setting.horizon
+        assert n is not None  # configure refuses a setting without a horizon
+        return n
 
-    def check(self, protocol):
-        if protocol.horizon is None:
+    def configure(self, setting: CounterSetting) -> None:
+        if setting.horizon is None:
             raise ValueError("randomizer 'binary' needs a horizon: configure(horizon=T)")
-        if self.horizon is not None and self.horizon < protocol.horizon:
+        if self.horizon is not None and self.horizon < setting.horizon:
             raise ValueError(
                 f"randomizer 'binary' was built for horizon={self.horizon} items per stream, but the learner's "
-                f"horizon is {protocol.horizon}: a stream may receive that many items"
+                f"horizon is {setting.horizon}: a stream may receive that many items"
             )
 
-    def make_streams(self, protocol, epsilon, shape):
-        return BinaryMechanism(self.n_steps(protocol), epsilon, shape, sensitivity=protocol.sensitivity)
+    def make_streams(self, setting: CounterSetting, epsilon: float | np.ndarray | None,
+                     shape: tuple[int, ...]) -> CounterStreams:
+        assert epsilon is not None  # a private counter (ε None: the exact counter only)
+        return BinaryMechanism(self.n_steps(setting), epsilon, shape, sensitivity=setting.sensitivity)
 
-    def event(self, protocol, epsilon, relation):
-        s = protocol.sensitivity
-        L = self.n_steps(protocol).bit_length()
-        return SelfComposedEvent(LaplaceEvent(s, binary_counter_scale(epsilon, self.n_steps(protocol), s)), L)
+    def event(self, setting: CounterSetting, epsilon: float, relation: str) -> DpEvent:
+        s = setting.sensitivity
+        L = self.n_steps(setting).bit_length()
+        return SelfComposedEvent(LaplaceEvent(s, float(binary_counter_scale(epsilon, self.n_steps(setting), s))), L)
 
-    def noise_variance(self, protocol, n, epsilon):
-        return binary_noise_variance(n, self.n_steps(protocol), epsilon, protocol.sensitivity)
+    def noise_variance(self, setting: CounterSetting, n: ArrayLike, epsilon: float) -> np.ndarray:
+        return binary_noise_variance(n, self.n_steps(setting), epsilon, setting.sensitivity)
 
-    def std_scale(self, protocol):
-        return binary_counter_scale(protocol.epsilon, self.n_steps(protocol), protocol.sensitivity)
+    def std_scale(self, setting: CounterSetting) -> float | np.ndarray:
+        return binary_counter_scale(setting.target(), self.n_steps(setting), setting.sensitivity)
 
-    def sd_factor(self, n):
+    def sd_factor(self, n: np.ndarray) -> np.ndarray:
         return np.sqrt(2.0 * (_floor_log2(n.astype(np.int64)) + 1))
 
-    def sd_factor_float(self, n_hat):
+    def sd_factor_float(self, n_hat: np.ndarray) -> np.ndarray:
         return np.sqrt(2.0 * np.frexp(n_hat)[1])
 
-    def calibration(self, protocol):
-        return {"node_scale": _plain(binary_counter_scale(protocol.epsilon, self.n_steps(protocol), protocol.sensitivity)),
-                "n_steps": self.n_steps(protocol)}
+    def theorem(self, setting: CounterSetting) -> str:
+        return ("binary mechanism [CSS11]: one reward enters at most L = bit_length(T) nodes Lap(Ls/ε) of one "
+                "stream; pure ε-DP by basic composition")
+
+    def calibration(self, setting: CounterSetting) -> dict:
+        return {"node_scale": _plain(binary_counter_scale(setting.target(), self.n_steps(setting), setting.sensitivity)),
+                "n_steps": self.n_steps(setting)}
 
 
 class PerItemLaplaceCounter(CounterRandomizer):
@@ -313,27 +389,32 @@ class PerItemLaplaceCounter(CounterRandomizer):
     def describe(self) -> str:
         return "every reward released with its own Lap(s/ε); the running sum of the noisy rewards"
 
-    def make_streams(self, protocol, epsilon, shape):
-        return PerItemLaplaceMechanism(epsilon, shape, sensitivity=protocol.sensitivity)
+    def make_streams(self, setting: CounterSetting, epsilon: float | np.ndarray | None,
+                     shape: tuple[int, ...]) -> CounterStreams:
+        assert epsilon is not None  # a private counter (ε None: the exact counter only)
+        return PerItemLaplaceMechanism(epsilon, shape, sensitivity=setting.sensitivity)
 
-    def event(self, protocol, epsilon, relation):
-        s = protocol.sensitivity
-        return LaplaceEvent(s, per_item_counter_scale(epsilon, s))
+    def event(self, setting: CounterSetting, epsilon: float, relation: str) -> DpEvent:
+        s = setting.sensitivity
+        return LaplaceEvent(s, float(per_item_counter_scale(epsilon, s)))
 
-    def noise_variance(self, protocol, n, epsilon):
-        return per_item_noise_variance(n, epsilon, protocol.sensitivity)
+    def noise_variance(self, setting: CounterSetting, n: ArrayLike, epsilon: float) -> np.ndarray:
+        return per_item_noise_variance(n, epsilon, setting.sensitivity)
 
-    def std_scale(self, protocol):
-        return per_item_counter_scale(protocol.epsilon, protocol.sensitivity)
+    def std_scale(self, setting: CounterSetting) -> float | np.ndarray:
+        return per_item_counter_scale(setting.target(), setting.sensitivity)
 
-    def sd_factor(self, n):
+    def sd_factor(self, n: np.ndarray) -> np.ndarray:
         return np.sqrt(2.0 * n)
 
-    def sd_factor_float(self, n_hat):
+    def sd_factor_float(self, n_hat: np.ndarray) -> np.ndarray:
         return np.sqrt(2.0 * n_hat)
 
-    def calibration(self, protocol):
-        return {"scale": _plain(per_item_counter_scale(protocol.epsilon, protocol.sensitivity))}
+    def theorem(self, setting: CounterSetting) -> str:
+        return "per-item Laplace counter [CSS11, simple mechanism II, recalled]: one release Lap(s/ε) per reward"
+
+    def calibration(self, setting: CounterSetting) -> dict:
+        return {"scale": _plain(per_item_counter_scale(setting.target(), setting.sensitivity))}
 
 
 class ExactCounter(CounterRandomizer):
@@ -345,38 +426,51 @@ class ExactCounter(CounterRandomizer):
     def describe(self) -> str:
         return "exact running sums of the rewards (no privacy)"
 
-    def make_streams(self, protocol, epsilon, shape):
+    def make_streams(self, setting: CounterSetting, epsilon: float | np.ndarray | None,
+                     shape: tuple[int, ...]) -> CounterStreams:
         return _ExactSums(int(np.prod(shape)))
 
-    def event(self, protocol, epsilon, relation):
+    def event(self, setting: CounterSetting, epsilon: float, relation: str) -> DpEvent:
         return NonPrivateEvent("every agent's exact reward sums reach the others (or drive its actions)")
 
-    def noise_variance(self, protocol, n, epsilon):
+    def noise_variance(self, setting: CounterSetting, n: ArrayLike, epsilon: float) -> np.ndarray:
         return np.zeros(np.shape(n))
 
-    def width_scale(self, kind, protocol):
+    def width_scale(self, kind: str, setting: CounterSetting) -> float | np.ndarray | None:
         return None
+
+    def std_scale(self, setting: CounterSetting) -> float | np.ndarray:
+        raise ValueError("randomizer 'exact' adds no noise: it has no privacy width")
+
+    def sd_factor(self, n: np.ndarray) -> np.ndarray:
+        raise ValueError("randomizer 'exact' adds no noise: it has no privacy width")
+
+    def sd_factor_float(self, n_hat: np.ndarray) -> np.ndarray:
+        raise ValueError("randomizer 'exact' adds no noise: it has no privacy width")
+
+    def theorem(self, setting: CounterSetting) -> str:
+        return ""  # no guarantee
 
 
 class _ExactSums:
     """Exact running sums with the release interface of the mechanisms (flat indices)."""
 
-    def __init__(self, size):
+    def __init__(self, size: int) -> None:
         self._sums = np.zeros(size)
 
-    def step_flat(self, idx, x, rng=None):
+    def step_flat(self, idx: Any, x: Any, rng: np.random.Generator | None = None) -> np.ndarray:
         self._sums[idx] += x
         return self._sums[idx]
 
-    def step_flat_increment(self, idx, x, rng=None):
+    def step_flat_increment(self, idx: Any, x: Any, rng: np.random.Generator | None = None) -> np.ndarray:
         self._sums[idx] += x
         return x
 
-    def value_at(self, idx):
+    def value_at(self, idx: Any) -> np.ndarray:
         return self._sums[idx]
 
 
-def _plain(v):
+def _plain(v: ArrayLike) -> float | list[float]:
     """A scale for reports: a float, or a list of one float per run."""
     a = np.asarray(v, dtype=float)
     return float(a) if a.ndim == 0 else a.reshape(-1).tolist()
@@ -401,7 +495,7 @@ class RunningSums(Analyzer):
 # ---------------------------------------------------------------------------------------
 
 
-def _check_epsilon_runs(epsilon):
+def _check_epsilon_runs(epsilon: Any) -> float | np.ndarray:
     """A number, or a 1-D array of positive finite epsilons (one per run)."""
     if np.ndim(epsilon) == 0:
         return check_epsilon("epsilon", epsilon)
@@ -453,26 +547,25 @@ class CounterProtocol(Protocol):
     """
 
     kind: ClassVar[str] = "counter"
+    randomizer_type: ClassVar[type] = CounterRandomizer
+    #: the consensus learners address every message by its sender (the master averages per agent,
+    #: neighbours mix per edge): the identity
+    intermediary_type: ClassVar[type] = Identity
+    analyzer_type: ClassVar[type] = RunningSums
 
-    def __init__(self, randomizer, intermediary, analyzer, *, name, epsilon=None, delta=None, relation="replace"):
+    setting: CounterSetting
+
+    def __init__(self, randomizer: CounterRandomizer, intermediary: Identity, analyzer: RunningSums, *, name: str,
+                 epsilon: Any = None, delta: float | None = None, relation: str = "replace") -> None:
         super().__init__(randomizer, intermediary, analyzer, name=name, epsilon=None, delta=None, relation=relation)
-        if not isinstance(randomizer, CounterRandomizer):
-            raise TypeError(f"randomizer {randomizer.name!r} is not a counter randomizer")
-        if not isinstance(analyzer, RunningSums):
-            raise TypeError(f"analyzer {analyzer.name!r} is not a counter analyzer (use RunningSums)")
-        if not isinstance(intermediary, Identity):
-            raise ValueError(
-                f"randomizer {randomizer.name!r} with intermediary {intermediary.name!r}: the consensus learners address "
-                "every message by its sender (the master averages per agent, neighbours mix per edge); use 'identity'"
-            )
-        exact = isinstance(randomizer, ExactCounter)
+        exact = randomizer.message == "exact"
         if exact and epsilon is not None:
             raise ValueError(f"randomizer 'exact' is not private: omit epsilon (got {epsilon!r})")
         if not exact and epsilon is None:
             raise ValueError(f"randomizer {randomizer.name!r} needs epsilon (a number, or one per run)")
         if exact and delta is not None:
             raise ValueError(f"randomizer 'exact' is not private: omit delta (got {delta!r})")
-        self.epsilon = None if exact else _check_epsilon_runs(epsilon)
+        self.epsilon: float | np.ndarray | None = None if exact else _check_epsilon_runs(epsilon)
         if self.epsilon is not None:
             self.target_epsilon = float(np.max(self.epsilon))
             self.target_delta = 0.0 if delta is None else check_float_in_range("delta", delta, 0.0, 1.0,
@@ -492,13 +585,14 @@ class CounterProtocol(Protocol):
         """Whether every run has its own epsilon."""
         return self.epsilon is not None and np.ndim(self.epsilon) == 1
 
-    def _check_runs(self, n_runs):
-        if self.per_run and self.epsilon.shape != (n_runs,):
+    def _check_runs(self, n_runs: int) -> None:
+        if isinstance(self.epsilon, np.ndarray) and self.epsilon.shape != (n_runs,):  # one ε per run
             raise ValueError(
                 f"protocol {self.name!r}: epsilon has one value per run for {self.epsilon.size} runs, but n_runs={n_runs}"
             )
 
-    def configure(self, *, n_agents, n_arms, horizon=None, sensitivity=1.0, n_runs=None):
+    def configure(self, *, n_agents: int, n_arms: int, horizon: int | None = None, sensitivity: float = 1.0,
+                  n_runs: int | None = None) -> CounterProtocol:
         """Validate the setting and calibrate the noise; returns ``self``.
 
         ``horizon`` bounds the items per stream (needed by the binary mechanism; the hybrid
@@ -511,12 +605,14 @@ class CounterProtocol(Protocol):
         self.sensitivity = check_positive_float("sensitivity", sensitivity)
         if n_runs is not None:
             self._check_runs(check_positive_int("n_runs", n_runs))
-        self.randomizer.check(self)
+        self._configure_parts(CounterSetting(self.n_agents, self.n_arms, self.horizon, self.sensitivity, self.epsilon,
+                                             self.relation),
+                              f"n_agents={self.n_agents}, n_arms={self.n_arms}, horizon={self.horizon}")
         self._configured = True
         self._reset_done = False
         return self
 
-    def reset(self, *, n_runs, rng):
+    def reset(self, *, n_runs: int, rng: np.random.Generator) -> CounterProtocol:
         """Allocate ``n_runs`` runs of ``M K`` streams; the Laplace noise is drawn from ``rng`` itself.
 
         Unlike the base class, the counter protocol does not spawn child streams: its only
@@ -532,13 +628,13 @@ class CounterProtocol(Protocol):
         self._shuffle_rng = None
         self.communication = Communication(payload_unit="floats")
         shape = (self.n_runs, self.n_agents, self.n_arms)
-        eps = self.epsilon.reshape(self.n_runs, 1, 1) if self.per_run else self.epsilon
-        self._streams = self.randomizer.make_streams(self, eps, shape)
+        eps = self.epsilon.reshape(self.n_runs, 1, 1) if isinstance(self.epsilon, np.ndarray) else self.epsilon
+        self._streams = self.randomizer.make_streams(self.setting, eps, shape)
         self._reset_done = True
         return self
 
     # ------------------------------------------------------------ the release
-    def release(self, idx, x) -> np.ndarray:
+    def release(self, idx: Any, x: Any) -> np.ndarray:
         """Feed item ``x[e]`` to stream ``idx[e]`` (distinct flat indices); return their new private sums.
 
         The fast path of the learners: no argument checking beyond the lifecycle.
@@ -547,19 +643,19 @@ class CounterProtocol(Protocol):
             self._require(reset=True)
         return self._streams.step_flat(idx, x, self._noise_rng)
 
-    def release_increment(self, idx, x) -> np.ndarray:
+    def release_increment(self, idx: Any, x: Any) -> np.ndarray:
         """As :meth:`release`, returning the change of each stream's private sum."""
         if not self._reset_done:
             self._require(reset=True)
         return self._streams.step_flat_increment(idx, x, self._noise_rng)
 
-    def value_at(self, idx) -> np.ndarray:
+    def value_at(self, idx: Any) -> np.ndarray:
         """Current private sums of the streams at flat indices ``idx``."""
         if not self._reset_done:
             self._require(reset=True)
         return self._streams.value_at(idx)
 
-    def communicate(self, messages, *, n_messages, payload):
+    def communicate(self, messages: Any, *, n_messages: float, payload: float) -> Any:
         """One communication round: ``messages`` through the intermediary (delivered with their senders).
 
         ``n_messages`` and ``payload`` (floats) count everything sent in the round, the
@@ -572,26 +668,26 @@ class CounterProtocol(Protocol):
         return self.intermediary.deliver(messages)
 
     # ------------------------------------------------------------ the indices' widths
-    def width_scale(self, kind: str):
+    def width_scale(self, kind: str) -> float | np.ndarray | None:
         """Count-free scale of the privacy width ``kind`` (scalar or per run; None without privacy)."""
         self._require()
         kind = check_choice("privacy_width", kind, PRIVACY_WIDTH_KINDS)
         if not self.private:
             return None
-        return self.randomizer.width_scale(kind, self)
+        return self.randomizer.width_scale(kind, self.setting)
 
-    def sd_factor(self, n) -> np.ndarray:
+    def sd_factor(self, n: np.ndarray) -> np.ndarray:
         """Count factor of the ``"std"`` width at integer counts ``n`` (float array of counts >= 1)."""
         return self.randomizer.sd_factor(n)
 
-    def sd_factor_float(self, n_hat) -> np.ndarray:
+    def sd_factor_float(self, n_hat: np.ndarray) -> np.ndarray:
         """Count factor of the ``"std"`` width at real-valued counts ``n_hat >= 1``."""
         return self.randomizer.sd_factor_float(n_hat)
 
-    def noise_variance(self, n, *, run=None) -> np.ndarray:
+    def noise_variance(self, n: ArrayLike, *, run: int | None = None) -> np.ndarray:
         """Variance of a stream's error after ``n`` items (of run ``run``; default the noisiest run)."""
         self._require()
-        return self.randomizer.noise_variance(self, n, self._epsilon_of(run, smallest=True))
+        return self.randomizer.noise_variance(self.setting, n, self._epsilon_of(run, smallest=True))
 
     def max_noise_variance(self) -> float:
         """Largest error variance of any stream over ``1..horizon`` items (0 without privacy)."""
@@ -603,25 +699,23 @@ class CounterProtocol(Protocol):
         return float(np.max(self.noise_variance(np.arange(1, self.horizon + 1))))
 
     # ------------------------------------------------------------ privacy
-    def _epsilon_of(self, run, *, smallest=False):
+    def _epsilon_of(self, run: int | None, *, smallest: bool = False) -> Any:
         if self.epsilon is None:
             return None
-        if run is None:
-            if not self.per_run:
-                return float(self.epsilon)
-            return float(np.min(self.epsilon) if smallest else np.max(self.epsilon))
-        if not self.per_run:
+        if not isinstance(self.epsilon, np.ndarray):  # one ε for every run
             return float(self.epsilon)
+        if run is None:
+            return float(np.min(self.epsilon) if smallest else np.max(self.epsilon))
         run = check_int_in_range("run", run, 0, self.epsilon.size - 1)
         return float(self.epsilon[run])
 
-    def event(self, relation=None, *, run=None) -> DpEvent:
+    def event(self, relation: str | None = None, *, run: int | None = None) -> DpEvent:
         """The releases one reward enters (its stream's), for run ``run`` (default: the weakest run)."""
         self._require()
         relation = self.relation if relation is None else check_relation(relation)
-        return self.randomizer.event(self, self._epsilon_of(run), relation)
+        return self.randomizer.event(self.setting, self._epsilon_of(run), relation)
 
-    def accounting(self, relation=None, *, run=None) -> Accounting:
+    def accounting(self, relation: str | None = None, *, run: int | None = None) -> Accounting:
         """Pure ε-DP per reward for run ``run`` (default: the weakest run, largest ε), or "none"."""
         self._require()
         relation = self.relation if relation is None else check_relation(relation)
@@ -629,37 +723,24 @@ class CounterProtocol(Protocol):
         if not self.private:
             return account(ev, model=self.model, relation=relation, theorem=self.theorem())
         notes = self.bounds_note()
-        if self.per_run and run is None:
+        if isinstance(self.epsilon, np.ndarray) and run is None:  # one ε per run
             notes += (f"; runs have ε from {float(np.min(self.epsilon)):g} to {float(np.max(self.epsilon)):g}, "
                       "this is the weakest (accounting(run=r) for run r)")
         kw = dict(target_epsilon=self._epsilon_of(run), model=self.model, relation=relation, theorem=self.theorem(),
                   notes=notes)
-        if self.target_delta > 0.0:
+        if self.target_delta is not None and self.target_delta > 0.0:
             return account(ev, target_delta=self.target_delta, **kw)
         return account_pure(ev, **kw)
 
-    def accounting_by_epsilon(self, relation=None) -> dict:
+    def accounting_by_epsilon(self, relation: str | None = None) -> dict:
         """``{ε: Accounting}`` for every distinct ε of the runs."""
         self._require()
-        if not self.private:
+        if self.epsilon is None:  # not private
             return {}
-        if not self.per_run:
+        if not isinstance(self.epsilon, np.ndarray):  # one ε for every run
             return {float(self.epsilon): self.accounting(relation)}
         firsts = {float(e): int(i) for i, e in reversed(list(enumerate(self.epsilon)))}
         return {e: self.accounting(relation, run=i) for e, i in sorted(firsts.items())}
-
-    def theorem(self) -> str:
-        r = self.randomizer
-        if isinstance(r, HybridCounter):
-            return ("hybrid mechanism [CSS11, Thm. 4.7]: one reward enters one logarithmic release Lap(2s/ε) and at "
-                    "most k binary nodes Lap(2ks/ε) of one (agent, arm) stream; pure ε-DP by basic composition "
-                    "(the paper's Theorems 1 and 3 by post-processing)")
-        if isinstance(r, BinaryCounter):
-            return ("binary mechanism [CSS11]: one reward enters at most L = bit_length(T) nodes Lap(Ls/ε) of one "
-                    "stream; pure ε-DP by basic composition")
-        if isinstance(r, PerItemLaplaceCounter):
-            return "per-item Laplace counter [CSS11, simple mechanism II, recalled]: one release Lap(s/ε) per reward"
-        return ""
 
     def bounds_note(self) -> str:
         if not self.private:
@@ -673,11 +754,12 @@ class CounterProtocol(Protocol):
         out = {"protocol": self.name, "model": self.model, "mechanism": self.randomizer.name,
                "epsilon": None if self.epsilon is None else _plain(self.epsilon), "sensitivity": self.sensitivity}
         if self.private:
-            out.update(self.randomizer.calibration(self))
+            out.update(self.randomizer.calibration(self.setting))
         return out
 
 
-def _counter(randomizer, name, epsilon, delta, relation):
+def _counter(randomizer: CounterRandomizer, name: str, epsilon: Any, delta: float | None,
+             relation: str) -> CounterProtocol:
     return CounterProtocol(randomizer, Identity(), RunningSums(), name=name, epsilon=epsilon, delta=delta,
                            relation=relation)
 
@@ -687,24 +769,26 @@ _LSF = "Li, Song & Fragouli 2022"
 
 @register("counter-hybrid", kind="counter", summary="hybrid mechanism on every (agent, arm) reward stream",
           reference=f"Chan, Shi & Song 2011, Thm. 4.7; {_LSF}, Thms. 1 and 3")
-def counter_hybrid(epsilon, delta=None, *, relation="replace", width_sd="bound"):
+def counter_hybrid(epsilon: Any, delta: float | None = None, *, relation: str = "replace",
+                   width_sd: str = "bound") -> CounterProtocol:
     return _counter(HybridCounter(width_sd), "counter-hybrid", epsilon, delta, relation)
 
 
 @register("counter-binary", kind="counter", summary="binary mechanism over the horizon on every reward stream",
           reference="Chan, Shi & Song 2011; Dwork, Naor, Pitassi & Rothblum 2010")
-def counter_binary(epsilon, delta=None, *, horizon=None, relation="replace"):
+def counter_binary(epsilon: Any, delta: float | None = None, *, horizon: int | None = None,
+                   relation: str = "replace") -> CounterProtocol:
     return _counter(BinaryCounter(horizon), "counter-binary", epsilon, delta, relation)
 
 
 @register("counter-laplace", kind="counter", summary="every reward with its own Lap(s/ε): the per-sample baseline",
           reference="Chan, Shi & Song 2011, simple counting mechanism II [recalled]")
-def counter_laplace(epsilon, delta=None, *, relation="replace"):
+def counter_laplace(epsilon: Any, delta: float | None = None, *, relation: str = "replace") -> CounterProtocol:
     return _counter(PerItemLaplaceCounter(), "counter-laplace", epsilon, delta, relation)
 
 
 @register("counter-exact", kind="counter", summary="exact running sums, no privacy (coop-UCB, UCB)",
           reference="Landgren, Srivastava & Leonard 2016; Auer et al. 2002")
-def counter_exact():
+def counter_exact() -> CounterProtocol:
     return CounterProtocol(ExactCounter(), Identity(), RunningSums(), name="counter-exact")
 

@@ -35,6 +35,7 @@ from fedbandit._validation import (
 )
 from fedbandit.mechanisms.randomized_response import RRShuffleSummation
 from fedbandit.protocols.base import Intermediary, Randomizer
+from fedbandit.secagg.protocol import run_secagg
 
 __all__ = [
     "Identity",
@@ -57,7 +58,8 @@ class Identity(Intermediary):
     view: ClassVar[str] = "messages"
     trusted: ClassVar[str] = "no intermediary"
 
-    def deliver(self, messages, rng=None, *, modulus=None):
+    def deliver(self, messages: np.ndarray, rng: np.random.Generator | None = None, *,
+                modulus: int | None = None) -> np.ndarray:
         """The messages as sent (senders on axis 1)."""
         return messages
 
@@ -101,23 +103,24 @@ class Shuffler(Intermediary):
 
     # ---- vectorized: one permutation of the senders per run
     @staticmethod
-    def permute(rng: np.random.Generator, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
+    def permute(rng: np.random.Generator | None, *messages: np.ndarray, axis: int = 1) -> tuple[np.ndarray, ...]:
         """One uniformly random permutation of the senders per run, applied to every array.
 
         Every array in ``messages`` has the runs on axis 0 and the senders on ``axis``; the
         same permutation is applied to all of them (one message per sender may be split
-        across arrays).
+        across arrays).  ``rng`` is required (``None`` is refused by name).
         """
-        rng = check_rng("rng", rng)
+        gen = check_rng("rng", rng)
         R, M = messages[0].shape[0], messages[0].shape[axis]
-        perm = np.argsort(rng.random((R, M)), axis=1)
+        perm = np.argsort(gen.random((R, M)), axis=1)
         out = []
         for m in messages:
             idx = perm.reshape((R, M) + (1,) * (m.ndim - 2))
             out.append(np.take_along_axis(m, idx, axis=axis))
         return tuple(out)
 
-    def deliver(self, messages, rng=None, *, modulus=None):
+    def deliver(self, messages: np.ndarray, rng: np.random.Generator | None = None, *,
+                modulus: int | None = None) -> np.ndarray:
         """The messages with their senders permuted (per run)."""
         if messages.shape[1] == 1:  # pooled messages: already a multiset
             return messages
@@ -134,7 +137,7 @@ class Shuffler(Intermediary):
         self.active = True
         self._messages = []
 
-    def submit(self, message) -> None:
+    def submit(self, message: Any) -> None:
         """Store one encoded message of the current batch."""
         if not self.active:
             raise RuntimeError(f"shuffler {self.index} is inactive and accepts no messages")
@@ -146,7 +149,7 @@ class Shuffler(Intermediary):
     def full(self) -> bool:
         return self.active and len(self._messages) == self.batch_size
 
-    def release(self, rng) -> np.ndarray:
+    def release(self, rng: np.random.Generator) -> np.ndarray:
         """Return the batch's messages in a uniformly random order and become inactive."""
         rng = check_rng("rng", rng)
         if not self.full:
@@ -178,31 +181,36 @@ class SecureAggregation(Intermediary):
     view: ClassVar[str] = "sum"
     trusted: ClassVar[str] = "the cryptography, and every party adding its noise (honest-but-curious server)"
 
-    def __init__(self, mode: str = "ideal", *, threshold=None):
+    def __init__(self, mode: str = "ideal", *, threshold: int | None = None) -> None:
         self.mode = check_choice("mode", mode, ("ideal", "real"))
         self.threshold = None if threshold is None else check_positive_int("threshold", threshold)
 
-    def check(self, randomizer: Randomizer) -> None:
-        super().check(randomizer)
-        if self.mode == "real" and randomizer.message != "integer":
-            raise ValueError(
+    def supports(self, randomizer: Randomizer) -> str | None:
+        reason = super().supports(randomizer)
+        if reason is None and self.mode == "real" and randomizer.message != "integer":
+            reason = (
                 f"randomizer {randomizer.name!r} with intermediary 'secure-aggregation' (mode='real'): real secure "
                 f"aggregation sums integers modulo 2^bits, but this randomizer sends {randomizer.message} messages; "
                 "use mode='ideal' or a discretizing randomizer (the distributed discrete Gaussian)"
             )
+        return reason
+
+    def check_parties(self, n_parties: int, name: str = "n_parties") -> None:
+        """The five-round protocol shares every key among the other parties: ``mode="real"`` needs two or more."""
+        if self.mode == "real" and n_parties < 2:
+            raise ValueError(f"secure aggregation mode='real' needs {name} >= 2, got {n_parties}")
 
     def describe(self) -> str:
         how = "the five-round protocol of Bonawitz et al." if self.mode == "real" else "ideal"
         return f"secure aggregation ({how}): the server learns only the sum of the messages"
 
-    def deliver(self, messages, rng=None, *, modulus=None):
+    def deliver(self, messages: np.ndarray, rng: np.random.Generator | None = None, *,
+                modulus: int | None = None) -> np.ndarray:
         """Σ over senders (axis 1); modulo ``modulus`` for integer messages."""
         if modulus is None:
             return messages.sum(axis=1)
         if self.mode == "ideal":
             return np.mod(messages.sum(axis=1), modulus)
-        from fedbandit.secagg.protocol import run_secagg
-
         bits = int(modulus).bit_length() - 1
         M = messages.shape[1]
         t = self.threshold if self.threshold is not None else M // 2 + 1
@@ -235,27 +243,28 @@ class ConcurrentShufflers(Intermediary):
     view: ClassVar[str] = "multiset"
     trusted: ClassVar[str] = "each of the k shufflers (not to collude with the server)"
 
-    def __init__(self, batch_sizes=None):
+    def __init__(self, batch_sizes: Sequence[int] | None = None) -> None:
         self.batch_sizes: tuple[int, ...] | None = None
-        self.k = None
+        self.k: int | None = None
         if batch_sizes is not None:
             # nested and positive here; checked against the number of users by set_batch_sizes
             self.batch_sizes = check_batch_sizes("batch_sizes", batch_sizes, sys.maxsize)
             self.k = len(self.batch_sizes)
 
-    def set_batch_sizes(self, batch_sizes, n: int) -> None:
+    def set_batch_sizes(self, batch_sizes: Sequence[int], n: int) -> None:
         """Fix the schedule (b_1, ..., b_k), checked against n users (:func:`fedbandit._validation.check_batch_sizes`)."""
         self.batch_sizes = check_batch_sizes("batch_sizes", batch_sizes, check_positive_int("n", n))
         self.k = len(self.batch_sizes)
 
-    def check(self, randomizer: Randomizer) -> None:
-        super().check(randomizer)
-        if randomizer.message != "count":
-            raise ValueError(
+    def supports(self, randomizer: Randomizer) -> str | None:
+        reason = super().supports(randomizer)
+        if reason is None and randomizer.message != "count":
+            reason = (
                 f"randomizer {randomizer.name!r} with intermediary 'concurrent-shufflers': the k shufflers carry "
                 f"one-bit messages (delivered as their counts of ones), but this randomizer sends {randomizer.message} "
                 "messages; use the randomized-response randomizer"
             )
+        return reason
 
     @property
     def local(self) -> bool:
@@ -269,7 +278,7 @@ class ConcurrentShufflers(Intermediary):
             return "batches of one user: every user's messages reach the server as they are (the local model)"
         return f"k = {self.k} concurrent shufflers on batches of {list(self.batch_sizes)} users"
 
-    def deliver(self, messages, rng=None, *, modulus=None):
+    def deliver(self, messages: Any, rng: np.random.Generator | None = None, *, modulus: int | None = None) -> Any:
         """Counts of ones are already the multiset of a batch's one-bit messages."""
         return messages
 
@@ -337,7 +346,7 @@ class ConcurrentShuffleModel:
         self.k = check_positive_int("k", k)
         self.server = server
 
-    def run(self, x, rng) -> Transcript:
+    def run(self, x: Any, rng: np.random.Generator) -> Transcript:
         """Run users with values ``x`` (1-D, in the randomizers' domain) through the model."""
         rng = check_rng("rng", rng)
         values = np.asarray(x)
@@ -347,7 +356,8 @@ class ConcurrentShuffleModel:
         u = rng.random((self.k, n))
         shufflers = [Shuffler(index=i) for i in range(self.k)]
         randomizers: list = [None] * self.k
-        tr = Transcript(n=n, k=self.k, estimates=np.zeros(n + 1), active_counts=np.zeros(n + 1, dtype=int))
+        estimates, active_counts = np.zeros(n + 1), np.zeros(n + 1, dtype=int)
+        tr = Transcript(n=n, k=self.k, estimates=estimates, active_counts=active_counts)
         for t in range(1, n + 1):
             inactive = [s.index for s in shufflers if not s.active]
             for alloc in self.server.allocate(t, inactive, tr.releases):
@@ -355,7 +365,7 @@ class ConcurrentShuffleModel:
                     raise RuntimeError(f"the server allocated the active shuffler {alloc.shuffler} at t={t}")
                 shufflers[alloc.shuffler].open(alloc.batch_size, t, alloc.tag)
                 randomizers[alloc.shuffler] = alloc.randomizer
-            tr.active_counts[t] = sum(s.active for s in shufflers)
+            active_counts[t] = sum(s.active for s in shufflers)
             for s in shufflers:
                 if s.active:
                     s.submit(randomizers[s.index](values[t - 1], u[s.index, t - 1]))
@@ -363,7 +373,7 @@ class ConcurrentShuffleModel:
                 if s.full:
                     start, tag = s.start, s.tag
                     tr.releases.append(Release(s.index, start, t, tag, s.release(rng)))
-            tr.estimates[t] = self.server.estimate(t, tr.releases)
+            estimates[t] = self.server.estimate(t, tr.releases)
         return tr
 
 
@@ -395,13 +405,13 @@ class MixedRadixServer:
             if proto.n_users != b:
                 raise ValueError(f"protocols: the one for batch size {b} (batch_sizes={self.batch_sizes}) was calibrated for {proto.n_users} users")
 
-    def allocate(self, t, inactive, releases):
+    def allocate(self, t: int, inactive: Sequence[int], releases: Sequence[Release]) -> list[Allocation]:
         return [
             Allocation(i, self.batch_sizes[i], self.protocols[i].randomizer, tag=i)
             for i in inactive
         ]
 
-    def estimate(self, t, releases):
+    def estimate(self, t: int, releases: Sequence[Release]) -> float:
         # Walk the levels from the coarsest: keep the releases of level i that start after
         # the last level-(i-1) boundary covered so far.
         covered = 0

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 from fedbandit._registry import Registry
 from fedbandit._validation import check_choice
 from fedbandit.protocols.base import KINDS, Protocol
 
-__all__ = ["register", "available", "create", "describe", "ProtocolInfo"]
+__all__ = ["register", "unregister", "available", "create", "describe", "ProtocolInfo"]
+
+#: A protocol factory ``(epsilon, delta, **params) -> Protocol`` (kept as it is by :func:`register`).
+Factory = TypeVar("Factory", bound=Callable[..., Protocol])
 
 #: Modules that register protocol factories (imported on first use of the registry).
 _FAMILIES = (
@@ -49,16 +52,21 @@ class ProtocolInfo:
 _REGISTRY = Registry("protocol", _FAMILIES)
 
 
-def register(name: str, *, kind: str, summary: str, reference: str = ""):
+def register(name: str, *, kind: str, summary: str, reference: str = "") -> Callable[[Factory], Factory]:
     """Decorator: register ``factory(**params) -> Protocol`` under ``name``."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
-    def deco(factory):
+    def deco(factory: Factory) -> Factory:
         _REGISTRY.add(name, ProtocolInfo(name, kind, summary, reference, factory), same=lambda a, b: a.factory is b.factory)
         return factory
 
     return deco
+
+
+def unregister(name: str) -> None:
+    """Remove the protocol registered as ``name`` (for tests and notebooks that register one for a while)."""
+    _REGISTRY.remove(name)
 
 
 def available(kind: str | None = None) -> tuple[str, ...]:
@@ -73,7 +81,7 @@ def describe(name: str) -> ProtocolInfo:
     return _REGISTRY.get(name)
 
 
-def create(name: str, **params) -> Protocol:
+def create(name: str, **params: Any) -> Protocol:
     """Build the protocol registered as ``name`` with keyword ``params``.
 
     Raises

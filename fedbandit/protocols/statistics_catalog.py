@@ -59,12 +59,13 @@ _ZC = "Zhou & Chowdhury 2023"
 
 
 @register("non-private", kind="statistics", summary="exact sums, no privacy", reference=f"{_ZC}, Alg. 1 with P = identity")
-def non_private():
+def non_private() -> StatisticsProtocol:
     return StatisticsProtocol(ExactStatistics(), Identity(), RunningTotal(), name="non-private")
 
 
 @register("central", kind="statistics", summary="trusted server with one Gaussian tree", reference="[DNPR10, CSS11]")
-def central(epsilon, delta, *, calibration="zcdp", relation="add-remove", gram_noise="mirror"):
+def central(epsilon: float, delta: float, *, calibration: str = "zcdp", relation: str = "add-remove",
+            gram_noise: str = "mirror") -> StatisticsProtocol:
     return StatisticsProtocol(
         ExactStatistics(), Identity(), CentralTree(calibration, gram_noise=gram_noise), name="central", epsilon=epsilon,
         delta=delta,
@@ -73,7 +74,8 @@ def central(epsilon, delta, *, calibration="zcdp", relation="add-remove", gram_n
 
 
 @register("silo-ldp", kind="statistics", summary="silo-level LDP: distributed Gaussian tree", reference=f"{_ZC}, Thm. 6.1")
-def silo_ldp(epsilon, delta, *, calibration="zcdp", relation="add-remove", gram_noise="mirror"):
+def silo_ldp(epsilon: float, delta: float, *, calibration: str = "zcdp", relation: str = "add-remove",
+             gram_noise: str = "mirror") -> StatisticsProtocol:
     return StatisticsProtocol(
         GaussianTree(calibration, gram_noise=gram_noise), Identity(), TreePrefix(), name="silo-ldp", epsilon=epsilon, delta=delta,
         relation=relation,
@@ -82,7 +84,8 @@ def silo_ldp(epsilon, delta, *, calibration="zcdp", relation="add-remove", gram_
 
 @register("sdp-amplification", kind="statistics", summary="shuffle DP by amplification: Gaussian tree + shuffler",
           reference=f"{_ZC}, Thm. 6.3")
-def sdp_amplification(epsilon, delta, *, variant="authors", force=False, relation="add-remove", gram_noise="mirror"):
+def sdp_amplification(epsilon: float, delta: float, *, variant: str = "authors", force: bool = False,
+                      relation: str = "add-remove", gram_noise: str = "mirror") -> StatisticsProtocol:
     variant = check_choice("variant", variant, ("authors", "recalled", "ideal"))
     return StatisticsProtocol(
         GaussianTree(f"amplification-{variant}", force=check_bool("force", force), gram_noise=gram_noise), Shuffler(),
@@ -93,7 +96,8 @@ def sdp_amplification(epsilon, delta, *, variant="authors", force=False, relatio
 
 @register("sdp-vector-sum", kind="statistics", summary="shuffle DP: vector-sum protocol in every tree node",
           reference=f"{_ZC}, Thm. 6.5; Cheu et al. 2021")
-def sdp_vector_sum(epsilon, delta, *, split="advanced", constant=None, noise="theorem", relation="add-remove"):
+def sdp_vector_sum(epsilon: float, delta: float, *, split: str = "advanced", constant: float | None = None,
+                   noise: str = "theorem", relation: str = "add-remove") -> StatisticsProtocol:
     if isinstance(delta, (int, float)) and not isinstance(delta, bool) and 0.5 <= delta < 1:
         raise ValueError(f"delta must lie in (0, 0.5) for the vector-sum protocol, got {delta!r}")
     return StatisticsProtocol(
@@ -104,8 +108,10 @@ def sdp_vector_sum(epsilon, delta, *, split="advanced", constant=None, noise="th
 
 @register("ddg-secagg", kind="statistics", summary="distributed discrete Gaussian tree + secure aggregation",
           reference="Kairouz, Liu & Steinke 2021; Bonawitz et al. 2017")
-def ddg_secagg(epsilon, delta, *, bits="auto", k=3.0, rounding_beta=math.exp(-0.5), flatten="hadamard",
-               norm_growth="conservative", secure_aggregation="ideal", flatten_seed=0, relation="add-remove"):
+def ddg_secagg(epsilon: float, delta: float, *, bits: int | str = "auto", k: float = 3.0,
+               rounding_beta: float = math.exp(-0.5), flatten: str = "hadamard", norm_growth: str = "conservative",
+               secure_aggregation: str = "ideal", flatten_seed: int = 0,
+               relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(
         DiscreteGaussianTree(bits=bits, k=k, beta=rounding_beta, flatten=flatten, norm_growth=norm_growth,
                              flatten_seed=flatten_seed),
@@ -117,7 +123,8 @@ def ddg_secagg(epsilon, delta, *, bits="auto", k=3.0, rounding_beta=math.exp(-0.
 
 @register("gaussian-secagg", kind="statistics", summary="distributed Gaussian tree + (ideal) secure aggregation",
           reference="Algorithm 2 of Zhou & Chowdhury with Bonawitz et al.'s aggregation")
-def gaussian_secagg(epsilon, delta, *, calibration="zcdp", relation="add-remove"):
+def gaussian_secagg(epsilon: float, delta: float, *, calibration: str = "zcdp",
+                    relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(
         GaussianTree(calibration), SecureAggregation("ideal"), TreePrefix(), name="gaussian-secagg", epsilon=epsilon,
         delta=delta, relation=relation,
@@ -126,7 +133,8 @@ def gaussian_secagg(epsilon, delta, *, calibration="zcdp", relation="add-remove"
 
 @register("ddg-shuffle", kind="statistics", summary="discrete Gaussian tree messages through a shuffler",
           reference="Kairouz, Liu & Steinke 2021 (messages), shuffled")
-def ddg_shuffle(epsilon, delta, *, bits="auto", k=3.0, relation="add-remove"):
+def ddg_shuffle(epsilon: float, delta: float, *, bits: int | str = "auto", k: float = 3.0,
+                relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(
         DiscreteGaussianTree(bits=bits, k=k), Shuffler(), TreePrefix(), name="ddg-shuffle", epsilon=epsilon,
         delta=delta, relation=relation,
@@ -135,7 +143,7 @@ def ddg_shuffle(epsilon, delta, *, bits="auto", k=3.0, relation="add-remove"):
 
 @register("dp20", kind="statistics", summary="DP20's per-silo Gaussian tree over synchronizations",
           reference="Dubey & Pentland 2020; gaps: Zhou & Chowdhury 2023, Sec. 4")
-def dp20(epsilon, delta, *, noise="corrected"):
+def dp20(epsilon: float, delta: float, *, noise: str = "corrected") -> StatisticsProtocol:
     noise = check_choice("noise", noise, ("corrected", "claimed"))
     rule = "dp20" if noise == "corrected" else "dp20-claimed"
     return StatisticsProtocol(
@@ -152,27 +160,29 @@ _DEFAULT_BANDS = 4
 
 @register("silo-ldp-mf", kind="statistics", summary="silo-level LDP: distributed square-root factorization",
           reference=f"{_MF} (beyond the papers)")
-def silo_ldp_mf(epsilon, delta, *, relation="add-remove"):
+def silo_ldp_mf(epsilon: float, delta: float, *, relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(GaussianFactorization("sqrt"), Identity(), PrefixTotal(), name="silo-ldp-mf",
                               epsilon=epsilon, delta=delta, relation=relation, model="silo-LDP")
 
 
 @register("central-mf", kind="statistics", summary="trusted server with one square-root factorization",
           reference=f"{_MF} (beyond the papers)")
-def central_mf(epsilon, delta, *, relation="add-remove"):
+def central_mf(epsilon: float, delta: float, *, relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(ExactStatistics(), Identity(), CentralFactorization("sqrt"), name="central-mf",
                               epsilon=epsilon, delta=delta, relation=relation)
 
 
 @register("silo-ldp-mf-banded", kind="statistics", summary="silo-level LDP: distributed banded square root",
           reference="Kalinin & Lampert 2024 (beyond the papers)")
-def silo_ldp_mf_banded(epsilon, delta, *, bands=_DEFAULT_BANDS, relation="add-remove"):
+def silo_ldp_mf_banded(epsilon: float, delta: float, *, bands: int = _DEFAULT_BANDS,
+                       relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(GaussianFactorization("banded-sqrt", bands=bands), Identity(), PrefixTotal(),
                               name="silo-ldp-mf-banded", epsilon=epsilon, delta=delta, relation=relation, model="silo-LDP")
 
 
 @register("central-mf-banded", kind="statistics", summary="trusted server with one banded square root",
           reference="Kalinin & Lampert 2024 (beyond the papers)")
-def central_mf_banded(epsilon, delta, *, bands=_DEFAULT_BANDS, relation="add-remove"):
+def central_mf_banded(epsilon: float, delta: float, *, bands: int = _DEFAULT_BANDS,
+                      relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(ExactStatistics(), Identity(), CentralFactorization("banded-sqrt", bands=bands),
                               name="central-mf-banded", epsilon=epsilon, delta=delta, relation=relation)

@@ -29,9 +29,19 @@ _EXPORTS = {
     "run_secagg": "protocol",
     "ROUND_NAMES": "protocol",
     "PRIME": "shamir",
+    "LIMBS": "shamir",
+    "SHARE_BYTES": "shamir",
+    "SECRET_BITS": "shamir",
     "shamir_share": "shamir",
+    "shamir_share_many": "shamir",
     "shamir_reconstruct": "shamir",
+    "shamir_reconstruct_many": "shamir",
     "shamir_consistent": "shamir",
+    "is_share": "shamir",
+    "share_limbs": "shamir",
+    "add_to_share": "shamir",
+    "INCONSISTENT": "shamir",
+    "OUT_OF_RANGE": "shamir",
 }
 
 __all__ = list(_EXPORTS)

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from fedbandit._validation import check_bool, check_choice, check_int_in_range, check_positive_int
 from fedbandit.secagg import protocol as _p
 from fedbandit.secagg.errors import SecAggError
-from fedbandit.secagg.shamir import PRIME, lagrange_at_zero, shamir_reconstruct
+from fedbandit.secagg.shamir import PRIME, add_to_share, lagrange_at_zero, shamir_reconstruct
 
 __all__ = ["ATTACKS", "AttackOutcome", "run_attack"]
 
@@ -145,7 +145,7 @@ def _tampered_share(run):
     u3, resp = run.to_unmask()
     r = resp[2]
     seeds = dict(r.seed_shares)
-    seeds[1] = _p.RevealedShare((seeds[1].value + 1) % PRIME, seeds[1].salt)
+    seeds[1] = _p.RevealedShare(add_to_share(seeds[1].value, 1), seeds[1].salt)
     bad = _p.UnmaskResponse(2, r.mask_key_shares, seeds)
     resp[2] = replace(bad, signature=run.sign(2, "Unmasking", bad.payload()))
     return run.server.unmask(list(resp.values())), run.expected(u3)
@@ -183,26 +183,28 @@ def _outside_survivor(run):
 
 
 def _inconsistent_dealer(run):
-    honest_share = _p.shamir_share
+    honest_share = _p.shamir_share_many
 
-    def crooked(secret, threshold, ids):
-        # one share off the polynomial, chosen so that interpolating the first t points gives secret + 1
-        # (still a valid 256-bit seed): without the consistency check the sum would come out wrong
-        shares = honest_share(secret, threshold, ids)
-        base = tuple(sorted(shares)[:threshold])
-        lam = lagrange_at_zero(base)[1]
-        shares[base[1]] = (shares[base[1]] + pow(lam, -1, PRIME)) % PRIME
-        return shares
+    def crooked(secrets, threshold, ids):
+        # one share of each secret off its polynomial, chosen so that interpolating the first t points
+        # gives secret + 1 (lowest limb + 1: still a valid 256-bit seed or key): without the consistency
+        # check the sum would come out wrong
+        maps = honest_share(secrets, threshold, ids)
+        for shares in maps:
+            base = tuple(sorted(shares)[:threshold])
+            lam = lagrange_at_zero(base)[1]
+            shares[base[1]] = add_to_share(shares[base[1]], pow(lam, -1, PRIME))
+        return maps
 
     def share_msgs(roster):
         msgs = []
         for i in run.ids:
             if i == 1:
-                _p.shamir_share = crooked
+                _p.shamir_share_many = crooked
                 try:
                     msgs.append(run.clients[i].share_keys(roster))
                 finally:
-                    _p.shamir_share = honest_share
+                    _p.shamir_share_many = honest_share
             else:
                 msgs.append(run.clients[i].share_keys(roster))
         return msgs

@@ -139,7 +139,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from fedbandit._validation import check_bool, check_int_in_range, check_positive_int
 from fedbandit.secagg.errors import SecAggAbort, SecAggError, SecAggIntegrityError
-from fedbandit.secagg.shamir import PRIME, shamir_reconstruct, shamir_share
+from fedbandit.secagg.shamir import (
+    INCONSISTENT,
+    PRIME,
+    SHARE_BYTES,
+    is_share,
+    shamir_reconstruct_many,
+    shamir_share_many,
+)
 
 __all__ = [
     "AdvertiseKeys",
@@ -159,7 +166,7 @@ __all__ = [
     "ROUND_NAMES",
 ]
 
-_SHARE_BYTES = 66  # ceil(521 / 8)
+_SHARE_BYTES = SHARE_BYTES  # a packed share: 9 limbs of 32 bits (fedbandit.secagg.shamir)
 _SALT_BYTES = 32
 ROUND_NAMES = ("AdvertiseKeys", "ShareKeys", "MaskedInputCollection", "ConsistencyCheck", "Unmasking")
 _ADV, _SHARE, _MASKED, _CONSIST, _UNMASK = ROUND_NAMES
@@ -224,8 +231,9 @@ def _commit(session: bytes, kind: bytes, dealer: int, holder: int, value: int, s
 
 
 def _check_id(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1 or int(value) >= 1 << 32:
-        raise SecAggError(f"{name} must be a positive integer client id below 2^32, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1 or int(value) >= PRIME:
+        # an id is also the client's Shamir point, a nonzero element of F_p
+        raise SecAggError(f"{name} must be a positive integer client id below 2^31 - 1, got {value!r}")
     return int(value)
 
 
@@ -321,21 +329,32 @@ class _SharedVerdicts:
     sessions; parties built directly (tests, attacks) check alone unless given one by
     :func:`_share_verdicts`.  ``checks`` counts the real verifications, ``hits`` the
     reused verdicts.
+
+    The key holds the transcript's parts (session, round, sender, payload) rather than the
+    transcript itself (:func:`_transcript` is an unambiguous encoding of them, so equal
+    parts are an equal transcript), and one copy of each distinct payload: a client checking
+    the n signatures on its survivor list hashes that O(n)-byte list once, not n times
+    (which made the Unmasking round's checks grow as n^3).
     """
 
-    __slots__ = ("_verdicts", "checks", "hits")
+    __slots__ = ("_verdicts", "_payloads", "checks", "hits")
 
     def __init__(self):
-        self._verdicts: dict[tuple[bytes, bytes, bytes], bool] = {}
+        self._verdicts: dict[tuple, bool] = {}
+        self._payloads: dict[bytes, bytes] = {}
         self.checks = 0
         self.hits = 0
 
-    def verify(self, pk: Ed25519PublicKey, signature, message: bytes) -> bool:
+    def verify(self, pk: Ed25519PublicKey, signature, session: bytes, round_name: str, sender: int,
+               payload: bytes) -> bool:
         if not isinstance(signature, (bytes, bytearray)) or len(signature) != 64:
             return False
-        key = (pk.public_bytes_raw(), bytes(message), bytes(signature))
+        payload = bytes(payload) if type(payload) is not bytes else payload
+        payload = self._payloads.setdefault(payload, payload)
+        key = (pk.public_bytes_raw(), session, round_name, int(sender), payload, bytes(signature))
         verdict = self._verdicts.get(key)
         if verdict is None:
+            message = _transcript(session, round_name, sender, payload)
             verdict = self._verdicts[key] = _verify(pk, signature, message)
             self.checks += 1
         else:
@@ -351,10 +370,13 @@ def _share_verdicts(parties) -> _SharedVerdicts:
     return memo
 
 
-def _verify_broadcast(party, pk: Ed25519PublicKey, signature, message: bytes) -> bool:
-    """Check a signature that other parties of the session also check (through their shared memo, if any)."""
+def _verify_broadcast(party, pk: Ed25519PublicKey, signature, round_name: str, sender: int, payload: bytes) -> bool:
+    """Check a signature on (party's session, round, sender, payload) that other parties of the
+    session also check (through their shared memo, if any)."""
     memo = party._verdicts
-    return _verify(pk, signature, message) if memo is None else memo.verify(pk, signature, message)
+    if memo is None:
+        return _verify(pk, signature, _transcript(party.session, round_name, sender, payload))
+    return memo.verify(pk, signature, party.session, round_name, sender, payload)
 
 
 # ---------------------------------------------------------------------------
@@ -542,7 +564,7 @@ class SecAggClient:
                 raise SecAggError(f"client {self.id}: roster entry {v} is not a client of the directory")
             if msg == mine:
                 continue  # this client's own message (compared below): no need to verify its own signature
-            if not _verify_broadcast(self, pk, msg.signature, _transcript(self.session, _ADV, v, msg.payload())):
+            if not _verify_broadcast(self, pk, msg.signature, _ADV, v, msg.payload()):
                 raise SecAggIntegrityError(
                     f"the public keys in the roster are not signed by client {v} (substituted or altered keys)",
                     party=v, round=_ADV,
@@ -552,8 +574,8 @@ class SecAggClient:
         self._roster = roster
         ids = sorted(roster)
         self._b_seed = os.urandom(32)
-        s_shares = shamir_share(int.from_bytes(_priv_bytes(self._s_sk), "big"), self.threshold, ids)
-        b_shares = shamir_share(int.from_bytes(self._b_seed, "big"), self.threshold, ids)
+        s_shares, b_shares = shamir_share_many(
+            [int.from_bytes(_priv_bytes(self._s_sk), "big"), int.from_bytes(self._b_seed, "big")], self.threshold, ids)
         cts, commitments = {}, {}
         for v in ids:
             salt_s, salt_b = os.urandom(_SALT_BYTES), os.urandom(_SALT_BYTES)
@@ -611,7 +633,7 @@ class SecAggClient:
             s_share = int.from_bytes(pt[8 : 8 + _SHARE_BYTES], "big")
             b_share = int.from_bytes(pt[8 + _SHARE_BYTES : o], "big")
             salt_s, salt_b = pt[o : o + _SALT_BYTES], pt[o + _SALT_BYTES :]
-            if s_share >= PRIME or b_share >= PRIME:
+            if not (is_share(s_share) and is_share(b_share)):
                 raise SecAggError(f"client {self.id}: share from {u} outside the field")
             if (
                 _commit(self.session, b"s", u, self.id, s_share, salt_s) != box.s_commitment
@@ -686,8 +708,7 @@ class SecAggClient:
             )
         msg_u3 = _ids_bytes(self._u3)
         for v in sorted(u4):
-            if not _verify_broadcast(self, self._directory[v], signatures[v],
-                                     _transcript(self.session, _CONSIST, v, msg_u3)):
+            if not _verify_broadcast(self, self._directory[v], signatures[v], _CONSIST, v, msg_u3):
                 raise SecAggIntegrityError(
                     f"client {v}'s signature does not verify on the survivor list client {self.id} was given: the "
                     "server gave clients different survivor lists (or altered the signature); refusing to reveal "
@@ -747,9 +768,9 @@ class SecAggServer:
         pk = self._directory.get(client_id)
         if pk is None:
             raise SecAggError(f"round {round_name}: message from client {client_id}, which is not in the directory")
-        message = _transcript(self.session, round_name, client_id, payload)
         # a broadcast message (the roster, the consistency signatures) is checked by the clients too
-        if not (_verify_broadcast(self, pk, signature, message) if broadcast else _verify(pk, signature, message)):
+        if not (_verify_broadcast(self, pk, signature, round_name, client_id, payload) if broadcast
+                else _verify(pk, signature, _transcript(self.session, round_name, client_id, payload))):
             raise SecAggIntegrityError(
                 f"the {round_name} message of client {client_id} is not signed by client {client_id} "
                 "(altered, impersonated or replayed from another round or session)", party=client_id, round=round_name,
@@ -880,7 +901,7 @@ class SecAggServer:
                 )
             for sh in list(r.mask_key_shares.values()) + list(r.seed_shares.values()):
                 if not (isinstance(sh, tuple) and len(sh) == 2 and isinstance(sh[0], int) and not isinstance(sh[0], bool)
-                        and 0 <= sh[0] < PRIME and isinstance(sh[1], bytes) and len(sh[1]) == _SALT_BYTES):
+                        and is_share(sh[0]) and isinstance(sh[1], bytes) and len(sh[1]) == _SALT_BYTES):
                     raise SecAggError(f"client {r.client_id}: a revealed share must be (field element, 32-byte salt)")
             self._check_signature(r.client_id, r.signature, _UNMASK, r.payload())
             for kind, part, k in ((b"s", r.mask_key_shares, 0), (b"b", r.seed_shares, 1)):
@@ -898,28 +919,30 @@ class SecAggServer:
             for v, sh in r.seed_shares.items():
                 self.received_seed_shares.setdefault(v, {})[r.client_id] = sh[0]
 
-        def reconstruct(v, shares, what):
-            try:
-                secret = shamir_reconstruct(shares, self.threshold)
-            except SecAggIntegrityError as exc:
+        # every secret at once (the survivors' seeds, the dropped clients' mask keys): one batch per point set
+        owners = [(u, "self-mask seed") for u in self.u3] + [(v, "mask key") for v in dropped]
+        maps = [self.received_seed_shares[u] for u in self.u3] + [self.received_mask_key_shares[v] for v in dropped]
+        secrets = {}
+        for (v, what), shares, secret in zip(owners, maps, shamir_reconstruct_many(maps, self.threshold)):
+            if secret == INCONSISTENT:
                 raise SecAggIntegrityError(
                     f"the shares of client {v}'s {what} do not lie on one polynomial of degree {self.threshold - 1} "
                     f"({len(shares)} shares): client {v} dealt inconsistent shares", party=v, round=_SHARE,
-                ) from exc
-            if secret >= 1 << 256:
+                )
+            if not isinstance(secret, int):
                 raise SecAggIntegrityError(
                     f"the reconstructed {what} of client {v} is out of range (inconsistent shares)", party=v, round=_SHARE
                 )
-            return secret.to_bytes(32, "big")
+            secrets[v, what] = secret.to_bytes(32, "big")
 
         dt = self._dt
         total = np.zeros(self.length, dtype=dt)
         for u in self.u3:
             total += self.masked[u]
         for u in self.u3:  # remove self masks
-            total -= prg_mask(reconstruct(u, self.received_seed_shares[u], "self-mask seed"), self.length, self.bits)
+            total -= prg_mask(secrets[u, "self-mask seed"], self.length, self.bits)
         for v in dropped:  # cancel the pairwise masks that survivors added for dropped v
-            s_sk = X25519PrivateKey.from_private_bytes(reconstruct(v, self.received_mask_key_shares[v], "mask key"))
+            s_sk = X25519PrivateKey.from_private_bytes(secrets[v, "mask key"])
             for u in self.u3:
                 peer = X25519PublicKey.from_public_bytes(self.roster[u].s_pk)
                 seed = _hkdf(s_sk.exchange(peer), b"fedbandit-secagg-mask", self.session)
