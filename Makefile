@@ -17,12 +17,13 @@ QUICK_HTML := $(QUICK_DIR)/_build/html
 NPM_DIR := _build/npm
 SCALE_LOG := _build/scale.log
 
-.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv golden
+.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv golden pdf
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
 	@echo "make test   lint (ruff, import-linter, mypy), unit tests, nbval on every chapter (quick scale), quick book build and its executed"
 	@echo "            notebooks' outputs, browser check"
+	@echo "make pdf    the whole book as one PDF, _build/pdf/fedbandit.pdf (after make book: reuses its execution cache)"
 	@echo "make bench  benchmarks side by side with their peers -> benchmarks/results/{results.md,results.json} (about 10 min)"
 	@echo "make clean  remove build outputs (keeps .venv and the experiment cache)"
 	@echo "make golden rewrite tests/golden_results.json, the hashes of every computed result (only for a change"
@@ -119,6 +120,20 @@ executed: $(VENV)/.test-installed
 
 browser: $(VENV)/.test-installed
 	FEDBANDIT_BOOK_HTML=$(CURDIR)/$(QUICK_HTML) $(BIN)/pytest -q -rs -m browser -p no:cacheprovider tests/test_browser.py
+
+# The whole book as one PDF: Sphinx's single-page HTML build (every chapter on one page), printed by
+# headless Chromium through playwright with the document outline (fedbandit.book.pdf; needs Debian's
+# chromium).  It shares make book's execution cache, so after make book nothing is executed again;
+# PDF_SCALE=quick PDF_DIR=$(QUICK_DIR) prints the quick build instead (its cache, quick scale).
+PDF_SCALE ?= paper
+PDF_DIR ?= .
+pdf: $(VENV)/.test-installed web-assets
+	$(PY) -m fedbandit.book.execution_cache $(PDF_DIR)/_build/.jupyter_cache
+	if [ -d $(NPM_DIR)/node_modules/mathjax ]; then export FEDBANDIT_NPM_MODULES=$(CURDIR)/$(NPM_DIR)/node_modules; fi; \
+	TQDM_DISABLE=1 FEDBANDIT_SCALE=$(PDF_SCALE) $(BIN)/jupyter-book build . --builder singlehtml -W -n --keep-going \
+		--path-output $(PDF_DIR)
+	$(PY) -m fedbandit.book.pdf $(PDF_DIR)/_build/singlehtml/index.html $(PDF_DIR)/_build/pdf/fedbandit.pdf
+	@echo "The book's PDF: $(PDF_DIR)/_build/pdf/fedbandit.pdf"
 
 # BENCH="hotpaths tree" runs some modules; BENCH_ARGS=--long adds the paper-scale chapter runs.
 # Writes the committed benchmarks/results/{results.json,results.md} that the book's performance

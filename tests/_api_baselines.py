@@ -328,6 +328,7 @@ BASELINES = {
     # ---- book
     "book.use_book_style": kw(),
     "book.glue_text": kw(name="k", text="v"),
+    "book.pdf_outline_titles": kw(pdf=b"%PDF-1.4\n1 0 obj <</Title (A chapter)>> endobj\n"),
     "book.typed_results": kw(markdown="The regret is 3.5."),
     "book.get_scale": kw(),
     "book.by_scale": kw(quick=1, paper=2),
@@ -335,6 +336,7 @@ BASELINES = {
     "envs.share": lambda: ((), dict(env=__import__("fedbandit.envs", fromlist=["x"]).SyntheticLinearEnv(2, 3, 2))),
     "envs.handover": kw(),
     "envs.task_clock": kw(),
+    "envs.in_lockstep": kw(),
     # ---- envs
     "envs.load_digits_federated": kw(n_clients=5),
     "envs.make_environment": kw(config=dict(instance="synthetic", M=2, K=4, d=2, runs=2)),
@@ -827,6 +829,14 @@ UNFUZZED = {
     "book.setup": "the Sphinx extension's entry point; takes a live Sphinx application",
     "book.glue_number": "writes into the executing notebook's glue store (tested in tests/test_prose.py)",
     "book.band": "draws on a live matplotlib axis (tested through the chapters)",
+    "book.log_ticks": "sets the ticks of a live matplotlib axis (tested in tests/test_plotting.py)",
+    "book.to_book_width": "resizes a live matplotlib figure (tested in tests/test_plotting.py)",
+    "book.finish": "checks, saves and displays a live matplotlib figure (tested in tests/test_plotting.py)",
+    "book.check_figure": "draws a live matplotlib figure (tested in tests/test_plotting.py)",
+    "book.figure_problems": "draws a live matplotlib figure (tested in tests/test_plotting.py)",
+    "book.figure_png": "saves a live matplotlib figure (tested in tests/test_plotting.py)",
+    "book.FigureTextError": "an exception class",
+    "book.print_pdf": "launches Chromium on a built book (make pdf; tested in tests/test_browser.py)",
     "envs.build_mslr_instance": "reads the MSLR-WEB10K source files (not shipped; tested with a synthetic file)",
     "envs.save_mslr_instance": "writes a data file into the package's data directory",
     "experiments.stack_results": "in experiments/grid.py, which the lead is changing in parallel (results='abc' "

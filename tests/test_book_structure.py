@@ -18,8 +18,9 @@ For every document in ``_toc.yml``:
 * ``binder/`` installs the package and the launch buttons point at the repository the
   install cell installs from.
 
-Which cells draw a figure is decided from the code: a top-level call of ``plt.show()``, or
-of a function defined in the notebook that (transitively) calls it.  Passing such a function
+Which cells draw a figure is decided from the code: a top-level call of ``plt.show()`` or of
+``finish(fig)`` (:func:`fedbandit.book.finish`), or of a function defined in the notebook that
+(transitively) calls one of them.  Passing such a function
 to ``widgets.interactive`` does not count: its output lives in the widget's saved state.
 A drawing cell whose plot is followed by another display output (a ``display(...)`` call
 or a last expression with a value, e.g. a widget) may only be captioned when
@@ -148,7 +149,12 @@ def _top_level_nodes(tree: ast.AST):
 
 
 def _is_plt_show(call: ast.Call) -> bool:
+    """``plt.show()``, or the book's ``finish(fig)`` (fedbandit.book.finish shows the checked figure)."""
     f = call.func
+    if isinstance(f, ast.Name) and f.id == "finish":
+        return True
+    if isinstance(f, ast.Attribute) and f.attr == "finish":
+        return True
     return isinstance(f, ast.Attribute) and f.attr == "show" and isinstance(f.value, ast.Name) and f.value.id in {"plt", "pyplot"}
 
 
@@ -209,7 +215,7 @@ def _classify(path: Path, cell) -> tuple[bool, bool]:
         if isinstance(value, ast.Call):
             name = _called_name(value)
             silent = (
-                name in {"print", "display", "glue_number", "glue_text"}  # glued text displays nothing
+                name in {"print", "display", "glue_number", "glue_text", "finish"}  # glued text displays nothing; finish returns None
                 or (name in draws_f and name not in returns_f)
                 or (isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name)
                     and value.func.value.id == "plt")
@@ -415,3 +421,189 @@ def test_every_notebook_has_a_time_budget_and_the_book_fits_its_own():
     assert sum(CHAPTER_BUDGETS.values()) <= BOOK_JOBS * BOOK_BUDGET, sum(CHAPTER_BUDGETS.values())
     assert "--execute $(JOBS)" in (ROOT / "Makefile").read_text() and "JOBS ?= 2" in (ROOT / "Makefile").read_text()
     assert BOOK_JOBS == 2
+
+
+# ------------------------------------------------------------------ sources a reader can trust (issue 26)
+
+#: Entries of references.bib without a DOI, URL or arXiv identifier, because none could be verified
+#: when links were added (2026-12-06, issue 26): a link is added only when it was checked.
+#: Remove an entry when its link is added; an entry that has a link is an error here.
+UNLINKED_ENTRIES = {
+    "li2022federated": "2026-12-06: no DOI or link verified (IEEE ISIT 2020)",
+    "dwork2010differential": "2026-12-06: DOI not verified (ACM STOC 2010)",
+    "zhu2019poisson": "2026-12-06: proceedings link not verified (ICML 2019, PMLR 97)",
+    "beutel2020flower": "2026-12-06: the arXiv number in its journal field is not verified",
+    "bell2020secure": "2026-12-06: DOI not verified (ACM CCS 2020)",
+    "henzinger2023almost": "2026-12-06: no arXiv number or DOI verified (SODA 2023)",
+    "kalinin2024banded": "2026-12-06: no arXiv number or proceedings link verified (NeurIPS 2024)",
+}
+LINK_FIELDS = ("doi", "url", "eprint")
+
+
+def _bib_entries() -> dict[str, dict[str, str]]:
+    import pybtex.database
+
+    db = pybtex.database.parse_file(str(ROOT / "references.bib"))
+    return {key: {name.lower(): value for name, value in entry.fields.items()} for key, entry in db.entries.items()}
+
+
+def test_every_bibliography_entry_has_a_doi_or_link():
+    entries = _bib_entries()
+    missing = sorted(k for k, fields in entries.items() if not any(f in fields for f in LINK_FIELDS))
+    assert set(missing) <= set(UNLINKED_ENTRIES), f"entries without doi, url or eprint: {sorted(set(missing) - set(UNLINKED_ENTRIES))}"
+    stale = sorted(set(UNLINKED_ENTRIES) - set(missing))
+    assert not stale, f"these entries have a link now: remove them from UNLINKED_ENTRIES: {stale}"
+    for key, fields in entries.items():
+        if "doi" in fields:
+            assert re.fullmatch(r"10\.\d{4,9}/\S+", fields["doi"]), f"{key}: doi {fields['doi']!r} is not a bare DOI"
+        if "eprint" in fields:
+            assert re.fullmatch(r"\d{4}\.\d{4,5}", fields["eprint"]), f"{key}: eprint {fields['eprint']!r} is not an arXiv number"
+            assert fields.get("archiveprefix", "").lower() == "arxiv", f"{key}: eprint without archiveprefix = arXiv"
+        if "url" in fields:
+            assert fields["url"].startswith("https://"), f"{key}: url {fields['url']!r}"
+
+
+def _cff_schema() -> dict:
+    import json
+
+    import check_jsonschema
+
+    vendored = Path(check_jsonschema.__file__).parent / "builtin_schemas" / "vendor" / "citation-file-format.json"
+    return json.loads(vendored.read_text(encoding="utf-8"))
+
+
+def cff_problems(cff: dict) -> list[str]:
+    """Why ``cff`` (a parsed CITATION.cff) is not valid CFF 1.2 or does not describe this repository."""
+    import jsonschema
+
+    schema = _cff_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema, format_checker=jsonschema.FormatChecker())
+    problems = [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in validator.iter_errors(cff)]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    if str(cff.get("cff-version")) != "1.2.0":
+        problems.append(f"cff-version {cff.get('cff-version')!r}, not 1.2.0")
+    if str(cff.get("version")) != project["version"]:
+        problems.append(f"version {cff.get('version')!r} differs from pyproject.toml's {project['version']!r}")
+    if cff.get("title") != config["title"]:
+        problems.append(f"title {cff.get('title')!r} differs from the book's {config['title']!r}")
+    if cff.get("repository-code") != config["repository"]["url"]:
+        problems.append(f"repository-code {cff.get('repository-code')!r} is not {config['repository']['url']!r}")
+    return problems
+
+
+def test_citation_cff_is_valid_and_describes_this_repository():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    problems = cff_problems(cff)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_citation_check_can_fail():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff_problems({k: v for k, v in cff.items() if k != "authors"}), "a CFF without authors must be invalid"
+    assert cff_problems({**cff, "version": "9.9.9"}), "a version other than pyproject's must be refused"
+    assert cff_problems({**cff, "references": [{"type": "conference-paper", "title": "x"}]})  # no authors
+
+
+GLOSSARY = ROOT / "chapters" / "glossary.md"
+TERM_RE = re.compile(r"\{term\}`(?P<body>[^`]+)`")
+
+
+def glossary_terms(text: str) -> dict[str, str]:
+    """Term -> definition of the ``{glossary}`` directive in ``text``."""
+    block = re.search(r"```\{glossary\}\n(.*?)\n```", text, re.S)
+    assert block, "no {glossary} directive"
+    terms: dict[str, str] = {}
+    current = None
+    for line in block.group(1).splitlines():
+        if not line.strip() or line.startswith(":"):
+            continue
+        if not line.startswith(" "):
+            current = line.strip()
+            terms[current] = ""
+        elif current is not None:
+            terms[current] += line.strip() + " "
+    return terms
+
+
+def test_glossary_defines_each_term_with_its_source():
+    assert "chapters/glossary" in _toc_entries(_toc()), "_toc.yml does not list the glossary"
+    terms = glossary_terms(GLOSSARY.read_text(encoding="utf-8"))
+    needed = {"p-sum", "PSCO", "silo-level LDP", "SDP", "Fed-DP", "zCDP", "RDP", "PLD", "SecAgg", "DDG",
+              "concurrent shuffle", "continual release", "prefix sum", "tree mechanism", "matrix factorization"}
+    assert needed <= set(terms), f"the glossary lacks {sorted(needed - set(terms))}"
+    uncited = sorted(t for t, definition in terms.items() if not CITE_RE.search(definition))
+    assert not uncited, f"glossary terms whose definition cites no source: {uncited}"
+
+
+def test_term_references_resolve_to_the_glossary():
+    terms = set(glossary_terms(GLOSSARY.read_text(encoding="utf-8")))
+    missing = []
+    for path in _documents():
+        for m in TERM_RE.finditer(_markdown(path)):
+            target = m.group("body").split("<")[-1].rstrip(">").strip()
+            if target not in terms:
+                missing.append(f"{path.name}: {{term}}`{m.group('body')}`")
+    assert not missing, "terms not in the glossary:\n" + "\n".join(missing)
+
+
+def test_bibliography_style_labels_author_year():
+    """The pybtex style of fedbandit.book.sphinx_ext labels the references as the text cites them."""
+    import pybtex.database
+    from pybtex.plugin import find_plugin
+
+    from fedbandit.book import sphinx_ext
+
+    sphinx_ext._register_bibliography_style()
+    style = find_plugin("pybtex.style.formatting", "fedbandit_author_year")()
+    db = pybtex.database.parse_file(str(ROOT / "references.bib"))
+    labels = {entry.key: entry.label for entry in style.format_entries(db.entries.values())}
+    assert labels["dubey2020differentially"] == "Dubey and Pentland, 2020"
+    assert labels["abbasi2011improved"] == "Abbasi-Yadkori et al., 2011"
+    assert labels["mironov2017renyi"] == "Mironov, 2017"
+    assert labels["nasr2023tight"] == "Nasr et al., 2023"
+    # two "Dwork et al., 2010" are told apart
+    assert {labels["dwork2010differential"], labels["dwork2010boosting"]} == {"Dwork et al., 2010a", "Dwork et al., 2010b"}
+    assert len(set(labels.values())) == len(labels)
+
+
+class _Env:
+    def __init__(self, fignumbers):
+        self.toc_fignumbers = fignumbers
+
+
+def test_figures_are_renumbered_per_document():
+    from fedbandit.book.sphinx_ext import _number_figures_per_document, chapter_number
+
+    assert chapter_number("chapters/01_dp20_gaps") == 1 and chapter_number("chapters/06_side_by_side") == 6
+    assert chapter_number("chapters/intro") is None and chapter_number("chapters/performance") is None
+    env = _Env({
+        "chapters/02_fixed_batch": {"figure": {"fig-a": (14,), "fig-b": (15,)}, "table": {"t": (3,)}},
+        "chapters/performance": {"figure": {"fig-perf": (62,)}},
+        "chapters/intro": {"figure": {"fig-intro": (1,)}},
+    })
+    changed = _number_figures_per_document(None, env)
+    assert env.toc_fignumbers["chapters/02_fixed_batch"]["figure"] == {"fig-a": (2, 1), "fig-b": (2, 2)}
+    assert env.toc_fignumbers["chapters/02_fixed_batch"]["table"] == {"t": (2, 1)}
+    assert env.toc_fignumbers["chapters/performance"]["figure"] == {"fig-perf": (1,)}
+    assert changed == ["chapters/02_fixed_batch", "chapters/performance"]
+    assert _number_figures_per_document(None, env) == []  # already per document
+
+
+def test_a_package_change_also_drops_sphinx_doctrees(tmp_path, monkeypatch):
+    """Sphinx re-reads only changed sources: without dropping its doctrees, pages would keep the
+    outputs of the older package even though the execution cache was reset."""
+    from fedbandit.book import execution_cache
+
+    build = tmp_path / "_build"
+    (build / ".jupyter_cache").mkdir(parents=True)
+    (build / ".doctrees").mkdir()
+    (build / ".doctrees" / "environment.pickle").write_bytes(b"old env")
+    execution_cache.sync_execution_cache(build / ".jupyter_cache")
+    assert not (build / ".doctrees").exists()
+    (build / ".doctrees").mkdir()
+    execution_cache.sync_execution_cache(build / ".jupyter_cache")  # same source: kept
+    assert (build / ".doctrees").exists()
+    monkeypatch.setattr(execution_cache, "package_source_hash", lambda: "e" * 64)
+    execution_cache.sync_execution_cache(build / ".jupyter_cache")
+    assert not (build / ".doctrees").exists()

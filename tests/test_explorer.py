@@ -254,3 +254,49 @@ def test_palette_png_is_smaller():
     plt.close(fig)
     raw = buf.getvalue()
     assert len(explorer_module._quantize(raw)) < 0.7 * len(raw)
+
+
+# ------------------------------------------------------------------ the book's figure style in explorers
+
+
+def _line(x, overlap=False):
+    fig, ax = plt.subplots(figsize=(8, 3))
+    ax.plot([1, 2, 3], [x, 2 * x, 3 * x], label="measured")
+    ax.set(xlabel=r"$\varepsilon$", ylabel="regret")
+    if overlap:  # the title runs into the text placed over it
+        ax.set_title("Privacy cost against the number of agents")
+        ax.text(0.5, 1.02, "a label written over the title", transform=ax.transAxes, ha="center")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def _leaf_html(widget) -> list[str]:
+    state = {"version_major": 2, "version_minor": 0, "state": dependency_state(widget, drop_defaults=False)}
+    return [m["state"]["value"] for m in state["state"].values() if m["model_name"] == "HTMLModel"]
+
+
+def test_explorer_frames_have_the_book_width_and_record_their_text_check():
+    from fedbandit.book.plotting import CONTENT_WIDTH_PX
+
+    w = make_explorer(_line, {"x": [1, 2]}, name="style", mode="static")
+    for leaf in _leaf_html(w):
+        assert f'width="{CONTENT_WIDTH_PX}"' in leaf and "max-width: 100%" in leaf
+        assert 'data-fedbandit-figure="checked"' in leaf
+        png = base64.b64decode(leaf.split("base64,", 1)[1].split('"', 1)[0])
+        from PIL import Image
+
+        assert Image.open(io.BytesIO(png)).size[0] == CONTENT_WIDTH_PX
+
+
+def test_explorer_marks_or_raises_on_overlapping_text():
+    from fedbandit.book.plotting import FigureTextError
+
+    before = set(plt.get_fignums())
+    w = make_explorer(lambda x: _line(x, overlap=True), {"x": [1]}, name="bad", mode="static")
+    (leaf,) = _leaf_html(w)
+    assert "data-fedbandit-figure-problems" in leaf and "overlaps" in leaf
+    with pytest.raises(FigureTextError, match="overlaps"):
+        make_explorer(lambda x: _line(x, overlap=True), {"x": [1]}, name="bad", mode="static", check="raise")
+    assert set(plt.get_fignums()) == before, "a refused frame must not leave its figure open"
+    with pytest.raises(ValueError, match="check"):
+        make_explorer(_line, {"x": [1]}, name="bad", mode="static", check="warn")

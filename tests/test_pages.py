@@ -149,3 +149,107 @@ def test_the_notebook_bar_ignores_tqdm_disable(monkeypatch):
         assert not bar.disable
     finally:
         bar.close()
+
+
+# ------------------------------------------------------------------ the page check's rules (issue 26)
+
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _page_rules  # noqa: E402
+
+#: What readers saw in the paper-scale build (issue 26), one example per rule, and text they should see.
+SEEN_BY_READERS = {
+    "stray-repr": ["{'tree': np.float64(12.49), 'one-shot': np.float64(80.2)}", "(array([0.1, 0.2]), 3)"],
+    "timing": ["53 configurations in 184.8 s wall", "the grid took 12.5 s", "Closing note (paper scale, 40 s).",
+               "elapsed: 12 s"],
+    "running-at-scale": ["running at scale: paper"],
+    "ascii-math": ["account for Mσ²: Õ(M^(3/4) sqrt(T/ε)) under silo-level LDP", "shave M^(1/4)",
+                   "O(M log T) communication"],
+    "internal-wording": ["the case an earlier version of this package accepted",
+                         "the whole chapter has to fit in 4 min on two cores",
+                         "measured on the machine below (commit cb66a23+changes)",
+                         "make bench rewrites the table, and the page shows it when its results file exists"],
+    "typed-citation": ["by [BS16] + [CKS20]", "the amplification bound of FMT22", "[FMT21]"],
+}
+FINE_FOR_READERS = [
+    "DP20's FedUCB synchronizes when the log-det grows; Zhou and Chowdhury commit to a fixed schedule.",
+    "The SecAgg run takes 3.2 ms of CPU time on MSLR-WEB10K-sized vectors, with AES-256 and X25519.",
+    "numpy's PCG64 random bits, at 2.1 Gbit/s.",
+    "PSCO(k) error at k = 3; the audited epsilon lower bound is 0.31.",
+    "Dubey and Pentland [2020] claim a regret of order square root of MT.",
+]
+
+
+@pytest.mark.parametrize("rule", sorted(SEEN_BY_READERS))
+def test_each_page_rule_catches_what_readers_saw(rule):
+    for text in SEEN_BY_READERS[rule]:
+        found = _page_rules.text_violations([("text", text)])
+        assert rule in found, f"{rule} missed {text!r}: {found}"
+
+
+def test_the_page_rules_pass_what_readers_should_see():
+    found = _page_rules.text_violations([("text", t) for t in FINE_FOR_READERS])
+    assert found == {}, found
+
+
+PAGE = """<html><body><nav>running at scale: nav text is not the article</nav>
+<article class="bd-article" role="main">
+<p>Prose with math <span class="math notranslate nohighlight">\\(O(M^{3/4}\\sqrt{T})\\)</span> typeset.</p>
+<div class="cell docutils container"><div class="cell_input docutils container"><div class="highlight"><pre>
+print(f"running at scale: {SCALE}")  # code is not shown as output</pre></div></div>
+<div class="cell_output docutils container"><div class="output stream highlight-myst-ansi notranslate">
+<div class="highlight"><pre><span></span>{'eps': np.float64(1.0)}</pre></div></div></div></div>
+<table><tr><th>claim</th></tr><tr><td>Õ(sqrt(MT/ε))</td></tr></table>
+<img src="../_images/a.png" alt="a figure">
+</article></body></html>"""
+
+
+def test_visible_text_is_the_article_without_code_or_typeset_math():
+    lines = _page_rules.visible_lines(PAGE)
+    text = " ".join(t for _, t in lines)
+    assert "np.float64(1.0)" in text and "Õ(sqrt(MT/ε))" in text
+    assert "running at scale" not in text and "M^{3/4}" not in text and "nav text" not in text
+    assert ("table", "Õ(sqrt(MT/ε))") in lines
+    found = _page_rules.text_violations(lines)
+    assert set(found) == {"stray-repr", "ascii-math"}, found
+
+
+def _png(checked: bool) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedbandit.book.plotting import figure_png
+
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([0, 1])
+    try:
+        return figure_png(fig, dpi=40, checked=checked)
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_the_figure_rule_reads_each_png_s_provenance(tmp_path, checked):
+    (tmp_path / "_images").mkdir()
+    (tmp_path / "_images" / "a.png").write_bytes(_png(checked))
+    page = tmp_path / "chapters" / "x.html"
+    page.parent.mkdir()
+    problems = _page_rules.figure_violations(page, PAGE, tmp_path)
+    assert bool(problems) is not checked, problems
+
+
+def test_the_figure_rule_reads_the_explorer_frames():
+    def page(*tags):
+        state = {"state": {f"m{i}": {"model_name": "HTMLModel", "state": {"value": t}} for i, t in enumerate(tags)}}
+        return ('<article class="bd-article"></article><script type="application/vnd.jupyter.widget-state+json">'
+                + json.dumps(state) + "</script>")
+
+    ok = '<img class="fedbandit-explorer-image" data-fedbandit-figure="checked" src="data:image/png;base64,AA">'
+    old = '<img class="fedbandit-explorer-image" src="data:image/png;base64,AA" width="640">'
+    bad = '<img class="fedbandit-explorer-image" data-fedbandit-figure-problems="x tick label overlaps" src="d">'
+    assert _page_rules.figure_violations(Path("x.html"), page(ok, ok), Path(".")) == []
+    assert "not checked" in _page_rules.figure_violations(Path("x.html"), page(ok, old), Path("."))[0]
+    assert "fail the figure text check" in _page_rules.figure_violations(Path("x.html"), page(bad), Path("."))[0]

@@ -8,12 +8,13 @@ the environment of a lockstep group is generated once, not once per configuratio
 import numpy as np
 import pytest
 
+from fedbandit._grid import _Task, _units
 from fedbandit.envs import linear as linear_env
 from fedbandit.envs import make_environment
 from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.envs.sharing import SharedEnvironment, run_in_lockstep, share, task_clock
 from fedbandit.experiments import run_config, run_grid
-from fedbandit.experiments.grid import _environment_key, _units
+from fedbandit.experiments.grid import environment_key
 
 BASE = dict(instance="synthetic", M=6, K=12, d=4, runs=3, env_seed=2, T=90, B=10)
 
@@ -147,17 +148,15 @@ def test_nested_lockstep_is_refused():
 
 
 def test_units_group_configurations_of_one_environment():
-    from fedbandit.experiments.grid import _Task
-
     configs = [dict(BASE, learner="fixed-batch", protocol="non-private", tag=str(i)) for i in range(5)]
     configs += [dict(BASE, env_seed=3, learner="fixed-batch", protocol="non-private")]
     configs += [{"spec": "something else"}]
     tasks = [_Task(str(i), i, 0, c, np.random.SeedSequence(i)) for i, c in enumerate(configs)]
-    assert _environment_key(configs[0]) == _environment_key(configs[4]) != _environment_key(configs[5])
-    assert _environment_key(configs[6]) is None
-    units = _units(tasks, 1)
+    assert environment_key(configs[0]) == environment_key(configs[4]) != environment_key(configs[5])
+    assert environment_key(configs[6]) is None
+    units = _units(tasks, 1, environment_key)
     assert sorted(len(u) for u in units) == [1, 1, 5]
-    units = _units(tasks, 2)  # two workers: the group of five is split so that both have work
+    units = _units(tasks, 2, environment_key)  # two workers: the group of five is split so that both have work
     assert sorted(len(u) for u in units) == [1, 1, 2, 3]
 
 

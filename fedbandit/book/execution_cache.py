@@ -5,7 +5,8 @@ change, so after an edit of :mod:`fedbandit` it would keep serving pages, figure
 computed by the older package.  ``make book`` therefore calls
 ``python -m fedbandit.book.execution_cache <path to .jupyter_cache>`` before building: when
 the :func:`~fedbandit.experiments.grid.package_source_hash` recorded next to the cache differs
-from the current one, the execution cache is deleted (every notebook re-executes; the
+from the current one, the execution cache and Sphinx's saved doctrees are deleted (every
+notebook re-executes, every page is rebuilt; the
 experiment cache of :func:`~fedbandit.experiments.run_grid` is keyed by the same hash, so
 results of the older package are recomputed too, never reused).
 
@@ -60,6 +61,10 @@ def sync_execution_cache(cache_dir: str | Path) -> bool:
     stale = recorded != current
     if stale and cache.exists():
         shutil.rmtree(cache)
+    if stale:
+        # Sphinx re-reads (and so re-executes) only the pages whose source changed: without its
+        # saved doctrees it reads every page again, so no page keeps the older package's outputs
+        shutil.rmtree(cache.parent / ".doctrees", ignore_errors=True)
     # Written before the build: from now on every entry in the cache comes from this source.
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(current + "\n")

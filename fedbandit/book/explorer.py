@@ -44,11 +44,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fedbandit.book.plotting import CSS_PX_PER_IN, FigureTextError, figure_problems, to_book_width
+
 __all__ = ["Control", "make_explorer", "explorer_mode", "decode_explorer", "DecodedExplorer"]
 
 MODE_VARIABLE = "FEDBANDIT_EXPLORER"
 MODES = ("static", "live")
 KINDS = ("slider", "dropdown", "toggle")
+CHECKS = ("mark", "raise")
 EXPLORER_CLASS = "fedbandit-explorer"
 _NAME = re.compile(r"[a-z][a-z0-9\-]*")
 
@@ -183,8 +186,17 @@ def _as_control(name: str, spec: Any) -> Control:
 # ------------------------------------------------------------------ rendering one output
 
 
-def _render(output: Any, *, dpi: float, alt: str) -> str:
-    """The HTML of one precomputed output: a PNG (from a matplotlib figure) or a note (from a str)."""
+def _render(output: Any, *, dpi: float | None, alt: str, check: str = "mark") -> str:
+    """The HTML of one precomputed output: a PNG (from a matplotlib figure) or a note (from a str).
+
+    ``dpi=None`` renders the figure the book's way (:mod:`fedbandit.book.plotting`): at the book's
+    width, :data:`~fedbandit.book.plotting.CONTENT_WIDTH_PX` pixels wide, shown at most that
+    wide and scaled down with the column on narrow screens.  Every figure's text is checked
+    (:func:`~fedbandit.book.plotting.figure_problems`, judged at the width the page shows it):
+    the image records the result (``data-fedbandit-figure="checked"``, or the problems in
+    ``data-fedbandit-figure-problems``), which the browser check reads; ``check="raise"``
+    raises :class:`~fedbandit.book.plotting.FigureTextError` instead.
+    """
     if isinstance(output, str):
         return f'<p class="{EXPLORER_CLASS}-note">{html.escape(output)}</p>'
     from matplotlib.figure import Figure  # matplotlib loads only when an explorer renders
@@ -196,15 +208,26 @@ def _render(output: Any, *, dpi: float, alt: str) -> str:
         )
     import matplotlib.pyplot as plt
 
-    buf = io.BytesIO()
-    output.savefig(buf, format="png", dpi=dpi)
-    plt.close(output)
+    try:
+        if dpi is None:
+            to_book_width(output)
+            dpi = CSS_PX_PER_IN
+        width, height = (int(round(x * dpi)) for x in output.get_size_inches())
+        problems = figure_problems(output, shown_px=width)
+        if problems and check == "raise":
+            raise FigureTextError(f"explorer frame ({alt}) has {len(problems)} text problem(s):\n  " + "\n  ".join(problems))
+        buf = io.BytesIO()
+        output.savefig(buf, format="png", dpi=dpi)
+    finally:
+        plt.close(output)
     png = _quantize(buf.getvalue())
-    width, height = (int(round(x * dpi)) for x in output.get_size_inches())
     data = base64.b64encode(png).decode("ascii")
+    mark = ('data-fedbandit-figure="checked"' if not problems else
+            f'data-fedbandit-figure-problems="{html.escape("; ".join(problems), quote=True)}"')
     return (
-        f'<img class="{EXPLORER_CLASS}-image" src="data:image/png;base64,{data}" '
-        f'width="{width}" height="{height}" alt="{html.escape(alt, quote=True)}">'
+        f'<img class="{EXPLORER_CLASS}-image" {mark} src="data:image/png;base64,{data}" '
+        f'width="{width}" height="{height}" style="max-width: 100%; height: auto" '
+        f'alt="{html.escape(alt, quote=True)}">'
     )
 
 
@@ -246,8 +269,9 @@ def make_explorer(
     *,
     name: str,
     mode: str | None = None,
-    dpi: float = 80,
+    dpi: float | None = None,
     max_outputs: int = 200,
+    check: str = "mark",
 ):
     """An explorer of ``func`` over a grid of control values that works in the static book.
 
@@ -265,10 +289,17 @@ def make_explorer(
         ``fedbandit-explorer-<name>``, by which the browser check finds it.
     mode : {"static", "live"}, optional
         Default :func:`explorer_mode` (``static`` in the book build, ``live`` elsewhere).
-    dpi : float, default 80
-        Resolution of the precomputed PNGs (static mode): the saved state grows with it.
+    dpi : float, optional
+        Resolution of the precomputed PNGs (static mode; the saved state grows with it).  By
+        default every figure is given the book's width (:mod:`fedbandit.book.plotting`) and
+        rendered :data:`~fedbandit.book.plotting.CONTENT_WIDTH_PX` pixels wide, so its text is
+        shown at the size the figure gives it; a number renders the figure at its own size.
     max_outputs : int, default 200
         Refuse a grid with more combinations than this (each is an output in the page).
+    check : {"mark", "raise"}, default "mark"
+        What a figure whose text overlaps, is cut or too small does (static mode;
+        :func:`fedbandit.book.plotting.figure_problems`): ``"mark"`` records the problems in
+        the page, where the browser check finds them; ``"raise"`` fails the notebook.
 
     Returns
     -------
@@ -302,8 +333,11 @@ def make_explorer(
     mode = explorer_mode() if mode is None else mode
     if not isinstance(mode, str) or mode not in MODES:
         raise ValueError(f"mode must be one of {MODES!r}, got {mode!r:.80}")
-    if isinstance(dpi, bool) or not isinstance(dpi, numbers.Real) or not math.isfinite(dpi) or not 10 <= dpi <= 400:
-        raise ValueError(f"dpi must be a number in [10, 400], got {dpi!r}")
+    if dpi is not None and (isinstance(dpi, bool) or not isinstance(dpi, numbers.Real) or not math.isfinite(dpi)
+                            or not 10 <= dpi <= 400):
+        raise ValueError(f"dpi must be None (the book's width) or a number in [10, 400], got {dpi!r}")
+    if not isinstance(check, str) or check not in CHECKS:
+        raise ValueError(f"check must be one of {CHECKS!r}, got {check!r:.80}")
     if isinstance(max_outputs, bool) or not isinstance(max_outputs, numbers.Integral) or max_outputs < 1:
         raise ValueError(f"max_outputs must be a positive int, got {max_outputs!r}")
     n_comb = math.prod(len(c.values) for c in specs.values())
@@ -314,7 +348,7 @@ def make_explorer(
         )
     if mode == "live":
         return _live(func, specs, name)
-    return _static(func, specs, name, float(dpi))
+    return _static(func, specs, name, None if dpi is None else float(dpi), check)
 
 
 def _classes(widget, name: str, *extra: str):
@@ -341,7 +375,7 @@ def _live(func, specs: dict[str, Control], name: str):
     return _classes(live, name, f"{EXPLORER_CLASS}-live")
 
 
-def _static(func, specs: dict[str, Control], name: str, dpi: float):
+def _static(func, specs: dict[str, Control], name: str, dpi: float | None, check: str = "mark"):
     import ipywidgets as widgets
 
     keys = list(specs)
@@ -352,7 +386,7 @@ def _static(func, specs: dict[str, Control], name: str, dpi: float):
     for idx in itertools.product(*(range(len(specs[k].values)) for k in keys)):
         kwargs = {k: specs[k].values[i] for k, i in zip(keys, idx)}
         alt = ", ".join(f"{specs[k].description or k} = {specs[k].labels[i]}" for k, i in zip(keys, idx))
-        text = _render(_call(func, kwargs), dpi=dpi, alt=alt)
+        text = _render(_call(func, kwargs), dpi=dpi, alt=alt, check=check)
         digest = hashlib.sha256(text.encode()).hexdigest()
         if digest not in leaves:
             leaves[digest] = widgets.HTML(value=text)

@@ -8,11 +8,26 @@ It does three things for the book:
   in the chapter (math, citations and cross-references included).  The list is
   collected from the parsed notebooks at build time, never maintained by hand.
 * ``{execution-status}``: a directive replaced by a table of every executed
-  notebook: its run time, its time budget at paper scale
-  (:data:`fedbandit.book.scale.CHAPTER_BUDGETS`; a paper-scale run over it says so),
-  how it was executed (from myst-nb), and the scale it ran at (read from the line
-  ``running at scale: quick|paper`` that every chapter prints from
-  :func:`fedbandit.book.scale.get_scale`).
+  notebook: its run time, when it was executed, whether it was executed *in this build*
+  or taken from the execution cache (executed after the build started, :func:`build_started`:
+  the stamp :func:`fedbandit.book.execution_cache.sync_execution_cache` writes at the start
+  of ``make book``, or the end of the previous build; myst-nb's own "method" says "cache"
+  for both), and the scale it ran at (the line ``running at scale: quick|paper`` that every
+  chapter prints from :func:`fedbandit.book.scale.get_scale`, read from the executed
+  notebook or its copy in the execution cache, so a chapter may hide that output with the
+  tag ``remove-output``).  The time budgets
+  (:data:`fedbandit.book.scale.CHAPTER_BUDGETS`) are for CI, not for readers: they are not
+  on the page; at the end of the build each chapter's time against its budget is logged and
+  written to ``execution-report.json`` next to the HTML folder.
+* Figure numbers per chapter: Sphinx numbers figures across the whole book unless the table
+  of contents is section-numbered; :func:`_number_figures_per_document` restarts them in
+  every document, prefixed by the chapter's number (``01_dp20_gaps`` is chapter 1: "Fig.
+  1.3"); pages without a number (introduction, performance) count "Fig. 1, 2, ...".
+* Author-year labels in the bibliography: the pybtex style ``fedbandit_author_year`` labels
+  every entry "Dubey and Pentland, 2020" (``bibtex_default_style`` in ``_config.yml``), as
+  the in-text citations (``bibtex_reference_style: author_year``) do.
+* The book's CSS (:data:`BOOK_CSS`): explorers wrap their controls, show whole readouts and
+  scale their images to narrow screens.
 * ``FEDBANDIT_NPM_MODULES``: when this environment variable names a ``node_modules``
   folder holding ``mathjax`` (v3), ``requirejs`` and ``@jupyter-widgets/html-manager``
   (``make test`` installs them from the npm registry), the pages load MathJax and the
@@ -36,10 +51,12 @@ It does three things for the book:
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
 import shutil
+import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -49,11 +66,15 @@ from sphinx.addnodes import pending_xref
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
-from fedbandit.book.scale import CHAPTER_BUDGETS
+from fedbandit.book.execution_cache import STAMP as EXECUTION_STAMP
+from fedbandit.book.scale import CHAPTER_BUDGETS, get_scale
 
 __all__ = ["setup"]
 
 SCALE_PATTERN = re.compile(r"running at scale: (quick|paper)")
+#: The provenance labels a Reconstruction box gives its choices ("*[paper]*", "*[derived]*", ...).
+PROVENANCE_LABELS = ("paper", "authors' code", "derived", "recalled")
+PROVENANCE_PATTERN = re.compile(r"\[(" + "|".join(re.escape(label) for label in PROVENANCE_LABELS) + r")\]")
 
 
 class reconstruction_list(nodes.General, nodes.Element):
@@ -103,7 +124,8 @@ def _collect(app, doctree):
             taken.add(ident)
         # the whole body (math, citations, lists, links), copied without its ids
         body = [_detached(child) for child in node.children if child is not title_node]
-        found.append({"id": node["ids"][0], "title": title, "body": body})
+        provenance = list(dict.fromkeys(m.group(1) for m in PROVENANCE_PATTERN.finditer(node.astext())))
+        found.append({"id": node["ids"][0], "title": title, "body": body, "provenance": provenance})
     recon = env.__dict__.setdefault("fedbandit_reconstructions", {})
     recon[docname] = found
     if any(doctree.findall(reconstruction_list)):
@@ -149,7 +171,8 @@ def _outdated(app, env):
     return sorted(getattr(env, "fedbandit_aggregate_docs", set()) & set(env.found_docs))
 
 
-def _doc_link(fromdoc: str, docname: str, anchor: str | None, text: str) -> nodes.Node:
+def _doc_link(fromdoc: str, docname: str, anchor: str | None, text: str, single_page: bool = False) -> nodes.Node:
+    """A link to ``docname`` (or to the element ``anchor`` in it); ``single_page``: every document is on one page."""
     if anchor is None:
         ref = pending_xref(
             "",
@@ -162,7 +185,8 @@ def _doc_link(fromdoc: str, docname: str, anchor: str | None, text: str) -> node
         )
         ref += nodes.inline(text=text)
         return ref
-    return nodes.reference(text, text, internal=True, refuri=_relative_uri(fromdoc, docname) + "#" + anchor)
+    uri = "#" + anchor if single_page else _relative_uri(fromdoc, docname) + "#" + anchor
+    return nodes.reference(text, text, internal=True, refuri=uri)
 
 
 def _relative_uri(fromdoc: str, todoc: str) -> str:
@@ -204,10 +228,13 @@ class _AggregatesTransform(SphinxPostTransform):
         recon = getattr(env, "fedbandit_reconstructions", {})
         out = []
         total = 0
+        counts = []
         for docname in _ordered_docs(env):
             items = recon.get(docname) or []
             if not items:
                 continue
+            counts.append((docname, len(items), [sum(label in item.get("provenance", []) for item in items)
+                                                 for label in PROVENANCE_LABELS]))
             section_title = nodes.paragraph()
             section_title += nodes.strong(text=_title(env, docname))
             section_title += nodes.Text(f" ({len(items)})")
@@ -215,7 +242,8 @@ class _AggregatesTransform(SphinxPostTransform):
             bullets = nodes.bullet_list()
             for item in items:
                 head = nodes.paragraph()
-                head += nodes.strong("", "", _doc_link(env.docname, docname, item["id"], item["title"]))
+                single_page = getattr(self.app.builder, "name", "") == "singlehtml"
+                head += nodes.strong("", "", _doc_link(env.docname, docname, item["id"], item["title"], single_page))
                 entry = nodes.list_item("", head)
                 for child in item["body"]:
                     child = child.deepcopy()
@@ -223,19 +251,18 @@ class _AggregatesTransform(SphinxPostTransform):
                     for xref in child.findall(pending_xref):
                         xref["refdoc"] = env.docname
                     entry += child
+                labels = item.get("provenance") or []
+                entry += nodes.paragraph(text="Provenance: " + (", ".join(labels) if labels else "not labelled"),
+                                         classes=["reconstruction-provenance"])
                 bullets += entry
                 total += 1
             out.append(bullets)
         summary = nodes.paragraph(text=f"{total} reconstructions in the book, collected from the chapters at build time.")
-        return [summary] + out
+        return [summary, self._provenance_table(env, counts)] + out
 
-    def _status(self, env):
-        from myst_nb.sphinx_ import NbMetadataCollector  # myst-nb exists only in the book's build
-
-        metadata = NbMetadataCollector.get_doc_data(env)
-        scales = getattr(env, "fedbandit_scales", {})
-
-        headers = ["Chapter", "Scale", "Run time (s)", "Budget at paper scale (s)", "Executed", "Method", "Status"]
+    def _provenance_table(self, env, counts):
+        """Per chapter: its reconstructions, and how many of them use each provenance label."""
+        headers = ["Chapter", "Reconstructions", *PROVENANCE_LABELS]
         table = nodes.table(classes=["colwidths-auto"])
         tgroup = nodes.tgroup(cols=len(headers))
         table += tgroup
@@ -249,24 +276,41 @@ class _AggregatesTransform(SphinxPostTransform):
         thead += row
         tbody = nodes.tbody()
         tgroup += tbody
-        for docname in _ordered_docs(env):
-            data = (metadata.get(docname) or {}).get("exec_data")
-            if not data:
-                continue
-            runtime = data.get("runtime")
-            mtime = data.get("mtime")
-            budget = CHAPTER_BUDGETS.get(docname)
-            verdict = "succeeded" if data.get("succeeded") else "FAILED"
-            if verdict == "succeeded" and scales.get(docname) == "paper" and budget and runtime and runtime > budget:
-                verdict = "succeeded, over budget"
+        for docname, n, by_label in counts:
+            row = nodes.row()
+            cells = [_doc_link(env.docname, docname, None, _title(env, docname)), nodes.Text(str(n)),
+                     *(nodes.Text(str(k)) for k in by_label)]
+            for cell in cells:
+                para = nodes.paragraph()
+                para += cell
+                row += nodes.entry("", para)
+            tbody += row
+        return table
+
+    def _status(self, env):
+        rows = execution_rows(env)
+        headers = ["Chapter", "Scale", "Run time (s)", "Executed", "In this build", "Status"]
+        table = nodes.table(classes=["colwidths-auto"])
+        tgroup = nodes.tgroup(cols=len(headers))
+        table += tgroup
+        for _ in headers:
+            tgroup += nodes.colspec(colwidth=1)
+        thead = nodes.thead()
+        tgroup += thead
+        row = nodes.row()
+        for h in headers:
+            row += nodes.entry("", nodes.paragraph(text=h))
+        thead += row
+        tbody = nodes.tbody()
+        tgroup += tbody
+        for item in rows:
             cells = [
-                _doc_link(env.docname, docname, None, _title(env, docname)),
-                nodes.Text(scales.get(docname) or "not reported"),
-                nodes.Text("-" if runtime is None else f"{runtime:.1f}"),
-                nodes.Text("-" if budget is None else f"{budget}"),
-                nodes.Text(datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M") if mtime else "-"),
-                nodes.Text(str(data.get("method", "-"))),
-                nodes.Text(verdict),
+                _doc_link(env.docname, item["docname"], None, _title(env, item["docname"])),
+                nodes.Text(item["scale"] or "not reported"),
+                nodes.Text("-" if item["runtime"] is None else f"{item['runtime']:.1f}"),
+                nodes.Text(item["executed_at"] or "-"),
+                nodes.Text("executed in this build" if item["this_build"] else "from the execution cache"),
+                nodes.Text("succeeded" if item["succeeded"] else "FAILED"),
             ]
             row = nodes.row()
             for cell in cells:
@@ -274,7 +318,253 @@ class _AggregatesTransform(SphinxPostTransform):
                 para += cell
                 row += nodes.entry("", para)
             tbody += row
-        return [table]
+        executed = sum(item["this_build"] for item in rows)
+        summary = nodes.paragraph(text=(
+            f"{executed} of {len(rows)} notebooks were executed in this build; "
+            f"{len(rows) - executed} were taken from the execution cache (executed by an earlier build "
+            "from the same code and the same package source)."))
+        return [summary, table]
+
+
+def build_started(env) -> float:
+    """When this build started (seconds since the epoch).
+
+    The latest of the stamp that ``python -m fedbandit.book.execution_cache`` writes next to
+    the execution cache at the start of ``make book`` (and of the quick build), and of the mark
+    the previous build left when it finished (:data:`BUILD_FINISHED_MARK`), among those older
+    than Sphinx's start; else the moment Sphinx started.  Notebooks executed after it were
+    executed in this build (a ``jupyter-book build`` run by hand, without the stamp's step, is
+    not credited with the executions of an earlier build).
+    """
+    started = getattr(env, "fedbandit_build_started", None) or time.time()
+    cache = getattr(getattr(env, "mystnb_config", None), "execution_cache_path", None)
+    marks = []
+    if cache:
+        for name in (EXECUTION_STAMP, BUILD_FINISHED_MARK):
+            mark = Path(cache).parent / name
+            if mark.is_file() and mark.stat().st_mtime <= started:
+                marks.append(mark.stat().st_mtime)
+    return max(marks) if marks else started
+
+
+#: Touched next to the execution cache when a build finishes without error.
+BUILD_FINISHED_MARK = ".fedbandit-build-finished"
+
+
+def _executed_scale(env, docname: str, mtime: float | None = None) -> str | None:
+    """The scale a notebook ran at: the line ``running at scale: ...`` in its outputs.
+
+    Read from the executed notebook myst-nb wrote, else from the execution cache's copy (which
+    keeps the outputs of cells tagged ``remove-output``; the record executed at ``mtime``),
+    else from the page.
+    """
+    config = getattr(env, "mystnb_config", None)
+    folder = getattr(config, "output_folder", None)
+    if folder:
+        executed = Path(folder) / f"{docname}.ipynb"
+        if executed.is_file():
+            match = SCALE_PATTERN.search(executed.read_text(encoding="utf-8", errors="replace"))
+            if match:
+                return match.group(1)
+    cache_path = getattr(config, "execution_cache_path", None)
+    if cache_path and Path(cache_path).is_dir():
+        try:
+            from jupyter_cache import get_cache  # jupyter-cache comes with myst-nb
+
+            cache = get_cache(str(cache_path))
+            source = str(Path(env.doc2path(docname)).resolve())
+            records = [r for r in cache.list_cache_records() if str(Path(r.uri).resolve()) == source]
+            if records:
+                when = mtime if mtime is not None else max(r.created.timestamp() for r in records)
+                record = min(records, key=lambda r: abs(r.created.timestamp() - when))
+                nb = cache.get_cache_bundle(record.pk).nb
+                for cell in nb.cells:
+                    for output in cell.get("outputs", []):
+                        match = SCALE_PATTERN.search(str(output.get("text", "")))
+                        if match:
+                            return match.group(1)
+        except Exception:  # pragma: no cover - a cache it cannot read says nothing about the scale
+            pass
+    return getattr(env, "fedbandit_scales", {}).get(docname)
+
+
+def execution_rows(env) -> list[dict]:
+    """One record per executed notebook of the book, in table-of-contents order.
+
+    Keys: ``docname``, ``scale`` (``"quick"``, ``"paper"`` or None), ``runtime`` (seconds,
+    or None), ``executed_at`` (``"YYYY-MM-DD HH:MM"`` or None), ``this_build`` (executed
+    after :func:`build_started`), ``succeeded``, ``budget`` (seconds at paper scale, from
+    :data:`fedbandit.book.scale.CHAPTER_BUDGETS`, or None) and ``over_budget`` (a paper-scale
+    run executed in this build that took longer than its budget).
+    """
+    from myst_nb.sphinx_ import NbMetadataCollector  # myst-nb exists only in the book's build
+
+    metadata = NbMetadataCollector.get_doc_data(env)
+    started = build_started(env)
+    rows = []
+    for docname in _ordered_docs(env):
+        data = (metadata.get(docname) or {}).get("exec_data")
+        if not data:
+            continue
+        runtime, mtime = data.get("runtime"), data.get("mtime")
+        scale = _executed_scale(env, docname, mtime)
+        this_build = bool(mtime and mtime >= started - 1.0)
+        if scale is None and this_build:
+            scale = get_scale()  # the notebook's kernel inherited this build's FEDBANDIT_SCALE
+        budget = CHAPTER_BUDGETS.get(docname)
+        rows.append({
+            "docname": docname,
+            "scale": scale,
+            "runtime": runtime,
+            "executed_at": datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M") if mtime else None,
+            "this_build": this_build,
+            "succeeded": bool(data.get("succeeded")),
+            "budget": budget,
+            "over_budget": bool(this_build and scale == "paper" and budget and runtime and runtime > budget),
+        })
+    return rows
+
+
+def _report_budgets(app, exception):
+    """After the build: each notebook's time against its CI budget, logged and written to JSON.
+
+    The budgets are for CI (a slower chapter is a regression to look at), not for readers, so
+    they are not on the status page.
+    """
+    if exception is not None or not hasattr(app.env, "mystnb_config"):
+        return
+    from sphinx.util import logging
+
+    logger = logging.getLogger(__name__)
+    try:
+        rows = execution_rows(app.env)
+    except ImportError:  # pragma: no cover - myst-nb is always there in the book build
+        return
+    report = Path(app.outdir).parent / "execution-report.json"
+    report.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    cache = getattr(app.env.mystnb_config, "execution_cache_path", None)
+    if cache:
+        mark = Path(cache).parent / BUILD_FINISHED_MARK
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    for item in rows:
+        if item["over_budget"]:
+            logger.info(f"execution budget: {item['docname']} took {item['runtime']:.0f} s at paper scale, "
+                        f"over its CI budget of {item['budget']} s (fedbandit.book.scale.CHAPTER_BUDGETS)")
+    logger.info(f"execution times against the CI budgets: {report}")
+
+
+def _mark_build_start(app):
+    app.env.fedbandit_build_started = time.time()
+
+
+# ------------------------------------------------------------------ figure numbers per chapter
+
+_CHAPTER_NUMBER = re.compile(r"(?:^|/)(\d+)_[^/]*$")
+
+
+def chapter_number(docname: str) -> int | None:
+    """The chapter number a document's file name carries (``chapters/01_dp20_gaps`` is 1), or None."""
+    match = _CHAPTER_NUMBER.search(docname)
+    return int(match.group(1)) if match else None
+
+
+def _number_figures_per_document(app, env):
+    """Renumber figures (and tables, code blocks) from 1 in every document, after Sphinx numbered them.
+
+    Sphinx (``numfig``) numbers across the whole book when the table of contents carries no
+    section numbers ("Fig. 62" on the performance page).  Here each document restarts at 1,
+    prefixed by its chapter number when its file name has one ("Fig. 2.3").
+    """
+    fignumbers = getattr(env, "toc_fignumbers", None)
+    if not fignumbers:
+        return []
+    changed = []
+    for docname, by_type in fignumbers.items():
+        chapter = chapter_number(docname)
+        prefix = () if chapter is None else (chapter,)
+        for figtype, numbers in by_type.items():
+            ordered = sorted(numbers.items(), key=lambda item: item[1])
+            renumbered = {ident: prefix + (k,) for k, (ident, _) in enumerate(ordered, 1)}
+            if renumbered != numbers:
+                by_type[figtype] = renumbered
+                changed.append(docname)
+    return sorted(set(changed))
+
+
+# ------------------------------------------------------------------ author-year bibliography labels
+
+
+def _register_bibliography_style() -> None:
+    """Register the pybtex formatting style ``fedbandit_author_year`` (author-year labels, sorted by author)."""
+    try:
+        from pybtex.plugin import register_plugin
+        from pybtex.richtext import Text
+        from pybtex.style.formatting.unsrt import Style as UnsrtStyle
+        from pybtex.style.labels import BaseLabelStyle
+    except ImportError:  # pragma: no cover - pybtex comes with sphinxcontrib-bibtex
+        return
+    from collections import Counter
+
+    def last_name(person) -> str:
+        return Text.from_latex(" ".join(person.prelast_names + person.last_names)).render_as("text")
+
+    class AuthorYearLabels(BaseLabelStyle):
+        """"Mironov, 2017", "Balle and Wang, 2018", "Bonawitz et al., 2017"; "2010a", "2010b" when equal."""
+
+        def format_labels(self, sorted_entries):
+            labels = [self.format_label(entry) for entry in sorted_entries]
+            count, seen = Counter(labels), Counter()
+            for label in labels:
+                if count[label] == 1:
+                    yield label
+                else:
+                    yield label + chr(ord("a") + seen[label])
+                    seen[label] += 1
+
+        def format_label(self, entry):
+            people = entry.persons.get("author") or entry.persons.get("editor") or []
+            names = [last_name(p) for p in people]
+            if not names:
+                who = entry.fields.get("key", entry.key)
+            elif len(names) == 1:
+                who = names[0]
+            elif len(names) == 2:
+                who = f"{names[0]} and {names[1]}"
+            else:
+                who = f"{names[0]} et al."
+            year = entry.fields.get("year")
+            return f"{who}, {year}" if year else who
+
+    class AuthorYearStyle(UnsrtStyle):
+        default_label_style = AuthorYearLabels
+        default_sorting_style = "author_year_title"
+
+    register_plugin("pybtex.style.formatting", "fedbandit_author_year", AuthorYearStyle, force=True)
+
+
+# ------------------------------------------------------------------ the book's CSS
+
+#: Explorers (fedbandit.book.explorer) on narrow screens: controls wrap, readouts show their whole
+#: label, images scale down with the column instead of overflowing it.
+BOOK_CSS = """
+.fedbandit-explorer { max-width: 100%; }
+.fedbandit-explorer .widget-hbox, .fedbandit-explorer .widget-box { flex-wrap: wrap; max-width: 100%; }
+.fedbandit-explorer .widget-inline-hbox { max-width: 100%; flex-wrap: wrap; height: auto; }
+.fedbandit-explorer .widget-readout { max-width: none; min-width: 0; overflow: visible; width: auto; }
+.fedbandit-explorer .widget-label { width: auto; min-width: 0; max-width: 100%; }
+.fedbandit-explorer .widget-slider, .fedbandit-explorer .widget-dropdown,
+.fedbandit-explorer .widget-toggle-buttons { max-width: 100%; }
+.fedbandit-explorer .widget-toggle-buttons .widget-toggle-button { width: auto; }
+.fedbandit-explorer img { max-width: 100%; height: auto; }
+"""
+
+
+def _book_css(app, config):
+    folder = Path(app.doctreedir).parent / "fedbandit-static"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fedbandit.css").write_text(BOOK_CSS.lstrip(), encoding="utf-8")
+    config.html_static_path = list(config.html_static_path) + [str(folder)]
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -432,6 +722,12 @@ def _static_build_environment(app, config):
 
 def setup(app):
     _figures_wrap_images_only()
+    _register_bibliography_style()
+    app.connect("builder-inited", _mark_build_start)
+    app.connect("config-inited", _book_css)
+    app.add_css_file("fedbandit.css")
+    app.connect("env-get-updated", _number_figures_per_document, priority=900)
+    app.connect("build-finished", _report_budgets)
     app.connect("config-inited", _static_build_environment)
     app.connect("config-inited", _theme_mode)
     app.add_js_file(None, body=MATHJAX2_HUB_SHIM, priority=510)
@@ -446,4 +742,4 @@ def setup(app):
     app.connect("env-merge-info", _merge)
     app.connect("env-get-updated", _outdated)
     app.connect("html-page-context", _dedupe_scripts, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}

@@ -95,7 +95,13 @@ def _current() -> tuple[_Group | None, int]:
 
 
 def in_lockstep() -> bool:
-    """True in a task of a lockstep group (:func:`run_in_lockstep`): groups do not nest."""
+    """Whether the current thread runs a task of a lockstep group (groups do not nest).
+
+    Returns
+    -------
+    bool
+        True inside a call that :func:`run_in_lockstep` is running.
+    """
     return _current()[0] is not None
 
 
@@ -107,9 +113,16 @@ def handover() -> None:
 
 
 def task_clock() -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of the current task: in a lockstep group only the time its
-    thread held the baton (the group runs one task at a time, so the process's CPU time in
-    that span is the task's), elsewhere the process's CPU time and the wall clock."""
+    """The current task's clock: in a lockstep group only the time its thread held the baton.
+
+    The group runs one task at a time, so the process's CPU time in the spans a task holds the
+    baton is that task's; outside a group the clock is the process's CPU time and the wall clock.
+
+    Returns
+    -------
+    tuple of float
+        (CPU seconds, wall seconds); differences of two readings are the task's own times.
+    """
     group, slot = _current()
     if group is None:
         return time.process_time(), time.perf_counter()
@@ -275,7 +288,13 @@ def _read_only(block):
 class SharedEnvironment:
     """An environment whose blocks come from its lockstep group's store (see the module notes).
 
-    Every attribute but :meth:`iter_blocks` is the wrapped environment's.
+    Every attribute but :meth:`iter_blocks` is the wrapped environment's.  Built by
+    :func:`share`, not directly.
+
+    Parameters
+    ----------
+    source : _SharedSource
+        The group's store of one environment's blocks.
     """
 
     def __init__(self, source: _SharedSource):
@@ -300,8 +319,19 @@ class SharedEnvironment:
 
 
 def share(env):
-    """``env`` itself outside a lockstep group; inside one, a view sharing its blocks with the
-    group's other environments of the same :meth:`stream_key` (``env`` without one is returned)."""
+    """``env`` itself outside a lockstep group; inside one, a view sharing its blocks.
+
+    Parameters
+    ----------
+    env : environment
+        A linear environment; one with a ``stream_key()`` method can be shared.
+
+    Returns
+    -------
+    environment or SharedEnvironment
+        ``env`` outside a group (or without ``stream_key``); inside one, a view whose blocks
+        are generated once for every environment of the group with the same stream key.
+    """
     group, _ = _current()
     key_of = getattr(env, "stream_key", None)
     if group is None or key_of is None:

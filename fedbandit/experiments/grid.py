@@ -25,7 +25,6 @@ from typing import Any
 
 from fedbandit._grid import (
     BACKENDS,
-    MAX_UNIT,
     Grouping,
     config_hash,
     default_cache_dir,
@@ -40,9 +39,6 @@ from fedbandit.envs.sharing import in_lockstep, run_in_lockstep
 
 __all__ = [
     "BACKENDS",
-    "MAX_UNIT",
-    "Grouping",
-    "ENVIRONMENT_SHARING",
     "run_grid",
     "make_rng",
     "config_hash",
