@@ -118,3 +118,16 @@ def test_hybrid_counter_target_enters_a_binary_node_and_a_log_release():
     spec = {s.name: s for s in end_to_end_specs(epsilon=1.0)}["stream/counter-hybrid"]
     rep = audit_end_to_end(spec, 4000, rng=np.random.default_rng(3), power=False)
     assert rep.consistent and 0.7 < rep.ratio <= 1.0, rep.ratio
+
+
+def test_the_poisson_ddg_audit_catches_shares_that_are_not_dealt(monkeypatch):
+    """A bug of the Poisson DDG's own kind -- each client adds one noise share instead of its part of the K -- leaves
+    the sum with k shares (about half of K here): the audit's noise-law check rejects it (the correct code passes)."""
+    from fedbandit.accounting.ddg import DDGParams
+
+    spec = {s.name: s for s in SPECS}["mean estimation/sum-ddg-secagg (Poisson)"]
+    good = audit_end_to_end(spec, 1000, rng=np.random.default_rng(3), power=False)
+    assert not good.noise_law_rejected, good.attack
+    monkeypatch.setattr(DDGParams, "noise_shares", lambda self, clients: np.ones(clients, dtype=np.int64))
+    bad = audit_end_to_end(spec, 1000, rng=np.random.default_rng(3), power=False)
+    assert bad.noise_law_rejected and bad.noise_ratio < 0.85, bad.attack

@@ -156,16 +156,32 @@ def test_central_gaussian_draws_are_the_mechanism_s():
 
 
 def test_ddg_draws_are_the_mechanism_s():
-    """The protocol's release is DDGMechanism(ddg_params(..., steps=T), rng).noisy_sum(x, rng), bit for bit."""
+    """The protocol's release is DDGMechanism(ddg_params(..., steps=T), rng, runs=R).noisy_sum(x, rng), bit for bit:
+    one rotation per run, drawn at reset."""
     x = _vectors(np.random.default_rng(3), (2, 20, 30))
     p = _make("sum-ddg-secagg", n=20, d=30, T=3, bits=14, k=3).reset(n_runs=2, rng=np.random.default_rng(9))
     out = [p.aggregate(x), p.aggregate(x)]
     rng = np.random.default_rng(9)
     params = ddg_params(14, 3, 20, 30, 1.0, 2.0, 1e-5, BETA, steps=3)
     assert p.params == params
-    mech = DDGMechanism(params, rng)
+    mech = DDGMechanism(params, rng, runs=2)
     ref = [mech.noisy_sum(x, rng), mech.noisy_sum(x, rng)]
     np.testing.assert_array_equal(out, ref)
+
+
+def test_ddg_runs_have_their_own_rotation():
+    """Each run of a reset draws its own public rotation (the runs are independent executions); a fixed
+    flatten_seed shares one.  Run r's release is what a one-run mechanism with run r's signs computes."""
+    p = _make("sum-ddg-secagg", n=20, d=30, T=1, bits=14, k=3).reset(n_runs=3, rng=np.random.default_rng(2))
+    signs = p.randomizer.mechanism.flattener.signs
+    assert signs.shape == (3, 32) and not np.array_equal(signs[0], signs[1]) and not np.array_equal(signs[1], signs[2])
+    fixed = _make("sum-ddg-secagg", n=20, d=30, T=1, flatten_seed=5).reset(n_runs=3, rng=np.random.default_rng(2))
+    assert fixed.randomizer.mechanism.flattener.signs.shape == (32,)
+    x = _vectors(np.random.default_rng(4), (3, 20, 30))
+    mech = p.randomizer.mechanism
+    y = np.stack([mech.flattener.flatten(x[r], run=r) for r in range(3)])
+    np.testing.assert_allclose(mech.flattener.flatten(x), y)
+    np.testing.assert_allclose(np.stack([mech.flattener.unflatten(y[r], run=r) for r in range(3)]), x, atol=1e-12)
 
 
 def test_ddg_fixed_flatten_seed_reuses_the_rotation():
@@ -329,7 +345,7 @@ def test_sampled_gaussian_accounting_states_what_is_proven(sampling, relation, s
     assert p.noise_std() < full.noise_std()
 
 
-def test_sampled_ddg_is_calibrated_with_amplification_and_refuses_poisson():
+def test_sampled_ddg_is_calibrated_with_amplification_and_poisson_needs_a_population():
     p = _make("sum-ddg-secagg", n=20, d=30, T=50)
     a = create("sum-ddg-secagg", epsilon=2.0, delta=1e-5).configure(
         n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1)
@@ -338,9 +354,17 @@ def test_sampled_ddg_is_calibrated_with_amplification_and_refuses_poisson():
         n_parties=20, dim=30, n_rounds=50, clip=1.0, sampling_rate=0.1)
     assert s.accounting().status == "verified" and s.accounting().epsilon == pytest.approx(2.0, rel=1e-6)
     assert s.params.sigma > a.params.sigma  # replace-one: twice the sensitivity
-    with pytest.raises(ValueError, match="Poisson sample"):
+    # Poisson rounds of 20 clients at q = 0.1: a round with nobody but the target has chance 0.1·0.9^19 per round,
+    # far above delta, so no noise gives this delta (sampled_ddg step 1)
+    with pytest.raises(ValueError, match="no DDG noise gives this delta"):
         create("sum-ddg-secagg", epsilon=2.0, delta=1e-5).configure(
             n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    with pytest.raises(ValueError, match="add-remove"):
+        create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, relation="replace").configure(
+            n_parties=2000, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.05, sampling="poisson")
+    with pytest.raises(ValueError, match="Poisson sample"):
+        create("sum-binomial-secagg", epsilon=2.0, delta=1e-5).configure(
+            n_parties=2000, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.05, sampling="poisson")
     with pytest.raises(ValueError, match="auto"):
         create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits="auto").configure(
             n_parties=20, dim=30, n_rounds=5, clip=1.0, sampling_rate=0.1)
@@ -361,3 +385,54 @@ def test_mask_drops_the_absent_parties():
     d = _make("sum-ddg-secagg").reset(n_runs=2, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="noise share"):
         d.aggregate(x, mask=mask)
+
+
+def _poisson_ddg(N=400, q=0.1, T=3, d=30, **kw):
+    return create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits=16, k=3, **kw).configure(
+        n_parties=N, dim=d, n_rounds=T, clip=1.0, sampling_rate=q, sampling="poisson")
+
+
+def test_poisson_ddg_deals_its_shares_and_is_the_mechanism_s():
+    """Poisson rounds: the release is, per run, DDGMechanism.encode of the clients that joined with the K shares dealt
+    over them (client_shares), summed mod 2^B and decoded with that run's rotation -- bit for bit."""
+    from fedbandit.accounting.sampled_ddg import client_shares, noise_shares_for
+
+    p = _poisson_ddg()
+    K = noise_shares_for(0.1, 400, 3, 1e-5)
+    assert p.params.n == K and p.params.sampling == "poisson" and p.params.population == 400
+    assert p.noise_std() == pytest.approx(math.sqrt(K) * p.params.sigma)
+    x = _vectors(np.random.default_rng(3), (2, 400, 30))
+    mask = np.random.default_rng(4).random((2, 400)) < 0.1
+    p.reset(n_runs=2, rng=np.random.default_rng(9))
+    out = p.aggregate(x, mask=mask)
+    rng = np.random.default_rng(9)
+    mech = DDGMechanism(p.params, rng, runs=2)
+    ref = []
+    for r in range(2):
+        idx = np.flatnonzero(mask[r])
+        res = mech.encode(x[r, idx], rng, noise_shares=client_shares(K, idx.size), run=r)
+        ref.append(mech.decode(np.mod(res.sum(0), p.params.modulus), run=r))
+    np.testing.assert_array_equal(out, np.stack(ref))
+    assert p.accounting().status == "verified" and p.accounting().epsilon == pytest.approx(2.0, rel=1e-6)
+    with pytest.raises(ValueError, match="mask"):
+        p.aggregate(x)
+
+
+def test_poisson_ddg_noise_has_the_declared_variance_whatever_the_number_of_clients():
+    """The error of a Poisson round's release (against the clipped sum of the clients that joined) has per-coordinate
+    variance noise_std()² plus the rounding's (at most k γ²/4), whether 5 or 60 clients joined: the dealt shares keep
+    the sum's noise (two-sided chi-square band at false-alarm rate 1e-4 per case, with the rounding's range)."""
+    p = _poisson_ddg(N=400, q=0.1, T=1, d=64)
+    var = p.noise_std() ** 2
+    g2 = p.params.gamma ** 2
+    for k in (5, 60):
+        runs = 200
+        x = _vectors(np.random.default_rng(k), (runs, 400, 64))
+        mask = np.zeros((runs, 400), dtype=bool)
+        mask[:, :k] = True
+        pk = _poisson_ddg(N=400, q=0.1, T=1, d=64).reset(n_runs=runs, rng=np.random.default_rng(100 + k))
+        err = pk.aggregate(x, mask=mask) - clip_l2(x[:, :k], 1.0).sum(axis=1)
+        m = err.size
+        lo = stats.chi2.ppf(0.5e-4, m) / m * var
+        hi = stats.chi2.ppf(1 - 0.5e-4, m) / m * (var + k * g2 / 4)
+        assert lo < np.mean(err**2) < hi, (k, np.mean(err**2) / var)

@@ -73,3 +73,30 @@ def test_theorem2_parameters_meet_the_proof_s_conditions_and_scale_as_c2d_over_e
     assert r["eps_cdp"] == pytest.approx(ddg_zcdp_epsilon(r["delta2"], r["sigma"], r["gamma"], 100, 256))
     sum_mse = mse * 250 * 100**2
     assert not _exceeds(sum_mse, theorem2_mse(10.0, 100, 256, r["eps_cdp"]))
+
+
+def test_theorem2_at_its_own_parameters():
+    """Theorem 2's configuration (theorem2_params: the proof's σ, γ, β and the fewest bits of its modular condition),
+    not the book's calibration: Theorem 1's ε there is at most the theorem's ε (the privacy half, by the package's
+    independent Theorem 1), the modular condition holds at theorem2_bits and not one bit below, and the error of the sum
+    with every client's vector aligned (‖Σ x‖ = nc, the case the condition allows for) is not above the theorem's value
+    there, and far above it two bits below (one-sided Student t tests at level ALPHA)."""
+    from fedbandit.experiments import theorem2_trial
+    from fedbandit.theory.ddg import theorem2_bits, theorem2_params
+
+    c, n, d = 10.0, 100, 250
+    for eps in (1.0, 4.0):
+        p = theorem2_params(c, n, d, eps)
+        assert p.beta == 1 / n and p.sigma == theorem2_sigma(c, n, eps)
+        assert ddg_zcdp_epsilon(p.delta2, p.sigma, p.gamma, n, p.d_pad) <= eps
+        b = theorem2_bits(c, n, p.d_pad, eps)
+        sigma_hat = math.sqrt(c * c * n * n / p.d_pad + (p.gamma**2 / 4 + p.sigma**2) * n)
+        for bb, ok in ((b, True), (b - 1, False)):  # the condition written out
+            m = 2.0**bb
+            assert (p.gamma * m >= sigma_hat * math.sqrt(8 * math.log(1 + m * m / n))) == ok
+        at = theorem2_trial(dict(n=n, d=d, c=c, epsilon=eps, reps=40, aligned=True), np.random.default_rng(1))
+        below = theorem2_trial(dict(n=n, d=d, c=c, epsilon=eps, reps=40, aligned=True, bits=b - 2),
+                               np.random.default_rng(2))
+        assert at["bits"] == b and at["wrap"] == 0.0
+        assert not _exceeds(at["mse"], at["theorem2_mse"]), (at["mse"].mean(), at["theorem2_mse"])
+        assert _exceeds(below["mse"], below["theorem2_mse"]), (below["mse"].mean(), below["theorem2_mse"])

@@ -9,7 +9,8 @@ shuffle, counting and Gaussian modules).
 
 Modules: ``events``, ``accountant``, ``calibration``, ``zcdp`` (zCDP / RDP conversions),
 ``composition`` (basic, advanced, group, level budgets), ``amplification`` (shuffling),
-``ddg`` (the distributed discrete Gaussian), ``deshuffle`` (the exact de-shuffling lower
+``ddg`` (the distributed discrete Gaussian), ``sampled_ddg`` (its Poisson-sampled rounds, through
+the sampled Gaussian that dominates them), ``deshuffle`` (the exact de-shuffling lower
 bound on shuffled Gaussian messages), ``shuffle`` (shuffled randomized response),
 ``counting`` (continual counting), ``gaussian`` and ``composed_gaussian`` (the analytic
 Gaussian mechanism).
@@ -109,6 +110,7 @@ _EXPORTS = {
     "GaussianEvent": "events",
     "LaplaceEvent": "events",
     "DiscreteGaussianSumEvent": "events",
+    "SampledDiscreteGaussianSumEvent": "events",
     "ShuffledRandomizedResponseEvent": "events",
     "ApproxDpEvent": "events",
     "ClaimedEvent": "events",
@@ -119,6 +121,18 @@ _EXPORTS = {
     "analytic_gaussian_delta": "gaussian",
     "analytic_gaussian_sigma": "gaussian",
     "analytic_gaussian_epsilon": "gaussian",
+    "SMOOTHING": "sampled_ddg",
+    "TAIL_SHARE": "sampled_ddg",
+    "smoothing_closeness": "sampled_ddg",
+    "share_closeness": "sampled_ddg",
+    "sampling_tail": "sampled_ddg",
+    "MIN_SHARE_SCALE": "sampled_ddg",
+    "noise_shares_for": "sampled_ddg",
+    "client_shares": "sampled_ddg",
+    "SampledDDGBound": "sampled_ddg",
+    "sampled_ddg_bound": "sampled_ddg",
+    "sampled_ddg_epsilon": "sampled_ddg",
+    "sampled_ddg_noise_std": "sampled_ddg",
     "rr_shuffle_delta": "shuffle",
     "rr_shuffle_delta_exact": "shuffle",
     "rr_flip_probability": "shuffle",

@@ -5,7 +5,9 @@ event tree (:mod:`fedbandit.accounting.events`) and
 
 * composes Gaussian releases in zCDP ([BS16], Lemma 2.3) and converts with [CKS20];
 * uses the RDP bound of sums of discrete Gaussians ([KLS21], Prop. 14) for
-  :class:`~fedbandit.accounting.events.DiscreteGaussianSumEvent`;
+  :class:`~fedbandit.accounting.events.DiscreteGaussianSumEvent`, and the sampled Gaussian
+  that dominates the Poisson-sampled sum ([MTZ19]; :mod:`fedbandit.accounting.sampled_ddg`)
+  for :class:`~fedbandit.accounting.events.SampledDiscreteGaussianSumEvent`;
 * certifies shuffled randomized response by the privacy-blanket bound;
 * composes pure ε-DP releases by adding ε, and (ε, δ) releases by the better of basic
   and advanced composition ([DRV10]);
@@ -39,12 +41,14 @@ from fedbandit.accounting.events import (
     LaplaceEvent,
     NonPrivateEvent,
     NoReleaseEvent,
+    SampledDiscreteGaussianSumEvent,
     SelfComposedEvent,
     ShuffledRandomizedResponseEvent,
     check_relation,
     gaussian_rho,
     sum_over_releases,
 )
+from fedbandit.accounting.sampled_ddg import sampled_ddg_epsilon
 from fedbandit.accounting.shuffle import rr_shuffle_delta
 from fedbandit.accounting.zcdp import rdp_to_approx_dp, zcdp_to_approx_dp
 
@@ -211,6 +215,15 @@ def _analyze(event: DpEvent, delta: float, target_epsilon: float) -> _Result:
             rdp = steps * ddg_rdp(RDP_ORDERS, delta2, e.sigma, e.gamma, e.n_parties, e.dim,
                                   delta1=math.sqrt(e.dim) * delta2)
             eps = rdp_to_approx_dp(RDP_ORDERS, rdp, delta)
+        return _Result(eps, delta, "verified")
+    if isinstance(event, SampledDiscreteGaussianSumEvent) or (
+        isinstance(event, SelfComposedEvent) and isinstance(event.event, SampledDiscreteGaussianSumEvent)
+    ):
+        steps = event.count if isinstance(event, SelfComposedEvent) else 1
+        se = cast(SampledDiscreteGaussianSumEvent, event.event if isinstance(event, SelfComposedEvent) else event)
+        eps = sampled_ddg_epsilon(se.noise_std, delta2=ddg_delta2(se.clip, se.gamma, se.dim, se.beta), gamma=se.gamma,
+                                  dim=se.dim, sampling_rate=se.sampling_rate, steps=steps, population=se.population,
+                                  delta=delta, shares=se.shares)
         return _Result(eps, delta, "verified")
     if isinstance(event, ShuffledRandomizedResponseEvent):
         certified = rr_shuffle_delta(event.epsilon_message, event.n_messages, event.p) <= event.delta_message

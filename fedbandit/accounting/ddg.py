@@ -33,10 +33,11 @@ Conversions to :math:`(\varepsilon, \delta)` use :mod:`fedbandit.accounting.zcdp
 ([CKS20] conversion for zCDP and for RDP).  The continuous central baseline, the
 analytic Gaussian mechanism, lives in :mod:`fedbandit.mechanisms.gaussian`.
 
-The Theorem 1 and Proposition 14 formulas of Kairouz, Liu & Steinke (2021) are [recalled]
-(the paper text available to us lacks the displays); they agree with the paper's
-worked example (:math:`\sigma = \Delta = 1`, :math:`n = 10^4` gives
-:math:`\varepsilon < 0.02`) and with the authors' public accounting code.
+The Theorem 1 and Proposition 14 formulas are those of Kairouz, Liu & Steinke (2021);
+they reproduce the paper's worked example (:math:`\sigma = \Delta = 1`, :math:`n = 10^4`
+gives :math:`\varepsilon < 0.02`), agree with the authors' public accounting code, and the
+closeness bound behind τ (Theorem 11, by induction) is checked against the exact convolution
+of discrete Gaussians in ``tests/test_sampled_ddg.py``.
 
 References
 ----------
@@ -68,7 +69,9 @@ from fedbandit._validation import (
     check_positive_float,
     check_positive_int,
 )
+from fedbandit.accounting._dg_sums import ddg_tau
 from fedbandit.accounting._roots import decreasing_root
+from fedbandit.accounting.sampled_ddg import client_shares, sampled_ddg_epsilon, sampled_ddg_noise_std
 from fedbandit.accounting.subsampling import subsampled_epsilon
 from fedbandit.accounting.zcdp import over_sigma_squared, rdp_to_approx_dp, zcdp_to_approx_dp
 
@@ -93,40 +96,22 @@ __all__ = [
 RDP_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 1.0, 200)[:-1], np.geomspace(2.0, 1e5, 600)])
 
 
-_TAU_CHUNK = 1 << 22
-
-
 def _check_n(n: int, name: str = "n") -> int:
     return check_positive_int(name, n, max_value=MAX_STEPS, reason="τ sums n − 1 terms, in time proportional to n")
 
 
-def ddg_tau(sigma_over_gamma: float, n: int) -> float:
-    r"""The inflation :math:`\tau = 10\sum_{k=1}^{n-1} e^{-2\pi^2 (\sigma/\gamma)^2 k/(k+1)}` ([KLS21]_ Thm. 1).
-
-    Parameters
-    ----------
-    sigma_over_gamma : float
-        σ/γ, the noise scale on the integer grid.
-    n : int
-        The number of clients.
-
-    Returns
-    -------
-    float
-        τ.
-    """
-    s = check_positive_float("sigma_over_gamma", sigma_over_gamma)
-    n = _check_n(n)
-    if n == 1:
-        return 0.0
-    if n <= _TAU_CHUNK:
-        k = np.arange(1, n, dtype=np.float64)
-        return float(10.0 * np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
-    total = 0.0  # the same sum in chunks, so that memory does not grow with n
-    for start in range(1, n, _TAU_CHUNK):
-        k = np.arange(start, min(start + _TAU_CHUNK, n), dtype=np.float64)
-        total += float(np.sum(np.exp(-2.0 * math.pi**2 * s * s * k / (k + 1.0))))
-    return 10.0 * total
+def _check_poisson(method: str, amplification: str, population: int | None) -> int:
+    """Poisson sampling of the clients: accounted in RDP, add/remove one client, from a stated population."""
+    if method != "rdp":
+        raise ValueError(f"sampling='poisson' is accounted through the sampled Gaussian's RDP: use method='rdp', "
+                         f"got {method!r}")
+    if amplification != "poisson":
+        raise ValueError(f"sampling='poisson' is proven for adding or removing one client: use amplification='poisson', "
+                         f"got {amplification!r}")
+    if population is None:
+        raise ValueError("sampling='poisson' needs population, the number N of clients the rounds sample from")
+    return check_positive_int("population", population, max_value=MAX_STEPS,
+                              reason="the binomial tails are over the population")
 
 
 def ddg_delta2(c: float, gamma: float, d: int, beta: float) -> float:
@@ -252,6 +237,9 @@ def ddg_epsilon(
     method: str = "rdp",
     sampling_rate: float = 1.0,
     amplification: str = "poisson",
+    sampling: str = "fixed",
+    population: int | None = None,
+    shares: int | None = None,
 ) -> float:
     r"""(ε, δ) of ``steps`` compositions of the distributed discrete Gaussian ([KLS21]_).
 
@@ -282,6 +270,18 @@ def ddg_epsilon(
         sensitivity 2Δ₂); :func:`fedbandit.accounting.subsampling.subsampled_epsilon`.
         Needs ``method="rdp"``.
     amplification : {"poisson", "without-replacement"}
+    sampling : {"fixed", "poisson"}, default "fixed"
+        ``"poisson"``: every client of a ``population`` joins each round with probability
+        ``sampling_rate``, and the ``shares`` noise shares N_Z(0, σ²/γ²) are dealt over the
+        clients that joined, so that the sum carries them all whatever their number; ``n``
+        counts the shares actually in the sum (``shares``, or fewer after dropouts).
+        Add/remove one client, accounted through the sampled Gaussian that dominates it
+        (:func:`fedbandit.accounting.sampled_ddg.sampled_ddg_epsilon`).  Needs
+        ``amplification="poisson"`` and ``method="rdp"``.
+    population : int or None
+        N, the clients a Poisson round samples from (``sampling="poisson"`` only).
+    shares : int or None
+        K, the noise shares dealt in a Poisson round (default ``n``).
 
     Returns
     -------
@@ -294,7 +294,15 @@ def ddg_epsilon(
     steps = check_positive_int("steps", steps)
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
+    check_choice("sampling", sampling, ("fixed", "poisson"))
     delta2 = ddg_delta2(c, gamma, d, beta)
+    if sampling == "poisson":
+        N = _check_poisson(method, amplification, population)
+        n = _check_n(n)
+        K = n if shares is None else check_positive_int("shares", shares, max_value=MAX_STEPS)
+        return sampled_ddg_epsilon(math.sqrt(n) * sigma, delta2=delta2, gamma=gamma, dim=d,
+                                   sampling_rate=sampling_rate, steps=steps, population=N, delta=delta,
+                                   shares=K, present_shares=n)
     if sampling_rate < 1.0:
         if method != "rdp":
             raise ValueError(f"sampling_rate={sampling_rate} < 1 is accounted in Rényi DP: use method='rdp', got {method!r}")
@@ -324,11 +332,15 @@ def ddg_sigma_for_epsilon(
     method: str = "rdp",
     sampling_rate: float = 1.0,
     amplification: str = "poisson",
+    sampling: str = "fixed",
+    population: int | None = None,
 ) -> float:
     r"""Smallest per-client :math:`\sigma` with :func:`ddg_epsilon` :math:`\le` ``epsilon`` (1-D root finding).
 
     :math:`\varepsilon` decreases in :math:`\sigma` (both :math:`\Delta_2/(\sqrt n\sigma)`
-    and :math:`\tau` do), so the root is unique.
+    and :math:`\tau` do), so the root is unique.  ``sampling="poisson"``: one of the ``n``
+    noise shares of the sum's noise from :func:`fedbandit.accounting.sampled_ddg.sampled_ddg_noise_std`
+    (the dominating sampled Gaussian's own calibration, no search over σ here).
 
     Parameters
     ----------
@@ -354,6 +366,11 @@ def ddg_sigma_for_epsilon(
         q of each release.
     amplification : {"poisson", "without-replacement"}, default "poisson"
         The subsampling (:func:`ddg_epsilon`).
+    sampling : {"fixed", "poisson"}, default "fixed"
+        How the rounds' clients are drawn (:func:`ddg_epsilon`); ``"poisson"``: ``n`` is
+        the number of noise shares dealt over a round's clients.
+    population : int or None
+        N, the clients a Poisson round samples from (``sampling="poisson"`` only).
 
     Returns
     -------
@@ -361,13 +378,19 @@ def ddg_sigma_for_epsilon(
         The smallest σ (original units).
     """
     epsilon = check_epsilon("epsilon", epsilon)
-    ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
+    delta2 = ddg_delta2(c, gamma, d, beta)  # validates c, gamma, d, beta
     n = _check_n(n)
     delta = check_delta("delta", delta)
     steps = check_positive_int("steps", steps)
     check_choice("method", method, ("rdp", "zcdp"))
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
+    check_choice("sampling", sampling, ("fixed", "poisson"))
+    if sampling == "poisson":
+        population = _check_poisson(method, amplification, population)
+        total = sampled_ddg_noise_std(epsilon, delta2=delta2, gamma=gamma, dim=d, sampling_rate=sampling_rate,
+                                      steps=steps, population=population, delta=delta, shares=n)
+        return total / math.sqrt(n)
 
     def gap(log_sigma: float) -> float:
         return (
@@ -393,8 +416,8 @@ def sum_closeness_bound(sigma2: float, tau2: float) -> float:
     r"""[KLS21]_ Theorem 11: :math:`D_\infty(\mathcal N_{\mathbb Z}(0,\sigma^2) * \mathcal N_{\mathbb Z}(0,\tau^2) \,\|\, \mathcal N_{\mathbb Z}(0,\sigma^2+\tau^2))`.
 
     Returns the bound :math:`5\exp(-2\pi^2/(1/\sigma^2 + 1/\tau^2))`, valid when
-    :math:`1/\sigma^2 + 1/\tau^2 \le 8` ([recalled]; consistent with the paper's
-    "≤ 1e-12 at σ² = τ² = 3").
+    :math:`1/\sigma^2 + 1/\tau^2 \le 8`; it reproduces the paper's "≤ 1e-12 at σ² = τ² = 3",
+    and ``tests/test_sampled_ddg.py`` checks it, in both directions, against the exact convolution.
 
     Parameters
     ----------
@@ -488,6 +511,12 @@ class DDGParams:
         q of each release.
     amplification : {"poisson", "without-replacement"}, default "poisson"
         The subsampling.
+    sampling : {"fixed", "poisson"}
+        How the rounds' clients are drawn (:func:`ddg_epsilon`); ``"poisson"``: ``n`` is the
+        number K of noise shares of scale ``sigma`` dealt over the clients of a round
+        (:meth:`noise_shares`).
+    population : int or None
+        N, the clients a Poisson round samples from.
     """
 
     bits: int
@@ -509,6 +538,8 @@ class DDGParams:
     rho: float = 1.0
     sampling_rate: float = 1.0
     amplification: str = "poisson"
+    sampling: str = "fixed"
+    population: int | None = None
 
     @property
     def modulus(self) -> int:
@@ -538,7 +569,21 @@ class DDGParams:
             method=self.method,
             sampling_rate=self.sampling_rate,
             amplification=self.amplification,
+            sampling=self.sampling,
+            population=self.population,
+            shares=self.n if self.sampling == "poisson" else None,
         )
+
+    def noise_shares(self, clients: int) -> np.ndarray:
+        """How many noise shares N_Z(0, σ²/γ²) each of ``clients`` clients adds to a round's sum.
+
+        Fixed-size rounds: one each; Poisson rounds (``sampling="poisson"``): the ``n`` shares
+        dealt round-robin (:func:`fedbandit.accounting.sampled_ddg.client_shares`).
+        """
+        k = check_positive_int("clients", clients, max_value=MAX_STEPS)
+        if self.sampling != "poisson":
+            return np.ones(k, dtype=np.int64)
+        return client_shares(self.n, k)
 
     def noise_mse(self) -> float:
         """Per-coordinate MSE of the *sum* due to privacy noise alone, :math:`n\\sigma^2` (approximately)."""
@@ -603,6 +648,8 @@ def ddg_params(
     n_signal: int | None = None,
     sampling_rate: float = 1.0,
     amplification: str = "poisson",
+    sampling: str = "fixed",
+    population: int | None = None,
 ) -> DDGParams:
     r"""Choose :math:`\gamma` and :math:`\sigma` from (bits, k, n, d, c, ε, δ) as in [KLS21]_'s code.
 
@@ -620,7 +667,10 @@ def ddg_params(
 
     ``sampling_rate`` and ``amplification``: the releases sum a random sample of ``n`` of
     the clients (:func:`ddg_epsilon`); σ is calibrated with the subsampled accounting, as
-    the authors' code does for federated learning.
+    the authors' code does for federated learning.  ``sampling="poisson"`` and
+    ``population`` N: every client joins each round with probability ``sampling_rate``;
+    ``n`` is the number K of noise shares dealt over a round's clients
+    (:meth:`DDGParams.noise_shares`), ``n_signal`` the expected number of clients.
 
     Parameters
     ----------
@@ -654,6 +704,11 @@ def ddg_params(
         q of each release.
     amplification : {"poisson", "without-replacement"}, default "poisson"
         The subsampling (:func:`ddg_epsilon`).
+    sampling : {"fixed", "poisson"}, default "fixed"
+        How the rounds' clients are drawn; ``"poisson"``: ``n`` is the number of noise
+        shares dealt over a round's clients (:meth:`DDGParams.noise_shares`).
+    population : int or None
+        N, the clients a Poisson round samples from (``sampling="poisson"`` only).
 
     Returns
     -------
@@ -672,6 +727,11 @@ def ddg_params(
     n_s = n if n_signal is None else check_positive_int("n_signal", n_signal)
     sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
     check_choice("amplification", amplification, ("poisson", "without-replacement"))
+    check_choice("sampling", sampling, ("fixed", "poisson"))
+    if sampling == "poisson":
+        population = _check_poisson(method, amplification, population)
+    elif population is not None:
+        raise ValueError(f"population={population!r} is for sampling='poisson'; fixed-size rounds sum n={n} clients")
     if n_signal is not None and 4**bits < n_s * k * k:
         raise ValueError(
             f"no valid gamma: 2^(2*bits) = {4**bits} < n_signal*k^2 = {n_s * k * k:g} (bits={bits}); "
@@ -683,7 +743,7 @@ def ddg_params(
     def sigma_of(gamma: float) -> float:
         return ddg_sigma_for_epsilon(
             epsilon, c=c, gamma=gamma, beta=beta, n=n, d=d_pad, delta=delta, steps=steps, method=method,
-            sampling_rate=sampling_rate, amplification=amplification,
+            sampling_rate=sampling_rate, amplification=amplification, sampling=sampling, population=population,
         )
 
     def f(log_gamma: float) -> float:
@@ -733,6 +793,8 @@ def ddg_params(
         rho=rho,
         sampling_rate=sampling_rate,
         amplification=amplification,
+        sampling=sampling,
+        population=population,
     )
 
 

@@ -58,6 +58,7 @@ __all__ = [
     "GaussianEvent",
     "LaplaceEvent",
     "DiscreteGaussianSumEvent",
+    "SampledDiscreteGaussianSumEvent",
     "ShuffledRandomizedResponseEvent",
     "ApproxDpEvent",
     "ClaimedEvent",
@@ -290,6 +291,58 @@ class DiscreteGaussianSumEvent(DpEvent):
 
     def describe(self) -> str:
         return f"sum of {self.n_parties} discrete Gaussians (σ={self.sigma:.4g}, γ={self.gamma:.3g}) [KLS21]"
+
+
+@dataclass(frozen=True)
+class SampledDiscreteGaussianSumEvent(DpEvent):
+    r"""One round of the distributed discrete Gaussian on a Poisson sample of a population.
+
+    Every one of ``population`` clients joins with probability ``sampling_rate``; ``shares``
+    K noise shares of variance :math:`S^2/K` are dealt over the :math:`k` that join, each adding
+    :math:`\mathcal N_{\mathbb Z}(0, m_j S^2/K)` for its :math:`m_j` shares to its rounded vector
+    (``clip`` c, ``gamma`` γ, ``beta`` β, ``dim`` d give Δ₂), so that the sum's noise has
+    standard deviation ``noise_std`` = Sγ per coordinate whatever :math:`k \le K`; secure
+    aggregation reveals the sum.  Neighbouring populations differ by one client added or
+    removed.  The accountant uses :func:`fedbandit.accounting.sampled_ddg.sampled_ddg_epsilon`
+    (the sampled Gaussian that dominates it); wrap it in :class:`SelfComposedEvent` for the
+    rounds.
+
+    Parameters
+    ----------
+    clip, gamma, beta, dim : float, float, float, int
+        c, γ, β and the padded dimension d (they give Δ₂).
+    noise_std : float
+        The sum's noise standard deviation per coordinate (original units).
+    sampling_rate : float
+        q.
+    population : int
+        N.
+    shares : int
+        K.
+    """
+
+    clip: float
+    gamma: float
+    beta: float
+    dim: int
+    noise_std: float
+    sampling_rate: float
+    population: int
+    shares: int
+
+    def __post_init__(self) -> None:
+        check_positive_float("clip", self.clip)
+        check_positive_float("gamma", self.gamma)
+        check_float_in_range("beta", self.beta, 0.0, 1.0, high_inclusive=False)
+        check_positive_int("dim", self.dim)
+        check_positive_float("noise_std", self.noise_std)
+        check_float_in_range("sampling_rate", self.sampling_rate, 0.0, 1.0, low_inclusive=False)
+        check_positive_int("population", self.population)
+        check_positive_int("shares", self.shares)
+
+    def describe(self) -> str:
+        return (f"Poisson-sampled sum of discrete Gaussian shares (q={self.sampling_rate:.4g} of {self.population}, "
+                f"noise std {self.noise_std:.4g}, γ={self.gamma:.3g}) [KLS21; MTZ19]")
 
 
 @dataclass(frozen=True)

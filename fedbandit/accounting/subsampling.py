@@ -26,7 +26,8 @@ convert to (ε, δ):
        + \binom{\alpha}{2}q^2(1-q)^{\alpha-2}e^{\varepsilon(2)}
        + 3\sum_{l=3}^{\alpha}\binom{\alpha}{l}(1-q)^{\alpha-l}q^l e^{(l-1)\varepsilon(l)}\Big),
 
-    [recalled; it is the bound the paper names and the one the authors' code computes].
+    the bound the paper names and its authors' code computes; the tests check it is never below
+    the exact sampled-Gaussian RDP.
 
 * **Sampling without replacement** (exactly n = qN clients per round), neighbouring
   populations of the same size N differ by **replacing** one client's data: Wang, Balle &
@@ -37,7 +38,7 @@ convert to (ε, δ):
      \min\{4(e^{\varepsilon(2)}-1),\, 2e^{\varepsilon(2)}\}
      + 2\sum_{j=3}^{\alpha} q^j\binom{\alpha}{j} e^{(j-1)\varepsilon(j)}\Big)
 
-  [recalled].
+  (checked against dp-accounting's ``SampledWithoutReplacementDpEvent`` in the tests).
 
 Both bounds are also capped by ε(α) itself (subsampling never hurts: the subsampled
 output is a mixture coupled on the same sample, and Rényi divergence is jointly
@@ -46,7 +47,9 @@ replacement within each round, and with replacement across rounds", Sec. 6.2.3) 
 accounts with the Poisson bounds at q = n/N, as TensorFlow Federated does; no theorem
 covers that pairing, so the sum protocols (:mod:`fedbandit.protocols.sums`) report it
 with status "unproven" and offer the verified pairings (Poisson sampling with
-add/remove; fixed-size sampling with replace-one, :data:`SAMPLING_RELATIONS`).
+add/remove; fixed-size sampling with replace-one, :data:`SAMPLING_RELATIONS`).  The
+distributed discrete Gaussian on Poisson samples has a tighter account than the generic
+bound: the sampled Gaussian that dominates it (:mod:`fedbandit.accounting.sampled_ddg`).
 
 The RDP → (ε, δ) conversion is the optimal one of Canonne, Kamath & Steinke
 (:func:`fedbandit.accounting.zcdp.rdp_to_approx_dp`) on :data:`SUBSAMPLING_ORDERS` (the

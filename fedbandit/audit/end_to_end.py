@@ -441,16 +441,26 @@ class EndToEndMechanism:
         st = self.spec.setting
         p, _, rec = tapped(self.protocol())
         n_parties, d, T, c = st["n_parties"], st["d"], st["T"], st.get("clip", 1.0)
-        p.configure(n_parties=n_parties, dim=d, n_rounds=T, clip=c)
+        q = st.get("sampling_rate", 1.0)
+        p.configure(n_parties=n_parties, dim=d, n_rounds=T, clip=c, **_sampling(st))
         self._after_build(p)
         p.reset(n_runs=n, rng=rng)
         base = np.random.default_rng(st.get("seed", 0)).standard_normal((n_parties, d))
         base *= c / np.linalg.norm(base, axis=1, keepdims=True)
         x = base.copy()
-        if world == 0:
+        if q < 1.0:  # the adversary's data: the other parties send zeros, so that who joined hides nothing
+            x[1:] = 0.0
+        if world == 0 and q == 1.0:
             x[0] = 0.0 if self.spec.relation == "add-remove" else -base[0]
         for _ in range(T):
-            p.aggregate(np.broadcast_to(x, (n, n_parties, d)))
+            if q == 1.0:
+                p.aggregate(np.broadcast_to(x, (n, n_parties, d)))
+                continue
+            # Poisson rounds: every party joins with probability q, party 0 never in world 0 (removed)
+            mask = rng.random((n, n_parties)) < q
+            if world == 0:
+                mask[:, 0] = False
+            p.aggregate(np.broadcast_to(x, (n, n_parties, d)), mask=mask)
         self.last_protocol = p
         return np.concatenate([np.asarray(r, dtype=float).reshape(n, -1) for r in rec.records], axis=1)
 
@@ -516,6 +526,12 @@ def _schedule_mechanism(spec):
                                    noise=pp.get("noise", "corrected"))
 
 
+def _sampling(st: dict) -> dict:
+    """The sum family's client sampling (``sampling_rate`` in the setting: Poisson rounds), as configure() takes it."""
+    q = st.get("sampling_rate", 1.0)
+    return {} if q == 1.0 else dict(sampling_rate=q, sampling="poisson")
+
+
 # ---------------------------------------------------------------------------------------
 # The claim of a spec
 # ---------------------------------------------------------------------------------------
@@ -553,7 +569,8 @@ def _claim(spec: EndToEndSpec):
         acc = learner.protocol.accounting(s.relation)
     elif fam == "sum":
         p = mech.protocol()
-        p.configure(n_parties=st["n_parties"], dim=st["d"], n_rounds=st["T"], clip=st.get("clip", 1.0))
+        p.configure(n_parties=st["n_parties"], dim=st["d"], n_rounds=st["T"], clip=st.get("clip", 1.0),
+                    **_sampling(st))
         acc = p.accounting(s.relation)
     elif fam == "counter":
         p = mech.protocol()
@@ -1066,6 +1083,12 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     dme = dict(n_parties=4, d=4, T=2)
     for proto in ("sum-central-gaussian", "sum-ddg-secagg"):
         out.append(EndToEndSpec(f"mean estimation/{proto}", "sum", None, proto, dict(e), {}, dme))
+    # Poisson rounds (party 0 present or absent; every party joins with probability q): the sampled DDG's accounting
+    # through the sampled Gaussian that dominates it, next to the sampled Gaussian's own; 40 parties, so that a round
+    # with nobody but party 0 is rare (fedbandit.accounting.sampled_ddg, step 1)
+    poisson = dict(n_parties=40, d=4, T=2, sampling_rate=0.5)
+    for proto in ("sum-central-gaussian", "sum-ddg-secagg"):
+        out.append(EndToEndSpec(f"mean estimation/{proto} (Poisson)", "sum", None, proto, dict(e), {}, poisson))
     for proto in ("counter-hybrid", "counter-binary", "counter-laplace"):
         out.append(EndToEndSpec(f"stream/{proto}", "counter", None, proto, dict(epsilon=epsilon), {}, dict(T=16)))
     out.append(EndToEndSpec("stream/counter-exact", "counter", None, "counter-exact", {}, {}, dict(T=16), broken=""))

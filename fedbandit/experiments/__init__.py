@@ -62,6 +62,7 @@ _EXPORTS = {
     "claim_lower_bound": "synthesis",
     "PAIR_AUDIT_COLUMNS": "synthesis",
     "dme_trial": "trials",
+    "theorem2_trial": "trials",
     "psco_trial": "trials",
     "bandit_trial": "trials",
 }

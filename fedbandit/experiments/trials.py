@@ -22,6 +22,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.ddg import DEFAULT_BETA, ddg_zcdp_epsilon
 from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.mechanisms.psco import (
     bernoulli_concurrent_sup_error,
     optimal_batch_sizes,
@@ -31,10 +32,11 @@ from fedbandit.mechanisms.psco import (
     sup_error,
 )
 from fedbandit.protocols.registry import create, describe
-from fedbandit.theory.ddg import ddg_mse_bound
+from fedbandit.theory.ddg import ddg_mse_bound, theorem2_bits, theorem2_mse, theorem2_params
 
 __all__ = [
     "dme_trial",
+    "theorem2_trial",
     "psco_trial",
     "bandit_trial",
 ]
@@ -127,6 +129,61 @@ def dme_trial(config: dict, rng) -> dict:
         "eps_cdp": ddg_zcdp_epsilon(p.delta2, p.sigma, p.gamma, n, p.d_pad),
         "sum_norm": sum_norm,
         "mse_bound": ddg_mse_bound(p, sum_norm=sum_norm) / (d * n**2),
+    }
+
+
+def theorem2_trial(config: dict, rng) -> dict:
+    r"""The distributed discrete Gaussian at Theorem 2's own parameters ([KLS21]_ Thm. 2), ``reps`` repetitions.
+
+    The clients' vectors are those of :func:`dme_trial` (:math:`\mathcal N(0, I_d)` normalized to
+    ``c``); the configuration is :func:`fedbandit.theory.ddg.theorem2_params` -- the proof's σ, γ,
+    β and bit width (or ``bits``, fewer to leave the theorem) -- not the book's calibration, and
+    each repetition draws its own rotation.
+
+    Parameters
+    ----------
+    config : dict
+        ``n, d, c, epsilon, reps`` and optionally ``bits`` and ``aligned`` (every client the
+        same vector, so that ‖Σ x_i‖ = nc, the case the proof's modular condition allows for).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    dict
+        ``mse`` (reps,): the squared error of the *sum*; ``theorem2_mse`` (the theorem's value,
+        :func:`fedbandit.theory.ddg.theorem2_mse` at the padded dimension); ``bound``
+        (:func:`fedbandit.theory.ddg.ddg_mse_bound` at the largest ‖Σ x_i‖); ``eps_zcdp``
+        (Theorem 1's ε at these parameters: the privacy half of Theorem 2); ``bits``,
+        ``bits_theorem``, ``wrap`` (fraction of wrapped coordinates), ``d_pad``.
+    """
+    check_config(config, ("n", "d", "c", "epsilon"))
+    rng = check_rng("rng", rng)
+    n = check_positive_int("n", config["n"], max_value=MAX_STEPS, reason="n vectors per repetition are drawn")
+    d = check_positive_int("d", config["d"], max_value=MAX_STEPS, reason="vectors of d entries are drawn")
+    c = check_positive_float("c", config["c"])
+    epsilon = check_epsilon("epsilon", config["epsilon"])
+    reps = check_positive_int("reps", config.get("reps", 1), max_value=MAX_STEPS, reason="repetitions are vectorized")
+    if reps * n * d > MAX_STEPS:
+        raise ValueError(f"reps·n·d = {reps * n * d} entries exceed 10^9 (reps={reps}, n={n}, d={d})")
+    p = theorem2_params(c, n, d, epsilon, bits=config.get("bits"))
+    x = rng.normal(size=(reps, 1 if config.get("aligned", False) else n, d))
+    x *= c / np.linalg.norm(x, axis=-1, keepdims=True)
+    x = np.broadcast_to(x, (reps, n, d))  # aligned: every client holds the same vector, ‖Σ x_i‖ = nc
+    true_sum = x.sum(axis=-2)
+    mech = DDGMechanism(p, rng, runs=reps)
+    residues, stages = mech.encode(x, rng, stages=True)
+    est = mech.decode(mech.aggregate(residues))
+    int_sum = stages["noised"].sum(axis=-2)
+    half = p.modulus // 2
+    return {
+        "mse": np.sum((est - true_sum) ** 2, axis=-1),
+        "theorem2_mse": theorem2_mse(c, n, p.d_pad, epsilon),
+        "bound": ddg_mse_bound(p, sum_norm=float(np.max(np.linalg.norm(true_sum, axis=-1)))),
+        "eps_zcdp": ddg_zcdp_epsilon(p.delta2, p.sigma, p.gamma, n, p.d_pad),
+        "bits": p.bits,
+        "bits_theorem": theorem2_bits(c, n, p.d_pad, epsilon),
+        "wrap": float(np.mean((int_sum < -half) | (int_sum >= half))),
+        "d_pad": p.d_pad,
     }
 
 

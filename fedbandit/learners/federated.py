@@ -14,19 +14,23 @@ aggregation); the server receives the noisy Σ_i Δ_i and updates (uniform clien
 **Client sampling** (``clients_per_round`` n < N): ``sampling="fixed"`` draws n of the N
 clients uniformly without replacement every round, independently across rounds -- the
 paper's sampler ("without replacement within each round, and with replacement across
-rounds"); ``sampling="poisson"`` lets each client join with probability q = n/N (only for
-protocols without per-client noise; the sum is still divided by n).  The protocol is
-configured with ``sampling_rate`` = n/N and calibrates its noise with amplification by
-subsampling (:mod:`fedbandit.accounting.subsampling`); the guarantee is for an adversary
-who sees the models but not who was sampled.  With all clients in every round (the
-default) there is no amplification.  Either way the guarantee is the protocol's over the T
-rounds (``n_rounds = T``): the model after every round is a function of its releases only.
+rounds"); ``sampling="poisson"`` lets each client join with probability q = n/N (the sum
+is still divided by n; the distributed discrete Gaussian then adds shares that keep the
+sum's noise whatever the number that joined, :mod:`fedbandit.accounting.sampled_ddg`; the
+binomial mechanism refuses it).  The protocol is configured with ``sampling_rate`` = n/N
+and calibrates its noise with amplification by subsampling
+(:mod:`fedbandit.accounting.subsampling`); the guarantee is for an adversary who sees the
+models but not who was sampled.  With all clients in every round (the default) there is no
+amplification.  Either way the guarantee is the protocol's over the T rounds
+(``n_rounds = T``): the model after every round is a function of its releases only.
 
 Vectorization: the R runs and their n sampled clients advance together (one array axis of
-R·n clients); the runs share the data split and differ in the samples and the noise.  The
-compute floor of a round is about 4·R·n·local_steps·(examples × features × classes) flops
-(forward and backward products), far below the protocol's cost per round of R·n·d' noise
-draws and a rotation.
+R·n clients; with Poisson sampling only the clients that joined train); the runs share the
+data split and differ in the samples, the noise and the protocol's public randomness (the
+DDG rotation is drawn per run), so they are independent executions.  The compute floor of
+a round is about 4·R·n·local_steps·(examples × features × classes) flops (forward and
+backward products), far below the protocol's cost per round of R·n·d' noise draws and a
+rotation.
 
 The learner is registered as ``"federated-learning"``: :func:`fedbandit.experiments.run_config`
 runs it on ``instance="digits"`` (:func:`fedbandit.envs.make_environment`) and returns a
@@ -225,7 +229,7 @@ class FederatedLearner:
     def run(self, data, rng, *, n_runs: int | None = None) -> FederatedResult:
         """Train ``n_runs`` models side by side on ``data`` (:func:`fedbandit.envs.load_digits_federated`).
 
-        ``rng`` drives the protocol (noise, rounding, the rotation) and, with client
+        ``rng`` drives the protocol (noise, rounding, one rotation per run) and, with client
         sampling, the samples (a stream spawned from it); the data and the initial model
         (zero) are fixed.
         """
@@ -248,23 +252,32 @@ class FederatedLearner:
         d = f * C
         poisson = sampled and self.sampling == "poisson"
         n = N if (poisson or not sampled) else self.clients_per_round  # client vectors per run and round
+        W_runs = np.repeat(np.arange(R), n)  # the run of each of the R·n client rows
         if not sampled:
             Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))  # clients of all runs: (R·n, ...)
         Xt = np.concatenate([data["X_test"], np.ones((len(data["y_test"]), 1))], axis=-1)
         W, mom = np.zeros((R, d)), np.zeros((R, d))
         curve = np.zeros((R, T))
-        present = None
         for t in range(T):
             if sampled and not poisson:  # n of N without replacement, independently per run and round
                 idx = np.argsort(sample_rng.random((R, N)), axis=1)[:, :n].reshape(-1)
                 Xr, Yr, maskr, countr = X[idx], Y[idx], mask[idx], count[idx]
-            elif poisson:
+            elif poisson:  # each client joins with probability q; only those that joined train
                 present = sample_rng.random((R, N)) < self.sampling_rate
-                if t == 0:
-                    Xr, Yr, maskr, countr = (_repeat_runs(a, R) for a in (X, Y, mask, count))
+                rows = np.flatnonzero(present.reshape(-1))
+                idx = rows % N
+                Wc = W.reshape(R, f, C)[W_runs[rows]]
+                update = np.zeros((R * n, d))
+                update[rows] = local_updates(Wc, X[idx], Y[idx], mask[idx], count[idx], lr=self.lr,
+                                             local_steps=self.local_steps)
+                total = protocol.aggregate(update.reshape(R, n, d), mask=present)
+                W, mom = server_momentum_step(W, mom, total, n_clients=self.clients_per_round, momentum=self.momentum,
+                                              server_lr=self.server_lr)
+                curve[:, t] = self._accuracy(Xt, data["y_test"], W)
+                continue
             Wc = np.broadcast_to(W.reshape(R, 1, f, C), (R, n, f, C)).reshape(R * n, f, C)
             update = local_updates(Wc, Xr, Yr, maskr, countr, lr=self.lr, local_steps=self.local_steps).reshape(R, n, d)
-            total = protocol.aggregate(update) if present is None else protocol.aggregate(update, mask=present)
+            total = protocol.aggregate(update)
             W, mom = server_momentum_step(W, mom, total, n_clients=self.clients_per_round, momentum=self.momentum,
                                           server_lr=self.server_lr)
             curve[:, t] = self._accuracy(Xt, data["y_test"], W)

@@ -186,6 +186,10 @@ class DDGMechanism:
     flatten_seed : int or numpy.random.Generator
         Shared public randomness of the flattening rotation (same for all clients and the
         server).
+    runs : int or None, default None
+        None: one rotation for every call; R: one rotation per run of a simulation that
+        advances R independent runs side by side (the leading axis of every array, or the
+        ``run`` of :meth:`encode` and :meth:`decode`).
 
     Notes
     -----
@@ -195,11 +199,11 @@ class DDGMechanism:
     have shape ``(..., n_clients, d)``.
     """
 
-    def __init__(self, params: DDGParams, flatten_seed: int | np.random.Generator = 0) -> None:
+    def __init__(self, params: DDGParams, flatten_seed: int | np.random.Generator = 0, runs: int | None = None) -> None:
         if not isinstance(params, DDGParams):
             raise TypeError(f"params must be a DDGParams, got {type(params).__name__}")
         self.params = params
-        self.flattener = make_flattener(params.d, check_rng("flatten_seed", flatten_seed), params.flatten)
+        self.flattener = make_flattener(params.d, check_rng("flatten_seed", flatten_seed), params.flatten, runs)
         if self.flattener.d_out != params.d_pad:
             raise ValueError("flattener output dimension does not match params.d_pad")
 
@@ -213,27 +217,45 @@ class DDGMechanism:
         return x
 
     @overload
-    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[False] = False) -> np.ndarray: ...
+    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[False] = False,
+               noise_shares: ArrayLike | None = None, run: int | None = None) -> np.ndarray: ...
 
     @overload
-    def encode(self, x: ArrayLike, rng: np.random.Generator, *,
-               stages: Literal[True]) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
+    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[True],
+               noise_shares: ArrayLike | None = None,
+               run: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
 
-    def encode(self, x: ArrayLike, rng: np.random.Generator, *,
-               stages: bool = False) -> np.ndarray | tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Client side: clip, flatten, scale, round, add noise, reduce mod m.
+    def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: bool = False,
+               noise_shares: ArrayLike | None = None,
+               run: int | None = None) -> np.ndarray | tuple[np.ndarray, dict[str, np.ndarray]]:
+        r"""Client side: clip, flatten, scale, round, add noise, reduce mod m.
 
         Returns int64 residues in ``[0, m)`` of shape ``x.shape[:-1] + (d_pad,)`` (and a
-        dict of intermediate stages when ``stages=True``).
+        dict of intermediate stages when ``stages=True``).  ``noise_shares``: for vectors
+        ``x`` of shape (k, d), how many noise shares each of the k clients carries (a Poisson
+        round, :meth:`fedbandit.accounting.ddg.DDGParams.noise_shares`; default one each): a
+        client with m shares adds one :math:`\mathcal N_{\mathbb Z}(0, m\sigma^2/\gamma^2)` per
+        coordinate.  ``run``: with one rotation per run, the run whose rotation applies to all of ``x``.
         """
         x = self._check_x(x)
         rng = check_rng("rng", rng)
         p = self.params
         clipped = clip_l2(x, p.c)
-        flat = self.flattener.flatten(clipped)
+        flat = self.flattener.flatten(clipped, run=run)
         scaled = flat / p.gamma
         rounded = conditional_randomized_round(scaled, p.delta2_int, rng)
-        noise = sample_discrete_gaussian(p.sigma_int, rounded.shape, rng)
+        if noise_shares is None:
+            noise = sample_discrete_gaussian(p.sigma_int, rounded.shape, rng)
+        else:
+            counts = check_int_array("noise_shares", noise_shares, low=1, high=None)
+            if x.ndim != 2 or counts.shape != (x.shape[0],):
+                raise ValueError(f"noise_shares needs vectors x of shape (k, d) and one count per vector, got x of shape "
+                                 f"{x.shape} and noise_shares of shape {counts.shape}")
+            noise = np.empty(rounded.shape, dtype=np.int64)
+            for m in np.unique(counts):  # a few distinct counts (⌊K/k⌋ and ⌈K/k⌉): one sampler table each
+                rows = counts == m
+                noise[rows] = sample_discrete_gaussian(p.sigma_int * math.sqrt(int(m)), (int(rows.sum()), p.d_pad),
+                                                       rng)
         noised = rounded + noise
         residues = np.mod(noised, p.modulus)
         if stages:
@@ -257,13 +279,13 @@ class DDGMechanism:
         return np.mod(r.sum(axis=-2), self.params.modulus)
 
     # -- server ------------------------------------------------------------
-    def decode(self, total: ArrayLike) -> np.ndarray:
-        """Server side: modular clipping to [-m/2, m/2), unflatten, rescale by γ."""
+    def decode(self, total: ArrayLike, *, run: int | None = None) -> np.ndarray:
+        """Server side: modular clipping to [-m/2, m/2), unflatten, rescale by γ (``run`` as in :meth:`encode`)."""
         s = np.asarray(total, dtype=np.int64)
         if s.ndim < 1 or s.shape[-1] != self.params.d_pad:
             raise ValueError(f"total must have last axis of length d_pad={self.params.d_pad}, got {s.shape}")
         centered = modular_clip(s, self.params.modulus)
-        return self.params.gamma * self.flattener.unflatten(centered.astype(np.float64))
+        return self.params.gamma * self.flattener.unflatten(centered.astype(np.float64), run=run)
 
     def noisy_sum(self, x: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """The server's decoded noisy sum for client vectors ``x`` of shape (..., n_clients, d)."""

@@ -18,7 +18,9 @@ modulo :math:`m`.  Two constructions of the paper are provided:
 
 The random signs/phases are *shared public randomness*: privacy does not depend on
 them being secret ([KLS21]_ Section 4.2), so they are drawn from a seed known to the
-server and all clients.
+server and all clients.  ``runs=R`` draws one rotation per run of a simulation that
+advances R independent runs side by side (leading axis of every array), so that the runs
+are independent executions of the protocol, rotation included.
 
 References
 ----------
@@ -32,7 +34,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedbandit._combinatorics import flattened_dim, next_power_of_two
-from fedbandit._validation import MAX_STEPS, check_array, check_bool, check_choice, check_positive_int, check_rng
+from fedbandit._validation import (
+    MAX_STEPS,
+    check_array,
+    check_bool,
+    check_choice,
+    check_int_in_range,
+    check_positive_int,
+    check_rng,
+)
 
 __all__ = ["fwht", "next_power_of_two", "flattened_dim", "HadamardFlattener", "DFTFlattener", "make_flattener"]
 
@@ -141,30 +151,38 @@ class HadamardFlattener:
     rng : numpy.random.Generator or int
         Shared public randomness for the signs (an int seed is convenient: the
         server and the clients build the same flattener from it).
+    runs : int or None, default None
+        None: one rotation; R: one rotation per run (module docstring).
     """
 
     kind = "hadamard"
     rho = 1.0  # subgaussian flatness constant (Lemma 29)
 
-    def __init__(self, d: int, rng: int | np.random.Generator) -> None:
+    def __init__(self, d: int, rng: int | np.random.Generator, runs: int | None = None) -> None:
         self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = next_power_of_two(self.d)
         rng = check_rng("rng", rng)
-        self.signs = rng.choice(np.array([-1.0, 1.0]), size=self.d_out)
+        self.runs = _check_runs(runs, self.d_out)
+        shape = (self.d_out,) if self.runs is None else (self.runs, self.d_out)
+        self.signs = rng.choice(np.array([-1.0, 1.0]), size=shape)
 
-    def flatten(self, x: ArrayLike) -> np.ndarray:
-        """Map ``x`` of shape (..., d) to ``U x`` of shape (..., d_out)."""
+    def flatten(self, x: ArrayLike, *, run: int | None = None) -> np.ndarray:
+        """Map ``x`` of shape (..., d) to ``U x`` of shape (..., d_out).
+
+        With one rotation per run (``runs=R``): ``x`` of shape (R, ..., d), or ``run`` names
+        the one run whose rotation applies to all of ``x``.
+        """
         x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
         pad[..., : self.d] = x
-        pad *= self.signs
+        pad *= _per_run(self.signs, self.runs, run, pad.shape, "x")
         return fwht(pad)
 
-    def unflatten(self, y: ArrayLike) -> np.ndarray:
-        """Map ``y`` of shape (..., d_out) to ``U^T y`` truncated to shape (..., d)."""
+    def unflatten(self, y: ArrayLike, *, run: int | None = None) -> np.ndarray:
+        """Map ``y`` of shape (..., d_out) to ``U^T y`` truncated to shape (..., d) (``run`` as in :meth:`flatten`)."""
         y = _check_last_axis(y, self.d_out, "y")
         z = fwht(y)
-        z *= self.signs
+        z *= _per_run(self.signs, self.runs, run, z.shape, "y")
         return z[..., : self.d]
 
 
@@ -183,39 +201,68 @@ class DFTFlattener:
         The input dimension.
     rng : numpy.random.Generator or int
         The source of the shared random phases.
+    runs : int or None, default None
+        None: one rotation; R: one rotation per run (module docstring).
     """
 
     kind = "dft"
     rho = 1.0
 
-    def __init__(self, d: int, rng: int | np.random.Generator) -> None:
+    def __init__(self, d: int, rng: int | np.random.Generator, runs: int | None = None) -> None:
         self.d = check_positive_int("d", d, max_value=MAX_STEPS, reason="vectors of d entries are allocated")
         self.d_out = self.d + (self.d % 2)
         rng = check_rng("rng", rng)
-        self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=self.d_out // 2)]
+        self.runs = _check_runs(runs, self.d_out)
+        shape = (self.d_out // 2,) if self.runs is None else (self.runs, self.d_out // 2)
+        self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=shape)]
 
-    def flatten(self, x: ArrayLike) -> np.ndarray:
+    def flatten(self, x: ArrayLike, *, run: int | None = None) -> np.ndarray:
+        """As :meth:`HadamardFlattener.flatten`."""
         x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
         pad[..., : self.d] = x
-        z = (pad[..., 0::2] + 1j * pad[..., 1::2]) * self.phases
+        z = pad[..., 0::2] + 1j * pad[..., 1::2]
+        z *= _per_run(self.phases, self.runs, run, z.shape, "x")
         f = np.fft.fft(z, axis=-1, norm="ortho")
         out = np.empty_like(pad)
         out[..., 0::2] = f.real
         out[..., 1::2] = f.imag
         return out
 
-    def unflatten(self, y: ArrayLike) -> np.ndarray:
+    def unflatten(self, y: ArrayLike, *, run: int | None = None) -> np.ndarray:
+        """As :meth:`HadamardFlattener.unflatten`."""
         y = _check_last_axis(y, self.d_out, "y")
         z = y[..., 0::2] + 1j * y[..., 1::2]
-        f = np.fft.ifft(z, axis=-1, norm="ortho") * np.conj(self.phases)
+        f = np.fft.ifft(z, axis=-1, norm="ortho") * np.conj(_per_run(self.phases, self.runs, run, z.shape, "y"))
         out = np.empty(y.shape, dtype=np.float64)
         out[..., 0::2] = f.real
         out[..., 1::2] = f.imag
         return out[..., : self.d]
 
 
-def make_flattener(d: int, rng: int | np.random.Generator, kind: str = "hadamard") -> HadamardFlattener | DFTFlattener:
+def _check_runs(runs: int | None, d_out: int) -> int | None:
+    """``runs`` of a flattener: None (one shared rotation) or the number of runs, one rotation each."""
+    if runs is None:
+        return None
+    return check_positive_int("runs", runs, max_value=max(1, MAX_STEPS // d_out),
+                              reason="one rotation of d_out entries is drawn per run")
+
+
+def _per_run(table: np.ndarray, runs: int | None, run: int | None, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """The rotation's diagonal broadcast against an array of ``shape``: shared, one run's, or one per leading row."""
+    if runs is None:
+        if run is not None:
+            raise ValueError(f"run={run!r}: this flattener has one rotation shared by every run")
+        return table
+    if run is not None:
+        return table[check_int_in_range("run", run, 0, runs - 1)]
+    if len(shape) < 2 or shape[0] != runs:
+        raise ValueError(f"{name} must have a leading axis of the {runs} runs (one rotation each), got shape {shape}")
+    return table.reshape((runs,) + (1,) * (len(shape) - 2) + table.shape[1:])
+
+
+def make_flattener(d: int, rng: int | np.random.Generator, kind: str = "hadamard",
+                   runs: int | None = None) -> HadamardFlattener | DFTFlattener:
     """Build a :class:`HadamardFlattener` (``kind="hadamard"``) or :class:`DFTFlattener` (``"dft"``).
 
     Parameters
@@ -226,10 +273,12 @@ def make_flattener(d: int, rng: int | np.random.Generator, kind: str = "hadamard
         The source of the shared randomness.
     kind : {"hadamard", "dft"}, default "hadamard"
         The flattener.
+    runs : int or None, default None
+        None for one rotation, or R for one rotation per run (module docstring).
 
     Returns
     -------
     HadamardFlattener or DFTFlattener
     """
     check_choice("kind", kind, ("hadamard", "dft"))
-    return HadamardFlattener(d, rng) if kind == "hadamard" else DFTFlattener(d, rng)
+    return HadamardFlattener(d, rng, runs) if kind == "hadamard" else DFTFlattener(d, rng, runs)

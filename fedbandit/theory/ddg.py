@@ -11,6 +11,15 @@ proof's parameter conditions (privacy holds when :math:`\sigma \ge 2c/(\varepsil
 :math:`20nd\,e^{-\pi^2(\sigma/\gamma)^2} \le \varepsilon^2/4`, with :math:`\beta = \min\{1/n, 1/2\}`)
 but not the displayed constants of Theorem 36.  The book states two functions:
 
+* :func:`theorem2_params` [derived]: the configuration Theorem 2's proof sets -- its σ and
+  γ, :math:`\beta = \min\{1/n, 1/2\}`, and the fewest bits :math:`B` (:func:`theorem2_bits`) at
+  which the proof's modular condition holds: with :math:`m = 2^B`,
+  :math:`\gamma \ge (\hat\sigma/m)\sqrt{8\log(1 + m^2/n)}`, where
+  :math:`\hat\sigma^2 = \rho c^2 n^2/d + (\gamma^2/4 + \sigma^2)n` bounds the aggregate coordinate's
+  sub-Gaussian variance at :math:`\|\sum_i x_i\| \le nc` (the text of the proof of Theorem 2
+  in [KLS21]_).  It is the theorem's own setting, not the book's calibration through
+  Theorem 1 (:func:`fedbandit.accounting.ddg.ddg_params`), so an error measured there tests
+  the theorem, and Theorem 1's ε at it tests the privacy half;
 * :func:`theorem2_mse` [derived]: the privacy term :math:`dn\sigma^2` at the proof's
   :math:`\sigma = 2c/(\varepsilon\sqrt n)`, i.e. :math:`4c^2d/\varepsilon^2`, plus the rounding
   term :math:`dn\gamma^2/(4(1-\beta))` at the largest γ the proof allows -- the
@@ -28,7 +37,7 @@ but not the displayed constants of Theorem 36.  The book states two functions:
     :math:`n d'\gamma^2/(4(1-\beta)) + n(n-1)\big(\frac{\beta}{1-\beta}\big)^2\gamma^2 d'`;
   - modular clipping: an aggregate coordinate Y is :math:`\hat\sigma`-sub-Gaussian with
     :math:`\hat\sigma^2 = \rho\|\sum_i x_i\|^2/d' + n(\gamma^2/4 + \sigma^2)` ([KLS21]_ Prop. 35,
-    [recalled]); wrapping moves it by less than 2|Y| and only when |Y| > r = γm/2, so
+    as the paper's proof of Thm. 36 uses it); wrapping moves it by less than 2|Y| and only when |Y| > r = γm/2, so
     :math:`\mathbb E[(M(Y)-Y)^2] \le 4\sqrt{\mathbb E Y^4\,P(|Y|>r)} \le 16\sqrt2\,\hat\sigma^2 e^{-r^2/(4\hat\sigma^2)}`;
 
   combined by Minkowski's inequality, :math:`(\sqrt{A} + \sqrt{W})^2`.  The bound is over
@@ -47,10 +56,23 @@ from __future__ import annotations
 
 import math
 
-from fedbandit._validation import check_epsilon, check_nonnegative_float, check_positive_float, check_positive_int
-from fedbandit.accounting.ddg import DDGParams
+from fedbandit._combinatorics import flattened_dim
+from fedbandit._validation import (
+    MIN_DELTA,
+    check_choice,
+    check_epsilon,
+    check_int_in_range,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+)
+from fedbandit.accounting.ddg import DDGParams, ddg_delta2
 
-__all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_mse", "ddg_mse_bound", "ddg_mse_terms"]
+__all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_beta", "theorem2_bits", "theorem2_params", "theorem2_mse",
+           "ddg_mse_bound", "ddg_mse_terms"]
+
+#: Largest bit width :func:`theorem2_bits` searches (the modular arithmetic of the simulation is int64).
+MAX_THEOREM2_BITS = 52
 
 
 def theorem2_sigma(c: float, n: int, epsilon: float) -> float:
@@ -102,6 +124,99 @@ def theorem2_gamma(c: float, n: int, d: int, epsilon: float) -> float:
     sigma = theorem2_sigma(c, n, epsilon)
     ratio2 = max(8.0 * d / (epsilon**2 * n), math.log(80.0 * n * d / epsilon**2) / math.pi**2, 0.0)
     return sigma / math.sqrt(ratio2)
+
+
+def theorem2_beta(n: int) -> float:
+    r"""Conditional rounding parameter of Theorem 2's proof: :math:`\beta = \min\{1/n, 1/2\}` [paper].
+
+    Parameters
+    ----------
+    n : int
+        Clients.
+
+    Returns
+    -------
+    float
+        β.
+    """
+    return min(1.0 / check_positive_int("n", n), 0.5)
+
+
+def _theorem2_sigma_hat(c: float, n: int, d: int, sigma: float, gamma: float, rho: float) -> float:
+    return math.sqrt(rho * c * c * n * n / d + (gamma * gamma / 4.0 + sigma * sigma) * n)
+
+
+def theorem2_bits(c: float, n: int, d: int, epsilon: float, *, rho: float = 1.0) -> int:
+    r"""The fewest bits B at which Theorem 2's modular condition holds at its σ and γ (module docstring).
+
+    :math:`\gamma 2^B \ge \hat\sigma\sqrt{8\log(1 + 4^B/n)}`: the left side doubles with B, the
+    right grows like :math:`\sqrt B`, so the smallest such B exists.
+
+    Parameters
+    ----------
+    c, n, d, epsilon
+        As in :func:`theorem2_params` (``d`` the padded dimension).
+    rho : float, default 1
+        The flattening's sub-Gaussian constant ρ.
+
+    Returns
+    -------
+    int
+        B.
+
+    Raises
+    ------
+    ValueError
+        When no B up to :data:`MAX_THEOREM2_BITS` meets it.
+    """
+    rho = check_positive_float("rho", rho)
+    sigma, gamma = theorem2_sigma(c, n, epsilon), theorem2_gamma(c, n, d, epsilon)
+    sigma_hat = _theorem2_sigma_hat(c, n, d, sigma, gamma, rho)
+    for b in range(2, MAX_THEOREM2_BITS + 1):
+        m = 2.0**b
+        if gamma * m >= sigma_hat * math.sqrt(8.0 * math.log1p(m * m / n)):
+            return b
+    raise ValueError(f"Theorem 2's modular condition needs more than {MAX_THEOREM2_BITS} bits at c={c}, n={n}, d={d}, "
+                     f"epsilon={epsilon}, rho={rho}")
+
+
+def theorem2_params(c: float, n: int, d: int, epsilon: float, *, bits: int | None = None,
+                    flatten: str = "hadamard") -> DDGParams:
+    r"""The DDG configuration of Theorem 2's proof (:func:`theorem2_sigma`, :func:`theorem2_gamma`, :func:`theorem2_beta`).
+
+    Parameters
+    ----------
+    c : float
+        Clipping norm.
+    n : int
+        Clients.
+    d : int
+        Dimension; the theorem's σ and γ use the padded dimension of ``flatten``.
+    epsilon : float
+        The ε of Theorem 2's ½ε²-zCDP.
+    bits : int or None
+        Bit width; default :func:`theorem2_bits` (the fewest the proof's modular condition
+        allows); fewer bits give a configuration outside the theorem.
+    flatten : {"hadamard", "dft"}
+
+    Returns
+    -------
+    DDGParams
+        ``method="zcdp"``, ``epsilon`` the theorem's, ``k`` the standard deviations
+        :math:`\gamma 2^B/(2\hat\sigma)` the modular range covers (δ is not used by zCDP:
+        the smallest δ the package accepts is stored).
+    """
+    c = check_positive_float("c", c)
+    n = check_positive_int("n", n)
+    d = check_positive_int("d", d)
+    epsilon = check_epsilon("epsilon", epsilon)
+    flatten = check_choice("flatten", flatten, ("hadamard", "dft"))
+    d_pad = flattened_dim(d, flatten)
+    b = theorem2_bits(c, n, d_pad, epsilon) if bits is None else check_int_in_range("bits", bits, 2, MAX_THEOREM2_BITS)
+    sigma, gamma, beta = theorem2_sigma(c, n, epsilon), theorem2_gamma(c, n, d_pad, epsilon), theorem2_beta(n)
+    k = gamma * 2.0**b / (2.0 * _theorem2_sigma_hat(c, n, d_pad, sigma, gamma, 1.0))
+    return DDGParams(bits=b, k=k, n=n, d=d, d_pad=d_pad, c=c, epsilon=epsilon, delta=MIN_DELTA, beta=beta, gamma=gamma,
+                     sigma=sigma, delta2=ddg_delta2(c, gamma, d_pad, beta), flatten=flatten, method="zcdp")
 
 
 def theorem2_mse(c: float, n: int, d: int, epsilon: float) -> float:

@@ -42,8 +42,14 @@ clients, [KLS21]_ Sec. 6.2.3).  ``relation="add-remove"`` uses the Poisson bound
 (sampled Gaussian RDP; [ZW19] Thm. 5 for DDG), the paper's accounting: proven for
 ``sampling="poisson"``, status "unproven" for ``"fixed"`` (no theorem covers the pairing;
 the paper and TensorFlow Federated use it so).  ``relation="replace"`` uses the
-without-replacement bound ([WBK19] Thm. 9), proven for ``"fixed"``.  DDG needs a fixed
-number of noise shares, so it refuses Poisson sampling.
+without-replacement bound ([WBK19] Thm. 9), proven for ``"fixed"``.  DDG with
+``sampling="poisson"``: K noise shares of variance σ²/γ² are dealt over the k clients that
+join (a client with m of them adds N_Z(0, mσ²/γ²)), so that the sum's noise does not depend on
+k (K an upper quantile of k); add/remove one
+client, accounted through the sampled Gaussian that dominates it
+(:mod:`fedbandit.accounting.sampled_ddg`, status "verified"); replace one: two such steps
+(group privacy).  The binomial mechanism needs a fixed number of noise shares, so it refuses
+Poisson sampling.
 
 One file per part: :mod:`.exact_vectors`, :mod:`.clipped_vectors`, :mod:`.ddg_vectors`,
 :mod:`.binomial_vectors`, :mod:`.plain_sum`, :mod:`.gaussian_sum`, :mod:`.ddg_decoder`,
@@ -67,7 +73,7 @@ guarantee is then that of fewer parties (:meth:`fedbandit.accounting.ddg.DDGPara
 
 Randomness: a sum protocol draws from the generator given to :meth:`SumProtocol.reset`
 *itself*, in the mechanism's order -- the DDG rotation when the flattening seed is not
-fixed, then, per round, the rounding coins and the noise -- rather than from spawned
+fixed (one per run), then, per round, the rounding coins and the noise -- rather than from spawned
 streams: it has a single stream (no shuffler), and so a trainer reproduces the draws of a
 direct use of the mechanism from the same generator.
 

@@ -71,7 +71,7 @@ class BinomialVectors(ModularVectors):
         self.mechanism = None if self.flatten_seed is None else BinomialMechanism(self.params, self.flatten_seed,
                                                                                   self.flatten)
 
-    def reset(self, setting: SumSetting, rng: np.random.Generator) -> None:
+    def reset(self, setting: SumSetting, n_runs: int, rng: np.random.Generator) -> None:
         if self.flatten_seed is None:
             self.mechanism = BinomialMechanism(self.params, rng, self.flatten)
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import ClassVar
 
 import numpy as np
 
 from fedbandit._validation import check_choice, check_float_in_range, check_int_in_range, check_positive_float
+from fedbandit.accounting.accountant import account
 from fedbandit.accounting.ddg import DEFAULT_BETA, DDGParams, ddg_delta2, ddg_epsilon, ddg_params, ddg_tree_params
-from fedbandit.accounting.events import ApproxDpEvent, DiscreteGaussianSumEvent, DpEvent, SelfComposedEvent
+from fedbandit.accounting.events import (
+    ApproxDpEvent,
+    DiscreteGaussianSumEvent,
+    DpEvent,
+    SampledDiscreteGaussianSumEvent,
+    SelfComposedEvent,
+)
+from fedbandit.accounting.sampled_ddg import noise_shares_for
 from fedbandit.accounting.subsampling import amplification_for
 from fedbandit.mechanisms.ddg import DDGMechanism
 from fedbandit.protocols.sums.parts import ModularVectors, check_aggregation_width, require_target_and_clip
@@ -50,8 +59,18 @@ class DDGVectors(ModularVectors):
         Accounting used to *calibrate* σ (Prop. 14 or Thm. 1 of [KLS21]_); the reported
         guarantee is always the Prop. 14 (RDP) one, which is at least as tight.
     flatten_seed : int or None, default None
-        Public randomness of the rotation: a fixed seed, or None to draw a fresh rotation
-        from the generator at every :meth:`SumProtocol.reset` (shared by the runs).
+        Public randomness of the rotation: a fixed seed (one rotation for every run), or
+        None to draw fresh rotations from the generator at every :meth:`SumProtocol.reset`,
+        one per run (the runs are independent executions).
+
+    Notes
+    -----
+    Poisson rounds (``sampling="poisson"``, q < 1, one client added or removed): K noise
+    shares of variance σ²/γ² (K = :func:`fedbandit.accounting.sampled_ddg.noise_shares_for`,
+    an upper quantile of the number k that joins) are dealt over each round's k clients
+    (:meth:`encode_sample`; a client with m of them adds N_Z(0, mσ²/γ²)), so that the sum's
+    noise does not depend on k; accounted through the sampled Gaussian that dominates it
+    (:class:`fedbandit.accounting.events.SampledDiscreteGaussianSumEvent`).
     """
 
     name: ClassVar[str] = "ddg-vectors"
@@ -91,6 +110,19 @@ class DDGVectors(ModularVectors):
                 flatten=self.flatten, steps=p.n_rounds, n_signal=p.n_parties,
                 rounding_share=AUTO_BITS_ROUNDING_SHARE_SUM,
             )
+        elif p.sampling == "poisson" and p.sampling_rate < 1.0:
+            assert isinstance(self.bits_rule, int)
+            if p.relation != "add-remove":
+                raise ValueError(f"randomizer {self.name!r} with sampling='poisson' is calibrated for one client added or "
+                                 f"removed: configure relation='add-remove', got {p.relation!r}")
+            # K noise shares dealt over each round's clients; the range condition counts the expected clients
+            shares = noise_shares_for(p.sampling_rate, p.n_parties, p.n_rounds, delta)
+            self.params = ddg_params(
+                self.bits_rule, self.k_std, shares, p.dim, clip, epsilon, delta, self.beta,
+                norm_growth=self.norm_growth, flatten=self.flatten, method=self.method, steps=p.n_rounds,
+                n_signal=max(1, round(p.sampling_rate * p.n_parties)), sampling_rate=p.sampling_rate,
+                amplification="poisson", sampling="poisson", population=p.n_parties,
+            )
         else:
             assert isinstance(self.bits_rule, int)
             self.params = ddg_params(
@@ -102,22 +134,46 @@ class DDGVectors(ModularVectors):
         check_aggregation_width(self.bits, p.n_parties)
         self.mechanism = None if self.flatten_seed is None else DDGMechanism(self.params, self.flatten_seed)
 
-    def reset(self, setting: SumSetting, rng: np.random.Generator) -> None:
-        if self.flatten_seed is None:  # a fresh public rotation, drawn from the protocol's generator
-            self.mechanism = DDGMechanism(self.params, rng)
+    def reset(self, setting: SumSetting, n_runs: int, rng: np.random.Generator) -> None:
+        if self.flatten_seed is None:  # fresh public rotations, one per run, drawn from the protocol's generator
+            self.mechanism = DDGMechanism(self.params, rng, runs=n_runs)
         self.wrapped = 0
         self.coordinates = 0
+
+    def _count_wraps(self, noised: np.ndarray) -> None:
+        # Simulation diagnostic (the server never sees it): aggregate coordinates that leave
+        # [-m/2, m/2) before the modular reduction, i.e. wrap around.
+        int_sum = noised.sum(axis=-2)
+        half = self.params.modulus // 2
+        self.wrapped += int(np.count_nonzero((int_sum < -half) | (int_sum >= half)))
+        self.coordinates += int_sum.size
 
     def encode(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         assert self.mechanism is not None  # drawn at reset
         residues, stages = self.mechanism.encode(x, rng, stages=True)
-        # Simulation diagnostic (the server never sees it): aggregate coordinates that leave
-        # [-m/2, m/2) before the modular reduction, i.e. wrap around.
-        int_sum = stages["noised"].sum(axis=-2)
-        half = self.params.modulus // 2
-        self.wrapped += int(np.count_nonzero((int_sum < -half) | (int_sum >= half)))
-        self.coordinates += int_sum.size
+        self._count_wraps(stages["noised"])
         return residues
+
+    def encode_sample(self, x: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A Poisson round: the residues of the clients in ``mask`` (R, n), the K noise shares dealt over each run's k.
+
+        Returns (R, max k, d') residues, the rows past a run's k zero (no message): the sum
+        over the rows is the run's modular sum of its k messages.
+        """
+        assert self.mechanism is not None  # drawn at reset
+        counts = mask.sum(axis=1)
+        out = np.zeros((x.shape[0], max(1, int(counts.max())), self.params.d_pad), dtype=np.int64)
+        per_run = self.flatten_seed is None
+        for r in range(x.shape[0]):
+            present = np.flatnonzero(mask[r])
+            if present.size == 0:  # nobody joined: no message, the sum is 0
+                continue
+            residues, stages = self.mechanism.encode(x[r, present], rng, stages=True,
+                                                     noise_shares=self.params.noise_shares(present.size),
+                                                     run=r if per_run else None)
+            self._count_wraps(stages["noised"])
+            out[r, : present.size] = residues
+        return out
 
     def decode(self, delivered: np.ndarray) -> np.ndarray:
         """[KLS21] Alg. 1's decoder on the modular sum: modular clipping to [−m/2, m/2), inverse
@@ -136,8 +192,41 @@ class DDGVectors(ModularVectors):
                            delta=p.target()[1], steps=p.n_rounds, sampling_rate=p.sampling_rate,
                            amplification=amplification_for(relation))
 
+    def poisson_rounds(self, setting: SumSetting) -> bool:
+        """Whether the noise shares are dealt over Poisson rounds' clients (:meth:`encode_sample`)."""
+        return self.params.sampling == "poisson"
+
+    def sampled_event(self, setting: SumSetting) -> SelfComposedEvent:
+        """Poisson rounds, one client added or removed: the T rounds of a :class:`SampledDiscreteGaussianSumEvent`."""
+        p, q = setting, self.params
+        e = SampledDiscreteGaussianSumEvent(clip=p.clip_norm(), gamma=q.gamma, beta=q.beta, dim=q.d_pad,
+                                            noise_std=math.sqrt(q.n) * q.sigma, sampling_rate=p.sampling_rate,
+                                            population=p.n_parties, shares=q.n)
+        return SelfComposedEvent(e, p.n_rounds)
+
+    def replace_event(self, setting: SumSetting) -> ApproxDpEvent:
+        """Poisson rounds, one client's data replaced: two add/remove steps (group privacy).
+
+        (ε₁, δ₁) for adding or removing one client gives (2ε₁, (1 + e^{ε₁})δ₁) for replacing
+        one (remove it, then add the other); δ₁ is chosen so that the total is the target δ.
+        """
+        epsilon, delta = setting.target()
+        event = self.sampled_event(setting)
+        eps1 = 0.0
+        for _ in range(3):  # δ₁ = δ/(1 + e^{ε₁}): a fixed point that settles in a few steps
+            delta1 = delta / (1.0 + math.exp(min(eps1, 700.0)))
+            eps1 = account(event, target_epsilon=epsilon, target_delta=delta1).epsilon
+        delta1 = delta / (1.0 + math.exp(min(eps1, 700.0)))
+        eps1 = account(event, target_epsilon=epsilon, target_delta=delta1).epsilon
+        return ApproxDpEvent(2.0 * eps1, (1.0 + math.exp(min(eps1, 700.0))) * delta1,
+                             what=f"one client replaced = removed and another added: twice ({eps1:.4g}, {delta1:.3g}) "
+                                  f"of {event.describe()} (group privacy)")
+
     def event(self, setting: SumSetting, relation: str) -> DpEvent:
         p, q = setting, self.params
+        if self.poisson_rounds(p):
+            # add/remove: the sampled Gaussian that dominates the rounds; replace: two such steps
+            return self.sampled_event(p) if relation == "add-remove" else self.replace_event(p)
         if p.sampling_rate < 1.0:
             eps = self.sampled_epsilon(p, relation)
             return ApproxDpEvent(eps, p.target()[1], what=(
@@ -154,17 +243,28 @@ class DDGVectors(ModularVectors):
         return SelfComposedEvent(e, p.n_rounds)
 
     def theorem(self, setting: SumSetting) -> str:
+        if self.poisson_rounds(setting):
+            return (f"Poisson-sampled sums of discrete Gaussian shares, dominated by the sampled Gaussian [KLS21 Thm. 11; "
+                    f"MTZ19], RDP over {setting.n_rounds} rounds, converted [CKS20]; SecAgg [BIK+17]")
         return (f"sum of {setting.n_parties} discrete Gaussians [KLS21, Prop. 14], RDP over {setting.n_rounds} rounds, "
                 "converted [CKS20]; SecAgg [BIK+17]")
 
+    def noise_std(self, setting: SumSetting) -> float:
+        """sqrt(n)·σ: the n noise shares -- the parties', or the K dealt over a Poisson round's clients
+        (rounding and wrap-around come on top)."""
+        return math.sqrt(self.params.n) * self.params.sigma
+
     def calibration(self, setting: SumSetting) -> dict:
         q = self.params
-        return {"sigma0": q.sigma, "bits": q.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
-                "d_pad": q.d_pad, "k": q.k, "modulus": q.modulus, "rounding_variance": q.n * q.gamma**2 / 4.0}
+        # the rounded vectors of a round: the n parties, or a Poisson round's expected number (q.n counts the shares)
+        rounded = q.n if q.sampling != "poisson" else q.sampling_rate * setting.n_parties
+        out = {"sigma0": q.sigma, "bits": q.bits, "gamma": q.gamma, "sigma_int": q.sigma_int, "delta2": q.delta2,
+               "d_pad": q.d_pad, "k": q.k, "modulus": q.modulus, "rounding_variance": rounded * q.gamma**2 / 4.0}
+        if q.sampling == "poisson":
+            out["noise_shares"] = q.n
+        return out
 
     def scale_noise(self, factor: float) -> None:
-        import dataclasses
-
         self.params = dataclasses.replace(self.params, sigma=self.params.sigma * factor)
         if self.flatten_seed is not None:
             self.mechanism = DDGMechanism(self.params, self.flatten_seed)

@@ -26,7 +26,7 @@ class ExactVectors(SumRandomizer):
     def configure(self, setting: SumSetting) -> None:
         pass
 
-    def reset(self, setting: SumSetting, rng: np.random.Generator) -> None:
+    def reset(self, setting: SumSetting, n_runs: int, rng: np.random.Generator) -> None:
         pass
 
     def encode(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

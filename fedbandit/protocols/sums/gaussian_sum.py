@@ -88,6 +88,9 @@ class GaussianSum(SumAnalyzer, SumNoise):
                              what=f"{composed.describe()}: one Gaussian mechanism, exact profile [BW18, Thm. 8]")
 
     def theorem(self, setting: SumSetting) -> str:
+        if setting.sampling_rate < 1.0:
+            return (f"{setting.n_rounds} rounds of the sampled Gaussian, RDP [MTZ19] (Poisson, add/remove) or "
+                    "[WBK19 Thm. 9] (without replacement, replace-one), converted [CKS20]")
         return (f"central Gaussian, σ by the {self.calibration_rule!r} rule; verified: {setting.n_rounds} "
                 "Gaussian releases = one Gaussian mechanism at sensitivity c√T, exact profile [BW18, Thm. 8]")
 

@@ -52,14 +52,21 @@ class SumNoise(abc.ABC):
 class SumRandomizer(Randomizer, SumNoise):
     """R of a sum protocol: each party's vector into its message, every round.
 
-    Lifecycle (called by the protocol): :meth:`configure` (setting), :meth:`reset` (the
-    generator: the public randomness of a fresh rotation), then per round :meth:`encode` → the
-    intermediary's ``deliver`` → :meth:`decode` → the analyzer.
+    Lifecycle (called by the protocol): :meth:`configure` (setting), :meth:`reset` (the runs
+    and the generator: the public randomness of fresh rotations), then per round :meth:`encode`
+    → the intermediary's ``deliver`` → :meth:`decode` → the analyzer.
+
+    A randomizer whose noise shares are calibrated for a fixed number of them in the sum
+    (``message = "integer"``) refuses Poisson client sampling, unless it deals a fixed number
+    of shares over whichever clients join a round: then it answers the optional
+    ``poisson_rounds(setting) -> bool`` (whether it was configured so) and
+    ``encode_sample(x, mask, rng)`` (the messages of the clients in ``mask``), as
+    :class:`~fedbandit.protocols.DDGVectors` does, and its ``event`` covers both relations.
     """
 
     @abc.abstractmethod
-    def reset(self, setting: SumSetting, rng: np.random.Generator) -> None:
-        """Start a run: draw whatever public randomness the encoding needs from ``rng``."""
+    def reset(self, setting: SumSetting, n_runs: int, rng: np.random.Generator) -> None:
+        """Start ``n_runs`` independent runs: draw whatever public randomness the encoding needs from ``rng``."""
 
     @abc.abstractmethod
     def encode(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

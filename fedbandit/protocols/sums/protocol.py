@@ -149,7 +149,9 @@ class SumProtocol(Protocol):
         sampling : {"fixed", "poisson"}, default "fixed"
             ``"fixed"``: ``n_parties`` = qN clients drawn without replacement each round;
             ``"poisson"``: each of the N = ``n_parties`` clients joins with probability q
-            (the vectors of the absent ones are masked out, :meth:`aggregate`).
+            (the vectors of the absent ones are masked out, :meth:`aggregate`; a randomizer with
+            a noise share per party refuses it unless it deals its shares over the clients that
+            join, as DDG does: :class:`~fedbandit.protocols.SumRandomizer`).
         """
         self.n_parties = check_positive_int("n_parties", n_parties, max_value=MAX_STEPS, reason="one row per party")
         self.dim = check_positive_int("dim", dim, max_value=MAX_STEPS, reason="vectors of dim entries")
@@ -158,11 +160,15 @@ class SumProtocol(Protocol):
         self.sampling_rate = check_float_in_range("sampling_rate", sampling_rate, 0.0, 1.0, low_inclusive=False)
         self.sampling = check_choice("sampling", sampling, SAMPLING_SCHEMES)
         if self.randomizer.message == "integer" and self.sampling == "poisson" and self.sampling_rate < 1.0:
-            raise ValueError(
-                f"sampling='poisson' with randomizer {self.randomizer.name!r}: each party's noise share is calibrated "
-                "for exactly n_parties shares in the sum, and a Poisson sample has a random number of parties; "
-                "use sampling='fixed'"
-            )
+            if getattr(self.randomizer, "encode_sample", None) is None:
+                raise ValueError(
+                    f"sampling='poisson' with randomizer {self.randomizer.name!r}: each party's noise share is "
+                    "calibrated for exactly n_parties shares in the sum, and a Poisson sample has a random number of "
+                    "parties; use sampling='fixed'"
+                )
+            if getattr(self.intermediary, "mode", "ideal") == "real":
+                raise ValueError("sampling='poisson' with secure_aggregation='real': the simulated Poisson rounds use "
+                                 "the ideal modular sum of the clients that joined; use secure_aggregation='ideal'")
         self.intermediary.check_parties(self.n_parties, "n_parties")
         setting = SumSetting(
             n_parties=self.n_parties, dim=self.dim, n_rounds=self.n_rounds, clip=self.clip,
@@ -185,9 +191,14 @@ class SumProtocol(Protocol):
         self._shuffle_rng = None
         self.communication = Communication(payload_unit=self.randomizer.payload_unit)
         self._round = 0
-        self.randomizer.reset(self.setting, rng)
+        self.randomizer.reset(self.setting, self.n_runs, rng)
         self._reset_done = True
         return self
+
+    def _poisson_rounds(self) -> bool:
+        """Whether the randomizer deals its noise shares over each Poisson round's clients (``encode_sample``)."""
+        deals = getattr(self.randomizer, "poisson_rounds", None)
+        return deals is not None and bool(deals(self.setting))
 
     # ------------------------------------------------------------ the release
     def aggregate(self, vectors: Any, *, return_noise: bool = False,
@@ -199,8 +210,10 @@ class SumProtocol(Protocol):
         vectors : array_like, shape (n_parties, dim) or (n_runs, n_parties, dim)
         mask : array_like of bool, shape (n_parties,) or (n_runs, n_parties), optional
             The parties that take part in this round (a Poisson sample); the others send
-            nothing (their vectors count as zero).  Only for the protocols without
-            per-party noise (non-private and central Gaussian).
+            nothing (their vectors count as zero).  Not for the binomial mechanism (a fixed
+            number of noise shares); DDG configured with ``sampling="poisson"`` needs it: the
+            K noise shares are dealt over the k that take part
+            (:meth:`~fedbandit.protocols.DDGVectors.encode_sample`).
         return_noise : bool, default False
             Also return the noise the server added (central Gaussian; zeros for the exact
             sum; refused for DDG, whose error is not an additive server noise) -- for
@@ -227,21 +240,34 @@ class SumProtocol(Protocol):
             )
         if not np.all(np.isfinite(x)):
             raise ValueError("vectors must contain only finite values")
+        poisson_rounds = self._poisson_rounds()
         if mask is not None:
-            if self.randomizer.message == "integer":
-                raise ValueError(f"mask: protocol {self.name!r} adds a noise share per party; every party takes part")
+            if self.randomizer.message == "integer" and not poisson_rounds:
+                raise ValueError(f"mask: protocol {self.name!r} adds a noise share per party calibrated for all of them; "
+                                 "every party takes part (DDG: configure sampling='poisson')")
             mask = np.asarray(mask)
             if mask.dtype != bool:
                 raise TypeError(f"mask must be a boolean array, got dtype {mask.dtype}")
+            if mask.shape not in ((n,), (R, n)):
+                raise ValueError(f"mask must have shape (n_parties,) = {(n,)} or (n_runs, n_parties) = {(R, n)}, "
+                                 f"got {mask.shape}")
             mask = np.broadcast_to(mask[None] if mask.ndim == 1 else mask, (R, n))
-            x = x * mask[..., None]
+            if not poisson_rounds:
+                x = x * mask[..., None]
+        elif poisson_rounds:
+            raise ValueError(f"protocol {self.name!r} was configured for Poisson rounds: pass mask, the clients that "
+                             "joined this round")
         if self._round >= self.n_rounds:
             raise ValueError(
                 f"protocol {self.name!r} was configured for n_rounds={self.n_rounds} sums; its guarantee covers no more"
             )
         self._round += 1
         rng = self._noise_rng
-        messages = self.randomizer.encode(x, rng)
+        if poisson_rounds:  # the noise shares dealt over the clients that joined
+            messages = self._capability(self.randomizer, "encode_sample", "deals no noise shares over Poisson rounds")(
+                x, mask, rng)
+        else:
+            messages = self.randomizer.encode(x, rng)
         delivered = self.intermediary.deliver(messages, rng, modulus=self.randomizer.modulus)
         out = self.analyzer.analyze(self.randomizer.decode(delivered), rng, return_noise)
         c = self.communication
@@ -267,7 +293,8 @@ class SumProtocol(Protocol):
         relation = self.relation if relation is None else check_relation(relation)
         event = self._noise_part().event(self.setting, relation)
         q = self.sampling_rate
-        if not self.private or q == 1.0 or SAMPLING_RELATIONS[self.sampling] == relation:
+        if not self.private or q == 1.0 or SAMPLING_RELATIONS[self.sampling] == relation or self._poisson_rounds():
+            # (Poisson rounds of dealt noise shares: add/remove is proven, replace is two such steps, group privacy)
             return event
         # the T rounds on q-samples, for an analyst who does not see the sample: the guarantee is proven
         # for Poisson sampling with add/remove and for fixed-size sampling with replace-one
@@ -304,7 +331,8 @@ class SumProtocol(Protocol):
     def noise_std(self) -> float:
         """Standard deviation per coordinate of the privacy noise in the released sum (all parties).
 
-        DDG: sqrt(n)·σ (the parties' discrete Gaussians; rounding and wrap-around come on top).
+        DDG: sqrt(n)·σ (the parties' discrete Gaussians, or the K shares dealt over a Poisson round's
+        clients; rounding and wrap-around come on top).
         """
         self._require()
         return self._noise_part().noise_std(self.setting)
