@@ -304,3 +304,19 @@ def test_bad_inputs_raise_naming_the_parameter():
     p = StatisticsProtocol(GaussianFullTree(), Shuffler(), HonakerPrefix(), name="x", epsilon=1.0, delta=1e-5)
     with pytest.raises(ValueError, match="no shuffle accounting"):
         p.configure(n_agents=3, dim=2, n_batches=4, batch_size=2)
+
+
+def test_state_held_per_randomizer():
+    """The memory the chapter compares, from the randomizers' own arrays (written out): the tree and the
+    full tree κ p-sums; the dense square root its n draws and the exact prefix; the banded one b − 1
+    w's, their sum and the prefix -- independent of the batch axes."""
+    from fedbandit.mechanisms import BandedSqrtRandomizer, SqrtToeplitzRandomizer, TreeRandomizer
+
+    for n, b in ((400, 4), (13, 20)):
+        kappa = int(math.floor(math.log2(n))) + 1
+        for batch in ((), (2, 3)):
+            assert TreeRandomizer(n, (5,), 1.0, batch_shape=batch).state_elements == kappa
+            assert FullTreeRandomizer(n, (5,), 1.0, batch_shape=batch).state_elements == kappa
+            assert HonakerAnalyzer(n, (5,), batch_shape=batch).state_elements == kappa
+            assert SqrtToeplitzRandomizer(n, (5,), 1.0, batch_shape=batch).state_elements == n + 1
+            assert BandedSqrtRandomizer(n, (5,), 1.0, b, batch_shape=batch).state_elements == min(b, n) + 1

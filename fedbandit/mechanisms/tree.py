@@ -229,6 +229,11 @@ class TreeRandomizer:
         """Shape of one release: batch_shape + item_shape."""
         return self.batch_shape + self.item_shape
 
+    @property
+    def state_elements(self) -> int:
+        """The stream elements (item-shaped arrays) one randomizer stores: its κ p-sums."""
+        return self._alpha.shape[0]
+
     def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.segments is None:
             return draw_noise_unchecked(rng, shape, self.sigma0, self.noise, self.symmetric)
