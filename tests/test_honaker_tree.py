@@ -310,7 +310,7 @@ def test_state_held_per_randomizer():
     """The memory the chapter compares, from the randomizers' own arrays (written out): the tree and the
     full tree κ p-sums; the dense square root its n draws and the exact prefix; the banded one b − 1
     w's, their sum and the prefix -- independent of the batch axes."""
-    from fedbandit.mechanisms import BandedSqrtRandomizer, SqrtToeplitzRandomizer, TreeRandomizer
+    from fedbandit.mechanisms import BandedSqrtRandomizer, SqrtToeplitzRandomizer, TreeAnalyzer, TreeRandomizer
 
     for n, b in ((400, 4), (13, 20)):
         kappa = int(math.floor(math.log2(n))) + 1
@@ -318,5 +318,6 @@ def test_state_held_per_randomizer():
             assert TreeRandomizer(n, (5,), 1.0, batch_shape=batch).state_elements == kappa
             assert FullTreeRandomizer(n, (5,), 1.0, batch_shape=batch).state_elements == kappa
             assert HonakerAnalyzer(n, (5,), batch_shape=batch).state_elements == kappa
+            assert TreeAnalyzer(n, (5,), batch_shape=batch).state_elements == kappa
             assert SqrtToeplitzRandomizer(n, (5,), 1.0, batch_shape=batch).state_elements == n + 1
             assert BandedSqrtRandomizer(n, (5,), 1.0, b, batch_shape=batch).state_elements == min(b, n) + 1

@@ -342,6 +342,11 @@ class TreeAnalyzer:
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
+    @property
+    def state_elements(self) -> int:
+        """The stream elements (item-shaped arrays) one analyzer stores: the latest noisy p-sum of each level."""
+        return self._alpha_tilde.shape[0]
+
     def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
