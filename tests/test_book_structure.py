@@ -436,6 +436,7 @@ UNLINKED_ENTRIES = {
     "bell2020secure": "2026-12-06: DOI not verified (ACM CCS 2020)",
     "henzinger2023almost": "2026-12-06: no arXiv number or DOI verified (SODA 2023)",
     "kalinin2024banded": "2026-12-06: no arXiv number or proceedings link verified (NeurIPS 2024)",
+    "honaker2015efficient": "issue 24: no link verified (TPDP 2015 workshop paper, no proceedings)",
 }
 LINK_FIELDS = ("doi", "url", "eprint")
 

@@ -126,6 +126,7 @@ E2E_OF = {
     "mean estimation/sum-binomial-secagg", "sum-ddg-secagg": "mean estimation/sum-ddg-secagg",
     "silo-ldp-mf": "fixed-batch/silo-ldp-mf", "central-mf": "fixed-batch/central-mf",
     "silo-ldp-mf-banded": "fixed-batch/silo-ldp-mf-banded", "central-mf-banded": "fixed-batch/central-mf-banded",
+    "silo-ldp-honaker": "fixed-batch/silo-ldp-honaker", "central-honaker": "fixed-batch/central-honaker",
 }
 #: More specs of the same protocols through other learners (the law check sees their first release).
 E2E_MORE = ["fixed-batch/dp20", "concurrent-linucb/concurrent-shuffle (k = 1)", "federated-learning/sum-ddg-secagg"]

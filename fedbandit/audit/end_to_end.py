@@ -82,6 +82,7 @@ from fedbandit.protocols.counting import CounterProtocol
 from fedbandit.protocols.registry import available, create, describe
 from fedbandit.protocols.statistics import (
     CentralFactorization,
+    CentralHonakerTree,
     CentralTree,
     ExactStatistics,
     GaussianTree,
@@ -377,6 +378,8 @@ class EndToEndMechanism:
                   and not isinstance(proto.randomizer, ExactStatistics))
         if direct:  # silo-level LDP: agent 0's own messages (with its sender)
             msgs = np.stack([np.asarray(r, dtype=float) for r in tap.records])  # (K, R, M, D)
+            if msgs.ndim == 5:  # the full tree's nodes (K, R, M, κ, D): at step 2^l, user 1's node is of level l
+                return np.moveaxis(msgs[steps, :, 0, np.arange(steps.size), :], 1, 0).reshape(n, -1)
             return np.moveaxis(msgs[steps, :, 0, :], 1, 0).reshape(n, -1)
         pref = np.stack([pack_statistics(b, g) for b, g in rec.records])  # (K, R, D)
         nodes = nodes_from_prefixes(pref)[steps]
@@ -714,13 +717,13 @@ def _declared_law(spec, p, width):
     fam = spec.family
     if fam == "linear" and isinstance(p, StatisticsProtocol):
         r = p.randomizer
-        central = (CentralTree, CentralFactorization)
+        central = (CentralTree, CentralFactorization, CentralHonakerTree)
         if isinstance(r, ExactStatistics) and not isinstance(p.analyzer, central):
             return None
         cols = np.arange(p.dim)  # the bias entries of the first release (packed: bias first)
         kurt = _KURTOSIS
         if isinstance(p.analyzer, central):
-            # the first release: one node (tree) or b_0 z_1 with b_0 = 1 (factorization)
+            # the first release: one node (tree; the full tree's leaf) or b_0 z_1 with b_0 = 1 (factorization)
             var, what = p.analyzer.sigma**2, f"N(0, σ²) ({p.analyzer.name})"
         elif isinstance(r, VectorSum):
             lvl = r.levels[0]

@@ -45,6 +45,7 @@ _EXPORTS = {
     "end_to_end_audit": "synthesis",
     "Model": "synthesis",
     "MODELS": "synthesis",
+    "BEYOND_MODELS": "synthesis",
     "model": "synthesis",
     "model_of": "synthesis",
     "applicability": "synthesis",

@@ -2,7 +2,8 @@
 
 A mechanism takes its noise level as a parameter (computed by :mod:`fedbandit.accounting`)
 and says nothing about privacy itself.  Modules: ``tree`` (the binary tree, distributed or
-central, with per-run steps), ``matrix_factorization`` (the square-root
+central, with per-run steps), ``honaker_tree`` (the full binary tree with Honaker's best linear
+estimator of the prefixes), ``matrix_factorization`` (the square-root
 factorization of the prefix-sum matrix and its banded form), ``gaussian``, ``discrete_gaussian`` (the exact sampler of
 Canonne, Kamath & Steinke), ``ddg`` (the distributed discrete Gaussian's client and
 server steps), ``flattening`` (random rotations), ``continual_counting`` (binary,
@@ -48,6 +49,12 @@ _EXPORTS = {
     "DFTFlattener": "flattening",
     "make_flattener": "flattening",
     "gaussian_mechanism": "gaussian",
+    "honaker_level_variance": "honaker_tree",
+    "honaker_prefix_variance": "honaker_tree",
+    "honaker_max_prefix_variance": "honaker_tree",
+    "FullTreeRandomizer": "honaker_tree",
+    "HonakerAnalyzer": "honaker_tree",
+    "HonakerTreeMechanism": "honaker_tree",
     "sqrt_toeplitz_coefficients": "matrix_factorization",
     "inverse_series": "matrix_factorization",
     "lower_toeplitz": "matrix_factorization",

@@ -239,6 +239,15 @@ class _ToeplitzRandomizer:
         return self.batch_shape + self.item_shape
 
     @property
+    def state_elements(self) -> int:
+        """The stream elements (item-shaped arrays) one randomizer stores: the exact prefix and the
+        noise state (the dense square root's n draws; the banded one's b − 1 w's and their sum)."""
+        return sum(a.size for a in self._state_arrays()) // math.prod(self.shape)
+
+    def _state_arrays(self) -> list[np.ndarray]:
+        return [self._prefix]
+
+    @property
     def sensitivity_factor(self) -> float:
         """max_t ‖C e_t‖ over the n_steps columns of the right factor C: one element's Δ is
         multiplied by it in the release's Gaussian event."""
@@ -328,6 +337,9 @@ class SqrtToeplitzRandomizer(_ToeplitzRandomizer):
     def _noise_coefficients(self, k: int) -> np.ndarray:
         return self.noise_coefficients[:k]
 
+    def _state_arrays(self) -> list[np.ndarray]:
+        return [self._prefix, self._z]
+
     def _advance(self, idx: Any, kk: Any, z: np.ndarray) -> np.ndarray:
         zz = z if self.batch_shape else z[None]
         if isinstance(idx, slice):
@@ -379,6 +391,9 @@ class BandedSqrtRandomizer(_ToeplitzRandomizer):
     def noise_coefficients(self) -> np.ndarray:
         """β_0, …, β_{n−1}: the first column of B = A·C_b⁻¹ (computed on first use)."""
         return factorization_noise_coefficients(self.factor_coefficients, self.n_steps)
+
+    def _state_arrays(self) -> list[np.ndarray]:
+        return [self._prefix, self._w, self._sum]
 
     def _noise_coefficients(self, k: int) -> np.ndarray:
         if "noise_coefficients" in self.__dict__ or k > MAX_SERIES:

@@ -229,6 +229,11 @@ class TreeRandomizer:
         """Shape of one release: batch_shape + item_shape."""
         return self.batch_shape + self.item_shape
 
+    @property
+    def state_elements(self) -> int:
+        """The stream elements (item-shaped arrays) one randomizer stores: its κ p-sums."""
+        return self._alpha.shape[0]
+
     def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.segments is None:
             return draw_noise_unchecked(rng, shape, self.sigma0, self.noise, self.symmetric)
@@ -336,6 +341,11 @@ class TreeAnalyzer:
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
+
+    @property
+    def state_elements(self) -> int:
+        """The stream elements (item-shaped arrays) one analyzer stores: the latest noisy p-sum of each level."""
+        return self._alpha_tilde.shape[0]
 
     def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""

@@ -16,13 +16,17 @@ name                     randomizer R                        intermediary S     
 ``central-mf``           exact batch sums                    identity              central factorization
 ``silo-ldp-mf-banded``   Gaussian banded square root         identity              prefix total
 ``central-mf-banded``    exact batch sums                    identity              central banded sqrt
+``silo-ldp-honaker``     Gaussian full tree (every node)     identity              Honaker prefix
+``central-honaker``      exact batch sums                    identity              central Honaker tree
 =======================  ==================================  ====================  ==============
 
 The ``-mf`` protocols go beyond the papers: the same prefix sums released through the
 square-root factorization of the prefix-sum matrix (Fichtenberger, Henzinger & Upadhyay
 2023; Henzinger, Upadhyay & Upadhyay 2023) or its banded form (Kalinin & Lampert 2024),
 at the zCDP calibration of the tree's ``"zcdp"`` rule (one release at the factor's column
-norm instead of κ node releases).
+norm instead of κ node releases).  The ``-honaker`` protocols release every node of the binary tree
+and estimate each prefix by Honaker's bottom-up best linear estimator (Honaker 2015), at the tree's
+own calibration (a record still enters one node per level).
 
 ``gaussian-secagg`` and ``ddg-shuffle`` are assembled from the same parts as the
 papers' protocols: distributed Gaussian noise summed by (ideal) secure aggregation has the
@@ -41,11 +45,14 @@ from fedbandit.protocols.intermediaries import Identity, SecureAggregation, Shuf
 from fedbandit.protocols.registry import register
 from fedbandit.protocols.statistics import (
     CentralFactorization,
+    CentralHonakerTree,
     CentralTree,
     DiscreteGaussianTree,
     ExactStatistics,
     GaussianFactorization,
+    GaussianFullTree,
     GaussianTree,
+    HonakerPrefix,
     PrefixTotal,
     RunningTotal,
     StatisticsProtocol,
@@ -186,3 +193,22 @@ def central_mf_banded(epsilon: float, delta: float, *, bands: int = _DEFAULT_BAN
                       relation: str = "add-remove") -> StatisticsProtocol:
     return StatisticsProtocol(ExactStatistics(), Identity(), CentralFactorization("banded-sqrt", bands=bands),
                               name="central-mf-banded", epsilon=epsilon, delta=delta, relation=relation)
+
+
+_H15 = "Honaker 2015, Efficient use of differentially private binary trees (beyond the papers)"
+
+
+@register("silo-ldp-honaker", kind="statistics", summary="silo-level LDP: full Gaussian tree, Honaker's estimator",
+          reference=_H15)
+def silo_ldp_honaker(epsilon: float, delta: float, *, calibration: str = "zcdp",
+                     relation: str = "add-remove") -> StatisticsProtocol:
+    return StatisticsProtocol(GaussianFullTree(calibration), Identity(), HonakerPrefix(), name="silo-ldp-honaker",
+                              epsilon=epsilon, delta=delta, relation=relation, model="silo-LDP")
+
+
+@register("central-honaker", kind="statistics", summary="trusted server with one full tree and Honaker's estimator",
+          reference=_H15)
+def central_honaker(epsilon: float, delta: float, *, calibration: str = "zcdp",
+                    relation: str = "add-remove") -> StatisticsProtocol:
+    return StatisticsProtocol(ExactStatistics(), Identity(), CentralHonakerTree(calibration), name="central-honaker",
+                              epsilon=epsilon, delta=delta, relation=relation)

@@ -14,16 +14,20 @@ The protocol is composed (:class:`StatisticsProtocol`) of
   the distributed discrete Gaussian of Kairouz, Liu & Steinke inside every tree node,
   :class:`VectorSum` -- the shuffle vector sum of Cheu, Joseph, Mao & Peng inside every tree
   node, :class:`GaussianFactorization` -- every party's noisy prefixes through the
-  square-root factorization of the prefix-sum matrix or its banded form, beyond the papers);
+  square-root factorization of the prefix-sum matrix or its banded form, :class:`GaussianFullTree` --
+  every node of the full binary tree, for Honaker's estimator; both beyond the papers);
 * an intermediary (:mod:`fedbandit.protocols.intermediaries`);
 * an analyzer, a :class:`StatisticsAnalyzer` (:class:`RunningTotal`, :class:`TreePrefix` --
   the prefix from the p-sums at the set bits of k, :class:`CentralTree` -- a trusted server's
   own tree mechanism, :class:`PrefixTotal` -- the sum of the parties' factorized prefixes,
-  :class:`CentralFactorization` -- a trusted server's own factorized release).
+  :class:`CentralFactorization` -- a trusted server's own factorized release, :class:`HonakerPrefix` --
+  Honaker's estimate of the prefixes from the full tree's nodes, :class:`CentralHonakerTree` -- a
+  trusted server's own full tree with Honaker's estimator).
 
 One file per part (as Opacus has one file per accountant): :mod:`.exact`, :mod:`.gaussian_tree`,
 :mod:`.discrete_gaussian_tree`, :mod:`.vector_sum`, :mod:`.factorization`, :mod:`.running_total`,
-:mod:`.tree_prefix`, :mod:`.central_tree`, :mod:`.prefix_total`, :mod:`.central_factorization`;
+:mod:`.tree_prefix`, :mod:`.central_tree`, :mod:`.prefix_total`, :mod:`.central_factorization`,
+:mod:`.full_tree`, :mod:`.honaker_prefix`, :mod:`.central_honaker`;
 the abstract parts in :mod:`.parts`, the frozen setting they are configured for in
 :mod:`.setting`, the packing in :mod:`.packing` and the protocol in :mod:`.protocol`.
 
@@ -34,6 +38,7 @@ aggregation); the accounting is :func:`fedbandit.accounting.account`.
 """
 
 from fedbandit.protocols.statistics.central_factorization import CentralFactorization
+from fedbandit.protocols.statistics.central_honaker import CentralHonakerTree
 from fedbandit.protocols.statistics.central_tree import CentralTree
 from fedbandit.protocols.statistics.discrete_gaussian_tree import AUTO_BITS_ROUNDING_SHARE, DiscreteGaussianTree
 from fedbandit.protocols.statistics.exact import ExactStatistics
@@ -42,7 +47,9 @@ from fedbandit.protocols.statistics.factorization import (
     GaussianFactorization,
     factorization_sensitivity_factor,
 )
+from fedbandit.protocols.statistics.full_tree import FULL_TREE_RULES, GaussianFullTree
 from fedbandit.protocols.statistics.gaussian_tree import GRAM_NOISES, GaussianTree, gram_noise_scale
+from fedbandit.protocols.statistics.honaker_prefix import HonakerPrefix
 from fedbandit.protocols.statistics.packing import (
     SCHEDULES,
     n_coordinates,
@@ -81,6 +88,10 @@ __all__ = [
     "CentralFactorization",
     "FACTORIZATIONS",
     "factorization_sensitivity_factor",
+    "GaussianFullTree",
+    "HonakerPrefix",
+    "CentralHonakerTree",
+    "FULL_TREE_RULES",
     "StatisticsProtocol",
     "AUTO_BITS_ROUNDING_SHARE",
     "GRAM_NOISES",
