@@ -631,3 +631,16 @@ def test_ddg_mean_mse_by_bits_equals_chapter_5s_ddg_prediction(epsilon, k, n):
     bs, pred, g = ch5_ddg_prediction(epsilon, k, n, setting)
     bits, mse, g2 = ddg_mean_mse_by_bits(epsilon, k, n, dim=50, clip=10.0)
     assert np.array_equal(bits, bs) and np.array_equal(mse, pred, equal_nan=True) and g2 == g
+
+
+# chapter 2's bound_curves: its sigma arithmetic is already the theory's regret_bound_ldp / _sdp / _nonprivate
+def test_chapter_2s_bound_curves_are_the_theorys_regret_bounds():
+    from fedbandit.theory import lemma67_regret_bound, regret_bound_ldp, regret_bound_nonprivate, regret_bound_sdp
+    for eps, T, B in ((0.1, 10_000, 25), (1.0, 1_000, 10), (10.0, 100_000, 250)):
+        K = T // B
+        for m in (2, 17, 1000):
+            assert regret_bound_ldp(T, m, 10, eps, 0.1, B) == lemma67_regret_bound(
+                T, m, B, 10, math.sqrt(ldp_total_variance(eps, 0.1, K, m)))
+            assert regret_bound_sdp(T, m, 10, eps, 0.1, B) == lemma67_regret_bound(
+                T, m, B, 10, math.sqrt(ldp_total_variance(eps, 0.1, K, m) / m))
+            assert regret_bound_nonprivate(T, m, 10, B) == lemma67_regret_bound(T, m, B, 10, 0.0)
