@@ -693,7 +693,7 @@ def _check_alpha(alpha: float) -> float:
 def _check_runs(names: tuple[str, str], a: ArrayLike, b: ArrayLike, paired: bool) -> tuple[np.ndarray, np.ndarray]:
     """The two samples of runs of an ordering, checked under their parameters' names."""
     (na, nb) = names
-    x, y = check_array(na, a, ndim=1), check_array(nb, b, ndim=1)
+    x, y = check_array(f"{na}", a, ndim=1), check_array(f"{nb}", b, ndim=1)
     paired = check_bool("paired", paired)
     if x.size < 2 or y.size < 2:
         raise ValueError(f"{na} and {nb} need at least 2 runs each for a standard error, got {x.size} and {y.size}")
@@ -875,8 +875,10 @@ def ordering_summary(claims: Mapping[Any, Claim], *, when_above: str, when_below
     """
     if not isinstance(claims, Mapping) or not all(isinstance(c, Claim) for c in claims.values()):
         raise TypeError(f"claims must be a mapping of keys to Claim, got {type(claims).__name__}")
-    for label, phrase in (("when_above", when_above), ("when_below", when_below), ("neither", neither), ("name", name)):
-        check_str(label, phrase)
+    check_str("when_above", when_above)
+    check_str("when_below", when_below)
+    check_str("neither", neither)
+    check_str("name", name)
     above = [k for k, c in claims.items() if c.above(NO_DIFFERENCE)]
     below = [k for k, c in claims.items() if c.below(NO_DIFFERENCE)]
     same = [k for k in claims if k not in above + below]
@@ -936,10 +938,10 @@ def ratio_and_se(numerator: tuple[float, float], denominator: tuple[float, float
     for label, pair in (("numerator", numerator), ("denominator", denominator)):
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"{label} must be a (mean, standard error) pair, got {pair!r:.80}")
-        mean = check_finite_float(label, pair[0])
+        mean = check_finite_float(f"{label}", pair[0])
         if mean == 0.0:
             raise ValueError(f"{label}: the mean must be non-zero for a ratio's relative error, got {mean!r}")
-        pairs.append((np.float64(mean), np.float64(check_nonnegative_float(label, pair[1]))))
+        pairs.append((np.float64(mean), np.float64(check_nonnegative_float(f"{label}", pair[1]))))
     (mn, sn), (md, sd) = pairs
     r = mn / md
     return float(r), float(r * np.sqrt((sn / mn) ** 2 + (sd / md) ** 2))
