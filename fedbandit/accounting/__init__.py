@@ -76,6 +76,7 @@ _EXPORTS = {
     "split_budget_advanced": "composition",
     "group_budget": "composition",
     "level_budget": "composition",
+    "gaussian_noise_scale": "composition",
     "hybrid_counter_scales": "counting",
     "binary_counter_scale": "counting",
     "per_item_counter_scale": "counting",

@@ -7,7 +7,9 @@
   (:func:`split_budget_optimal`) is never below basic's or advanced composition's at the
   same δ₀;
 * :func:`split_budget_advanced`, :func:`level_budget`, :func:`group_budget` -- the
-  per-mechanism budgets the protocols use.
+  per-mechanism budgets the protocols use;
+* :func:`gaussian_noise_scale` -- the classical Gaussian mechanism's noise per unit
+  sensitivity at a per-mechanism budget, the criterion that compares budgets.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import functools
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special
 
 from fedbandit._validation import (
+    check_array,
     check_delta,
     check_epsilon,
     check_float_in_range,
@@ -34,6 +38,7 @@ __all__ = [
     "split_budget_advanced",
     "group_budget",
     "level_budget",
+    "gaussian_noise_scale",
     "MAX_OPTIMAL_MECHANISMS",
 ]
 
@@ -200,9 +205,44 @@ def _optimal_eps0(epsilon: float, delta: float, m: int, delta0: float) -> float:
 
 
 def _gaussian_noise_scale(eps0: float, delta0: float) -> float:
-    # sqrt(2 ln(1.25/δ₀))/ε₀: the classical Gaussian mechanism's noise per unit sensitivity
-    # (Dwork & Roth 2014, Thm. A.1); the shuffled randomized response's blanket grows the same way
+    # gaussian_noise_scale for one scalar pair, in math (not numpy) arithmetic: split_budget_optimal's
+    # choice between its two pairs has always been made with these roundings, and a change of the
+    # last bit could flip a tie between them
     return math.sqrt(2.0 * math.log(1.25 / delta0)) / eps0
+
+
+def gaussian_noise_scale(epsilon0: ArrayLike, delta0: ArrayLike) -> np.ndarray:
+    r"""The classical Gaussian mechanism's noise per unit sensitivity, :math:`\sqrt{2\ln(1.25/\delta_0)}/\varepsilon_0`.
+
+    Dwork & Roth (2014), Thm. A.1 (stated there for :math:`\varepsilon_0 < 1`; used here, as
+    in :func:`split_budget_optimal`, as the *criterion* that ranks per-mechanism budgets: the
+    mechanisms of the book, Gaussian noise and the shuffled randomized response's blanket,
+    both grow like :math:`\sqrt{\ln(1/\delta_0)}/\varepsilon_0`).  A smaller value is less
+    noise.  Element-wise over arrays (numpy arithmetic).
+
+    Parameters
+    ----------
+    epsilon0 : float or array
+        Per-mechanism ε₀ > 0.
+    delta0 : float or array
+        Per-mechanism δ₀ in (0, 1), broadcast against ``epsilon0``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The noise scale per unit sensitivity, of the broadcast shape (0-d for scalars).
+    """
+    eps = check_array("epsilon0", epsilon0)
+    dlt = check_array("delta0", delta0)
+    if np.any(eps <= 0):
+        raise ValueError(f"epsilon0 must be positive, got min {float(eps.min())!r}")
+    if np.any((dlt <= 0) | (dlt >= 1)):
+        raise ValueError(f"delta0 must lie in (0, 1), got range [{float(dlt.min())!r}, {float(dlt.max())!r}]")
+    try:
+        np.broadcast_shapes(eps.shape, dlt.shape)
+    except ValueError:
+        raise ValueError(f"epsilon0 and delta0 must broadcast together, got shapes {eps.shape} and {dlt.shape}") from None
+    return np.sqrt(2 * np.log(1.25 / dlt)) / eps
 
 
 @functools.lru_cache(maxsize=4096)

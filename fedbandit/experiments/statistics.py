@@ -17,15 +17,28 @@
   "b is above a by k combined standard errors" with the false-alarm rate it really has:
   over few runs the gap in combined standard errors is Student-t with the
   Welch–Satterthwaite degrees of freedom, not normal (3 standard errors over 4 runs each
-  is a one-sided rate of 1.2 %, not 0.13 %).
+  is a one-sided rate of 1.2 %, not 0.13 %);
+* :func:`claim_order`, :func:`mean_below`, :func:`means_not_distinguished`,
+  :func:`mean_within`, :func:`mean_above_level`, :func:`ordering_summary` -- orderings of
+  two means at a stated one-sided false-alarm rate α (Welch or paired Student t), and the
+  sentence that sums up a family of them;
+* :func:`mean_and_half_width`, :func:`ratio_and_se`, :func:`claim_estimate_gap` -- a
+  Student-t half-width for plotting, the delta-method ratio of two means, and the claim on
+  the difference of two independent estimates with their standard errors;
+* :func:`fit_polylog`, :func:`spearman_rho`, :func:`worst_case_runs`,
+  :func:`held_out_worst_case` -- the exponent of a polylogarithm, a rank correlation, and
+  the worst case over a family of instances (with its held-out, selection-unbiased runs).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedbandit._validation import (
     check_array,
@@ -60,6 +73,19 @@ __all__ = [
     "claim_exponent",
     "claim_difference",
     "claim_slope_gap",
+    "claim_order",
+    "mean_below",
+    "means_not_distinguished",
+    "mean_within",
+    "mean_above_level",
+    "ordering_summary",
+    "mean_and_half_width",
+    "ratio_and_se",
+    "claim_estimate_gap",
+    "fit_polylog",
+    "spearman_rho",
+    "worst_case_runs",
+    "held_out_worst_case",
 ]
 
 
@@ -575,14 +601,22 @@ def claim_slope(quantity, slope, se, dof, *, confidence: float = 0.95, method: s
     return claim(quantity, slope, low, high, confidence=confidence, method=method, **kwargs)
 
 
-def claim_slope_gap(quantity, a, b, dof, *, confidence: float = 0.95, **kwargs) -> Claim:
+def claim_slope_gap(quantity, a, b, dof=None, *, confidence: float = 0.95, **kwargs) -> Claim:
     r"""A claim on the difference a − b of two slopes fitted on independent runs.
 
     ``a`` and ``b`` are ``(slope, se)`` pairs (or :class:`ExponentFit`); the difference has
     standard error :math:`\sqrt{se_a^2 + se_b^2}` (independent fits) and a Student t interval with
     ``dof`` degrees of freedom (for two least-squares fits of p points each, p − 2 is the
-    conservative choice: Welch's dof is at least the smaller of the two).
+    conservative choice: Welch's dof is at least the smaller of the two).  ``dof=None``
+    takes the smaller of the two fits' own degrees of freedom, ``min(a.dof, b.dof)``: both
+    must then be :class:`ExponentFit` from :func:`fit_exponent_t` (finite ``dof``).
     """
+    if dof is None:
+        if not (isinstance(a, ExponentFit) and isinstance(b, ExponentFit)
+                and math.isfinite(a.dof) and math.isfinite(b.dof)):
+            raise ValueError("dof=None takes the smaller of the fits' dof: a and b must be ExponentFit from "
+                             f"fit_exponent_t with finite dof, got {a!r:.80} and {b!r:.80}")
+        dof = min(a.dof, b.dof)
     def pair(name, v):
         if isinstance(v, ExponentFit):
             return v.slope, v.se
@@ -635,3 +669,445 @@ def claim_difference(quantity, a, b, *, paired: bool = False, confidence: float 
     low, high = t_interval(diff, se, dof, confidence)
     kwargs.setdefault("method", method)
     return claim(quantity, diff, low, high, confidence=confidence, alternatives=alternatives, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Orderings of two means at a stated one-sided false-alarm rate
+# ---------------------------------------------------------------------------------------
+
+#: Largest range of a sample of runs the orderings take (Welch's dof raises the standard errors
+#: to the fourth power, which overflows a float from about 1e77).
+_MAX_SPREAD = 1e70
+
+#: The candidate every ordering is read against.
+NO_DIFFERENCE = "no difference"
+
+
+def _check_alpha(alpha: float) -> float:
+    alpha = check_probability("alpha", alpha)
+    if alpha >= 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5) (a one-sided false-alarm rate), got {alpha!r}")
+    return alpha
+
+
+def _check_runs(names: tuple[str, str], a: ArrayLike, b: ArrayLike, paired: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The two samples of runs of an ordering, checked under their parameters' names."""
+    (na, nb) = names
+    x, y = check_array(f"{na}", a, ndim=1), check_array(f"{nb}", b, ndim=1)
+    paired = check_bool("paired", paired)
+    if x.size < 2 or y.size < 2:
+        raise ValueError(f"{na} and {nb} need at least 2 runs each for a standard error, got {x.size} and {y.size}")
+    if paired and x.size != y.size:
+        raise ValueError(f"{na} and {nb}: paired runs need equal sizes, got {x.size} and {y.size}")
+    for name, v in ((na, x), (nb, y)):
+        spread = float(np.ptp(v))
+        if not spread <= _MAX_SPREAD:  # Welch's dof takes se⁴: beyond this it overflows a float
+            raise ValueError(f"{name}: the runs must spread over at most {_MAX_SPREAD:g}, got {spread!r}")
+    return x, y
+
+
+def claim_order(quantity: str, low: ArrayLike, high: ArrayLike, *, alpha: float, paired: bool = False,
+                **kwargs: Any) -> Claim:
+    """A claim on ``mean(high) − mean(low)`` whose one-sided exclusions have false-alarm rate ``alpha``.
+
+    :func:`claim_difference` at confidence ``1 − 2·alpha``: "high above low" is
+    :meth:`Claim.assert_above` ("no difference"), and each side of "not distinguished"
+    (:meth:`Claim.admits`) has rate ``alpha`` too.  ``paired=True`` for runs that share
+    their random numbers (paired Student t over the runs), otherwise Welch's t.
+
+    Parameters
+    ----------
+    quantity : str
+        What the difference is, for the claim's sentence.
+    low, high : array (runs,)
+        The runs of the two configurations (equal sizes when ``paired``).
+    alpha : float
+        One-sided false-alarm rate, in (0, 0.5).
+    paired : bool, default False
+        Paired t (common random numbers) or Welch's t (independent runs).
+    **kwargs
+        Passed on to :func:`claim` (``digits``, ``scope``, ``alternatives``, ...).
+
+    Returns
+    -------
+    Claim
+        With the alternative "no difference" (unless ``alternatives`` says otherwise).
+    """
+    alpha = _check_alpha(alpha)
+    low, high = _check_runs(("low", "high"), low, high, paired)
+    return claim_difference(quantity, low, high, paired=paired, confidence=1 - 2 * alpha, **kwargs)
+
+
+def mean_below(low: ArrayLike, high: ArrayLike, *, alpha: float, paired: bool = False) -> bool:
+    """``mean(low) < mean(high)``, established at one-sided false-alarm rate ``alpha``.
+
+    The interval of :func:`claim_order` (``low``, ``high``) lies wholly above 0.
+
+    Parameters
+    ----------
+    low, high : array (runs,)
+        The runs of the configuration said to be lower, and of the other.
+    alpha : float
+        One-sided false-alarm rate, in (0, 0.5).
+    paired : bool, default False
+        Paired t (common random numbers) or Welch's t.
+
+    Returns
+    -------
+    bool
+    """
+    low, high = _check_runs(("low", "high"), low, high, paired)
+    return claim_order("mean(high) − mean(low)", low, high, alpha=alpha, paired=paired).above(NO_DIFFERENCE)
+
+
+def means_not_distinguished(a: ArrayLike, b: ArrayLike, *, alpha: float, paired: bool = False) -> bool:
+    """The runs do not tell ``mean(a)`` and ``mean(b)`` apart: the interval of the difference admits 0.
+
+    The interval is :func:`claim_order`'s (confidence ``1 − 2·alpha``); symmetric in ``a``
+    and ``b``.  "Not distinguished" is not "equal": it says only that neither ordering is
+    established at rate ``alpha``.
+
+    Parameters
+    ----------
+    a, b : array (runs,)
+        The runs of the two configurations.
+    alpha : float
+        One-sided false-alarm rate of each side, in (0, 0.5).
+    paired : bool, default False
+        Paired t (common random numbers) or Welch's t.
+
+    Returns
+    -------
+    bool
+    """
+    a, b = _check_runs(("a", "b"), a, b, paired)
+    return claim_order("mean(b) − mean(a)", a, b, alpha=alpha, paired=paired).admits(NO_DIFFERENCE)
+
+
+def mean_within(a: ArrayLike, b: ArrayLike, rel: float, *, alpha: float, paired: bool = True,
+                establish: bool = True) -> bool:
+    """``mean(a)`` within a fraction ``rel`` of ``mean(b)``: two one-sided tests (TOST) at rate ``alpha`` each.
+
+    ``establish=True``: both ``mean(a) > (1 − rel)·mean(b)`` and ``mean(a) < (1 + rel)·mean(b)``
+    are established (:func:`mean_below` on the runs ``(1 ∓ rel)·b`` against ``a``): an
+    equivalence shown.  ``establish=False``: the weaker check that neither test resolves
+    ``mean(a)`` outside the band (for runs too few or too short to establish it).
+
+    Parameters
+    ----------
+    a, b : array (runs,)
+        The runs (equal sizes when ``paired``).
+    rel : float
+        The band's half-width, a fraction of ``mean(b)``, non-negative.
+    alpha : float
+        One-sided false-alarm rate of each test, in (0, 0.5).
+    paired : bool, default True
+        Paired t (common random numbers) or Welch's t.
+    establish : bool, default True
+        Establish the band, or only check that it is not contradicted.
+
+    Returns
+    -------
+    bool
+    """
+    rel = check_nonnegative_float("rel", rel)
+    establish = check_bool("establish", establish)
+    a, b = _check_runs(("a", "b"), a, b, paired)
+    lower, upper = (1 - rel) * b, (1 + rel) * b
+    if establish:
+        return mean_below(lower, a, alpha=alpha, paired=paired) and mean_below(a, upper, alpha=alpha, paired=paired)
+    return not mean_below(a, lower, alpha=alpha, paired=paired) and not mean_below(upper, a, alpha=alpha,
+                                                                                   paired=paired)
+
+
+def mean_above_level(x: ArrayLike, level: float, *, alpha: float) -> bool:
+    """One-sided Student t test: is the mean of the runs ``x`` above ``level`` at false-alarm rate ``alpha``?
+
+    ``mean(x) − t_{1−α, n−1}·s/√n > level`` (s the sample standard deviation, n ≥ 2 runs):
+    the lower one-sided confidence bound at ``1 − alpha`` lies above ``level``.
+
+    Parameters
+    ----------
+    x : array (runs,)
+        Independent runs, at least 2.
+    level : float
+        The level tested against.
+    alpha : float
+        One-sided false-alarm rate, in (0, 0.5).
+
+    Returns
+    -------
+    bool
+    """
+    from scipy import stats
+
+    x = check_array("x", x, ndim=1)
+    if x.size < 2:
+        raise ValueError(f"x must hold at least 2 runs for a standard error, got {x.size}")
+    level = check_finite_float("level", level)
+    alpha = _check_alpha(alpha)
+    return bool(x.mean() - stats.t.ppf(1 - alpha, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size) > level)
+
+
+def ordering_summary(claims: Mapping[Any, Claim], *, when_above: str, when_below: str,
+                     neither: str = "not distinguished", name: str = "ε") -> str:
+    """The sentence summing up a family of claims on differences, grouped by the ordering each establishes.
+
+    For claims keyed by a parameter (ε), e.g. ``{ε: claim on regret(B) − regret(A)}``:
+    ``"<when_above> at ε = 1, 2; <when_below> at ε = 5; <neither> at ε = 0.5"``, where a
+    claim whose interval lies above "no difference" goes to ``when_above``, below it to
+    ``when_below``, and one that admits it to ``neither`` (empty groups are left out; keys
+    formatted with ``:g``, in the mapping's order).
+
+    Parameters
+    ----------
+    claims : mapping of key to Claim
+        Each with the candidate "no difference".
+    when_above, when_below, neither : str
+        The phrases of the three groups.
+    name : str, default "ε"
+        The parameter the keys are values of.
+
+    Returns
+    -------
+    str
+        The groups joined by "; " (empty if ``claims`` is).
+    """
+    if not isinstance(claims, Mapping) or not all(isinstance(c, Claim) for c in claims.values()):
+        raise TypeError(f"claims must be a mapping of keys to Claim, got {type(claims).__name__}")
+    check_str("when_above", when_above)
+    check_str("when_below", when_below)
+    check_str("neither", neither)
+    check_str("name", name)
+    above = [k for k, c in claims.items() if c.above(NO_DIFFERENCE)]
+    below = [k for k, c in claims.items() if c.below(NO_DIFFERENCE)]
+    same = [k for k in claims if k not in above + below]
+
+    def keys(ks: list) -> str:
+        return ", ".join(f"{k:g}" for k in ks)
+
+    parts = [f"{phrase} at {name} = {keys(ks)}" for phrase, ks in ((when_above, above), (when_below, below),
+                                                                  (neither, same)) if ks]
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# Intervals and ratios of means
+# ---------------------------------------------------------------------------------------
+
+
+def mean_and_half_width(values: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
+    """(mean, half-width) of the Student-t interval of :func:`regret_interval`, for error bars.
+
+    The half-width is ``high − mean`` of :func:`regret_interval` (few runs: Student t with
+    n − 1 degrees of freedom, not the normal 1.96); NaN with one run.
+
+    Parameters
+    ----------
+    values : array
+        The runs (flattened).
+    confidence : float, default 0.95
+        Of the two-sided interval.
+
+    Returns
+    -------
+    (float, float)
+    """
+    m, _, high = regret_interval(values, confidence)
+    return m, high - m
+
+
+def ratio_and_se(numerator: tuple[float, float], denominator: tuple[float, float]) -> tuple[float, float]:
+    r"""Ratio of two independent means and its standard error by the delta method.
+
+    For means :math:`m_n, m_d` with standard errors :math:`s_n, s_d` (independent runs),
+    :math:`r = m_n/m_d` and :math:`\mathrm{se}(r) \approx r\sqrt{(s_n/m_n)^2 + (s_d/m_d)^2}`
+    (first-order Taylor expansion of the ratio; good when both relative errors are small).
+
+    Parameters
+    ----------
+    numerator, denominator : (float, float)
+        ``(mean, standard error)`` of each.
+
+    Returns
+    -------
+    (float, float)
+        The ratio and its standard error (the sign of the ratio's).
+    """
+    pairs = []
+    for label, pair in (("numerator", numerator), ("denominator", denominator)):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"{label} must be a (mean, standard error) pair, got {pair!r:.80}")
+        mean = check_finite_float(f"{label}", pair[0])
+        if mean == 0.0:
+            raise ValueError(f"{label}: the mean must be non-zero for a ratio's relative error, got {mean!r}")
+        pairs.append((np.float64(mean), np.float64(check_nonnegative_float(f"{label}", pair[1]))))
+    (mn, sn), (md, sd) = pairs
+    r = mn / md
+    return float(r), float(r * np.sqrt((sn / mn) ** 2 + (sd / md) ** 2))
+
+
+def claim_estimate_gap(quantity: str, a: tuple[float, float], b: tuple[float, float], runs_a: int, runs_b: int, *,
+                       confidence: float = 0.95, estimator: str = "",
+                       alternatives: Any = ((NO_DIFFERENCE, 0.0),), **kwargs: Any) -> Claim:
+    r"""A claim on ``a − b`` for two independent estimates, each ``(estimate, se)`` over its own runs.
+
+    The difference has standard error :math:`\sqrt{se_a^2 + se_b^2}` and a Student t
+    interval with Welch–Satterthwaite degrees of freedom (:func:`welch_dof` of the two
+    standard errors over ``runs_a`` and ``runs_b`` runs): for estimates that behave like
+    means of their runs, such as :func:`ratio_and_se`'s delta-method ratios.  The method reads
+    ``"<estimator>, Student t, <dof> dof"``.
+
+    Parameters
+    ----------
+    quantity : str
+        What the difference is.
+    a, b : (float, float)
+        ``(estimate, standard error)`` of each.
+    runs_a, runs_b : int
+        The independent runs behind each (at least 2).
+    confidence : float, default 0.95
+        Of the two-sided interval.
+    estimator : str, default ""
+        How the standard errors were obtained ("delta method"), for the method's text.
+    alternatives : dict or sequence of (label, value)
+        Default "no difference" at 0.
+    **kwargs
+        Passed on to :func:`claim`.
+
+    Returns
+    -------
+    Claim
+    """
+    for label, pair in (("a", a), ("b", b)):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"{label} must be an (estimate, standard error) pair, got {pair!r:.80}")
+    check_str("estimator", estimator)
+    runs_a = check_int_in_range("runs_a", runs_a, 2, None)
+    runs_b = check_int_in_range("runs_b", runs_b, 2, None)
+    d, se = a[0] - b[0], math.hypot(a[1], b[1])
+    dof = welch_dof(a[1], runs_a, b[1], runs_b)
+    method = f"Student t, {dof:.3g} dof"
+    kwargs.setdefault("method", f"{estimator}, {method}" if estimator else method)
+    return claim(quantity, d, *t_interval(d, se, dof, confidence), confidence=confidence, alternatives=alternatives,
+                 **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Fits, correlations and worst cases
+# ---------------------------------------------------------------------------------------
+
+
+def fit_polylog(x: ArrayLike, values: ArrayLike) -> tuple[float, float, float]:
+    """Least-squares exponent a of ``values ≈ c·(ln x)^a``: :func:`fit_power_law` on ``ln x``.
+
+    A cost growing like ``x`` has local exponent ``ln x`` in this scale, a polylogarithmic one a
+    constant.  The standard error is the least-squares one (points assumed independent: for
+    points of one mean curve, which are correlated, it is optimistic).
+
+    Parameters
+    ----------
+    x : array (p,)
+        Greater than 1 (``ln x > 0``).
+    values : array (p,)
+        Positive.
+
+    Returns
+    -------
+    slope, intercept, slope_se : float
+        As :func:`fit_power_law`.
+    """
+    x = check_array("x", x, ndim=1)
+    if x.size < 2:
+        raise ValueError(f"x must hold at least 2 points for a slope, got {x.size}")
+    if np.any(x <= 1.0):
+        raise ValueError(f"x must be greater than 1 (ln x > 0), got min {x.min() if x.size else None!r}")
+    return fit_power_law(np.log(x), values)
+
+
+def spearman_rho(a: ArrayLike, b: ArrayLike) -> float:
+    """Spearman's rank correlation of two samples (``scipy.stats.spearmanr``), a point estimate.
+
+    Parameters
+    ----------
+    a, b : array (p,)
+        Paired observations, the same length >= 2.
+
+    Returns
+    -------
+    float
+        In [−1, 1] (NaN if a sample is constant).
+    """
+    from scipy import stats
+
+    a, b = check_array("a", a, ndim=1), check_array("b", b, ndim=1)
+    if a.size != b.size or a.size < 2:
+        raise ValueError(f"a and b must have the same length >= 2, got {a.size} and {b.size}")
+    return float(stats.spearmanr(a, b)[0])
+
+
+def _check_family(values: ArrayLike) -> np.ndarray:
+    v = check_array("values", values, finite=False)
+    if v.ndim not in (2, 3) or v.shape[-2] < 1 or v.shape[-1] < 1:
+        raise ValueError(f"values must have shape (instances, runs) or (points, instances, runs), got {v.shape}")
+    return v
+
+
+def worst_case_runs(values: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The worst instance of a family by its mean over the runs, and that instance's runs.
+
+    The maximum of the means is biased upward (the runs that pick the instance also measure
+    it); :func:`held_out_worst_case` is the unbiased variant.
+
+    Parameters
+    ----------
+    values : array (G, S) or (N, G, S)
+        S runs on each of G instances (e.g. gaps), optionally at each of N points (e.g. n).
+
+    Returns
+    -------
+    means : array (G,) or (N, G)
+        The mean over the runs of every instance.
+    runs : array (S,) or (N, S)
+        The runs of the worst instance.
+    index : int array () or (N,)
+        The worst instance (the first on ties).
+    """
+    v = _check_family(values)
+    flat = v.reshape(-1, *v.shape[-2:])
+    means, runs, index = [], [], []
+    for reg in flat:
+        m = reg.mean(axis=1)
+        j = int(np.argmax(m))
+        means.append(m)
+        runs.append(reg[j])
+        index.append(j)
+    lead = v.shape[:-2]
+    return (np.array(means).reshape(*lead, v.shape[-2]), np.array(runs).reshape(*lead, v.shape[-1]),
+            np.array(index).reshape(lead))
+
+
+def held_out_worst_case(values: ArrayLike) -> np.ndarray:
+    """Each run's value at the instance that is worst on the *other* runs' mean (leave-one-out).
+
+    Run s is not used to choose the instance it measures, so its value is an unbiased draw of
+    the regret at a worst-case candidate, unlike the maximum of the means
+    (:func:`worst_case_runs`), which is biased upward.
+
+    Parameters
+    ----------
+    values : array (G, S) or (N, G, S)
+        S >= 2 runs on each of G instances, optionally at each of N points.
+
+    Returns
+    -------
+    array (S,) or (N, S)
+        Run s's value at ``argmax_g mean_{s' ≠ s} values[g, s']`` (first on ties).
+    """
+    v = _check_family(values)
+    n_runs = v.shape[-1]
+    if n_runs < 2:
+        raise ValueError(f"values must hold at least 2 runs per instance to hold one out, got {n_runs}")
+    flat = v.reshape(-1, *v.shape[-2:])
+    out = [[reg[int(np.argmax(np.delete(reg, s, axis=1).mean(axis=1))), s] for s in range(n_runs)] for reg in flat]
+    return np.array(out).reshape(*v.shape[:-2], n_runs)

@@ -56,6 +56,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from fedbandit._combinatorics import flattened_dim
 from fedbandit._validation import (
     MIN_DELTA,
@@ -67,9 +69,10 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting.ddg import DDGParams, ddg_delta2
+from fedbandit.protocols import create
 
 __all__ = ["theorem2_sigma", "theorem2_gamma", "theorem2_beta", "theorem2_bits", "theorem2_params", "theorem2_mse",
-           "ddg_mse_bound", "ddg_mse_terms"]
+           "ddg_mse_bound", "ddg_mse_terms", "ddg_mean_mse_by_bits"]
 
 #: Largest bit width :func:`theorem2_bits` searches (the modular arithmetic of the simulation is int64).
 MAX_THEOREM2_BITS = 52
@@ -301,3 +304,59 @@ def ddg_mse_bound(params, *, sum_norm: float | None = None) -> float:
     t = ddg_mse_terms(params, sum_norm=sum_norm)
     a = t["noise"] + t["rounding_variance"] + t["rounding_bias"]
     return (math.sqrt(a) + math.sqrt(t["wrap"])) ** 2
+
+
+def ddg_mean_mse_by_bits(epsilon: float, k: float, n: int, *, dim: int, clip: float, delta: float = 1e-5,
+                         max_bits: int = 20) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Predicted error per coordinate of the mean of n clients' vectors: DDG at each bit width, and the Gaussian.
+
+    For each bit width B from the fewest that holds k standard deviations of the sum
+    (:math:`\lceil\log_2(\sqrt n\,k)\rceil + 1`, at least 5) to ``max_bits``, the
+    ``sum-ddg-secagg`` protocol's calibration (one round) at (ε, δ) gives the per-client
+    noise scale σ₀ and the rounding granularity γ; the prediction is the noise and rounding
+    variance of the sum per coordinate over n², :math:`(\sigma_0^2 + \gamma^2/4)/n`
+    ([derived]: the ``noise`` and ``rounding_variance`` terms of :func:`ddg_mse_terms` per
+    coordinate, with β → 0 and without the rounding bias and the wrap-around, which the
+    calibration keeps small; NaN where the protocol refuses the bit width).  The analytic
+    Gaussian's is the ``sum-central-gaussian`` protocol's noise variance over n².
+
+    Parameters
+    ----------
+    epsilon : float
+        ε of the target (ε, δ).
+    k : float
+        Standard deviations of the sum the modular range holds.
+    n : int
+        The number of clients.
+    dim : int
+        d, the vectors' dimension.
+    clip : float
+        c, the clipping norm.
+    delta : float, default 1e-5
+        δ.
+    max_bits : int, default 20
+        The largest bit width.
+
+    Returns
+    -------
+    bits : numpy.ndarray of int
+        The bit widths.
+    mse : numpy.ndarray
+        DDG's predicted error per coordinate of the mean at each (NaN where refused).
+    gaussian_mse : float
+        The analytic Gaussian's.
+    """
+    n = check_positive_int("n", n)
+    k = check_positive_float("k", k)
+    max_bits = check_positive_int("max_bits", max_bits, max_value=62, reason="the modular sum is int64")
+    bs = np.arange(max(4, int(np.ceil(np.log2(np.sqrt(n) * k))) + 1), max_bits + 1)
+    setting = dict(n_parties=n, dim=dim, n_rounds=1, clip=clip)
+    pred = []
+    for b in bs:
+        try:
+            cal = create("sum-ddg-secagg", epsilon=epsilon, delta=delta, bits=int(b), k=k).configure(**setting).calibration()
+            pred.append((cal["sigma0"] ** 2 + cal["gamma"] ** 2 / 4) / n)  # sigma0: one client's noise scale
+        except ValueError:
+            pred.append(np.nan)
+    g = create("sum-central-gaussian", epsilon=epsilon, delta=delta).configure(**setting).noise_std() ** 2 / n**2
+    return bs, np.array(pred), g

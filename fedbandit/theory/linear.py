@@ -14,6 +14,7 @@ levels, d dimension, (ε, δ) privacy, α failure probability.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -28,7 +29,9 @@ from fedbandit._validation import (
     check_positive_int,
     check_probability,
 )
-from fedbandit.accounting.calibration import ldp_total_variance
+from fedbandit.accounting.amplification import zc_amplification_validity
+from fedbandit.accounting.calibration import central_sigma, ldp_total_variance
+from fedbandit.protocols import create
 
 __all__ = [
     "check_batch_schedule",
@@ -43,6 +46,8 @@ __all__ = [
     "regret_bound_nonprivate",
     "communication_rounds",
     "optimal_batch_size",
+    "nearest_divisor",
+    "fixed_batch_noise_levels",
     "PRIVACY_COST_EXPONENT_M",
     "MAX_HORIZON",
 ]
@@ -444,3 +449,86 @@ def optimal_batch_size(horizon, n_agents) -> int:
     M = check_positive_int("n_agents", n_agents)
     target = math.sqrt(T / M)
     return min(_divisors(T), key=lambda b: (abs(math.log(b / target)), b))
+
+
+def nearest_divisor(horizon: int, batch_size: float) -> int:
+    """The divisor of T closest to ``batch_size`` (ties to the smaller): a batch size the schedule allows.
+
+    Parameters
+    ----------
+    horizon : int
+        T, the rounds per agent.
+    batch_size : float
+        The wanted batch size, positive.
+
+    Returns
+    -------
+    int
+        A divisor B of T.
+    """
+    T = _check_horizon(horizon)
+    batch_size = check_positive_float("batch_size", batch_size)
+    return min(_divisors(T), key=lambda b: abs(b - batch_size))
+
+
+def fixed_batch_noise_levels(n_agents: int = 100, epsilon: float = 0.1, delta: float = 0.1, horizon: int = 10_000,
+                             batch_size: int | str = 25, *, dim: int = 10) -> dict:
+    """Each privacy model's total noise level σ per Gram/bias entry of the fixed-batch learner at one setting.
+
+    The σ that Lemma 6.7 of Zhou & Chowdhury (2023) takes (the std of the total noise in a
+    synchronized prefix sum), for every protocol of their Section 5 at (ε, δ), M agents,
+    horizon T and batch size B (rounded to the nearest divisor of T, :func:`nearest_divisor`;
+    ``"sqrt(T/M)"`` is :func:`optimal_batch_size`), K = T/B:
+
+    * silo-level LDP: σ = sqrt(M κ σ₀²) (:func:`~fedbandit.accounting.ldp_total_variance`);
+    * SDP by amplification: the server's noise std of the ``sdp-amplification`` protocol as the
+      authors calibrate it (forced outside the lemma's validity region, NaN where the protocol
+      refuses the setting), and the ideal σ(LDP)/sqrt(M);
+    * central DP: sqrt(κ)·σ₀ of the tree at the trusted server
+      (:func:`~fedbandit.accounting.central_sigma`), κ = :func:`kappa` (K).
+
+    Parameters
+    ----------
+    n_agents : int, default 100
+        M.
+    epsilon, delta : float, default 0.1, 0.1
+        The target (ε, δ).
+    horizon : int, default 10 000
+        T.
+    batch_size : int or "sqrt(T/M)", default 25
+        B before rounding to a divisor of T.
+    dim : int, default 10
+        d, for configuring the amplification protocol.
+
+    Returns
+    -------
+    dict
+        ``B``, ``K``, ``kappa``, ``sigma_ldp``, ``sigma_amp`` (NaN if refused), ``sigma_amp_ideal``,
+        ``sigma_central``, ``valid`` (every condition of
+        :func:`~fedbandit.accounting.zc_amplification_validity` holds, at min(ε, 10⁶)) and
+        ``sum_ok`` (the authors' amplification noise at least the central tree's: the
+        server's sum stays private).
+    """
+    T = _check_horizon(horizon)
+    M = check_positive_int("n_agents", n_agents)
+    if isinstance(batch_size, str):
+        if batch_size != "sqrt(T/M)":
+            raise ValueError(f"batch_size must be a positive number or 'sqrt(T/M)', got {batch_size!r}")
+        B = optimal_batch_size(T, M)
+    else:
+        B = nearest_divisor(T, check_positive_float("batch_size", batch_size))
+    K = T // B
+    s_ldp = math.sqrt(ldp_total_variance(epsilon, delta, K, M))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # forced outside the lemma's region: reported by ``valid``
+            s_amp = create("sdp-amplification", epsilon=epsilon, delta=delta, force=True).configure(
+                n_agents=M, dim=dim, n_batches=K, batch_size=B).server_noise_std()
+    except ValueError:
+        s_amp = float("nan")
+    s_central = math.sqrt(kappa(K)) * central_sigma(epsilon, delta, K)
+    conds = zc_amplification_validity(min(epsilon, 1e6), delta, M, K, T)
+    return {"B": B, "K": K, "kappa": kappa(K), "sigma_ldp": s_ldp, "sigma_amp": s_amp,
+            "sigma_amp_ideal": s_ldp / math.sqrt(M), "sigma_central": s_central,
+            "valid": all(c.holds for c in conds),
+            "sum_ok": s_amp == s_amp and s_amp >= s_central}

@@ -44,6 +44,7 @@ from fedbandit._validation import (
     check_positive_int,
 )
 from fedbandit.accounting.counting import big_nk, c_epsilon, rep_nk
+from fedbandit.mechanisms.psco import error_proxy
 
 #: Most rungs of :func:`big_ladder` (one per shuffler; the book's k are at most log2 n + 1).
 MAX_LADDER = 10_000
@@ -67,6 +68,8 @@ __all__ = [
     "bandit_regret_rate",
     "sequential_bandit_regret",
     "predicted_regret_exponent",
+    "error_proxy_local_slope",
+    "supremum_factor_slope",
 ]
 
 #: The PSCO algorithms of the chapter, by name.
@@ -425,3 +428,61 @@ def predicted_regret_exponent(algorithm: str, k: int | None = None) -> float:
     return 0.5
 
 
+
+
+def error_proxy_local_slope(name: str, n: int, epsilon: float, delta: float, *, k: int | None = None) -> float:
+    """Local exponent of an algorithm's error proxy at n: its growth over one decade, log10(proxy(10n)/proxy(n)).
+
+    The pre-asymptotic slope d log(error)/d log(n) of
+    :func:`fedbandit.mechanisms.error_proxy`, over [n, 10n]; for k concurrent shufflers it
+    tends to 1/(2k+1) (Tenenbaum et al. 2023, Cor. 3.3) from above.
+
+    Parameters
+    ----------
+    name : str
+        The algorithm (:data:`fedbandit.mechanisms.PSCO_ALGORITHMS`).
+    n : int
+        The number of users at the decade's start.
+    epsilon, delta : float
+        The algorithm's overall (ε, δ).
+    k : int, optional
+        The number of shufflers ("concurrent", "extrapolating").
+
+    Returns
+    -------
+    float
+    """
+    n = check_positive_int("n", n)
+    lo, hi = error_proxy(name, n, epsilon, delta, k=k), error_proxy(name, 10 * n, epsilon, delta, k=k)
+    return math.log10(hi / lo)
+
+
+def supremum_factor_slope(n_lo: float, finest_lo: int, n_hi: float, finest_hi: int) -> float:
+    """Slope in log n over [n_lo, n_hi] of sqrt(log(n/b)), the supremum's factor a proxy leaves out.
+
+    The supremum over the n/b releases of a schedule whose finest batch is b grows like
+    sqrt(log(n/b)) (a union bound over Gaussian-like errors); the error proxy
+    (:func:`fedbandit.mechanisms.error_proxy`) is one release's scale, so a fitted exponent
+    may exceed the proxy's by this slope, ``log(g(n_hi)/g(n_lo))/log(n_hi/n_lo)`` with
+    ``g(n) = sqrt(log(max(n/b, e)))`` (floored at e so that one release has factor 1).
+
+    Parameters
+    ----------
+    n_lo, n_hi : float
+        The ends of the range of n, 0 < n_lo < n_hi.
+    finest_lo, finest_hi : int
+        The finest batch of the schedule at each end (1 for an algorithm without batches).
+
+    Returns
+    -------
+    float
+    """
+    n_lo, n_hi = check_positive_float("n_lo", n_lo), check_positive_float("n_hi", n_hi)
+    if not n_lo < n_hi:
+        raise ValueError(f"n_lo must be below n_hi, got {n_lo!r} and {n_hi!r}")
+    finest_lo, finest_hi = check_positive_int("finest_lo", finest_lo), check_positive_int("finest_hi", finest_hi)
+
+    def g(n: float, b: int) -> float:
+        return math.sqrt(math.log(max(n / b, math.e)))
+
+    return math.log(g(n_hi, finest_hi) / g(n_lo, finest_lo)) / math.log(n_hi / n_lo)
