@@ -263,50 +263,56 @@ def _targets(node):
 
 
 def _derived_names(tree, seeded) -> set[str]:
-    """Names bound once in ``tree`` to a value for which ``seeded(value, derived)`` holds, to a fixpoint.
+    """Names every binding of which in ``tree`` is to a value for which ``seeded(value, derived)`` holds, to a fixpoint.
 
-    Only names bound once in the source are followed (a loop variable or a reused scratch name
-    such as ``m`` or ``_`` carries everything); ``derived`` grows until no binding adds a name.
+    A name bound once is followed when that value is seeded; a name bound several times only
+    when every binding is an assignment of a seeded value (``s_cen = FITS[a][0]`` here and
+    ``s_cen = FITS[b][0]`` there).  A name with a binding that carries no value -- a loop
+    variable, a function argument, a bare annotation -- or with one unseeded value (a reused
+    scratch name such as ``m``) is not followed, nor is ``_``; ``derived`` grows until no
+    binding adds a name.
     """
-    from collections import Counter
+    from collections import defaultdict
 
-    binds: Counter = Counter()
-    pairs = []
+    values: dict[str, list] = defaultdict(list)  # name -> the values it is bound to (None: a binding with no value)
+
+    def bind(target, value):
+        for n in _targets(target):
+            values[n].append(value)
+
     for node in _ast.walk(tree):
         if isinstance(node, _ast.Assign):
-            pairs += [(t, node.value) for t in node.targets]
             for t in node.targets:
-                binds.update(_targets(t))
+                bind(t, node.value)
         elif isinstance(node, (_ast.AugAssign, _ast.AnnAssign, _ast.NamedExpr)):
-            binds.update(_targets(node.target))
-            if node.value is not None:
-                pairs.append((node.target, node.value))
+            bind(node.target, node.value)
         elif isinstance(node, (_ast.For, _ast.comprehension)):
-            binds.update(_targets(node.target))
+            bind(node.target, None)
         elif isinstance(node, (_ast.FunctionDef, _ast.Lambda)):
-            binds.update(a.arg for a in node.args.args)
+            for a in node.args.args:
+                values[a.arg].append(None)
     derived: set[str] = set()
     changed = True
     while changed:
         changed = False
-        for target, value in pairs:
-            if seeded(value, derived):
-                new = {n for n in _targets(target) if binds[n] == 1 and n != "_"} - derived
-                if new:
-                    derived |= new
-                    changed = True
+        for name, vals in values.items():
+            if name == "_" or name in derived or any(v is None for v in vals):
+                continue
+            if all(seeded(v, derived) for v in vals):
+                derived.add(name)
+                changed = True
     return derived
 
 
 def fit_derived_names(tree) -> set[str]:
     """Names bound to a value computed from a fit, directly or through other such names.
 
-    A name is fit-derived when an assignment (``=``, ``:=``, augmented, annotated) binds it
+    A name is fit-derived when every assignment (``=``, ``:=``, augmented, annotated) binds it
     to an expression that mentions an identifier matching the fit pattern (``slope``,
     ``exponent``, ``fit``, ``coef``) or a fit-derived name, e.g. ``s_ldp`` in
     ``s_ldp, s_cen = (FITS[p][0] for p in P)``, and ``e_corr`` in ``e_corr, ci, _ = EXP[k]``
-    after ``EXP = {k: cost_exponent(k) for k in K}`` (a fixpoint over the source, names bound
-    once only: :func:`_derived_names`).
+    after ``EXP = {k: cost_exponent(k) for k in K}`` (a fixpoint over the source; a name
+    also bound by a loop, an argument or an unseeded value is not followed: :func:`_derived_names`).
     """
     def seeded(value, derived):
         idents = set(_identifiers(value))
@@ -374,14 +380,16 @@ def test_the_bare_fit_assert_pattern_finds_the_known_cases():
                "assert all(CTX_FITS[l].slope < CTX_FITS['c'].slope - 0.1 for l in L)",
                "assert EPS_FITS['s'][0] > EPS_FITS['l'][0]", "assert exponent <= 3.5",
                "s_ldp, s_cen = (FITS[p][0] for p in P)\nassert s_ldp > s_cen",
-               "EXP = {k: cost_exponent(k) for k in K}\ne_corr, ci, _ = EXP['x']\nassert abs(e_corr - 0.75) < 0.1"]
+               "EXP = {k: cost_exponent(k) for k in K}\ne_corr, ci, _ = EXP['x']\nassert abs(e_corr - 0.75) < 0.1",
+               "s = FITS['a'][0]\ns = FITS['b'][0]\nassert s <= 0.6"]  # bound twice, both times to a fit
     for src in flagged:
         assert len(bare_fit_asserts(src)) == 1, src
     clean = ["c = claim_exponent('q', fit, prediction=('1/2', 0.5))\nc.assert_admits()",
              "assert r['status'] == 'verified'", "assert np.all(WC[lab][2] < len(GAPS) - 1)",
              "assert math.isclose(a, b)",
              "m, se = fit_power_law(x, y)\nfor m in ms:\n    pass\nassert m > 0",  # a reused name is not followed
-             "_ = fit(x)\nassert _ > 0"]
+             "_ = fit(x)\nassert _ > 0",
+             "s = FITS['a'][0]\ns = 0.5\nassert s <= 0.6"]  # bound twice, once to something else
     for src in clean:
         assert bare_fit_asserts(src) == [], src
 
@@ -416,7 +424,7 @@ def _mean_mentions(node, derived: set[str]) -> int:
 
 
 def mean_derived_names(tree) -> set[str]:
-    """Names bound once to a value computed from a mean over runs (``.mean()``, ``mean_and_se``), transitively.
+    """Names bound only to values computed from a mean over runs (``.mean()``, ``mean_and_se``), transitively.
 
     The fixpoint of :func:`fit_derived_names` with the mean calls as its seeds, e.g.
     ``worst_at_n = {lab: WC[lab][1][-1].mean() for lab in L}`` or ``res = {k: mean_and_se(v) ...}``.
@@ -468,3 +476,48 @@ def test_the_bare_ordering_pattern_finds_the_known_cases():
 def test_no_bare_orderings_in_the_chapters(name):
     """Every "X beats Y" of chapters 2-4 goes through the claim helper (issue 22)."""
     assert chapter_ordering_asserts(name) == []
+
+
+# ------------------------------------------------ the chapter-level detectors catch a planted assert
+
+#: A bare comparison planted in each chapter, through names of that chapter where it has them (found over the
+#: whole notebook: ``LDP_T`` is bound to a claim built from ``T_FITS``, ``e_k2`` to a fit's slope).
+_PLANTED_FIT = {
+    "02_fixed_batch.ipynb": "assert LDP_T.estimate <= 0.75",
+    "03_consensus_ucb.ipynb": "assert abs(slope - 1.0) < 0.1",
+    "04_concurrent_shuffle.ipynb": "e_k2 = EXT_FITS['concurrent-2'].slope\nassert abs(e_k2 - 3 / 5) < 0.12",
+    "05_distributed_discrete_gaussian.ipynb": "planted = fit_power_law(x, y)[0]\nassert planted > 0.4",
+    "06_side_by_side.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
+}
+_PLANTED_ORDERING = {
+    "02_fixed_batch.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",
+    "03_consensus_ucb.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
+    "04_concurrent_shuffle.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",
+}
+
+
+def _planted_copy(tmp_path, name, source):
+    import nbformat
+
+    nb = nbformat.read(_CHAPTERS / name, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(source))
+    nbformat.write(nb, tmp_path / name)
+
+
+@pytest.mark.parametrize("name", FIT_ASSERT_FREE[1:])
+def test_the_chapter_check_fails_on_a_planted_bare_fit_assert(name, tmp_path, monkeypatch):
+    """Chapters 2-6: one bare fit-versus-prediction assert added to a copy of the chapter is found (and only it)."""
+    assert set(_PLANTED_FIT) == set(FIT_ASSERT_FREE[1:])
+    _planted_copy(tmp_path, name, _PLANTED_FIT[name])
+    monkeypatch.setitem(globals(), "_CHAPTERS", tmp_path)
+    found = _chapter_fit_asserts(name)
+    assert len(found) == 1 and found[0] == _ast.unparse(_ast.parse(_PLANTED_FIT[name]).body[-1].test), found
+
+
+@pytest.mark.parametrize("name", ORDERING_FREE)
+def test_the_chapter_check_fails_on_a_planted_bare_ordering(name, tmp_path, monkeypatch):
+    """Chapters 2-4: one bare ordering of means added to a copy of the chapter is found (and only it)."""
+    _planted_copy(tmp_path, name, _PLANTED_ORDERING[name])
+    monkeypatch.setitem(globals(), "_CHAPTERS", tmp_path)
+    found = chapter_ordering_asserts(name)
+    assert len(found) == 1 and found[0] == _ast.unparse(_ast.parse(_PLANTED_ORDERING[name]).body[-1].test), found
