@@ -73,8 +73,10 @@ from fedbandit.book.scale import CHAPTER_BUDGETS, get_scale
 __all__ = ["setup"]
 
 SCALE_PATTERN = re.compile(r"running at scale: (quick|paper)")
-#: The provenance labels a Reconstruction box gives its choices ("*[paper]*", "*[derived]*", ...).
-PROVENANCE_LABELS = ("paper", "authors' code", "derived", "recalled")
+#: The provenance labels a Reconstruction box may give its choices ("*[paper]*": the paper's text says
+#: so; "*[authors' code]*": the authors' released code does; "*[derived]*": the book derives it, with a
+#: numerical check).  A box without one is the book's own choice, its reason given in the box.
+PROVENANCE_LABELS = ("paper", "authors' code", "derived")
 PROVENANCE_PATTERN = re.compile(r"\[(" + "|".join(re.escape(label) for label in PROVENANCE_LABELS) + r")\]")
 
 
@@ -253,7 +255,7 @@ class _AggregatesTransform(SphinxPostTransform):
                         xref["refdoc"] = env.docname
                     entry += child
                 labels = item.get("provenance") or []
-                entry += nodes.paragraph(text="Provenance: " + (", ".join(labels) if labels else "not labelled"),
+                entry += nodes.paragraph(text="Provenance: " + (", ".join(labels) if labels else "the book's own choice (its reason is above)"),
                                          classes=["reconstruction-provenance"])
                 bullets += entry
                 total += 1
