@@ -605,13 +605,15 @@ def _local_web_assets(app, config):
     shutil.copytree(sources["mathjax"], static / "mathjax")
     shutil.copytree(sources["html-manager"], static / "widgets")
     shutil.copy2(sources["require.js"], static / "widgets" / "require.js")
-    # The widget bundle asks for its icon fonts relative to the *page*, under
-    # @jupyter-widgets/html-manager/dist/; every page with widgets is in chapters/.
-    fonts = assets / "extra" / "chapters" / "@jupyter-widgets" / "html-manager" / "dist"
-    fonts.mkdir(parents=True)
-    for font in sources["html-manager"].iterdir():
-        if font.suffix in {".woff", ".woff2", ".ttf", ".eot", ".svg"}:
-            shutil.copy2(font, fonts / font.name)
+    # The widget bundle asks for its icon fonts relative to the *page*: under
+    # @jupyter-widgets/html-manager/dist/ from one of its scripts, under @jupyter-widgets/ from the
+    # other (which one runs first varies from load to load); every page with widgets is in chapters/.
+    widget_root = assets / "extra" / "chapters" / "@jupyter-widgets"
+    for fonts in (widget_root / "html-manager" / "dist", widget_root):
+        fonts.mkdir(parents=True, exist_ok=True)
+        for font in sources["html-manager"].iterdir():
+            if font.suffix in {".woff", ".woff2", ".ttf", ".eot", ".svg"}:
+                shutil.copy2(font, fonts / font.name)
     config.html_static_path = list(config.html_static_path) + [str(static)]
     config.html_extra_path = list(config.html_extra_path) + [str(assets / "extra")]
     config.mathjax_path = "mathjax/tex-mml-chtml.js"
