@@ -173,7 +173,7 @@ class GaussianTree(StatisticsRandomizer):
             return ClaimedEvent(
                 epsilon,
                 delta,
-                f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E) [recalled], σ₀ {variant}",
+                f"Zhou & Chowdhury Thm 6.3 via their Gaussian amplification lemma (App. E), σ₀ {variant}",
                 conditions=self.validity,
                 necessary=self.deshuffled_event(s, relation, summed),
                 unproven="idealized σ₀ = σ₀(LDP)/sqrt(M), without the lemma's logarithmic factors: not a proven guarantee"

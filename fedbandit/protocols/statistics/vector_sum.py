@@ -178,7 +178,7 @@ class VectorSum(StatisticsRandomizer):
         return gaussian_epsilon_exact(mu, s.target()[1])
 
     def event(self, setting: StatisticsSetting, relation: str) -> DpEvent:
-        node = ClaimedEvent(self.eps_node, self.delta_node, "CJMP21 vector sum per node [recalled]")
+        node = ClaimedEvent(self.eps_node, self.delta_node, "CJMP21 vector sum per node")
         ev = SelfComposedEvent(node, setting.kappa)
         covered = self.book_constant >= CJMP21_CONSTANT
         what = (f"the authors' noise (scale {self.constant:g}, equivalent to c={self.book_constant:.3g})"
@@ -193,7 +193,7 @@ class VectorSum(StatisticsRandomizer):
 
     def theorem(self, setting: StatisticsSetting) -> str:
         if self.split == "advanced":
-            return (f"CJMP21 vector sum per node at (ε₀={self.eps_node:.4g}, δ₀={self.delta_node:.3g}) [recalled], "
+            return (f"CJMP21 vector sum per node at (ε₀={self.eps_node:.4g}, δ₀={self.delta_node:.3g}), "
                     f"composed over κ={setting.kappa} nodes [DRV10]")
         return f"CJMP21 vector sum per node at the full (ε, δ), composed over κ={setting.kappa} nodes (not split)"
 
