@@ -11,9 +11,11 @@ discrete Gaussian's sensitivity).  They live here, below both, so that
 
 from __future__ import annotations
 
+import numpy as np
+
 from fedbandit._validation import check_choice, check_positive_int
 
-__all__ = ["lowest_set_bit", "prefix_nodes", "tree_depth", "next_power_of_two", "flattened_dim"]
+__all__ = ["lowest_set_bit", "lowest_set_bits", "prefix_nodes", "tree_depth", "next_power_of_two", "flattened_dim"]
 
 
 def lowest_set_bit(k: int) -> int:
@@ -31,6 +33,22 @@ def lowest_set_bit(k: int) -> int:
     """
     k = check_positive_int("k", k)
     return (k & -k).bit_length() - 1
+
+
+def lowest_set_bits(k: np.ndarray) -> np.ndarray:
+    """ν(k) elementwise for an integer array of steps k ≥ 1 (unchecked: the per-run hot path).
+
+    Parameters
+    ----------
+    k : ndarray of int
+        Positive step indices.
+
+    Returns
+    -------
+    ndarray of int64
+        ν(k) per entry, as :func:`lowest_set_bit`.
+    """
+    return np.frexp((k & -k).astype(np.float64))[1].astype(np.int64) - 1
 
 
 def prefix_nodes(k: int) -> list[tuple[int, int]]:

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fedbandit._combinatorics import lowest_set_bits
 from fedbandit._validation import (
     MAX_STEPS,
     check_int_in_range,
@@ -59,7 +60,13 @@ from fedbandit._validation import (
     check_rng,
     check_shape,
 )
-from fedbandit.mechanisms.tree import advance_runs, draw_noise_unchecked, tree_depth
+from fedbandit.mechanisms.tree import (
+    advance_runs,
+    advance_together,
+    draw_noise_unchecked,
+    sum_at_set_bits,
+    tree_depth,
+)
 
 __all__ = [
     "honaker_level_variance",
@@ -157,10 +164,6 @@ def _levels_below(j: np.ndarray, kappa: int, extra: int) -> np.ndarray:
     return (np.arange(kappa)[:, None] <= j[None, :]).reshape((kappa, -1) + (1,) * extra)
 
 
-def _nu(kk: np.ndarray) -> np.ndarray:
-    return np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
-
-
 class FullTreeRandomizer:
     """The full binary tree's randomizer: at step k, every node closing at k, each with fresh noise.
 
@@ -235,7 +238,7 @@ class FullTreeRandomizer:
             out = np.moveaxis(nodes + z, 0, nb)
             return (j, out, np.moveaxis(z, 0, nb)) if return_noise else (j, out)
         idx, kk = advance_runs(self, runs, gamma, "gamma", "the tree")
-        jr = _nu(kk)
+        jr = lowest_set_bits(kk)
         extra = gamma.ndim - 1
         released = _levels_below(jr, self.kappa, extra)
         left = self._left[:, idx]
@@ -298,13 +301,7 @@ class HonakerAnalyzer:
             want = self.batch_shape + (self.kappa,) + self.item_shape
             if nodes.shape != want:
                 raise ValueError(f"nodes must have shape {want}, got {nodes.shape}")
-            if self.k >= self.n_steps:
-                raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
-            self.k += 1
-            self.steps += 1
-            expected = (self.k & -self.k).bit_length() - 1
-            if j != expected:
-                raise ValueError(f"j must be the lowest set bit of k={self.k}, i.e. {expected}, got {j!r}")
+            expected = advance_together(self, j)
             y = np.moveaxis(nodes, nb, 0)
             est = y[0]
             for level in range(1, expected + 1):
@@ -315,7 +312,7 @@ class HonakerAnalyzer:
         idx = np.asarray(runs, dtype=np.int64)
         y = np.moveaxis(nodes, nb, 0)  # (κ, R', ...)
         idx, kk = advance_runs(self, idx, y[0], "nodes", "the tree")
-        levels_k = _nu(kk)
+        levels_k = lowest_set_bits(kk)
         if not np.array_equal(np.asarray(j), levels_k):
             raise ValueError(f"j must be the lowest set bits of the runs' steps, {levels_k}, got {j!r}")
         extra = y.ndim - 2
@@ -327,8 +324,7 @@ class HonakerAnalyzer:
         level_axis = np.arange(self.kappa).reshape((self.kappa, 1) + (1,) * extra)
         stored = np.where(level_axis == levels_k.reshape((1, -1) + (1,) * extra), est[None], stored)
         self._estimate[:, idx] = stored
-        set_bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + (1,) * extra)
-        return np.where(set_bits, stored, 0.0).sum(axis=0)
+        return sum_at_set_bits(stored, kk, extra)
 
 
 class HonakerTreeMechanism:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedbandit._combinatorics import lowest_set_bit, prefix_nodes, tree_depth
+from fedbandit._combinatorics import lowest_set_bit, lowest_set_bits, prefix_nodes, tree_depth
 from fedbandit._validation import (
     MAX_COUNT,
     MAX_STEPS,
@@ -273,15 +273,15 @@ class TreeRandomizer:
             z = self._noise(rng, self.shape)
             return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
         idx, kk = advance_runs(self, runs, gamma, "gamma", "the tree")
-        j = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
+        jr = lowest_set_bits(kk)
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + (1,) * (gamma.ndim - 1))
         a = self._alpha[:, idx]
-        jb = j.reshape((1, -1) + (1,) * (gamma.ndim - 1))
+        jb = jr.reshape((1, -1) + (1,) * (gamma.ndim - 1))
         alpha_j = (a * (levels < jb)).sum(axis=0) + gamma
         a = np.where(levels < jb, 0.0, np.where(levels == jb, alpha_j[None], a))
         self._alpha[:, idx] = a
         z = self._noise(rng, gamma.shape)
-        return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
+        return (jr, alpha_j + z, z) if return_noise else (jr, alpha_j + z)
 
 
 def _check_segments(segments: int | tuple[int, ...] | None, item_shape: tuple[int, ...], symmetric: bool) -> tuple[int, ...] | None:
@@ -298,6 +298,33 @@ def _check_runs(runs: ArrayLike, n_runs: int) -> np.ndarray:
     if idx.ndim != 1 or idx.size == 0 or np.any(idx < 0) or np.any(idx >= n_runs) or np.any(np.diff(idx) <= 0):
         raise ValueError(f"runs must be increasing run indices in [0, {n_runs}), got {runs!r}")
     return idx
+
+
+def advance_together(analyzer: Any, j: int | np.ndarray) -> int:
+    """Advance a tree analyzer whose runs move together by one step and check the level ``j``.
+
+    Shared by :class:`TreeAnalyzer` and the full tree's Honaker analyzer: refuses a step past
+    ``n_steps`` and a ``j`` that is not ν(k).  Returns ν(k), the level the step closes.
+    """
+    if analyzer.k >= analyzer.n_steps:
+        raise ValueError(f"the tree covers n_steps={analyzer.n_steps} steps; step {analyzer.k + 1} is past its end")
+    analyzer.k += 1
+    analyzer.steps += 1
+    expected = lowest_set_bit(analyzer.k)
+    if j != expected:
+        raise ValueError(f"j must be the lowest set bit of k={analyzer.k}, i.e. {expected}, got {j!r}")
+    return expected
+
+
+def sum_at_set_bits(stored: np.ndarray, steps: np.ndarray, extra: int) -> np.ndarray:
+    """Σ over the set bits l of each run's step of ``stored[l, run]`` (levels on axis 0, runs on axis 1).
+
+    The prefix estimate of a tree analyzer whose runs are at different steps ``steps``; ``extra``
+    is the number of item axes after the run axis.
+    """
+    kappa = stored.shape[0]
+    set_bits = ((steps[None, :] >> np.arange(kappa)[:, None]) & 1).astype(bool).reshape((kappa, -1) + (1,) * extra)
+    return np.where(set_bits, stored, 0.0).sum(axis=0)
 
 
 def advance_runs(mech: Any, runs: ArrayLike, values: np.ndarray, name: str, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -356,18 +383,12 @@ class TreeAnalyzer:
             shape = self.batch_shape + self.item_shape
             if alpha_tilde.shape != shape:
                 raise ValueError(f"alpha_tilde must have shape {shape}, got {alpha_tilde.shape}")
-            if self.k >= self.n_steps:
-                raise ValueError(f"the tree covers n_steps={self.n_steps} steps; step {self.k + 1} is past its end")
-            self.k += 1
-            self.steps += 1
-            expected = (self.k & -self.k).bit_length() - 1
-            if j != expected:
-                raise ValueError(f"j must be the lowest set bit of k={self.k}, i.e. {expected}, got {j!r}")
+            advance_together(self, j)
             self._alpha_tilde[j] = alpha_tilde
             bits = [level for level in range(self.kappa) if self.k >> level & 1]
             return self._alpha_tilde[bits].sum(axis=0)
         idx, kk = advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
-        expected = np.frexp((kk & -kk).astype(np.float64))[1].astype(np.int64) - 1
+        expected = lowest_set_bits(kk)
         if not np.array_equal(np.asarray(j), expected):
             raise ValueError(f"j must be the lowest set bits of the runs' steps, {expected}, got {j!r}")
         a = self._alpha_tilde[:, idx]
@@ -375,8 +396,7 @@ class TreeAnalyzer:
         levels = np.arange(self.kappa).reshape((self.kappa, 1) + extra)
         a = np.where(levels == expected.reshape((1, -1) + extra), alpha_tilde[None], a)
         self._alpha_tilde[:, idx] = a
-        set_bits = ((kk[None, :] >> np.arange(self.kappa)[:, None]) & 1).astype(bool).reshape((self.kappa, -1) + extra)
-        return np.where(set_bits, a, 0.0).sum(axis=0)
+        return sum_at_set_bits(a, kk, len(extra))
 
 
 class TreeMechanism:
