@@ -4,9 +4,11 @@
 * no module outside ``fedbandit/accounting/`` calibrates noise: none divides by a privacy
   parameter (``epsilon``, ``eps``, ...) -- the theory modules' bounds excepted, which compute
   regret and error rates, not noise;
-* every subpackage re-exports exactly the public names of its modules (``__all__``);
-* chapters import from the subpackages (``from fedbandit.protocols import create``), never
-  from a module inside one;
+* a subpackage's top level exports only what a user calls: each name of its ``__all__`` comes
+  from the ``__all__`` of one of its public modules and is documented, and the top levels together
+  export at most about 150 names (every other public name is imported from its module);
+* chapters import public names only: a subpackage's top-level names, or names in the ``__all__`` of
+  a public module (``from fedbandit.theory.linear import kappa``), never a private module or name;
 * every protocol the registry lists is built from Randomizer, Intermediary and Analyzer objects;
 * the layers (``[tool.importlinter]`` in pyproject.toml, run by ``make lint``): the contracts hold
   and fail on planted back-edges, cycles and private-module imports;
@@ -21,10 +23,13 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 from pathlib import Path
 
 import pytest
+
+from _public_api import MAX_TOP_LEVEL_NAMES, SUBPACKAGES, public_modules, public_names, top_level
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "fedbandit"
@@ -70,42 +75,144 @@ def test_the_calibration_check_can_fail():
     assert _divides_by_privacy(ast.parse("x = a / b")) == []
 
 
-#: Sub-packages whose names their parent does not re-export: optional dependencies, imported by name.
-OPTIONAL_SUBPACKAGES = {"integrations/flower"}
-
-
-@pytest.mark.parametrize("pkg", sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists()))
-def test_subpackages_reexport_their_public_names(pkg):
+@pytest.mark.parametrize("pkg", SUBPACKAGES)
+def test_top_level_names_come_from_their_modules(pkg):
+    # the top level is a curated list ({name: module}); each name is the module's own public name
     mod = importlib.import_module(f"fedbandit.{pkg}")
-    expected = []
-    # its modules, and its sub-packages' __init__ (a module split into one file per part, as
-    # fedbandit.protocols.statistics; not an optional integration, imported by name only)
-    subpackages = [p for p in (PKG / pkg).glob("*/__init__.py") if f"{pkg}/{p.parent.name}" not in OPTIONAL_SUBPACKAGES]
-    for path in sorted([*(PKG / pkg).glob("*.py"), *subpackages]):
-        if path.stem.startswith("_") and path.parent == PKG / pkg:
+    assert mod.__all__ == list(mod._EXPORTS)
+    for name, module in mod._EXPORTS.items():
+        dotted = f"fedbandit.{pkg}.{module}"
+        assert dotted in public_modules(pkg), f"{pkg}.{name}: {dotted} is not a public module"
+        source = importlib.import_module(dotted)
+        assert name in source.__all__, f"{pkg}.{name} is not in {dotted}.__all__"
+        assert getattr(mod, name) is getattr(source, name)
+
+
+def test_every_subpackage_is_in_the_sweep():
+    # a new subpackage is placed in tests/_public_api.py's SUBPACKAGES (integrations exports nothing)
+    found = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert found == set(SUBPACKAGES) | {"integrations"}, found ^ (set(SUBPACKAGES) | {"integrations"})
+    assert importlib.import_module("fedbandit.integrations").__all__ == []
+
+
+def _top_level_total(subpackages):
+    return sum(len(importlib.import_module(f"fedbandit.{sub}").__all__) for sub in subpackages)
+
+
+def test_top_levels_export_at_most_150_names():
+    # "a public API a user can hold in their head" (issue #23): numerics stay in their modules
+    counts = {sub: len(top_level(sub)) for sub in SUBPACKAGES}
+    total = _top_level_total(SUBPACKAGES)
+    assert total == sum(counts.values())
+    assert total <= MAX_TOP_LEVEL_NAMES, (
+        f"{total} names at the subpackages' top levels (at most {MAX_TOP_LEVEL_NAMES}): {counts}")
+
+
+def test_the_top_level_count_can_fail(monkeypatch):
+    # the limit counts what __all__ says: a subpackage that exported its whole surface again fails
+    import fedbandit.accounting as accounting
+
+    monkeypatch.setattr(accounting, "__all__", list(public_names("accounting")))
+    assert _top_level_total(SUBPACKAGES) > MAX_TOP_LEVEL_NAMES
+
+
+def _documentation(obj, module, name):
+    """Where ``name`` (an object of ``module``) is documented: a function's or class's own docstring,
+    else a ``#:`` comment above (or a string literal below) its assignment in ``module``; None if nowhere."""
+    if inspect.isclass(obj) or inspect.isroutine(obj):
+        return obj.__doc__ or None
+    lines = inspect.getsource(module).splitlines()
+    body = ast.parse("\n".join(lines)).body
+    for i, node in enumerate(body):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        if any(getattr(t, "id", None) == name for t in targets):
+            above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+            if above.startswith("#:"):
+                return above
+            after = body[i + 1] if i + 1 < len(body) else None
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value,
+                                                                                                    str):
+                return after.value.value
+    return None
+
+
+@pytest.mark.parametrize("pkg", SUBPACKAGES)
+def test_every_top_level_name_is_importable_and_documented(pkg):
+    undocumented = []
+    for name in top_level(pkg):
+        namespace = {}
+        exec(f"from fedbandit.{pkg} import {name}", namespace)  # noqa: S102 - the import a user writes
+        obj = namespace[name]
+        if not _documentation(obj, importlib.import_module(public_names(pkg)[name]), name):
+            undocumented.append(name)
+    assert not undocumented, f"fedbandit.{pkg} exports names without a docstring or #: comment: {undocumented}"
+
+
+def test_the_documentation_check_can_fail(tmp_path, monkeypatch):
+    (tmp_path / "planted_api.py").write_text(
+        '#: documented\nA = 1\nB = 2\nC = 3\n"""documented after"""\n\n\n'
+        'def f():\n    pass\n\n\nclass K:\n    """A class."""\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("planted_api")
+    assert _documentation(mod.A, mod, "A") and _documentation(mod.C, mod, "C") and _documentation(mod.K, mod, "K")
+    assert _documentation(mod.B, mod, "B") is None and _documentation(mod.f, mod, "f") is None
+
+
+def _fedbandit_imports(source):
+    """(module, names) of every import of ``fedbandit`` in a code cell (magics and shell lines blanked)."""
+    masked = "\n".join(s[: len(s) - len(s.lstrip())] + "pass" if s.lstrip().startswith(("%", "!")) else s
+                       for s in source.splitlines())
+    out = []
+    for node in ast.walk(ast.parse(masked)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "fedbandit":
+            out.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.split(".")[0] == "fedbandit"]
+    return out
+
+
+def _is_submodule(module, name):
+    if not module.__file__.endswith("__init__.py"):
+        return False
+    folder = Path(module.__file__).parent
+    return (folder / f"{name}.py").exists() or (folder / name / "__init__.py").exists()
+
+
+def _non_public_imports(source):
+    """The imports in ``source`` that reach past the public surface: a private module or name, or a
+    name its module's ``__all__`` does not list (a public submodule may be imported by name)."""
+    bad = []
+    for dotted, names in _fedbandit_imports(source):
+        if any(part.startswith("_") for part in dotted.split(".")):
+            bad.append(f"{dotted} is private")
             continue
-        tree = ast.parse(path.read_text())
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-                expected += [e.value for e in node.value.elts]
-    assert sorted(mod.__all__) == sorted(expected), "run .dev/gen_inits.py (the re-exports are generated)"
-    for name in expected:
-        assert getattr(mod, name) is not None
+        module = importlib.import_module(dotted)
+        for name in names:
+            public = name in getattr(module, "__all__", ()) or (not name.startswith("_") and _is_submodule(module, name))
+            if not public:
+                bad.append(f"{dotted}.{name} is not public")
+    return bad
 
 
-def test_chapters_import_from_subpackages():
+def test_chapters_import_public_names():
     bad = []
     for nb in sorted((ROOT / "chapters").glob("*.ipynb")):
         for cell in json.loads(nb.read_text())["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            for line in "".join(cell["source"]).splitlines():
-                s = line.strip()
-                if s.startswith("from fedbandit.") and s.split()[1].count(".") > 1:
-                    target = PKG.joinpath(*s.split()[1].split(".")[1:])
-                    if not (target / "__init__.py").exists():  # a nested subpackage is a subpackage
-                        bad.append((nb.name, s))
+            if cell["cell_type"] == "code":
+                bad += [f"{nb.name}: {b}" for b in _non_public_imports("".join(cell["source"]))]
     assert not bad, bad
+
+
+def test_the_chapter_import_check_can_fail():
+    assert _non_public_imports("from fedbandit.protocols import create\nfrom fedbandit.theory.linear import kappa\n"
+                               "from fedbandit.theory import linear\n%env X=1\nimport fedbandit") == []
+    assert _non_public_imports("from fedbandit.theory import kappa") == ["fedbandit.theory.kappa is not public"]
+    assert _non_public_imports("from fedbandit.accounting.ddg import _tau") == [
+        "fedbandit.accounting.ddg._tau is not public"]
+    assert _non_public_imports("from fedbandit._grid import run_grid") == ["fedbandit._grid is private"]
+    assert _non_public_imports("from fedbandit.audit._inputs import linear_users") == [
+        "fedbandit.audit._inputs is private"]
 
 
 def test_every_registered_protocol_is_composed_of_parts():

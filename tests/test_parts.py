@@ -77,7 +77,8 @@ def test_no_part_type_checks_outside_supports(path):
 
 
 def test_the_part_type_detector_can_fail():
-    from fedbandit.protocols import GaussianTree, Shuffler, statistics
+    from fedbandit.protocols import Shuffler, statistics
+    from fedbandit.protocols.statistics import GaussianTree
 
     planted = "def event(self):\n    if isinstance(self.randomizer, (GaussianTree, int)):\n        pass\n"
     assert part_type_checks(planted, {"GaussianTree": GaussianTree}) == [(2, "event")]
@@ -89,21 +90,9 @@ def test_the_part_type_detector_can_fail():
 
 
 def test_supports_gives_the_reason_and_the_constructor_raises_it():
-    from fedbandit.protocols import (
-        CentralTree,
-        DDGDecoder,
-        ExactStatistics,
-        GaussianSum,
-        GaussianTree,
-        Identity,
-        PlainSum,
-        SecureAggregation,
-        Shuffler,
-        StatisticsProtocol,
-        SumProtocol,
-        TreePrefix,
-        VectorSum,
-    )
+    from fedbandit.protocols import Identity, SecureAggregation, Shuffler, StatisticsProtocol, SumProtocol
+    from fedbandit.protocols.statistics import CentralTree, ExactStatistics, GaussianTree, TreePrefix, VectorSum
+    from fedbandit.protocols.sums import DDGDecoder, GaussianSum, PlainSum
 
     assert StatisticsProtocol.supports(GaussianTree(), Identity(), TreePrefix()) is None
     refused = [
@@ -113,9 +102,9 @@ def test_supports_gives_the_reason_and_the_constructor_raises_it():
         (StatisticsProtocol, (GaussianTree(), Identity(), PlainSum()), "analyzer 'plain-sum' is not a statistics analyzer"),
         (StatisticsProtocol, ("gaussian", Identity(), TreePrefix()), "randomizer must be a fedbandit.protocols.Randomizer"),
         (SumProtocol, (GaussianTree(), Identity(), PlainSum()), "randomizer 'gaussian-tree' is not a sum randomizer"),
-        (SumProtocol, (__import__("fedbandit.protocols", fromlist=["x"]).ClippedVectors(), SecureAggregation(),
+        (SumProtocol, (__import__("fedbandit.protocols.sums", fromlist=["x"]).ClippedVectors(), SecureAggregation(),
                        DDGDecoder()), "DDG residues go to the DDG decoder"),
-        (SumProtocol, (__import__("fedbandit.protocols", fromlist=["x"]).ExactVectors(), Identity(), GaussianSum()),
+        (SumProtocol, (__import__("fedbandit.protocols.sums", fromlist=["x"]).ExactVectors(), Identity(), GaussianSum()),
          "the server's noise is calibrated for clipped vectors"),
     ]
     for cls, parts, reason in refused:
