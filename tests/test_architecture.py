@@ -159,6 +159,26 @@ def test_the_documentation_check_can_fail(tmp_path, monkeypatch):
     assert _documentation(mod.B, mod, "B") is None and _documentation(mod.f, mod, "f") is None
 
 
+def _architecture_counts(text):
+    """{subpackage: (top level, public names)} from ARCHITECTURE.md's *Public API* table."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].isdigit() and cells[2].isdigit():
+            rows[cells[0]] = (int(cells[1]), int(cells[2]))
+    return rows
+
+
+def test_architecture_md_states_the_codes_counts():
+    # the table of ARCHITECTURE.md, *Public API*, is the code's, not typed numbers gone stale
+    stated = _architecture_counts((ROOT / "ARCHITECTURE.md").read_text())
+    actual = {sub: (len(top_level(sub)), len(public_names(sub))) for sub in SUBPACKAGES}
+    actual["all"] = tuple(sum(v[i] for v in actual.values()) for i in (0, 1))
+    assert stated == actual
+    assert _architecture_counts("| `book` | 10 | 34 |\n| all | 12 | 40 |\n| x | y | 1 |") == {
+        "book": (10, 34), "all": (12, 40)}
+
+
 def _fedbandit_imports(source):
     """(module, names) of every import of ``fedbandit`` in a code cell (magics and shell lines blanked)."""
     masked = "\n".join(s[: len(s) - len(s.lstrip())] + "pass" if s.lstrip().startswith(("%", "!")) else s

@@ -1,4 +1,12 @@
-"""The bounds each chapter plots next to its measurements (``linear``, ``consensus``, ``psco``)."""
+"""The bounds each chapter plots next to its measurements, one module per paper.
+
+``linear`` (Zhou & Chowdhury: the fixed-batch federated LinUCB's regret bounds and schedule),
+``consensus`` (Li, Song & Fragouli: consensus private UCB), ``psco`` (Tenenbaum, Kaplan, Mansour &
+Stemmer: private summation under continual observation and its bandit) and ``ddg`` (Kairouz, Liu &
+Steinke: the distributed discrete Gaussian's Theorem 2).  The top level exports nothing: every
+bound is numerics, imported from its paper's module (``from fedbandit.theory.linear import
+regret_bound_ldp``), as ``dp_accounting.rdp`` keeps its functions.
+"""
 
 import importlib
 
