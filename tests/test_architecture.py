@@ -116,17 +116,25 @@ def test_the_top_level_count_can_fail(monkeypatch):
     assert _top_level_total(SUBPACKAGES) > MAX_TOP_LEVEL_NAMES
 
 
-def _documentation(obj, module, name):
+def _assigned_names(node):
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    names = set()
+    for target in targets:
+        elements = target.elts if isinstance(target, ast.Tuple) else [target]
+        names |= {e.id for e in elements if isinstance(e, ast.Name)}
+    return names
+
+
+def _documentation(obj, module, name, _seen=()):
     """Where ``name`` (an object of ``module``) is documented: a function's or class's own docstring,
-    else a ``#:`` comment above (or a string literal below) its assignment in ``module``; None if nowhere."""
+    else a ``#:`` comment above (or a string literal below) its assignment, in ``module`` or in the
+    module it is imported from (a re-export); None if nowhere."""
     if inspect.isclass(obj) or inspect.isroutine(obj):
         return obj.__doc__ or None
     lines = inspect.getsource(module).splitlines()
     body = ast.parse("\n".join(lines)).body
     for i, node in enumerate(body):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
-            else []
-        if any(getattr(t, "id", None) == name for t in targets):
+        if name in _assigned_names(node):
             above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
             if above.startswith("#:"):
                 return above
@@ -134,29 +142,37 @@ def _documentation(obj, module, name):
             if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value,
                                                                                                     str):
                 return after.value.value
+        elif isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            source = _imported_from(node, module.__name__, module.__file__.endswith("__init__.py"))
+            if source not in _seen:
+                return _documentation(obj, importlib.import_module(source), name, (*_seen, module.__name__))
     return None
 
 
 @pytest.mark.parametrize("pkg", SUBPACKAGES)
-def test_every_top_level_name_is_importable_and_documented(pkg):
+def test_every_public_name_is_importable_and_documented(pkg):
+    # every name of the top level's __all__ and of every public module's __all__, imported as a user writes it
     undocumented = []
-    for name in top_level(pkg):
+    names = [(f"fedbandit.{pkg}", name) for name in top_level(pkg)] + [(m, n) for n, m in public_names(pkg).items()]
+    for dotted, name in names:
         namespace = {}
-        exec(f"from fedbandit.{pkg} import {name}", namespace)  # noqa: S102 - the import a user writes
-        obj = namespace[name]
-        if not _documentation(obj, importlib.import_module(public_names(pkg)[name]), name):
-            undocumented.append(name)
-    assert not undocumented, f"fedbandit.{pkg} exports names without a docstring or #: comment: {undocumented}"
+        exec(f"from {dotted} import {name}", namespace)  # noqa: S102 - the import a user writes
+        if not _documentation(namespace[name], importlib.import_module(public_names(pkg)[name]), name):
+            undocumented.append(f"{dotted}.{name}")
+    assert not undocumented, f"public names without a docstring or #: comment: {undocumented}"
 
 
 def test_the_documentation_check_can_fail(tmp_path, monkeypatch):
     (tmp_path / "planted_api.py").write_text(
-        '#: documented\nA = 1\nB = 2\nC = 3\n"""documented after"""\n\n\n'
+        '#: documented\nA = 1\nB = 2\nC = 3\n"""documented after"""\n#: both\nD, E = 4, 5\n\n\n'
         'def f():\n    pass\n\n\nclass K:\n    """A class."""\n')
+    (tmp_path / "planted_reexport.py").write_text("from planted_api import A, B\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("planted_api")
-    assert _documentation(mod.A, mod, "A") and _documentation(mod.C, mod, "C") and _documentation(mod.K, mod, "K")
+    again = importlib.import_module("planted_reexport")
+    assert all(_documentation(getattr(mod, n), mod, n) for n in "ACDEK") and _documentation(again.A, again, "A")
     assert _documentation(mod.B, mod, "B") is None and _documentation(mod.f, mod, "f") is None
+    assert _documentation(again.B, again, "B") is None
 
 
 def _architecture_counts(text):

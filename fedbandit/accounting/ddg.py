@@ -468,6 +468,7 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 
+#: The conditional rounding parameter β used unless one is given: e^(-1/2).
 DEFAULT_BETA = math.exp(-0.5)
 
 
