@@ -14,6 +14,9 @@ the sampled Gaussian that dominates them), ``deshuffle`` (the exact de-shuffling
 bound on shuffled Gaussian messages), ``shuffle`` (shuffled randomized response),
 ``counting`` (continual counting), ``gaussian`` and ``composed_gaussian`` (the analytic
 Gaussian mechanism).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.accounting.ddg import ddg_params`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

@@ -10,6 +10,9 @@ the multiset); ``end_to_end``: audits of
 every learner and protocol over a whole run; ``schedule``: the synchronization-schedule
 attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1); ``replay``: the counterfactual
 replay contract (with the releases forced, one user changes no record but its own).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.audit.schedule import alice_tracy_instance`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

@@ -1,4 +1,8 @@
-"""What the book needs beyond the science: the scale knob, the figure style, the Sphinx extension."""
+"""What the book needs beyond the science: the scale knob, the figure style, the Sphinx extension.
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.book.scale import CHAPTER_BUDGETS`` (ARCHITECTURE.md, *Public API*).
+"""
 
 import importlib
 

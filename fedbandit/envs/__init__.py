@@ -6,6 +6,9 @@ K-armed bandits), ``graphs`` (communication graphs and consensus matrices), ``us
 (given users; a federated instance served one user at a time), ``digits`` (the federated
 digits data) and ``factory`` (:func:`make_environment`, one configuration → one
 environment).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.envs.graphs import consensus_matrix`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

@@ -5,6 +5,9 @@ Dask), ``runner`` (:func:`run_config`: any learner from one configuration dict),
 ``synthesis`` (every privacy model side by side), ``statistics`` (intervals and fitted
 exponents) and ``trials`` (the mechanisms' own trials: PSCO, mean estimation, bandit
 trials on one shared environment).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.experiments.synthesis import MODELS`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

@@ -13,6 +13,9 @@
   (Li, Song & Fragouli 2022).
 * :mod:`fedbandit.learners.concurrent_linucb` -- LinUCB in the concurrent shuffle model
   (Tenenbaum, Kaplan, Mansour & Stemmer 2023).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.learners.linucb import select_arms`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

@@ -10,6 +10,9 @@ server steps), ``flattening`` (random rotations), ``continual_counting`` (binary
 logarithmic, hybrid and per-item counters), ``randomized_response``, ``vector_sum`` (the
 shuffle vector sum of Cheu et al.) and ``psco`` (private summation under continual
 observation).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.mechanisms.psco import optimal_batch_sizes`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

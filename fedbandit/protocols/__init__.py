@@ -11,6 +11,9 @@ Kinds: ``statistics`` (continual release of the linear-bandit statistics;
 :mod:`~fedbandit.protocols.concurrent`), ``counter`` (continual counting of many streams;
 :mod:`~fedbandit.protocols.counting`) and ``sum`` (one private vector sum per round;
 :mod:`~fedbandit.protocols.sums`).  Intermediaries: :mod:`~fedbandit.protocols.intermediaries`.
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.protocols.statistics import GaussianTree`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib

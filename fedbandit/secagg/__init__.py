@@ -1,5 +1,9 @@
 """Secure aggregation (Bonawitz et al. 2017) with real cryptography: the protocol (``protocol``), Shamir sharing with
-error detection (``shamir``), the errors (``errors``), a keystream-backed noise source (``noise``) and attacks (``attacks``)."""
+error detection (``shamir``), the errors (``errors``), a keystream-backed noise source (``noise``) and attacks (``attacks``).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.secagg.shamir import shamir_share`` (ARCHITECTURE.md, *Public API*).
+"""
 
 import importlib
 
