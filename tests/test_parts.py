@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import fedbandit.protocols as protocols
+from _public_api import resolve
 from fedbandit.protocols import Analyzer, Intermediary, Randomizer
 
 PROTOCOLS = Path(protocols.__file__).parent
@@ -119,7 +120,7 @@ def test_supports_gives_the_reason_and_the_constructor_raises_it():
                                        "CentralStatisticsAnalyzer"])
 def test_a_new_part_without_its_methods_cannot_be_built(base_name):
     """An empty subclass of a kind's abstract part names what it must answer instead of falling back."""
-    base = getattr(protocols, base_name)
+    base = resolve("protocols", base_name)  # the abstract parts' modules (the main ones are also top-level)
     empty = type(f"Empty{base_name}", (base,), {"name": "empty"})
     with pytest.raises(TypeError, match="abstract method"):
         empty()
