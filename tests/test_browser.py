@@ -13,7 +13,7 @@ that still needs the internet fails here.  Pages with saved widget state must sh
 widget rendered (a slider or other control with its saved value, and its output), and every
 widget must respond to its controls without a kernel: the check moves each control of each
 explorer and asserts that the output shown becomes the one the page's saved state holds
-for the new control values (``fedbandit.book.decode_explorer``); a widget that is not a
+for the new control values (``fedbandit.book.explorer.decode_explorer``); a widget that is not a
 static explorer must at least change its output when a control moves, which an
 ``ipywidgets.interactive`` (it needs a kernel) never does.  The visible text of every page
 must hold no raw TeX (``$``, ``\\command``, ``_{``/``^{``) and no raw citation key of
@@ -1014,7 +1014,7 @@ def test_pdf_holds_every_chapter():
 
 
 def test_print_pdf_bookmarks_the_headings(browser_env, tmp_path):
-    """fedbandit.book.print_pdf on a small page; the title check finds its headings and misses a planted one."""
+    """fedbandit.book.pdf.print_pdf on a small page; the title check finds its headings and misses a planted one."""
     from fedbandit.book.pdf import pdf_outline_titles, print_pdf
 
     # laid out as Sphinx's singlehtml builder writes it: a redirect stub, the page in a subfolder, its links

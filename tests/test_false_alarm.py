@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedbandit.experiments import gap_false_alarm, gap_threshold, mean_gap, welch_dof
+from fedbandit.experiments.statistics import gap_false_alarm, gap_threshold, mean_gap, welch_dof
 
 ALPHA = 1e-4  # false-alarm rate of each binomial test below
 
