@@ -231,10 +231,20 @@ def welch_dof(se_a, n_a, se_b, n_b) -> float:
     se_a, se_b = check_nonnegative_float("se_a", se_a), check_nonnegative_float("se_b", se_b)
     n_a = check_int_in_range("n_a", n_a, 2, None)
     n_b = check_int_in_range("n_b", n_b, 2, None)
-    va, vb = se_a**2, se_b**2
-    if va + vb == 0.0:
+    if se_a == 0.0 and se_b == 0.0:
         return float(n_a + n_b - 2)
-    return float((va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1)))
+    try:
+        va, vb = se_a**2, se_b**2
+        num, den = (va + vb) ** 2, va**2 / (n_a - 1) + vb**2 / (n_b - 1)
+    except OverflowError:
+        num = den = math.inf
+    if not (0.0 < den < math.inf and num < math.inf):
+        # se⁴ under- or overflowed (se below about 1e-77 or above 1e77): ν is scale-free, so take it
+        # from the standard errors relative to the larger one (only then: elsewhere the bits are kept)
+        scale = max(se_a, se_b)
+        va, vb = (se_a / scale) ** 2, (se_b / scale) ** 2
+        num, den = (va + vb) ** 2, va**2 / (n_a - 1) + vb**2 / (n_b - 1)
+    return float(num / den)
 
 
 @dataclass(frozen=True)
