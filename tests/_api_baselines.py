@@ -402,6 +402,7 @@ BASELINES = {
     "experiments.claim_difference": kw(quantity="q", a=[1.0, 2.0, 3.0], b=[2.0, 3.5, 4.0], paired=True),
     "experiments.claim_mean": kw(quantity="q", values=[1.0, 2.0, 3.5]),
     "experiments.claim_ratio_of_means": kw(quantity="r", numerator=[2.0, 2.5, 3.0], denominator=[1.0, 1.2, 0.9]),
+    "experiments.variance_ratio_band": kw(dof=9, alpha=0.01),
     "experiments.claim_slope_gap": kw(quantity="q", a=(0.7, 0.05), b=(0.5, 0.05), dof=2.0,
                                       alternatives={"no difference": 0.0}),
     "experiments.claim_order": kw(quantity="q", low=[1.0, 2.0, 3.0], high=[2.0, 3.5, 4.0], alpha=0.01, paired=True),

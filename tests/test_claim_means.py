@@ -75,3 +75,23 @@ def test_a_wrong_prediction_is_excluded():
 def test_bad_input_is_refused_with_the_parameter_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_variance_ratio_band_is_the_chi_square_quantiles_and_holds_its_rate():
+    from fedbandit.experiments.statistics import variance_ratio_band
+
+    lo, hi = variance_ratio_band(9, 0.01)
+    assert (lo, hi) == pytest.approx((stats.chi2.ppf(0.005, 9) / 9, stats.chi2.ppf(0.995, 9) / 9), rel=1e-12)
+    # sample variances of 10 standard normals: outside the band at rate 0.05; 2000 draws, binomial at ALPHA
+    rng, reps = np.random.default_rng(11), 2000
+    lo, hi = variance_ratio_band(9, 0.05)
+    v = rng.standard_normal((reps, 10)).var(axis=1, ddof=1)
+    outside = int(((v < lo) | (v > hi)).sum())
+    assert stats.binom.ppf(ALPHA / 2, reps, 0.05) <= outside <= stats.binom.isf(ALPHA / 2, reps, 0.05)
+    # the check's power: variances 1.5× too large (a noise draw scaled wrong) leave the band far more often
+    outside_wrong = int((((1.5 * v) < lo) | ((1.5 * v) > hi)).sum())
+    assert outside_wrong > stats.binom.isf(ALPHA / 2, reps, 0.05)
+    with pytest.raises(ValueError, match="alpha"):
+        variance_ratio_band(9, 0.0)
+    with pytest.raises(ValueError, match="dof"):
+        variance_ratio_band(0, 0.05)

@@ -74,6 +74,7 @@ __all__ = [
     "claim_difference",
     "claim_mean",
     "claim_ratio_of_means",
+    "variance_ratio_band",
     "claim_slope_gap",
     "claim_order",
     "mean_below",
@@ -749,6 +750,35 @@ def claim_ratio_of_means(quantity, numerator, denominator, *, confidence: float 
     kwargs.setdefault("method", f"delta method on the log of the ratio, Student t at {dof:.3g} dof")
     return claim(quantity, ratio, ratio * math.exp(low_log), ratio * math.exp(high_log), confidence=confidence,
                  **kwargs)
+
+
+def variance_ratio_band(dof: float, alpha: float) -> tuple[float, float]:
+    """Two-sided band for a measured variance over its true value, at false-alarm rate ``alpha``.
+
+    A variance estimated from ``dof`` degrees of freedom of Gaussian errors, divided by the true
+    variance, is distributed as χ²(dof)/dof; the band is its ``alpha/2`` and ``1 − alpha/2``
+    quantiles, so a correct variance falls outside it with probability ``alpha``.
+
+    Parameters
+    ----------
+    dof : float
+        Degrees of freedom of the estimate (``n − 1`` for a sample variance of ``n`` draws; ``n``
+        for a mean of ``n`` squared centred errors).
+    alpha : float
+        Two-sided false-alarm rate, in (0, 1).
+
+    Returns
+    -------
+    (float, float)
+        The band's low and high ends.
+    """
+    from scipy import stats
+
+    dof = check_positive_float("dof", dof)
+    alpha = check_probability("alpha", alpha)
+    if alpha == 0.0 or alpha == 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    return float(stats.chi2.ppf(alpha / 2, dof) / dof), float(stats.chi2.isf(alpha / 2, dof) / dof)
 
 
 # ---------------------------------------------------------------------------------------
