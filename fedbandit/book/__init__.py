@@ -15,6 +15,7 @@ _EXPORTS = {
     "use_book_style": "plotting",
     "band": "plotting",
     "log_ticks": "plotting",
+    "log_ticks_within": "plotting",
     "to_book_width": "plotting",
     "finish": "plotting",
     "check_figure": "plotting",
