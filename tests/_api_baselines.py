@@ -866,6 +866,7 @@ UNFUZZED = {
     "book.glue_number": "writes into the executing notebook's glue store (tested in tests/test_prose.py)",
     "book.band": "draws on a live matplotlib axis (tested through the chapters)",
     "book.log_ticks": "sets the ticks of a live matplotlib axis (tested in tests/test_plotting.py)",
+    "book.log_ticks_within": "sets the ticks of a live matplotlib axis (tested in tests/test_plotting.py)",
     "book.to_book_width": "resizes a live matplotlib figure (tested in tests/test_plotting.py)",
     "book.finish": "checks, saves and displays a live matplotlib figure (tested in tests/test_plotting.py)",
     "book.check_figure": "draws a live matplotlib figure (tested in tests/test_plotting.py)",

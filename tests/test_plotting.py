@@ -35,6 +35,7 @@ from fedbandit.book.plotting import (  # noqa: E402
     figure_problems,
     finish,
     log_ticks,
+    log_ticks_within,
     to_book_width,
     use_book_style,
 )
@@ -225,6 +226,33 @@ def test_bad_figure_argument_is_refused_by_name():
         figure_problems(plt.figure(), shown_px=-1)
     with pytest.raises(ValueError, match="ticks"):
         log_ticks(plt.gca(), [0, 1])
+
+
+@pytest.mark.parametrize("lo, hi, max_ticks", [(950, 1900, 5), (0.3, 12, 5), (2, 50_000, 5), (1e-6, 1e6, 4), (3, 7, 3)])
+def test_log_ticks_within_puts_round_ticks_inside_data_dependent_limits(lo, hi, max_ticks):
+    # an axis whose range depends on the data (regret at quick or paper scale): ticks inside it, at most
+    # max_ticks of them, at least two where the range holds two round numbers, labels that do not overlap
+    fig, ax = plt.subplots()
+    ax.plot([lo, hi], [lo, hi], label="data")
+    ticks = log_ticks_within(ax, axis="y", max_ticks=max_ticks)
+    y0, y1 = ax.get_ylim()
+    assert ticks and len(ticks) <= max_ticks
+    assert all(y0 <= t <= y1 for t in ticks)
+    assert len(ticks) >= 2 or hi / lo < 1.5
+    assert list(ax.get_yticks()) == ticks  # the labels are exactly these (set_ticks did not widen the view)
+    plain = [f"{t:,.0f}" if 1 <= t < 1e6 and float(t).is_integer() else format(t, "g") for t in ticks]
+    assert [t.get_text() for t in ax.get_yticklabels()] == plain
+    to_book_width(fig)
+    assert figure_problems(fig) == []
+
+
+def test_log_ticks_within_refuses_bad_arguments_by_name():
+    fig, ax = plt.subplots()
+    ax.plot([1, 10], [1, 10])
+    with pytest.raises(ValueError, match="axis"):
+        log_ticks_within(ax, axis="z")
+    with pytest.raises(ValueError, match="max_ticks"):
+        log_ticks_within(ax, max_ticks=1)
 
 
 # ------------------------------------------------------------------ finish and provenance

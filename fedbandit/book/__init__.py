@@ -14,6 +14,7 @@ _EXPORTS = {
     "use_book_style": "plotting",
     "band": "plotting",
     "log_ticks": "plotting",
+    "log_ticks_within": "plotting",
     "finish": "plotting",
     "glue_number": "prose",
     "glue_text": "prose",

@@ -36,6 +36,7 @@ __all__ = [
     "use_book_style",
     "band",
     "log_ticks",
+    "log_ticks_within",
     "to_book_width",
     "finish",
     "check_figure",
@@ -138,6 +139,71 @@ def log_ticks(ax, ticks, *, axis: str = "x", fmt: str = "g") -> None:
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
     which.set_ticks(ticks, [format(t, fmt) for t in ticks])
     which.set_minor_formatter(NullFormatter())
+
+
+#: Tick mantissas per decade for :func:`log_ticks_within`, from sparse to dense.
+_LOG_TICK_MANTISSAS = ((1.0,), (1.0, 3.0), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),
+                       (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0))
+
+
+def _plain_number(t: float) -> str:
+    """A tick label: thousands separated below a million (``"20,000"``), ``g`` format otherwise."""
+    if 1 <= t < 1e6 and float(t).is_integer():
+        return f"{t:,.0f}"
+    return format(t, "g")
+
+
+def log_ticks_within(ax, *, axis: str = "y", max_ticks: int = 5) -> list[float]:
+    """Log-scale ``axis`` of ``ax`` with at most ``max_ticks`` round ticks inside its current limits.
+
+    For an axis whose range depends on the data (regret, error), where fixed tick positions
+    might fall outside the data: call it after plotting.  The ticks are the densest of the
+    mantissa sets (1,), (1, 3), (1, 2, 5), ... per decade (or every second, third, ... decade)
+    that gives at most ``max_ticks`` ticks inside the autoscaled limits; they are set through
+    :func:`log_ticks` (no minor labels) with plain-number labels, and the limits are kept.
+    (A range narrower than a decade gets the finer mantissas 1, 1.2, 1.5, 2, 2.5, ...)
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes, with its data drawn.
+    axis : {"x", "y"}, default "y"
+        Which axis.
+    max_ticks : int, default 5
+        Most ticks allowed (at least 2).
+
+    Returns
+    -------
+    list of float
+        The ticks set (empty if no round number lies inside the limits, which are then left
+        with matplotlib's own log ticks).
+    """
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    if isinstance(max_ticks, bool) or not isinstance(max_ticks, int) or max_ticks < 2:
+        raise ValueError(f"max_ticks must be an integer >= 2, got {max_ticks!r}")
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo < hi):
+        raise ValueError(f"the {axis} limits of ax must be positive and finite on a log axis, got {(lo, hi)!r}")
+    decades = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    chosen: list[float] = []
+    for subs in _LOG_TICK_MANTISSAS:  # sparse to dense: the densest that fits wins
+        ticks = [float(f"{m * 10.0 ** d:.12g}") for d in decades for m in subs]
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) > max_ticks:
+            break
+        chosen = ticks
+    if not chosen:  # even one tick per decade is too many: every n-th decade
+        ticks = [10.0 ** d for d in decades if lo <= 10.0 ** d <= hi]
+        chosen = ticks[::int(np.ceil(len(ticks) / max_ticks))]
+    if not chosen:
+        return []
+    log_ticks(ax, chosen, axis=axis)
+    which = ax.xaxis if axis == "x" else ax.yaxis
+    which.set_ticks(chosen, [_plain_number(t) for t in chosen])
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(lo, hi)
+    return chosen
 
 
 # ------------------------------------------------------------------ what was drawn
