@@ -489,6 +489,33 @@ class Claim:
             return "no candidate to compare with"
         return "; ".join(parts)
 
+    def order_text(self, high: str, low: str, *, reference: str = "no difference") -> str:
+        """Which of ``high`` and ``low`` this claim on ``high − low`` puts above the other, with its interval.
+
+        "high above low" when the interval lies wholly above the candidate ``reference``
+        (:meth:`above`), "low above high" when wholly below (:meth:`below`), otherwise "high
+        and low not distinguished"; then ``(high − low = estimate [low, high])``.
+
+        Parameters
+        ----------
+        high, low : str
+            Names of the two quantities whose difference ``high − low`` the claim is on.
+        reference : str, default "no difference"
+            The candidate (at 0 for a difference) the interval is read against.
+
+        Returns
+        -------
+        str
+        """
+        high, low = check_str("high", high), check_str("low", low)
+        d = self.digits
+        interval = f"{high} − {low} = {self.estimate:.{d}f} [{self.low:.{d}f}, {self.high:.{d}f}]"
+        if self.above(reference):
+            return f"{high} above {low} ({interval})"
+        if self.below(reference):
+            return f"{low} above {high} ({interval})"
+        return f"{high} and {low} not distinguished ({interval})"
+
     def text(self) -> str:
         """The sentence: quantity, estimate and interval, then :meth:`verdict`."""
         return f"{self.quantity}: {self.interval_text()}; {self.verdict()}"
@@ -669,6 +696,40 @@ def claim_difference(quantity, a, b, *, paired: bool = False, confidence: float 
     low, high = t_interval(diff, se, dof, confidence)
     kwargs.setdefault("method", method)
     return claim(quantity, diff, low, high, confidence=confidence, alternatives=alternatives, **kwargs)
+
+
+def claim_mean(quantity, values, *, confidence: float = 0.95, method: str | None = None, **kwargs) -> Claim:
+    r"""A claim on the mean of independent runs: Student t with ``runs − 1`` degrees of freedom.
+
+    The interval is :math:`\bar x \pm t_{(1+c)/2,\,n-1}\, s/\sqrt n` (``s`` the sample
+    standard deviation of the ``n`` runs): the interval for a mean over few runs (3 runs:
+    4.30 standard errors at 95 %, not 1.96).
+
+    Parameters
+    ----------
+    quantity : str
+        What the mean is of, for the claim's sentence.
+    values : array (runs,)
+        The runs, at least 2 (a ratio per run, a regret per run, ...).
+    confidence : float, default 0.95
+        Of the two-sided interval (``1 − 2α`` for one-sided exclusions at rate α).
+    method : str, optional
+        Default ``"Student t over <n> runs"``.
+    **kwargs
+        Passed on to :func:`claim` (``prediction``, ``alternatives``, ``digits``, ...).
+
+    Returns
+    -------
+    Claim
+    """
+    values = check_array("values", values, ndim=1)
+    if values.size < 2:
+        raise ValueError(f"values must hold at least 2 runs for a standard error, got {values.size}")
+    m, se = mean_and_se(values)
+    low, high = t_interval(float(m), float(se), values.size - 1, confidence)
+    if method is None:
+        method = f"Student t over {values.size} runs"
+    return claim(quantity, float(m), low, high, confidence=confidence, method=method, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------
