@@ -8,11 +8,13 @@
   one interval method the book uses for fitted exponents);
 * :func:`fit_exponent_t` -- the same exponent with a delta-method standard error and a
   Student-t interval (Welch–Satterthwaite degrees of freedom): the interval for few runs;
-* :func:`claim`, :func:`claim_slope`, :func:`claim_exponent`, :func:`claim_difference` --
+* :func:`claim`, :func:`claim_slope`, :func:`claim_exponent`, :func:`claim_difference`,
+  :func:`claim_mean` (the mean of few runs, Student t) --
   a :class:`Claim`: an estimate with its interval, the prediction it is about and the
   alternatives it must exclude; it renders the sentence at the strength reached ("consistent
   with 3/5 and 4/7; not distinguished at n ≤ 10⁶", "excludes 2/3 at 95 %") and fails when a
-  chapter asserts an exclusion the interval does not carry;
+  chapter asserts an exclusion the interval does not carry; :meth:`Claim.order_text` says which of
+  two quantities a claim on their difference puts above the other;
 * :func:`mean_gap`, :func:`welch_dof`, :func:`gap_false_alarm`, :func:`gap_threshold` --
   "b is above a by k combined standard errors" with the false-alarm rate it really has:
   over few runs the gap in combined standard errors is Student-t with the
