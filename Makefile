@@ -17,7 +17,7 @@ QUICK_HTML := $(QUICK_DIR)/_build/html
 NPM_DIR := _build/npm
 SCALE_LOG := _build/scale.log
 
-.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv golden pdf
+.PHONY: help book test lint unit notebooks canary web-assets book-quick executed browser bench clean venv golden pdf pdf-quick
 
 help:
 	@echo "make book   build the book at paper scale into _build/html (creates .venv if absent)"
@@ -63,7 +63,7 @@ book: $(VENV)/.book-installed
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 test: $(VENV)/.test-installed
-	$(MAKE) --no-print-directory lint unit notebooks canary book-quick executed browser
+	$(MAKE) --no-print-directory lint unit notebooks canary book-quick executed pdf-quick browser
 	@echo "make test: all stages passed"
 
 # Cheap, so first: pyflakes, pycodestyle's E4/E7/E9 and import order ([tool.ruff] in pyproject.toml);
@@ -135,6 +135,11 @@ pdf: $(VENV)/.test-installed web-assets
 		--path-output $(PDF_DIR)
 	$(PY) -m fedbandit.book.pdf $(PDF_DIR)/_build/singlehtml/index.html $(PDF_DIR)/_build/pdf/fedbandit.pdf
 	@echo "The book's PDF: $(PDF_DIR)/_build/pdf/fedbandit.pdf"
+
+# make test prints the quick build (its execution cache: nothing runs again), so the browser stage's
+# test_pdf_holds_every_chapter checks a PDF of this checkout.
+pdf-quick:
+	$(MAKE) --no-print-directory pdf PDF_SCALE=quick PDF_DIR=$(QUICK_DIR)
 
 # BENCH="hotpaths tree" runs some modules; BENCH_ARGS=--long adds the paper-scale chapter runs.
 # Writes the committed benchmarks/results/{results.json,results.md} that the book's performance

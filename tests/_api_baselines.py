@@ -3,8 +3,9 @@
 ``BASELINES[qualified name]`` is a function returning ``(args, kwargs)`` of one small, valid,
 fast call (fresh objects at every call, since some callables mutate their arguments).
 ``UNFUZZED[qualified name]`` says why a callable is not fuzzed.  ``test_api_fuzz.py``
-checks that every name in every subpackage's ``_EXPORTS`` is in exactly one of the two.
-Qualified names are ``"<subpackage>.<name>"``; entries ``"<subpackage>.<Class>.<method>"``
+checks that every public callable is in exactly one of the two: every name in the ``__all__`` of a
+public module of a subpackage (``tests/_public_api.py``; the top levels export only a few of them).
+Qualified names are ``"<subpackage>.<name>"`` (the name resolved in the module that lists it); entries ``"<subpackage>.<Class>.<method>"``
 fuzz a method of an object built by a baseline (``METHODS``), and ``"protocols.create:<name>"``
 fuzz the parameters of one registered protocol through :func:`fedbandit.protocols.create`.
 """
@@ -32,7 +33,7 @@ def rng(seed=0):
 
 
 def _ddg_params():
-    from fedbandit.accounting import ddg_params
+    from fedbandit.accounting.ddg import ddg_params
 
     return ddg_params(bits=16, k=3.0, n=8, d=4, c=1.0, epsilon=2.0, delta=1e-5)
 
@@ -58,7 +59,7 @@ def _protocol(name="central", **params):
 
 
 def _replay_log():
-    from fedbandit.audit import ReplayLog
+    from fedbandit.audit.replay import ReplayLog
 
     return ReplayLog()
 
@@ -81,19 +82,19 @@ def _amplification():
 
 
 def _scenarios():
-    from fedbandit.accounting import deshuffle_scenarios
+    from fedbandit.accounting.deshuffle import deshuffle_scenarios
 
     return deshuffle_scenarios(2, 2)
 
 
 def _graph():
-    from fedbandit.envs import ring_graph
+    from fedbandit.envs.graphs import ring_graph
 
     return ring_graph(4)
 
 
 def _instance():
-    from fedbandit.audit import alice_tracy_instance
+    from fedbandit.audit.schedule import alice_tracy_instance
 
     return alice_tracy_instance(2, 3, 2, 6, seed=0)
 
@@ -109,7 +110,7 @@ def _users_env():
 
 
 def _release():
-    from fedbandit.mechanisms import local_psco
+    from fedbandit.mechanisms.psco import local_psco
 
     return local_psco(np.array([0, 1, 1, 0, 1, 0, 0, 1]), 1.0, rng(0))
 
@@ -136,7 +137,7 @@ def _statistic(x):
 
 
 def _binomial_params():
-    from fedbandit.accounting import binomial_params
+    from fedbandit.accounting.binomial import binomial_params
 
     return binomial_params(bits=16, k=3.0, n=8, d=4, c=1.0, epsilon=2.0, delta=1e-5)
 
@@ -162,7 +163,7 @@ def _spec(name):
 
 
 def _ranker_path():
-    from fedbandit.envs import ranker_table_path
+    from fedbandit.envs.recommendation import ranker_table_path
 
     return ranker_table_path()
 
@@ -202,7 +203,7 @@ def _explorer_state():
 
 
 def _model_config(key):
-    from fedbandit.experiments import model, model_config
+    from fedbandit.experiments.synthesis import model, model_config
 
     tiny = dict(instance="synthetic", M=2, T=8, B=2, K=4, d=2, runs=2, env_seed=0, epsilon=4.0, delta=1e-5,
                 param_bound=1.0, n_checkpoints=4)
@@ -324,7 +325,7 @@ BASELINES = {
     "audit.FirstSync": kw(),
     "audit.ActionIs": kw(t=2, arm=1),
     "audit.select_action_attack": lambda: ((), dict(
-        mechanism=__import__("fedbandit.audit", fromlist=["x"]).dp20_schedule_mechanism(_instance(), private=False),
+        mechanism=__import__("fedbandit.audit.schedule", fromlist=["x"]).dp20_schedule_mechanism(_instance(), private=False),
         dataset0=_instance().dataset("alice"), dataset1=_instance().dataset("tracy"), t=2, n_select=4, rng=rng())),
     # ---- book
     "book.use_book_style": kw(),
@@ -356,7 +357,7 @@ BASELINES = {
     "envs.consensus_matrix": lambda: ((), dict(graph=_graph())),
     "envs.NetworkTerms": kw(eigenvalues=np.array([1.0, 0.5]), lambda_2=0.5, spectral_gap=0.5, epsilon_n=0.1,
                             c_i=np.array([1.0, 1.0]), c_0=1.0),
-    "envs.network_terms": lambda: ((), dict(P=__import__("fedbandit.envs", fromlist=["x"]).consensus_matrix(_graph()))),
+    "envs.network_terms": lambda: ((), dict(P=__import__("fedbandit.envs.graphs", fromlist=["x"]).consensus_matrix(_graph()))),
     "envs.RoundBlock": kw(start=0, _features=np.zeros((2, 1, 3, 2)), means=np.zeros((2, 1, 3)), best=np.zeros((2, 1)),
                           noise=np.zeros((2, 1))),
     "envs.SyntheticLinearEnv": kw(n_agents=2, n_arms=4, dim=2, n_runs=2),
@@ -367,7 +368,7 @@ BASELINES = {
     "envs.load_mslr_instance": kw(),
     "envs.BernoulliBandit": kw(means=np.array([0.2, 0.8])),
     "envs.GaussianBandit": kw(means=np.array([0.2, 0.8])),
-    "envs.RewardStream": lambda: ((), dict(env=__import__("fedbandit.envs", fromlist=["x"]).BernoulliBandit(
+    "envs.RewardStream": lambda: ((), dict(env=__import__("fedbandit.envs.multi_armed", fromlist=["x"]).BernoulliBandit(
         np.array([0.2, 0.8])), n_runs=2, n_agents=2, rng=rng(), block=8)),
     "envs.make_env": kw(kind="bernoulli", means=[0.2, 0.8]),
     "envs.UsersEnv": lambda: ((), dict(features=rng(1).uniform(-0.5, 0.5, (6, 2, 3, 2)),
@@ -396,9 +397,11 @@ BASELINES = {
     "experiments.claim": kw(quantity="q", estimate=0.5, low=0.4, high=0.6, confidence=0.95, method="m",
                             prediction=("1/2", 0.5), alternatives={"1/3": 1 / 3}),
     "experiments.claim_slope": kw(quantity="q", slope=0.5, se=0.05, dof=2.0, prediction=("1/2", 0.5)),
-    "experiments.claim_exponent": kw(quantity="q", fit=__import__("fedbandit.experiments", fromlist=["ExponentFit"])
+    "experiments.claim_exponent": kw(quantity="q", fit=__import__("fedbandit.experiments.statistics", fromlist=["x"])
                                      .ExponentFit(0.5, 0.1, 0.3, 0.7, 0.95, 0, 3.0), alternatives={"1/3": 1 / 3}),
     "experiments.claim_difference": kw(quantity="q", a=[1.0, 2.0, 3.0], b=[2.0, 3.5, 4.0], paired=True),
+    "experiments.claim_mean": kw(quantity="q", values=[1.0, 2.0, 3.5]),
+    "experiments.claim_ratio_of_means": kw(quantity="r", numerator=[2.0, 2.5, 3.0], denominator=[1.0, 1.2, 0.9]),
     "experiments.claim_slope_gap": kw(quantity="q", a=(0.7, 0.05), b=(0.5, 0.05), dof=2.0,
                                       alternatives={"no difference": 0.0}),
     "experiments.claim_order": kw(quantity="q", low=[1.0, 2.0, 3.0], high=[2.0, 3.5, 4.0], alpha=0.01, paired=True),
@@ -579,7 +582,7 @@ BASELINES = {
     "protocols.Allocation": kw(shuffler=0, batch_size=4, randomizer=lambda x, eps: x),
     "protocols.Release": kw(shuffler=0, start=0, end=4, tag=None, messages=np.zeros(4)),
     "protocols.Transcript": kw(n=8, k=2),
-    "protocols.ConcurrentShuffleModel": lambda: ((), dict(k=2, server=__import__("fedbandit.protocols", fromlist=["x"])
+    "protocols.ConcurrentShuffleModel": lambda: ((), dict(k=2, server=__import__("fedbandit.protocols.intermediaries", fromlist=["x"])
                                                          .MixedRadixServer((4, 2), [__import__(
                                                              "fedbandit.mechanisms", fromlist=["x"]).RRShuffleSummation(
                                                              b, 1.0, 1e-3) for b in (4, 2)]))),
@@ -716,7 +719,7 @@ BASELINES = {
     "accounting.DeshuffledGaussianEvent": lambda: ((), dict(sigma0=1.0, n_messages=3, scenarios=_scenarios(),
                                                             summed=_event())),
     "accounting.deshuffled_event_epsilon": lambda: ((), dict(
-        event=__import__("fedbandit.accounting", fromlist=["x"]).DeshuffledGaussianEvent(1.0, 3, _scenarios()),
+        event=__import__("fedbandit.accounting.deshuffle", fromlist=["x"]).DeshuffledGaussianEvent(1.0, 3, _scenarios()),
         delta=1e-3)),
     "accounting.authors_vector_sum_constant": kw(delta=1e-5, dim=3, n_coordinates=9),
     "accounting.authors_vector_sum_lambda_sigma": kw(epsilon=1.0, delta=1e-5, n_batches=8, dim=3),
@@ -820,7 +823,7 @@ BASELINES = {
 #: Callables not fuzzed, with the reason (keep this list short).
 UNFUZZED = {
     "audit.ReplayViolation": "an exception class",
-    "audit.ReplayLog": "a record of one run's protocol calls (filled by fedbandit.audit.replaying)",
+    "audit.ReplayLog": "a record of one run's protocol calls (filled by fedbandit.audit.replay.replaying)",
     "audit.ReplayReport": "the result record of replay_check (tested in tests/test_replay_contract.py)",
     "audit.compare_calls": "compares two ReplayLogs of replay_check's runs against a target record built there "
                            "(tested in tests/test_replay_contract.py)",

@@ -141,7 +141,7 @@ def text_violations(lines: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def png_text_chunks(png: bytes) -> dict[str, str]:
-    """The ``tEXt``/``iTXt`` chunks of a PNG (what :func:`fedbandit.book.figure_png` writes)."""
+    """The ``tEXt``/``iTXt`` chunks of a PNG (what :func:`fedbandit.book.plotting.figure_png` writes)."""
     from PIL import Image
 
     with Image.open(io.BytesIO(png)) as img:

@@ -125,7 +125,7 @@ SUM_SETTING = dict(n_parties=5, dim=4, n_rounds=3, clip=1.0)
 
 def exercise_sum(p, n_runs, rng_seed, data_seed=0):
     """One private vector sum per round: released sums, exact (clipped) sums, stated variance."""
-    from fedbandit.mechanisms import clip_l2
+    from fedbandit.mechanisms.ddg import clip_l2
 
     p.configure(**SUM_SETTING)
     p.reset(n_runs=n_runs, rng=np.random.default_rng(rng_seed))

@@ -8,19 +8,21 @@ from scipy import optimize, stats
 
 from fedbandit.accounting import (
     Accounting,
-    ApproxDpEvent,
-    ClaimedEvent,
     ComposedEvent,
-    ConditionalEvent,
-    DiscreteGaussianSumEvent,
     GaussianEvent,
-    InvalidEvent,
     LaplaceEvent,
     NonPrivateEvent,
-    NoReleaseEvent,
     SelfComposedEvent,
-    ShuffledRandomizedResponseEvent,
     account,
+)
+from fedbandit.accounting.events import (
+    ApproxDpEvent,
+    ClaimedEvent,
+    ConditionalEvent,
+    DiscreteGaussianSumEvent,
+    InvalidEvent,
+    NoReleaseEvent,
+    ShuffledRandomizedResponseEvent,
     record_sensitivities,
 )
 
@@ -215,23 +217,23 @@ def test_account_refuses_non_finite_or_negative_targets(bad):
 # (name, call at σ): the functions that divided by σ² -- σ = 1e-320 made σ² = 0.0 and raised
 # ZeroDivisionError; the limit σ → 0 of ρ or ε is +∞ (Δ/σ → ∞)
 TINY_SIGMA_CALLS = {
-    "gaussian_zcdp": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).gaussian_zcdp(1.0, s),
-    "tree_zcdp": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).tree_zcdp(8, 1.0, s),
-    "ddg_zcdp_epsilon": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).ddg_zcdp_epsilon(
+    "gaussian_zcdp": lambda s: __import__("fedbandit.accounting.zcdp", fromlist=["x"]).gaussian_zcdp(1.0, s),
+    "tree_zcdp": lambda s: __import__("fedbandit.accounting.zcdp", fromlist=["x"]).tree_zcdp(8, 1.0, s),
+    "ddg_zcdp_epsilon": lambda s: __import__("fedbandit.accounting.ddg", fromlist=["x"]).ddg_zcdp_epsilon(
         1.1, s, 0.01, 8, 4),
-    "ddg_rdp": lambda s: float(np.min(__import__("fedbandit.accounting", fromlist=["x"]).ddg_rdp(
+    "ddg_rdp": lambda s: float(np.min(__import__("fedbandit.accounting.ddg", fromlist=["x"]).ddg_rdp(
         [2.0, 4.0], 1.1, s, 0.01, 8, 4))),
-    "ddg_epsilon": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).ddg_epsilon(
+    "ddg_epsilon": lambda s: __import__("fedbandit.accounting.ddg", fromlist=["x"]).ddg_epsilon(
         s, c=1.0, gamma=0.01, beta=0.6, n=8, d=4, delta=1e-5),
-    "ddg_epsilon-zcdp": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).ddg_epsilon(
+    "ddg_epsilon-zcdp": lambda s: __import__("fedbandit.accounting.ddg", fromlist=["x"]).ddg_epsilon(
         s, c=1.0, gamma=0.01, beta=0.6, n=8, d=4, delta=1e-5, method="zcdp"),
-    "single_dg_sum_epsilon": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).single_dg_sum_epsilon(
+    "single_dg_sum_epsilon": lambda s: __import__("fedbandit.accounting.ddg", fromlist=["x"]).single_dg_sum_epsilon(
         1.0, s, 8),
-    "ddg_params_from_gamma": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).ddg_params_from_gamma(
+    "ddg_params_from_gamma": lambda s: __import__("fedbandit.accounting.ddg", fromlist=["x"]).ddg_params_from_gamma(
         bits=16, gamma=0.01, sigma=s, n=8, d=4, c=1.0, delta=1e-5).epsilon,
-    "sampled_gaussian_rdp": lambda s: float(np.min(__import__("fedbandit.accounting", fromlist=["x"])
+    "sampled_gaussian_rdp": lambda s: float(np.min(__import__("fedbandit.accounting.subsampling", fromlist=["x"])
                                                    .sampled_gaussian_rdp([2, 4], 0.1, s))),
-    "sampled_gaussian_epsilon": lambda s: __import__("fedbandit.accounting", fromlist=["x"]).sampled_gaussian_epsilon(
+    "sampled_gaussian_epsilon": lambda s: __import__("fedbandit.accounting.subsampling", fromlist=["x"]).sampled_gaussian_epsilon(
         s, 0.1, 10, 1e-5),
     "account(GaussianEvent)": lambda s: account(GaussianEvent(1.0, s), target_epsilon=1.0, target_delta=1e-5).epsilon,
 }
@@ -250,7 +252,7 @@ def test_a_vanishing_noise_scale_gives_infinite_epsilon(name, sigma):
 
 def test_gaussian_zcdp_at_a_small_but_representable_sigma():
     # ρ = Δ²/(2σ²) written out, at σ where σ² is still a normal float
-    from fedbandit.accounting import gaussian_zcdp, tree_zcdp
+    from fedbandit.accounting.zcdp import gaussian_zcdp, tree_zcdp
 
     assert gaussian_zcdp(3.0, 1e-100) == pytest.approx(9.0 / (2.0 * 1e-200), rel=1e-12)
     assert tree_zcdp(8, 3.0, 1e-100) == pytest.approx(4 * 9.0 / (2.0 * 1e-200), rel=1e-12)  # κ = 1 + log2 8
@@ -263,7 +265,7 @@ def test_zcdp_conversion_at_a_huge_rho_is_between_rho_and_the_simple_bound(rho):
     # so the minimum lies within log ρ + 10 below the simple bound ρ + 2√(ρ log(1/δ))
     # [BS16 Prop. 1.3], which it never exceeds.  The form in α used to round α = 1 + w to 1 and
     # return max(0, NaN) = 0: ε = 0 at ρ = 1e60.
-    from fedbandit.accounting import zcdp_to_approx_dp
+    from fedbandit.accounting.zcdp import zcdp_to_approx_dp
 
     delta = 1e-5
     simple = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))

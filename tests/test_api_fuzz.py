@@ -1,7 +1,7 @@
 """Property-based test of the whole public API: bad input is refused, by name, quickly.
 
-For every public callable (every name in every subpackage's ``_EXPORTS``, the parameters
-of every registered protocol through :func:`fedbandit.protocols.create`, the entries of
+For every public callable (every name in the ``__all__`` of every public module of a subpackage, the
+parameters of every registered protocol through :func:`fedbandit.protocols.create`, the entries of
 the configuration dicts, and a few lifecycle methods) ``tests/_api_baselines.py`` gives a
 small valid call.  Each test perturbs ONE argument of that call at a time -- NaN, ±inf,
 negative, zero, huge, fractional, wrong types, None, lists, strings, arrays; a fixed
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import inspect
 import math
 import signal
@@ -46,13 +45,11 @@ from _api_baselines import (  # noqa: E402
     UNFUZZED,
     protocol_baselines,
 )
+from _public_api import SUBPACKAGES, public_names, resolve  # noqa: E402
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-SUBPACKAGES = ("accounting", "audit", "book", "envs", "experiments", "learners", "mechanisms", "protocols", "secagg",
-               "theory")
 
 #: CPU seconds (user + sys, this process) one call may take; the baselines take < 0.5 s.  CPU time,
 #: not wall time, so that other processes on a loaded machine cannot fail the test.
@@ -97,12 +94,12 @@ def _label(value) -> str:
 
 
 def _exported():
-    """(qualified name, object) of every exported callable."""
+    """(qualified name, object) of every public callable: ``"<subpackage>.<name>"`` for every name in
+    the ``__all__`` of a public module of the subpackage (its top level exports only a few of them)."""
     out = []
     for sub in SUBPACKAGES:
-        mod = importlib.import_module(f"fedbandit.{sub}")
-        for name in mod._EXPORTS:
-            obj = getattr(mod, name)
+        for name in public_names(sub):
+            obj = resolve(sub, name)
             if callable(obj):
                 out.append((f"{sub}.{name}", obj))
     return out
@@ -110,7 +107,7 @@ def _exported():
 
 def _resolve(qualified):
     sub, name = qualified.split(".", 1)
-    return getattr(importlib.import_module(f"fedbandit.{sub}"), name)
+    return resolve(sub, name)
 
 
 # ---------------------------------------------------------------------------------------

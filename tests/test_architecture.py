@@ -4,9 +4,11 @@
 * no module outside ``fedbandit/accounting/`` calibrates noise: none divides by a privacy
   parameter (``epsilon``, ``eps``, ...) -- the theory modules' bounds excepted, which compute
   regret and error rates, not noise;
-* every subpackage re-exports exactly the public names of its modules (``__all__``);
-* chapters import from the subpackages (``from fedbandit.protocols import create``), never
-  from a module inside one;
+* a subpackage's top level exports only what a user calls: each name of its ``__all__`` comes
+  from the ``__all__`` of one of its public modules and is documented, and the top levels together
+  export at most about 150 names (every other public name is imported from its module);
+* chapters import public names only: a subpackage's top-level names, or names in the ``__all__`` of
+  a public module (``from fedbandit.theory.linear import kappa``), never a private module or name;
 * every protocol the registry lists is built from Randomizer, Intermediary and Analyzer objects;
 * the layers (``[tool.importlinter]`` in pyproject.toml, run by ``make lint``): the contracts hold
   and fail on planted back-edges, cycles and private-module imports;
@@ -21,10 +23,13 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 from pathlib import Path
 
 import pytest
+
+from _public_api import MAX_TOP_LEVEL_NAMES, SUBPACKAGES, public_modules, public_names, top_level
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "fedbandit"
@@ -70,42 +75,180 @@ def test_the_calibration_check_can_fail():
     assert _divides_by_privacy(ast.parse("x = a / b")) == []
 
 
-#: Sub-packages whose names their parent does not re-export: optional dependencies, imported by name.
-OPTIONAL_SUBPACKAGES = {"integrations/flower"}
-
-
-@pytest.mark.parametrize("pkg", sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists()))
-def test_subpackages_reexport_their_public_names(pkg):
+@pytest.mark.parametrize("pkg", SUBPACKAGES)
+def test_top_level_names_come_from_their_modules(pkg):
+    # the top level is a curated list ({name: module}); each name is the module's own public name
     mod = importlib.import_module(f"fedbandit.{pkg}")
-    expected = []
-    # its modules, and its sub-packages' __init__ (a module split into one file per part, as
-    # fedbandit.protocols.statistics; not an optional integration, imported by name only)
-    subpackages = [p for p in (PKG / pkg).glob("*/__init__.py") if f"{pkg}/{p.parent.name}" not in OPTIONAL_SUBPACKAGES]
-    for path in sorted([*(PKG / pkg).glob("*.py"), *subpackages]):
-        if path.stem.startswith("_") and path.parent == PKG / pkg:
+    assert mod.__all__ == list(mod._EXPORTS)
+    for name, module in mod._EXPORTS.items():
+        dotted = f"fedbandit.{pkg}.{module}"
+        assert dotted in public_modules(pkg), f"{pkg}.{name}: {dotted} is not a public module"
+        source = importlib.import_module(dotted)
+        assert name in source.__all__, f"{pkg}.{name} is not in {dotted}.__all__"
+        assert getattr(mod, name) is getattr(source, name)
+
+
+def test_every_subpackage_is_in_the_sweep():
+    # a new subpackage is placed in tests/_public_api.py's SUBPACKAGES (integrations exports nothing)
+    found = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert found == set(SUBPACKAGES) | {"integrations"}, found ^ (set(SUBPACKAGES) | {"integrations"})
+    assert importlib.import_module("fedbandit.integrations").__all__ == []
+
+
+def _top_level_total(subpackages):
+    return sum(len(importlib.import_module(f"fedbandit.{sub}").__all__) for sub in subpackages)
+
+
+def test_top_levels_export_at_most_150_names():
+    # "a public API a user can hold in their head" (issue #23): numerics stay in their modules
+    counts = {sub: len(top_level(sub)) for sub in SUBPACKAGES}
+    total = _top_level_total(SUBPACKAGES)
+    assert total == sum(counts.values())
+    assert total <= MAX_TOP_LEVEL_NAMES, (
+        f"{total} names at the subpackages' top levels (at most {MAX_TOP_LEVEL_NAMES}): {counts}")
+
+
+def test_the_top_level_count_can_fail(monkeypatch):
+    # the limit counts what __all__ says: a subpackage that exported its whole surface again fails
+    import fedbandit.accounting as accounting
+
+    monkeypatch.setattr(accounting, "__all__", list(public_names("accounting")))
+    assert _top_level_total(SUBPACKAGES) > MAX_TOP_LEVEL_NAMES
+
+
+def _assigned_names(node):
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    names = set()
+    for target in targets:
+        elements = target.elts if isinstance(target, ast.Tuple) else [target]
+        names |= {e.id for e in elements if isinstance(e, ast.Name)}
+    return names
+
+
+def _documentation(obj, module, name, _seen=()):
+    """Where ``name`` (an object of ``module``) is documented: a function's or class's own docstring,
+    else a ``#:`` comment above (or a string literal below) its assignment, in ``module`` or in the
+    module it is imported from (a re-export); None if nowhere."""
+    if inspect.isclass(obj) or inspect.isroutine(obj):
+        return obj.__doc__ or None
+    lines = inspect.getsource(module).splitlines()
+    body = ast.parse("\n".join(lines)).body
+    for i, node in enumerate(body):
+        if name in _assigned_names(node):
+            above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+            if above.startswith("#:"):
+                return above
+            after = body[i + 1] if i + 1 < len(body) else None
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value,
+                                                                                                    str):
+                return after.value.value
+        elif isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            source = _imported_from(node, module.__name__, module.__file__.endswith("__init__.py"))
+            if source not in _seen:
+                return _documentation(obj, importlib.import_module(source), name, (*_seen, module.__name__))
+    return None
+
+
+@pytest.mark.parametrize("pkg", SUBPACKAGES)
+def test_every_public_name_is_importable_and_documented(pkg):
+    # every name of the top level's __all__ and of every public module's __all__, imported as a user writes it
+    undocumented = []
+    names = [(f"fedbandit.{pkg}", name) for name in top_level(pkg)] + [(m, n) for n, m in public_names(pkg).items()]
+    for dotted, name in names:
+        namespace = {}
+        exec(f"from {dotted} import {name}", namespace)  # noqa: S102 - the import a user writes
+        if not _documentation(namespace[name], importlib.import_module(public_names(pkg)[name]), name):
+            undocumented.append(f"{dotted}.{name}")
+    assert not undocumented, f"public names without a docstring or #: comment: {undocumented}"
+
+
+def test_the_documentation_check_can_fail(tmp_path, monkeypatch):
+    (tmp_path / "planted_api.py").write_text(
+        '#: documented\nA = 1\nB = 2\nC = 3\n"""documented after"""\n#: both\nD, E = 4, 5\n\n\n'
+        'def f():\n    pass\n\n\nclass K:\n    """A class."""\n')
+    (tmp_path / "planted_reexport.py").write_text("from planted_api import A, B\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("planted_api")
+    again = importlib.import_module("planted_reexport")
+    assert all(_documentation(getattr(mod, n), mod, n) for n in "ACDEK") and _documentation(again.A, again, "A")
+    assert _documentation(mod.B, mod, "B") is None and _documentation(mod.f, mod, "f") is None
+    assert _documentation(again.B, again, "B") is None
+
+
+def _architecture_counts(text):
+    """{subpackage: (top level, public names)} from ARCHITECTURE.md's *Public API* table."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].isdigit() and cells[2].isdigit():
+            rows[cells[0]] = (int(cells[1]), int(cells[2]))
+    return rows
+
+
+def test_architecture_md_states_the_codes_counts():
+    # the table of ARCHITECTURE.md, *Public API*, is the code's, not typed numbers gone stale
+    stated = _architecture_counts((ROOT / "ARCHITECTURE.md").read_text())
+    actual = {sub: (len(top_level(sub)), len(public_names(sub))) for sub in SUBPACKAGES}
+    actual["all"] = tuple(sum(v[i] for v in actual.values()) for i in (0, 1))
+    assert stated == actual
+    assert _architecture_counts("| `book` | 10 | 34 |\n| all | 12 | 40 |\n| x | y | 1 |") == {
+        "book": (10, 34), "all": (12, 40)}
+
+
+def _fedbandit_imports(source):
+    """(module, names) of every import of ``fedbandit`` in a code cell (magics and shell lines blanked)."""
+    masked = "\n".join(s[: len(s) - len(s.lstrip())] + "pass" if s.lstrip().startswith(("%", "!")) else s
+                       for s in source.splitlines())
+    out = []
+    for node in ast.walk(ast.parse(masked)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "fedbandit":
+            out.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.split(".")[0] == "fedbandit"]
+    return out
+
+
+def _is_submodule(module, name):
+    if not module.__file__.endswith("__init__.py"):
+        return False
+    folder = Path(module.__file__).parent
+    return (folder / f"{name}.py").exists() or (folder / name / "__init__.py").exists()
+
+
+def _non_public_imports(source):
+    """The imports in ``source`` that reach past the public surface: a private module or name, or a
+    name its module's ``__all__`` does not list (a public submodule may be imported by name)."""
+    bad = []
+    for dotted, names in _fedbandit_imports(source):
+        if any(part.startswith("_") for part in dotted.split(".")):
+            bad.append(f"{dotted} is private")
             continue
-        tree = ast.parse(path.read_text())
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-                expected += [e.value for e in node.value.elts]
-    assert sorted(mod.__all__) == sorted(expected), "run .dev/gen_inits.py (the re-exports are generated)"
-    for name in expected:
-        assert getattr(mod, name) is not None
+        module = importlib.import_module(dotted)
+        for name in names:
+            public = name in getattr(module, "__all__", ()) or (not name.startswith("_") and _is_submodule(module, name))
+            if not public:
+                bad.append(f"{dotted}.{name} is not public")
+    return bad
 
 
-def test_chapters_import_from_subpackages():
+def test_chapters_import_public_names():
     bad = []
     for nb in sorted((ROOT / "chapters").glob("*.ipynb")):
         for cell in json.loads(nb.read_text())["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            for line in "".join(cell["source"]).splitlines():
-                s = line.strip()
-                if s.startswith("from fedbandit.") and s.split()[1].count(".") > 1:
-                    target = PKG.joinpath(*s.split()[1].split(".")[1:])
-                    if not (target / "__init__.py").exists():  # a nested subpackage is a subpackage
-                        bad.append((nb.name, s))
+            if cell["cell_type"] == "code":
+                bad += [f"{nb.name}: {b}" for b in _non_public_imports("".join(cell["source"]))]
     assert not bad, bad
+
+
+def test_the_chapter_import_check_can_fail():
+    assert _non_public_imports("from fedbandit.protocols import create\nfrom fedbandit.theory.linear import kappa\n"
+                               "from fedbandit.theory import linear\n%env X=1\nimport fedbandit") == []
+    assert _non_public_imports("from fedbandit.theory import kappa") == ["fedbandit.theory.kappa is not public"]
+    assert _non_public_imports("from fedbandit.accounting.ddg import _tau") == [
+        "fedbandit.accounting.ddg._tau is not public"]
+    assert _non_public_imports("from fedbandit._grid import run_grid") == ["fedbandit._grid is private"]
+    assert _non_public_imports("from fedbandit.audit._inputs import linear_users") == [
+        "fedbandit.audit._inputs is private"]
 
 
 def test_every_registered_protocol_is_composed_of_parts():

@@ -14,7 +14,8 @@ import warnings
 import numpy as np
 import pytest
 
-from fedbandit.audit import EndToEndSpec, TargetRewardBandit, audit_end_to_end, end_to_end_specs, linear_users
+from fedbandit.audit import EndToEndSpec, audit_end_to_end, end_to_end_specs
+from fedbandit.audit.end_to_end import TargetRewardBandit, linear_users
 
 CONF = 0.99
 N_TRIALS = 6000

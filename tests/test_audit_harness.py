@@ -12,23 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from fedbandit.audit import (
-    KnownProjection,
-    LearnedProjection,
-    TightAudit,
-    audit_epsilon_split,
-    claim_of,
-    nodes_from_prefixes,
-    noise_scale_of,
-    planted_noise,
-    scale_noise_in_place,
-    select_threshold,
-    tapped,
-    target_records,
-    tight_audit,
-    tree_nodes_containing,
-    with_noise_scale,
-)
+from fedbandit.audit import audit_epsilon_split, planted_noise, tight_audit
+from fedbandit.audit.broken import noise_scale_of, scale_noise_in_place, with_noise_scale
+from fedbandit.audit.epsilon import select_threshold
+from fedbandit.audit.harness import KnownProjection, LearnedProjection, claim_of
+from fedbandit.audit.tight import TightAudit, target_records
+from fedbandit.audit.views import nodes_from_prefixes, tapped, tree_nodes_containing
 from fedbandit.protocols import create
 
 CONF = 0.99

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from fedbandit.accounting import record_sensitivities
+from fedbandit.accounting.events import record_sensitivities
 from fedbandit.protocols import available, create, describe
 
 

@@ -13,7 +13,7 @@ that still needs the internet fails here.  Pages with saved widget state must sh
 widget rendered (a slider or other control with its saved value, and its output), and every
 widget must respond to its controls without a kernel: the check moves each control of each
 explorer and asserts that the output shown becomes the one the page's saved state holds
-for the new control values (``fedbandit.book.decode_explorer``); a widget that is not a
+for the new control values (``fedbandit.book.explorer.decode_explorer``); a widget that is not a
 static explorer must at least change its output when a control moves, which an
 ``ipywidgets.interactive`` (it needs a kernel) never does.  The visible text of every page
 must hold no raw TeX (``$``, ``\\command``, ``_{``/``^{``) and no raw citation key of
@@ -1009,16 +1009,40 @@ def test_pdf_holds_every_chapter():
 
 
 def test_print_pdf_bookmarks_the_headings(browser_env, tmp_path):
-    """fedbandit.book.print_pdf on a small page; the title check finds its headings and misses a planted one."""
-    from fedbandit.book.pdf import print_pdf
+    """fedbandit.book.pdf.print_pdf on a small page; the title check finds its headings and misses a planted one."""
+    from fedbandit.book.pdf import pdf_outline_titles, print_pdf
 
-    page = tmp_path / "index.html"
-    page.write_text('<html><head><meta charset="utf-8"><title>t</title></head><body>'
-                    "<h1>Private federated bandits, executable</h1><p>x</p><h2>Notation</h2>"
-                    "<h1>DP20’s federated LinUCB: leakage, noise accounting and communication, measured</h1>"
-                    "<p>y</p></body></html>", encoding="utf-8")
-    pdf = print_pdf(page, tmp_path / "out.pdf").read_bytes()
+    # laid out as Sphinx's singlehtml builder writes it: a redirect stub, the page in a subfolder, its links
+    # relative to the root; the style sheet narrows the headings so they wrap (Chromium's own bookmark
+    # text then runs the lines together and repeats the last one)
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "narrow.css").write_text("h1, h2 { width: 9em; }", encoding="utf-8")
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=chapters/intro.html" />',
+                                         encoding="utf-8")
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "intro.html").write_text(
+        '<html><head><meta charset="utf-8"><title>t</title><link rel="stylesheet" href="_static/narrow.css">'
+        "</head><body><h1>Private federated bandits, executable</h1><p>x</p><h2>Notation</h2>"
+        "<h1>DP20’s federated LinUCB: leakage, noise accounting and communication, measured</h1>"
+        "<p>y</p></body></html>", encoding="utf-8")
+    pdf = print_pdf(tmp_path / "index.html", tmp_path / "out.pdf").read_bytes()
+    assert sorted(pdf_outline_titles(pdf)) == sorted([
+        "t",  # the document's own title, in the PDF's information dictionary
+        "Private federated bandits, executable", "Notation",
+        "DP20’s federated LinUCB: leakage, noise accounting and communication, measured"])
     titles = {"intro": "Private federated bandits, executable",
               "ch1": "DP20’s federated LinUCB: leakage, noise accounting and communication, measured"}
     assert missing_titles(pdf, titles) == []
     assert missing_titles(pdf, {**titles, "ch2": "Fixed-batch federated LinUCB"}) == ["ch2: 'Fixed-batch federated LinUCB'"]
+    assert not list(tmp_path.glob("_fedbandit_print*")), "the root-level copy of the page is removed"
+
+
+def test_print_pdf_refuses_a_page_with_missing_files(browser_env, tmp_path):
+    """A page whose style sheet is not where its link says (the singlehtml page printed from its folder) fails."""
+    from fedbandit.book.pdf import print_pdf
+
+    page = tmp_path / "page.html"
+    page.write_text('<html><head><link rel="stylesheet" href="_static/missing.css"></head><body><h1>x</h1></body>'
+                    "</html>", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="missing.css"):
+        print_pdf(page, tmp_path / "out.pdf")

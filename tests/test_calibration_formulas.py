@@ -97,7 +97,7 @@ def beta_paper(t, lam, dim, n_agents, alpha, noise_std, param_bound, feature_bou
 @pytest.mark.parametrize("case", RADIUS_CASES)
 @pytest.mark.parametrize("rule, formula", [("authors", beta_authors), ("paper", beta_paper)])
 def test_confidence_radius_is_the_formula(case, rule, formula):
-    from fedbandit.theory import confidence_radius
+    from fedbandit.theory.linear import confidence_radius
 
     got = confidence_radius(case["t"], case["lam"], case["dim"], case["n_agents"], case["alpha"],
                             noise_std=case["noise_std"], param_bound=case["param_bound"],
@@ -108,7 +108,7 @@ def test_confidence_radius_is_the_formula(case, rule, formula):
 @pytest.mark.parametrize("rule", ["authors", "paper"])
 def test_confidence_radius_grows_with_the_reward_noise(rule):
     """β_t increases in R (the noise term enters with a plus sign) and in t; it is sqrt(λ)S at R = 0."""
-    from fedbandit.theory import confidence_radius
+    from fedbandit.theory.linear import confidence_radius
 
     radii = [confidence_radius(100, 4.0, 3, 2, 0.01, noise_std=r, rule=rule) for r in (0.0, 0.1, 0.5, 1.0)]
     assert radii[0] == pytest.approx(math.sqrt(4.0) * math.sqrt(3))
@@ -120,7 +120,7 @@ def test_confidence_radius_grows_with_the_reward_noise(rule):
 @pytest.mark.parametrize("sigma, dim, K, alpha, lam_min", [(0.0, 3, 8, 0.01, 1.0), (2.5, 10, 400, 0.01, 10.0),
                                                           (40.0, 5, 1, 0.1, 1.0), (1e-3, 2, 1000, 0.01, 1.0)])
 def test_regularizer_lambda_is_the_formula(sigma, dim, K, alpha, lam_min):
-    from fedbandit.theory import regularizer_lambda
+    from fedbandit.theory.linear import regularizer_lambda
 
     # [authors' code] λ = max(λ_min, σ (sqrt(κ + log(1/α)) + sqrt(d)))
     want = max(lam_min, sigma * (math.sqrt(kappa(K) + math.log(1 / alpha)) + math.sqrt(dim)))
@@ -142,7 +142,7 @@ TREE_CASES = [(1.0, 1e-5, 8), (0.2, 0.1, 400), (5.0, 1e-4, 1), (1e-3, 1e-4, 100)
 @pytest.mark.parametrize("epsilon, delta, K", TREE_CASES)
 @pytest.mark.parametrize("sensitivity", [1.0, 2.0])
 def test_ldp_sigma0_rules(epsilon, delta, K, sensitivity):
-    from fedbandit.accounting import central_sigma, ldp_sigma0
+    from fedbandit.accounting.calibration import central_sigma, ldp_sigma0
 
     k = kappa(K)
     # [paper] Thm. 6.1: σ₀² = 8κ(log(2/δ) + ε)/ε²
@@ -160,7 +160,7 @@ def test_ldp_sigma0_rules(epsilon, delta, K, sensitivity):
 
 @pytest.mark.parametrize("epsilon, delta, K", TREE_CASES)
 def test_ldp_total_variance_is_m_kappa_sigma0_squared(epsilon, delta, K):
-    from fedbandit.accounting import ldp_total_variance
+    from fedbandit.accounting.calibration import ldp_total_variance
 
     M = 7
     sigma0_sq = 8 * kappa(K) * (math.log(2 / delta) + epsilon) / epsilon**2
@@ -172,14 +172,14 @@ def test_ldp_total_variance_is_m_kappa_sigma0_squared(epsilon, delta, K):
 
 @pytest.mark.parametrize("T, m", [(1, 1), (2, 2), (3, 3), (4, 3), (5, 4), (1024, 11), (1025, 12), (10_000, 15)])
 def test_dp20_m(T, m):
-    from fedbandit.accounting import dp20_m
+    from fedbandit.accounting.calibration import dp20_m
 
     assert dp20_m(T) == m  # m = 1 + ⌈log₂ T⌉ [recalled]
 
 
 @pytest.mark.parametrize("epsilon, delta, T, L", [(1.0, 1e-5, 100, 1.0), (5.0, 0.1, 40, 2.0), (0.1, 1e-4, 10_000, 1.0)])
 def test_dp20_sigma(epsilon, delta, T, L):
-    from fedbandit.accounting import dp20_sigma
+    from fedbandit.accounting.calibration import dp20_sigma
 
     m = 1 + math.ceil(math.log2(T))
     # [recalled] σ² = 16 m L² log²(1/δ)/ε²
@@ -190,7 +190,7 @@ def test_dp20_sigma(epsilon, delta, T, L):
 @pytest.mark.parametrize("epsilon, delta, K, T, M", [(1.0, 1e-3, 8, 200, 300), (0.5, 1e-4, 400, 10_000, 200)])
 @pytest.mark.parametrize("parties", [1, 4])
 def test_gaussian_tree_sigma0_every_rule(epsilon, delta, K, T, M, parties):
-    from fedbandit.accounting import TREE_SIGMA_RULES, gaussian_tree_sigma0
+    from fedbandit.accounting.calibration import TREE_SIGMA_RULES, gaussian_tree_sigma0
 
     k = kappa(K)
     m = 1 + math.ceil(math.log2(T))
@@ -220,7 +220,7 @@ def test_gaussian_tree_sigma0_every_rule(epsilon, delta, K, T, M, parties):
 @pytest.mark.parametrize("epsilon, delta, n, D", [(1.0, 0.1, 100, 5), (0.2, 0.1, 25, 10), (15.0, 1e-3, 10_000, 3),
                                                   (1.0, 0.1, 4, 2)])
 def test_vector_sum_parameters(epsilon, delta, n, D):
-    from fedbandit.accounting import vector_sum_parameters
+    from fedbandit.accounting.calibration import vector_sum_parameters
 
     # [recalled] CJMP21: g = max(⌈2 sqrt n⌉, D, 4), b = ⌈24·10⁴ g² log²(4D²/δ)/(ε² n)⌉, p = 1/4
     g = max(math.ceil(2 * math.sqrt(n)), D, 4)
@@ -233,7 +233,7 @@ def test_vector_sum_parameters(epsilon, delta, n, D):
 
 @pytest.mark.parametrize("epsilon, s, releases", [(1.0, 1.0, 1), (0.5, 2.0, 11), (3.0, 0.5, 2)])
 def test_laplace_counter_scale(epsilon, s, releases):
-    from fedbandit.accounting import laplace_counter_scale
+    from fedbandit.accounting.calibration import laplace_counter_scale
 
     # each item in `releases` Laplace releases of scale b: (releases·s/b)-DP by basic composition
     assert laplace_counter_scale(epsilon, s, releases=releases) == pytest.approx(releases * s / epsilon, rel=REL)
@@ -248,7 +248,7 @@ def test_laplace_counter_scale(epsilon, s, releases):
 
 @pytest.mark.parametrize("epsilon, s", [(1.0, 1.0), (0.3, 2.0)])
 def test_counter_scales(epsilon, s):
-    from fedbandit.accounting import binary_counter_scale, hybrid_counter_scales, per_item_counter_scale
+    from fedbandit.accounting.counting import binary_counter_scale, hybrid_counter_scales, per_item_counter_scale
 
     # hybrid: ε/2 for the logarithmic part (one release per item: Lap(2s/ε)) and ε/2 for each
     # interval's binary tree (per node 2s/ε, times the k nodes of an item of interval k)
@@ -260,7 +260,8 @@ def test_counter_scales(epsilon, s):
 
 
 def test_account_pure_reports_the_laplace_epsilon_against_a_pure_target():
-    from fedbandit.accounting import LaplaceEvent, account_pure
+    from fedbandit.accounting import LaplaceEvent
+    from fedbandit.accounting.counting import account_pure
 
     acc = account_pure(LaplaceEvent(sensitivity=2.0, scale=4.0), target_epsilon=0.5)
     assert acc.epsilon == pytest.approx(2.0 / 4.0) and acc.delta == 0.0 and acc.target_delta == 0.0
@@ -293,7 +294,7 @@ DDG_CASES = [(0.3, 0.05, 16, 8, 0.6), (2.0, 0.5, 256, 100, math.exp(-0.5)), (1.0
 
 @pytest.mark.parametrize("sigma, gamma, d, n, beta", DDG_CASES)
 def test_ddg_tau_delta2_and_theorem1(sigma, gamma, d, n, beta):
-    from fedbandit.accounting import ddg_delta2, ddg_tau, ddg_zcdp_epsilon
+    from fedbandit.accounting.ddg import ddg_delta2, ddg_tau, ddg_zcdp_epsilon
 
     assert ddg_tau(sigma / gamma, n) == pytest.approx(tau(sigma / gamma, n), rel=1e-10, abs=1e-300)
     D2 = delta2(1.0, gamma, d, beta)
@@ -306,7 +307,7 @@ def test_ddg_tau_delta2_and_theorem1(sigma, gamma, d, n, beta):
 
 @pytest.mark.parametrize("sigma, gamma, d, n, beta", DDG_CASES)
 def test_ddg_rdp_is_proposition_14(sigma, gamma, d, n, beta):
-    from fedbandit.accounting import ddg_rdp
+    from fedbandit.accounting.ddg import ddg_rdp
 
     D2 = delta2(1.0, gamma, d, beta)
     D1 = math.sqrt(d) * D2
@@ -322,7 +323,7 @@ def test_ddg_rdp_is_proposition_14(sigma, gamma, d, n, beta):
 @pytest.mark.parametrize("sigma, gamma, d, n, beta", DDG_CASES[:2])
 @pytest.mark.parametrize("steps", [1, 10])
 def test_ddg_epsilon_both_methods_are_the_cks_conversions(sigma, gamma, d, n, beta, steps):
-    from fedbandit.accounting import RDP_ORDERS, ddg_epsilon
+    from fedbandit.accounting.ddg import RDP_ORDERS, ddg_epsilon
 
     delta = 1e-5
     D2 = delta2(1.0, gamma, d, beta)
@@ -342,7 +343,7 @@ def test_ddg_epsilon_both_methods_are_the_cks_conversions(sigma, gamma, d, n, be
 @pytest.mark.parametrize("target", [0.5, 2.0, 6.0])
 @pytest.mark.parametrize("method", ["rdp", "zcdp"])
 def test_ddg_sigma_for_epsilon_is_the_smallest_sigma_meeting_the_target(target, method):
-    from fedbandit.accounting import ddg_epsilon, ddg_sigma_for_epsilon
+    from fedbandit.accounting.ddg import ddg_epsilon, ddg_sigma_for_epsilon
 
     kw = dict(c=1.0, gamma=0.01, beta=math.exp(-0.5), n=100, d=256, delta=1e-5, method=method)
     s = ddg_sigma_for_epsilon(target, **kw)
@@ -351,7 +352,7 @@ def test_ddg_sigma_for_epsilon_is_the_smallest_sigma_meeting_the_target(target, 
 
 
 def test_single_dg_sum_epsilon_is_proposition_13_and_the_worked_example():
-    from fedbandit.accounting import single_dg_sum_epsilon
+    from fedbandit.accounting.ddg import single_dg_sum_epsilon
 
     for sens, sigma, n in [(1.0, 1.0, 10_000), (2.0, 0.5, 30), (1.0, 3.0, 1)]:
         t = tau(sigma, n)  # grid step 1
@@ -362,7 +363,7 @@ def test_single_dg_sum_epsilon_is_proposition_13_and_the_worked_example():
 
 
 def test_sum_closeness_bound_is_theorem_11():
-    from fedbandit.accounting import sum_closeness_bound
+    from fedbandit.accounting.ddg import sum_closeness_bound
 
     for s2, t2 in [(3.0, 3.0), (1.0, 0.25), (10.0, 0.2)]:
         assert sum_closeness_bound(s2, t2) == pytest.approx(5 * math.exp(-2 * math.pi**2 / (1 / s2 + 1 / t2)), rel=REL)
@@ -375,7 +376,7 @@ def test_sum_closeness_bound_is_theorem_11():
                                                         (12, 2.0, 10, 16, "optimistic"), (20, 4.0, 1000, 5, "conservative")])
 def test_ddg_params_meets_the_range_equation(bits, k, n, d, norm_growth):
     """[authors' code] 2^B γ = 2k sqrt(c² n_f/d' + (γ²/4 + σ(γ)²) n), n_f = n² (conservative) or n."""
-    from fedbandit.accounting import ddg_params, ddg_sigma_for_epsilon
+    from fedbandit.accounting.ddg import ddg_params, ddg_sigma_for_epsilon
 
     c, eps, delta = 1.0, 2.0, 1e-5
     p = ddg_params(bits, k, n, d, c, eps, delta, norm_growth=norm_growth)
@@ -391,7 +392,7 @@ def test_ddg_params_meets_the_range_equation(bits, k, n, d, norm_growth):
 
 
 def test_ddg_params_from_gamma_computes_epsilon():
-    from fedbandit.accounting import ddg_epsilon, ddg_params_from_gamma
+    from fedbandit.accounting.ddg import ddg_epsilon, ddg_params_from_gamma
 
     p = ddg_params_from_gamma(16, 0.01, 0.5, 50, 30, 1.0, 1e-5)
     assert p.d_pad == 32 and p.delta2 == pytest.approx(delta2(1.0, 0.01, 32, math.exp(-0.5)), rel=REL)
@@ -450,7 +451,7 @@ def test_dp20_learner_sigma_shift_and_beta_are_the_formulas():
 
 def test_concurrent_linucb_parameters_are_the_formulas():
     """Shariff–Sheffet's (ρ_min, ρ_max, γ) for the concurrent-shuffle learner's central baseline [recalled]."""
-    from fedbandit.learners import linucb_parameters
+    from fedbandit.learners.concurrent_linucb import linucb_parameters
     from fedbandit.protocols import create
 
     n, d, alpha, eps, delta = 64, 3, 0.01, 1.0, 1e-3
@@ -482,7 +483,8 @@ def test_zhou_chowdhury_validity_threshold_is_16_ln_4_over_delta(delta):
     The threshold lies 16 ln 4 ≈ 22 agents above 16 ln(1/δ), so agent counts in between tell
     the two constants apart (the constant 16 ln(1/δ) passed every other test).
     """
-    from fedbandit.accounting import AmplificationValidityError, zc_amplification_sigma0, zc_amplification_validity
+    from fedbandit.accounting import AmplificationValidityError
+    from fedbandit.accounting.amplification import zc_amplification_sigma0, zc_amplification_validity
 
     need = 16 * math.log(4 / delta)
     wrong = 16 * math.log(1 / delta)
@@ -500,7 +502,8 @@ def test_zhou_chowdhury_validity_threshold_is_16_ln_4_over_delta(delta):
 def test_fmt22_closed_form_validity_is_epsilon0_below_ln_n_over_16_ln_4_over_delta(n, delta):
     """[recalled] valid only if ε₀ < ln(n / (16 ln(4/δ))): tested just below and just above, and between the
     true bound and the one with ln(1/δ)."""
-    from fedbandit.accounting import AmplificationValidityError, fmt22_closed_form_epsilon, fmt22_closed_form_validity
+    from fedbandit.accounting import AmplificationValidityError
+    from fedbandit.accounting.amplification import fmt22_closed_form_epsilon, fmt22_closed_form_validity
 
     bound = math.log(n / (16 * math.log(4 / delta)))
     wrong = math.log(n / (16 * math.log(1 / delta)))
@@ -514,6 +517,6 @@ def test_fmt22_closed_form_validity_is_epsilon0_below_ln_n_over_16_ln_4_over_del
 
 def test_fmt22_closed_form_is_invalid_at_the_papers_small_example():
     """[recalled] "at n = 100 and δ = 1e-4 the closed form is invalid for every ε₀"."""
-    from fedbandit.accounting import fmt22_closed_form_validity
+    from fedbandit.accounting.amplification import fmt22_closed_form_validity
 
     assert not any(fmt22_closed_form_validity(e, 100, 1e-4)[0].holds for e in (0.0, 0.01, 1.0))

@@ -20,11 +20,10 @@ from fedbandit.experiments import (
     claim_exponent,
     claim_slope,
     claim_slope_gap,
-    fit_exponent,
     fit_exponent_t,
-    fit_power_law,
     t_interval,
 )
+from fedbandit.experiments.statistics import fit_exponent, fit_power_law
 
 ALPHA = 1e-3  # false-alarm rate of every binomial bound below (each side)
 K_EXPONENTS = {"2/3 (k = 1)": 2 / 3, "3/5 (k = 2)": 3 / 5, "4/7 (k = 3)": 4 / 7, "1/2 (k = log n)": 1 / 2}

@@ -16,9 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from fedbandit.accounting import (
-    advanced_wins_from,
-    mechanism_budget,
+from fedbandit.accounting.allocation import advanced_wins_from, mechanism_budget
+from fedbandit.accounting.composition import (
     optimal_composition_delta,
     optimal_composition_epsilon,
     split_budget_optimal,

@@ -352,7 +352,7 @@ def test_hybrid_sd_factor_matches_a_monte_carlo_of_the_mechanism(n):
     2 popcount(n - 2^k) k^2; at n = 300 (k = 8, tau = 44 = 0b101100) it is 18 + 384 = 402,
     against the level bound's 2 * 9 + 2 * 512 = 1042.
     """
-    from fedbandit.mechanisms import hybrid_sd_factor
+    from fedbandit.mechanisms.continual_counting import hybrid_sd_factor
 
     E, eps = 20_000, 0.5
     m = HybridMechanism(eps, (E,))

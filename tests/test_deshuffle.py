@@ -15,16 +15,17 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from fedbandit.accounting import (
+from fedbandit.accounting import account
+from fedbandit.accounting.deshuffle import (
     DeshuffledGaussianEvent,
-    account,
     deshuffle_scenarios,
     deshuffled_event_epsilon,
     deshuffled_gaussian_delta,
     deshuffled_gaussian_epsilon,
     deshuffled_max_logpdf,
 )
-from fedbandit.audit import DeshuffleAudit, deshuffle_audit, tight_audit
+from fedbandit.audit import deshuffle_audit, tight_audit
+from fedbandit.audit.deshuffle import DeshuffleAudit
 from fedbandit.protocols import create
 
 
@@ -186,7 +187,8 @@ def test_amplification_claimed_where_no_attack_refutes():
 def test_the_larger_lower_bound_decides():
     # a de-shuffled event with the sum attached: the accountant reports the larger of the two
     sc = deshuffle_scenarios(4, 1)
-    from fedbandit.accounting import ClaimedEvent, GaussianEvent
+    from fedbandit.accounting import GaussianEvent
+    from fedbandit.accounting.events import ClaimedEvent
 
     weak = DeshuffledGaussianEvent(50.0, 10, sc, GaussianEvent(1.0, 0.1))  # the sum is the stronger attack
     a = account(ClaimedEvent(1.0, 1e-5, "t", necessary=weak), target_epsilon=1.0, target_delta=1e-5)

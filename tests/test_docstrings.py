@@ -1,6 +1,8 @@
 """numpydoc sections on the public API of accounting/, mechanisms/, theory/ and envs/ (issue #23).
 
-Every function and class a subpackage exports (its ``__all__``) has a numpydoc docstring that
+Every public function and class of these subpackages (every name in the ``__all__`` of one of
+their public modules, ``tests/_public_api.py``; not only the few their top levels export) has a
+numpydoc docstring that
 names each of its parameters under ``Parameters`` (a class: its constructor's; a dataclass may
 list its fields under ``Attributes`` instead, since they are its parameters), and a function
 that returns a value has a ``Returns`` (or, for a generator, ``Yields``) section.  Nothing is
@@ -19,6 +21,8 @@ import textwrap
 import warnings
 
 import pytest
+
+from _public_api import public_names, resolve
 
 numpydoc = pytest.importorskip("numpydoc.docscrape", reason="numpydoc is in the test extra")
 
@@ -88,9 +92,8 @@ def problems(obj) -> list[str]:
 def _public_api():
     seen = {}
     for pkg in SUBPACKAGES:
-        module = importlib.import_module(f"fedbandit.{pkg}")
-        for name in module.__all__:
-            obj = getattr(module, name)
+        for name in public_names(pkg):
+            obj = resolve(pkg, name)
             if (inspect.isfunction(obj) or inspect.isclass(obj)) and id(obj) not in seen:
                 seen[id(obj)] = (f"{pkg}.{name}", obj)
     return sorted(seen.values(), key=lambda item: item[0])

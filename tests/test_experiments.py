@@ -619,7 +619,7 @@ def test_execution_cache_is_reset_when_the_package_changes(tmp_path, monkeypatch
 
 
 def test_book_notebooks_are_the_toc_notebooks_in_order():
-    from fedbandit.book import book_notebooks
+    from fedbandit.book.execution_cache import book_notebooks
 
     root = Path(__file__).resolve().parents[1]
     names = [p.relative_to(root).as_posix() for p in book_notebooks(root)]
@@ -634,7 +634,7 @@ def test_execute_missing_fills_the_cache_that_jupyter_book_reads(tmp_path):
     import nbformat
     from jupyter_cache import get_cache
 
-    from fedbandit.book import execute_missing
+    from fedbandit.book.execution_cache import execute_missing
 
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: a\nchapters:\n- file: b\n- file: c\n")
     (tmp_path / "_config.yml").write_text("execute:\n  timeout: 120\n")

@@ -22,8 +22,9 @@ import pytest  # noqa: E402
 ipywidgets = pytest.importorskip("ipywidgets")
 from ipywidgets.embed import dependency_state  # noqa: E402
 
-from fedbandit.book import Control, decode_explorer, explorer_mode, make_explorer  # noqa: E402
+from fedbandit.book import Control, make_explorer  # noqa: E402
 from fedbandit.book import explorer as explorer_module  # noqa: E402
+from fedbandit.book.explorer import decode_explorer, explorer_mode  # noqa: E402
 
 
 def _figure(a, kind, z="p"):

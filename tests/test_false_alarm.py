@@ -15,9 +15,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedbandit.experiments import gap_false_alarm, gap_threshold, mean_gap, welch_dof
+from fedbandit.experiments.statistics import gap_false_alarm, gap_threshold, mean_gap, welch_dof
 
 ALPHA = 1e-4  # false-alarm rate of each binomial test below
+
+
+def test_welch_dof_is_scale_free_where_the_fourth_powers_under_or_overflow():
+    """ν depends on the standard errors' ratio only; se⁴ below the float range (hypothesis found
+    se = 2.2e-103 against 0) or above it must give the same ν as at unit scale, not a ZeroDivisionError."""
+    for scale in (1e-103, 1e-170, 1e90):  # se is validated to at most 1e100
+        assert welch_dof(0.3 * scale, 5, 0.7 * scale, 9) == pytest.approx((0.09 + 0.49) ** 2 / (0.09**2 / 4 + 0.49**2 / 8))
+        assert welch_dof(0.0, 2, scale, 2) == pytest.approx(1.0)  # only b varies: ν = n_b − 1
+        assert welch_dof(scale, 7, 0.0, 3) == pytest.approx(6.0)
 
 
 def test_welch_dof_formula():

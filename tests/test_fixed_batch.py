@@ -7,7 +7,8 @@ import pytest
 from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
 from fedbandit.envs.linear import RealDataLinearEnv, SyntheticLinearEnv
 from fedbandit.experiments import run_config
-from fedbandit.learners import FixedBatchFedLinUCB, IndependentLinUCB, SuperAgent, time_average_regret
+from fedbandit.learners import FixedBatchFedLinUCB, IndependentLinUCB, SuperAgent
+from fedbandit.learners.result import time_average_regret
 from fedbandit.protocols import create
 from reference_fixed_batch import reference_run
 
@@ -356,7 +357,7 @@ def test_bad_beta_and_lam():
 
 
 def test_run_config_synthetic_and_real():
-    from fedbandit.learners import paper_synthetic_configs
+    from fedbandit.learners.fixed_batch import paper_synthetic_configs
 
     configs = paper_synthetic_configs(runs=2, T=40, M=4)
     assert len(configs) == 6 and {c["protocol"] for c in configs} == {"sdp-amplification", "silo-ldp", "sdp-vector-sum"}

@@ -120,7 +120,7 @@ def _package_pipeline(setting, xs, pids, round_, key=_key):
 @pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
 def test_flower_federation_decodes_bit_for_bit_the_package_pipeline():
     from fedbandit.integrations.flower import DigitsClients, run_ddg_simulation
-    from fedbandit.learners import server_momentum_step
+    from fedbandit.learners.federated import server_momentum_step
 
     clients = DigitsClients(SETTING["n_clients"])
     s = DDGSetting(**dict(SETTING, dim=clients.dim))

@@ -284,7 +284,8 @@ def test_every_learner_pair_of_the_honaker_protocols_audits_below_its_claim_with
 
 
 def test_bad_inputs_raise_naming_the_parameter():
-    from fedbandit.protocols import GaussianFullTree, HonakerPrefix, Shuffler, StatisticsProtocol
+    from fedbandit.protocols import Shuffler, StatisticsProtocol
+    from fedbandit.protocols.statistics import GaussianFullTree, HonakerPrefix
 
     with pytest.raises(ValueError, match="sigma0"):
         FullTreeRandomizer(4, (1,), -1.0)
@@ -310,7 +311,8 @@ def test_state_held_per_randomizer():
     """The memory the chapter compares, from the randomizers' own arrays (written out): the tree and the
     full tree κ p-sums; the dense square root its n draws and the exact prefix; the banded one b − 1
     w's, their sum and the prefix -- independent of the batch axes."""
-    from fedbandit.mechanisms import BandedSqrtRandomizer, SqrtToeplitzRandomizer, TreeAnalyzer, TreeRandomizer
+    from fedbandit.mechanisms.matrix_factorization import BandedSqrtRandomizer, SqrtToeplitzRandomizer
+    from fedbandit.mechanisms.tree import TreeAnalyzer, TreeRandomizer
 
     for n, b in ((400, 4), (13, 20)):
         kappa = int(math.floor(math.log2(n))) + 1

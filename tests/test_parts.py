@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import fedbandit.protocols as protocols
+from _public_api import resolve
 from fedbandit.protocols import Analyzer, Intermediary, Randomizer
 
 PROTOCOLS = Path(protocols.__file__).parent
@@ -77,7 +78,8 @@ def test_no_part_type_checks_outside_supports(path):
 
 
 def test_the_part_type_detector_can_fail():
-    from fedbandit.protocols import GaussianTree, Shuffler, statistics
+    from fedbandit.protocols import Shuffler, statistics
+    from fedbandit.protocols.statistics import GaussianTree
 
     planted = "def event(self):\n    if isinstance(self.randomizer, (GaussianTree, int)):\n        pass\n"
     assert part_type_checks(planted, {"GaussianTree": GaussianTree}) == [(2, "event")]
@@ -89,21 +91,9 @@ def test_the_part_type_detector_can_fail():
 
 
 def test_supports_gives_the_reason_and_the_constructor_raises_it():
-    from fedbandit.protocols import (
-        CentralTree,
-        DDGDecoder,
-        ExactStatistics,
-        GaussianSum,
-        GaussianTree,
-        Identity,
-        PlainSum,
-        SecureAggregation,
-        Shuffler,
-        StatisticsProtocol,
-        SumProtocol,
-        TreePrefix,
-        VectorSum,
-    )
+    from fedbandit.protocols import Identity, SecureAggregation, Shuffler, StatisticsProtocol, SumProtocol
+    from fedbandit.protocols.statistics import CentralTree, ExactStatistics, GaussianTree, TreePrefix, VectorSum
+    from fedbandit.protocols.sums import DDGDecoder, GaussianSum, PlainSum
 
     assert StatisticsProtocol.supports(GaussianTree(), Identity(), TreePrefix()) is None
     refused = [
@@ -113,9 +103,9 @@ def test_supports_gives_the_reason_and_the_constructor_raises_it():
         (StatisticsProtocol, (GaussianTree(), Identity(), PlainSum()), "analyzer 'plain-sum' is not a statistics analyzer"),
         (StatisticsProtocol, ("gaussian", Identity(), TreePrefix()), "randomizer must be a fedbandit.protocols.Randomizer"),
         (SumProtocol, (GaussianTree(), Identity(), PlainSum()), "randomizer 'gaussian-tree' is not a sum randomizer"),
-        (SumProtocol, (__import__("fedbandit.protocols", fromlist=["x"]).ClippedVectors(), SecureAggregation(),
+        (SumProtocol, (__import__("fedbandit.protocols.sums", fromlist=["x"]).ClippedVectors(), SecureAggregation(),
                        DDGDecoder()), "DDG residues go to the DDG decoder"),
-        (SumProtocol, (__import__("fedbandit.protocols", fromlist=["x"]).ExactVectors(), Identity(), GaussianSum()),
+        (SumProtocol, (__import__("fedbandit.protocols.sums", fromlist=["x"]).ExactVectors(), Identity(), GaussianSum()),
          "the server's noise is calibrated for clipped vectors"),
     ]
     for cls, parts, reason in refused:
@@ -130,7 +120,7 @@ def test_supports_gives_the_reason_and_the_constructor_raises_it():
                                        "CentralStatisticsAnalyzer"])
 def test_a_new_part_without_its_methods_cannot_be_built(base_name):
     """An empty subclass of a kind's abstract part names what it must answer instead of falling back."""
-    base = getattr(protocols, base_name)
+    base = resolve("protocols", base_name)  # the abstract parts' modules (the main ones are also top-level)
     empty = type(f"Empty{base_name}", (base,), {"name": "empty"})
     with pytest.raises(TypeError, match="abstract method"):
         empty()

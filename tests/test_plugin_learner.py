@@ -1,7 +1,7 @@
 """A new learner in one file: registered by decorator, run through every check.
 
 The recipe of ARCHITECTURE.md ("Add a learner"): a class with the constructor convention of its
-family (``fedbandit.learners.LEARNER_FAMILIES``; a linear learner takes ``protocol, horizon,
+family (``fedbandit.learners.registry.LEARNER_FAMILIES``; a linear learner takes ``protocol, horizon,
 batch_size, n_agents, dim``), ``run(env, rng) -> RunResult`` and ``from_config(config, env)``,
 registered with :func:`fedbandit.learners.register_learner` and its family.  Nothing else in the
 package changes: :func:`fedbandit.experiments.run_config` runs it by name on any linear
@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 
 from fedbandit._validation import check_positive_float, check_positive_int, check_rng
-from fedbandit.learners import CommunicationRecord, RunResult, gather_played, register_learner, unregister_learner
-from fedbandit.learners.linucb import regularized_inverse
+from fedbandit.learners import CommunicationRecord, RunResult, register_learner, unregister_learner
+from fedbandit.learners.linucb import gather_played, regularized_inverse
 from fedbandit.learners.registry import split_params
 from fedbandit.protocols import StatisticsProtocol
-from fedbandit.theory import check_batch_schedule, regularizer_lambda
+from fedbandit.theory.linear import check_batch_schedule, regularizer_lambda
 
 NAME = "federated-lints"
 
@@ -130,7 +130,7 @@ def test_run_by_name_learns_and_is_accounted():
     assert res.learner == NAME and res.accounting.status == "verified" and res.communication.rounds == 50
     # it learns (a check of the plumbing on fixed seeds; with ε = 1000 the noise is negligible): every run's
     # regret is below a third of uniform play's, and its second half below its first
-    from fedbandit.experiments import random_play_regret
+    from fedbandit.experiments.synthesis import random_play_regret
 
     assert np.all(res.cum_regret < random_play_regret(dict(CONFIG, T=200)) / 3), res.cum_regret
     half = res.regret[:, np.searchsorted(res.t, 100)]

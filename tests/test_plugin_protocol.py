@@ -35,7 +35,8 @@ import pytest
 from fedbandit.accounting.calibration import gaussian_tree_sigma0
 from fedbandit.accounting.events import GaussianEvent
 from fedbandit.mechanisms import gaussian as gaussian_module
-from fedbandit.protocols import Identity, RunningTotal, StatisticsProtocol, StatisticsRandomizer, register, unregister
+from fedbandit.protocols import Identity, StatisticsProtocol, StatisticsRandomizer, register, unregister
+from fedbandit.protocols.statistics import RunningTotal
 from protocol_contract import CONTRACT
 
 NAME = "silo-ldp-batches"
@@ -47,7 +48,7 @@ class GaussianBatches(StatisticsRandomizer):
     Chan, Shi & Song's (2011) simple counting mechanism I on the packed statistics of Zhou &
     Chowdhury's Algorithm 1 (the sharing step without a tree): a record enters the one release
     of its batch, so σ is the zCDP calibration of one Gaussian release at the record's
-    sensitivity (:func:`fedbandit.accounting.gaussian_tree_sigma0`, rule ``"zcdp"`` with one
+    sensitivity (:func:`fedbandit.accounting.calibration.gaussian_tree_sigma0`, rule ``"zcdp"`` with one
     batch); the server's prefix after k batches carries k releases' noise.
     """
 

@@ -55,7 +55,8 @@ def test_shuffler_hides_the_sender():
     shuffler, the message in position 0 is agent 0's in about 1/M of the runs (binomial test
     at level ALPHA); with the identity it always is.
     """
-    from fedbandit.protocols import GaussianTree, Identity, Shuffler, StatisticsProtocol, TreePrefix
+    from fedbandit.protocols import Identity, Shuffler, StatisticsProtocol
+    from fedbandit.protocols.statistics import GaussianTree, TreePrefix
 
     R = 3000
     positions = {}
@@ -82,17 +83,8 @@ def test_secure_aggregation_shows_only_the_sum():
 
 
 def test_invalid_combinations_are_refused_naming_both_parts():
-    from fedbandit.protocols import (
-        CentralTree,
-        ExactStatistics,
-        GaussianTree,
-        Identity,
-        SecureAggregation,
-        Shuffler,
-        StatisticsProtocol,
-        TreePrefix,
-        VectorSum,
-    )
+    from fedbandit.protocols import Identity, SecureAggregation, Shuffler, StatisticsProtocol
+    from fedbandit.protocols.statistics import CentralTree, ExactStatistics, GaussianTree, TreePrefix, VectorSum
 
     with pytest.raises(ValueError, match="randomizer 'vector-sum' with intermediary 'identity'"):
         StatisticsProtocol(VectorSum(), Identity(), TreePrefix(), name="x", epsilon=1.0, delta=0.1)

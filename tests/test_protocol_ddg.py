@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from fedbandit.accounting import ddg_params
+from fedbandit.accounting.ddg import ddg_params
 from fedbandit.learners import FixedBatchFedLinUCB
-from fedbandit.protocols import AUTO_BITS_ROUNDING_SHARE, create
+from fedbandit.protocols import create
+from fedbandit.protocols.statistics import AUTO_BITS_ROUNDING_SHARE
 
 
 def DDGSecAggProtocol(epsilon, delta, *, beta=None, **kw):

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from fedbandit import accounting as acc
+from fedbandit.accounting import composition
 from fedbandit.accounting.amplification import AmplificationValidityError, AmplificationValidityWarning
 from fedbandit.accounting.calibration import CJMP21_CONSTANT, ldp_sigma0
 from fedbandit.mechanisms.vector_sum import VectorSumShuffle
-from fedbandit.protocols import Shuffler, create, pack_statistics, unpack_statistics
+from fedbandit.protocols import Shuffler, create
+from fedbandit.protocols.statistics import pack_statistics, unpack_statistics
 
 shuffle_messages = Shuffler.permute
 
@@ -194,7 +195,8 @@ def test_shuffler_permutation_is_uniform():
 
 def test_shuffler_changes_nothing_the_server_can_add_up():
     """S = shuffler vs S = identity with the same R (explicit σ₀) and the same streams: equal sums."""
-    from fedbandit.protocols import GaussianTree, Identity, StatisticsProtocol, TreePrefix
+    from fedbandit.protocols import Identity, StatisticsProtocol
+    from fedbandit.protocols.statistics import GaussianTree, TreePrefix
 
     rng = np.random.default_rng(5)
     data_b = rng.standard_normal((2, 4, 3))
@@ -268,7 +270,7 @@ def test_vector_sum_parameters_and_validity():
 
 def test_vector_sum_protocol_split_vs_unsplit():
     split = _configured(VectorSumShuffleProtocol(0.2, 0.1), M=100, d=10, K=400, B=25)
-    eps0, delta0 = acc.split_budget_advanced(0.2, 0.1, 9)
+    eps0, delta0 = composition.split_budget_advanced(0.2, 0.1, 9)
     assert split.randomizer.eps_node == pytest.approx(eps0) and split.randomizer.delta_node == pytest.approx(delta0)
     a = split.accounting()
     assert a.status == "claimed" and a.private

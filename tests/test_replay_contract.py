@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedbandit.audit import ReplayLog, ReplayViolation, compare_calls, replay_check, replay_pairs, replaying
-from fedbandit.audit.replay import NOT_REPLAYED, TARGETS
+from fedbandit.audit import replay_check, replay_pairs
+from fedbandit.audit.replay import NOT_REPLAYED, TARGETS, ReplayLog, ReplayViolation, compare_calls, replaying
 from fedbandit.learners import available_learners
 from fedbandit.protocols import available, create
 

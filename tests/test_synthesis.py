@@ -263,7 +263,8 @@ def test_pair_audit_rows_pick_the_strongest_audit_and_say_when_there_is_none():
 def test_claim_lower_bound_is_the_deshuffling_bound_and_decides_the_status():
     """The amplification claim's necessary bound (the de-shuffling attack's exact ε) is what the
     accountant compares with the target: above it, the run's status is "invalid"."""
-    from fedbandit.experiments import claim_lower_bound, run_config
+    from fedbandit.experiments import run_config
+    from fedbandit.experiments.synthesis import claim_lower_bound
 
     # chapter 6's main setting (M = 32, T/B = 100 batches), on a small instance: the bound is
     # 0.85 at ε = 1 (below: "unproven", the lemma being forced) and 4.11 at ε = 4 (above: "invalid")

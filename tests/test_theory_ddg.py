@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from fedbandit.accounting.ddg import ddg_params, ddg_zcdp_epsilon
-from fedbandit.experiments import dme_trial
+from fedbandit.experiments.trials import dme_trial
 from fedbandit.theory.ddg import ddg_mse_bound, ddg_mse_terms, theorem2_gamma, theorem2_mse, theorem2_sigma
 
 ALPHA = 1e-3  # false-alarm rate of each one-sided test below
@@ -81,7 +81,7 @@ def test_theorem2_at_its_own_parameters():
     independent Theorem 1), the modular condition holds at theorem2_bits and not one bit below, and the error of the sum
     with every client's vector aligned (‖Σ x‖ = nc, the case the condition allows for) is not above the theorem's value
     there, and far above it two bits below (one-sided Student t tests at level ALPHA)."""
-    from fedbandit.experiments import theorem2_trial
+    from fedbandit.experiments.trials import theorem2_trial
     from fedbandit.theory.ddg import theorem2_bits, theorem2_params
 
     c, n, d = 10.0, 100, 250

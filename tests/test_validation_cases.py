@@ -106,7 +106,7 @@ DDG = dict(c=1.0, gamma=0.01, beta=0.6, n=8, d=4, delta=1e-5)
 @pytest.mark.parametrize("param, value", [("n", 0), ("delta", 0.0), ("n", -1), ("delta", 1.0), ("c", -1.0),
                                           ("gamma", math.nan), ("beta", 1.0), ("steps", 0), ("method", "x")])
 def test_ddg_sigma_for_epsilon_refuses_bad_input_by_name(param, value):
-    from fedbandit.accounting import ddg_sigma_for_epsilon
+    from fedbandit.accounting.ddg import ddg_sigma_for_epsilon
 
     with pytest.raises((ValueError, TypeError), match=param):
         ddg_sigma_for_epsilon(1.0, **{**DDG, param: value})
@@ -115,7 +115,7 @@ def test_ddg_sigma_for_epsilon_refuses_bad_input_by_name(param, value):
 @pytest.mark.parametrize("value", [-1, 0, math.nan, math.inf, -math.inf, "abc", None])
 @pytest.mark.parametrize("param", ["scale", "rho"])
 def test_privacy_width_numerator_refuses_nonpositive_and_nan(param, value):
-    from fedbandit.learners import privacy_width_numerator
+    from fedbandit.learners.consensus import privacy_width_numerator
 
     args = dict(kind="std", t=10, scale=1.0, rho=2.0)
     with pytest.raises((ValueError, TypeError), match=param):
@@ -123,7 +123,7 @@ def test_privacy_width_numerator_refuses_nonpositive_and_nan(param, value):
 
 
 def test_privacy_width_numerator_is_positive_where_it_is_defined():
-    from fedbandit.learners import privacy_width_numerator
+    from fedbandit.learners.consensus import privacy_width_numerator
 
     for kind in ("std", "fact1"):
         assert privacy_width_numerator(kind, 10, 0.5, 2.0) > 0
@@ -135,7 +135,7 @@ def test_privacy_width_numerator_is_positive_where_it_is_defined():
 @pytest.mark.parametrize("param, value", [("epsilon", -1.0), ("epsilon", 0.0), ("epsilon", math.nan),
                                           ("epsilon", math.inf), ("n", -3), ("n", -1), ("n", 2.5), ("n", math.inf)])
 def test_counter_variances_refuse_bad_epsilon_and_counts(func, param, value):
-    import fedbandit.mechanisms as mech
+    import fedbandit.mechanisms.continual_counting as mech
 
     args = dict(n=10, epsilon=1.0) if func != "binary_noise_variance" else dict(n=10, n_steps=16, epsilon=1.0)
     with finishes_within(5), pytest.raises((ValueError, TypeError), match=param):
@@ -143,7 +143,7 @@ def test_counter_variances_refuse_bad_epsilon_and_counts(func, param, value):
 
 
 def test_counter_variances_old_wrong_values_are_gone():
-    from fedbandit.mechanisms import binary_noise_variance, hybrid_noise_variance
+    from fedbandit.mechanisms.continual_counting import binary_noise_variance, hybrid_noise_variance
 
     # eps = -1 gave variance 104 and n = -3 gave 0: both refused now; the valid values stand
     assert hybrid_noise_variance(10, 1.0) > 0 and binary_noise_variance(10, 16, 1.0) > 0
@@ -153,7 +153,7 @@ def test_counter_variances_old_wrong_values_are_gone():
 @pytest.mark.parametrize("param, value", [("n_users", -1), ("n_users", 0), ("count", -1), ("count", 101),
                                           ("n_users", "abc"), ("p", 1.0), ("p", math.nan)])
 def test_rr_debias_refuses_impossible_counts(param, value):
-    from fedbandit.mechanisms import rr_debias
+    from fedbandit.mechanisms.randomized_response import rr_debias
 
     args = dict(count=30, n_users=100, p=0.1)
     with pytest.raises((ValueError, TypeError), match=param):
@@ -166,7 +166,7 @@ def test_rr_debias_refuses_impossible_counts(param, value):
 
 
 def test_binary_noise_variance_negative_count_does_not_hang():
-    from fedbandit.mechanisms import binary_noise_variance
+    from fedbandit.mechanisms.continual_counting import binary_noise_variance
 
     with finishes_within(5), pytest.raises(ValueError, match="n must hold integers in"):
         binary_noise_variance(-1, 16, 1.0)  # a right shift of a negative int64 never reached 0
@@ -174,7 +174,7 @@ def test_binary_noise_variance_negative_count_does_not_hang():
 
 @pytest.mark.parametrize("tol", [0.0, -1e-3, 1e-300, math.nan, 1.0])
 def test_fmt22_numerical_epsilon_tol_is_checked(tol):
-    from fedbandit.accounting import fmt22_numerical_epsilon
+    from fedbandit.accounting.amplification import fmt22_numerical_epsilon
 
     with finishes_within(5), pytest.raises(ValueError, match="tol"):
         fmt22_numerical_epsilon(0.5, 1000, 1e-6, tol=tol)
@@ -183,7 +183,7 @@ def test_fmt22_numerical_epsilon_tol_is_checked(tol):
 @pytest.mark.parametrize("horizon", [1e300, 10**30, 10**13, 3.0, True])
 @pytest.mark.parametrize("func", ["optimal_batch_size", "regret_bound_ldp", "regret_bound_sdp", "regret_bound_nonprivate"])
 def test_horizon_functions_refuse_absurd_horizons_quickly(func, horizon):
-    import fedbandit.theory as th
+    import fedbandit.theory.linear as th
 
     args = {"optimal_batch_size": (4,), "regret_bound_nonprivate": (4, 3)}.get(func, (4, 3, 1.0, 1e-3))
     with finishes_within(5), pytest.raises((ValueError, TypeError), match="horizon"):
@@ -191,7 +191,7 @@ def test_horizon_functions_refuse_absurd_horizons_quickly(func, horizon):
 
 
 def test_largest_horizon_is_fast():
-    from fedbandit.theory import MAX_HORIZON, optimal_batch_size
+    from fedbandit.theory.linear import MAX_HORIZON, optimal_batch_size
 
     start = time.perf_counter()
     optimal_batch_size(MAX_HORIZON, 10)
@@ -199,7 +199,7 @@ def test_largest_horizon_is_fast():
 
 
 def test_check_batch_schedule_message_does_not_loop_over_b():
-    from fedbandit.theory import check_batch_schedule
+    from fedbandit.theory.linear import check_batch_schedule
 
     with finishes_within(5), pytest.raises(ValueError, match="nearest valid B"):
         check_batch_schedule(10**12, 10**11 + 1)
@@ -212,7 +212,7 @@ def test_check_batch_schedule_message_does_not_loop_over_b():
 
 @pytest.mark.parametrize("func", ["split_budget_advanced", "level_budget"])
 def test_budget_splits_do_not_fail_in_the_solver(func):
-    import fedbandit.accounting as acc
+    import fedbandit.accounting.composition as acc
 
     with pytest.raises(ValueError, match="epsilon must be at most 1e\\+100"):
         getattr(acc, func)(1e300, 0.1, 10)  # RuntimeError from brentq before
@@ -222,7 +222,7 @@ def test_budget_splits_do_not_fail_in_the_solver(func):
 
 
 def test_budget_split_unchanged_where_advanced_composition_wins():
-    from fedbandit.accounting import advanced_composition, split_budget_advanced
+    from fedbandit.accounting.composition import advanced_composition, split_budget_advanced
 
     eps0, delta0 = split_budget_advanced(0.1, 1e-5, 50)
     assert eps0 > 0.1 / 50
@@ -231,14 +231,14 @@ def test_budget_split_unchanged_where_advanced_composition_wins():
 
 @pytest.mark.parametrize("n_users", [10**30, 2**62 + 1])
 def test_rr_flip_probability_refuses_huge_batches_without_allocating(n_users):
-    from fedbandit.accounting import rr_flip_probability
+    from fedbandit.accounting.shuffle import rr_flip_probability
 
     with finishes_within(5), pytest.raises(ValueError, match="n_users"):
         rr_flip_probability(n_users, 1.0, 1e-6)  # tried to allocate 105 GiB
 
 
 def test_rr_shuffle_delta_wide_window_is_not_allocated():
-    from fedbandit.accounting import rr_flip_probability, rr_shuffle_delta
+    from fedbandit.accounting.shuffle import rr_flip_probability, rr_shuffle_delta
 
     with finishes_within(10):
         p = rr_flip_probability(10**15, 1.0, 1e-6)
@@ -252,7 +252,7 @@ def test_rr_shuffle_delta_wide_window_is_not_allocated():
 
 @pytest.mark.parametrize("value", ["abc", "no", 1, 0, None, np.array([True])])
 def test_force_and_exact_must_be_bools(value):
-    from fedbandit.accounting import fmt22_closed_form_epsilon, zc_amplification_sigma0
+    from fedbandit.accounting.amplification import fmt22_closed_form_epsilon, zc_amplification_sigma0
     from fedbandit.mechanisms import sample_discrete_gaussian
     from fedbandit.protocols import create
 

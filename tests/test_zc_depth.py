@@ -11,15 +11,17 @@ import math
 import numpy as np
 import pytest
 
-from fedbandit.accounting import (
-    authors_vector_sum_constant,
-    authors_vector_sum_lambda_sigma,
-    authors_vector_sum_noise,
+from fedbandit.accounting.amplification import (
     gaussian_epsilon_exact,
     group_privacy_route_epsilon,
     shuffled_gaussian_epsilon_far,
     shuffled_gaussian_epsilon_mc,
     zc_lemma_sigma0,
+)
+from fedbandit.accounting.calibration import (
+    authors_vector_sum_constant,
+    authors_vector_sum_lambda_sigma,
+    authors_vector_sum_noise,
 )
 from fedbandit.envs.linear import RealDataLinearEnv
 from fedbandit.learners import FixedBatchFedLinUCB
@@ -32,7 +34,7 @@ from fedbandit.learners.linucb import (
     weighted_upper,
 )
 from fedbandit.protocols import create
-from fedbandit.theory import regularizer_lambda
+from fedbandit.theory.linear import regularizer_lambda
 
 
 def _spd_inv(rng, R, d):

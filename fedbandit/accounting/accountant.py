@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 
+#: How a guarantee is known (``Accounting.status``), from the best to the worst (module docstring).
 STATUSES = ("verified", "claimed", "unproven", "invalid", "none")
 
 #: A computed ε counts as meeting the target up to this relative tolerance (root finding).

@@ -233,7 +233,7 @@ def gaussian_tree_sigma0(
       adversary sees only the sum of ``parties`` parties' releases (secure aggregation),
       each adds σ₀/sqrt(parties), so that the sum carries the same noise;
     * ``"amplification-authors"`` / ``"-recalled"`` / ``"-ideal"`` -- SDP by amplification
-      (Zhou & Chowdhury Thm. 6.3; :func:`fedbandit.accounting.zc_amplification_sigma0`),
+      (Zhou & Chowdhury Thm. 6.3; :func:`fedbandit.accounting.amplification.zc_amplification_sigma0`),
       which raises outside the lemma's validity region unless ``force``;
     * ``"dp20"`` -- DP20's per-silo σ (:func:`dp20_sigma`, over ``horizon``
       synchronizations); ``"dp20-claimed"`` -- σ/sqrt(M), the total σ² that DP20's regret

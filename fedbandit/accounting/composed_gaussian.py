@@ -86,7 +86,7 @@ def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:
 
     k Gaussian releases of sensitivities Δ_i and noise σ_i together are a Gaussian
     mechanism with μ = sqrt(Σ Δ_i²/σ_i²) (rotation invariance), whose exact (ε, δ) curve
-    is :func:`fedbandit.accounting.gaussian_epsilon_exact`; this is a *lower bound* on
+    is :func:`fedbandit.accounting.amplification.gaussian_epsilon_exact`; this is a *lower bound* on
     the ε of any protocol from whose output the releases can be computed.
     """
     rho = gaussian_rho(event)

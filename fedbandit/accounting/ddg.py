@@ -468,6 +468,7 @@ def single_dg_sum_epsilon(sensitivity: float, sigma: float, n: int) -> float:
     return min(math.sqrt(a + 2.0 * tau), math.sqrt(a) + tau)
 
 
+#: The conditional rounding parameter β used unless one is given: e^(-1/2).
 DEFAULT_BETA = math.exp(-0.5)
 
 
@@ -659,7 +660,7 @@ def ddg_params(
 
     ``n_signal`` (default ``n``) is the number of clipped, rounded vectors in one aggregate
     when it differs from the number ``n`` of parties that add noise: in the bandit
-    protocol (:class:`the ``ddg-secagg`` protocol (fedbandit.protocols.DiscreteGaussianTree)`) every *user* record is
+    protocol (:class:`the ``ddg-secagg`` protocol (fedbandit.protocols.statistics.DiscreteGaussianTree)`) every *user* record is
     rounded and ``n`` *agents* add noise to the sum of their users' records.  The range
     condition is then :math:`2^B\gamma = 2k\sqrt{\rho c^2 n_f/d' + n_s\gamma^2/4 + n\sigma^2}`
     with :math:`n_f = n_s^2` (conservative) or :math:`n_s` (optimistic) [derived: the same

@@ -247,7 +247,7 @@ class DiscreteGaussianSumEvent(DpEvent):
 
     ``clip`` c, ``gamma`` γ, ``beta`` β, ``dim`` d (padded) and the per-party ``sigma``
     σ (original units) determine Δ₂ and the τ term of [KLS21] Thm. 1 / Prop. 14; the
-    accountant uses :func:`fedbandit.accounting.ddg_rdp`.  ``sensitivity_factor`` scales
+    accountant uses :func:`fedbandit.accounting.ddg.ddg_rdp`.  ``sensitivity_factor`` scales
     Δ₂ (and Δ₁): 1 for adding or removing one (rounded) record, 2 for replacing it by
     another, since two independently rounded records, each of norm ≤ Δ₂, differ by ≤ 2Δ₂.
 
@@ -351,8 +351,8 @@ class ShuffledRandomizedResponseEvent(DpEvent):
 
     One user's value moves at most ``group_size`` of its messages; each message is
     (ε_message, δ_message)-DP by the privacy-blanket bound [BBGN19]
-    (:func:`fedbandit.accounting.rr_shuffle_delta`), and group privacy gives the user's
-    (ε, δ) (:func:`fedbandit.accounting.group_budget`).
+    (:func:`fedbandit.accounting.shuffle.rr_shuffle_delta`), and group privacy gives the user's
+    (ε, δ) (:func:`fedbandit.accounting.composition.group_budget`).
 
     Attributes
     ----------

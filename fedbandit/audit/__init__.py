@@ -10,72 +10,30 @@ the multiset); ``end_to_end``: audits of
 every learner and protocol over a whole run; ``schedule``: the synchronization-schedule
 attack on DP20's FedUCB (Zhou & Chowdhury 2023, Example 4.1); ``replay``: the counterfactual
 replay contract (with the releases forced, one user changes no record but its own).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.audit.schedule import alice_tracy_instance`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib
 
-# --- re-exports (generated from each module's __all__) ---
+# --- the top level: what a user calls (ARCHITECTURE.md, "Public API"); every other public name
+# is imported from its module (each module's __all__) ---
 _EXPORTS = {
-    "with_noise_scale": "broken",
-    "scale_noise_in_place": "broken",
-    "noise_scale_of": "broken",
     "planted_noise": "broken",
-    "PLANTED_SITES": "broken",
-    "DeshuffleAudit": "deshuffle",
     "deshuffle_audit": "deshuffle",
     "EndToEndSpec": "end_to_end",
-    "TargetRewardBandit": "end_to_end",
-    "EndToEndMechanism": "end_to_end",
     "end_to_end_specs": "end_to_end",
-    "pair_end_to_end_specs": "end_to_end",
     "audit_end_to_end": "end_to_end",
-    "first_release_audit": "end_to_end",
-    "linear_users": "end_to_end",
     "users_from_environment": "end_to_end",
-    "FAMILIES": "end_to_end",
     "AuditResult": "epsilon",
     "audit_epsilon": "epsilon",
     "audit_epsilon_split": "epsilon",
     "epsilon_lower_bound": "epsilon",
-    "clopper_pearson": "epsilon",
-    "min_trials": "epsilon",
-    "select_threshold": "epsilon",
-    "sample_statistics": "epsilon",
-    "is_neighbouring": "epsilon",
-    "NEIGHBOURING_RELATIONS": "epsilon",
-    "KnownProjection": "harness",
-    "LearnedProjection": "harness",
     "AuditReport": "harness",
-    "claim_of": "harness",
-    "AliceTracyInstance": "schedule",
-    "alice_tracy_instance": "schedule",
-    "alice_threshold": "schedule",
-    "DP20ScheduleMechanism": "schedule",
-    "dp20_schedule_mechanism": "schedule",
-    "FixedBatchScheduleMechanism": "schedule",
-    "RecordingProtocol": "schedule",
-    "SyncAt": "schedule",
-    "FirstSync": "schedule",
-    "ActionIs": "schedule",
-    "select_action_attack": "schedule",
-    "ReplayViolation": "replay",
-    "ReplayReport": "replay",
-    "ReplayLog": "replay",
-    "replaying": "replay",
-    "compare_calls": "replay",
     "replay_check": "replay",
     "replay_pairs": "replay",
-    "REPLAY_METHODS": "replay",
-    "TARGETS": "replay",
-    "NOT_REPLAYED": "replay",
-    "TightAudit": "tight",
     "tight_audit": "tight",
-    "target_records": "tight",
-    "Tap": "views",
-    "ReleaseRecorder": "views",
-    "tapped": "views",
-    "nodes_from_prefixes": "views",
-    "tree_nodes_containing": "views",
 }
 
 __all__ = list(_EXPORTS)

@@ -1,7 +1,7 @@
 r"""The de-shuffling attack on a shuffle protocol of Gaussian messages, run on the code.
 
 A shuffler hides the senders, not the messages.  The adversary of shuffle DP (the server)
-chooses the data; :func:`fedbandit.accounting.deshuffle_scenarios` lists its options
+chooses the data; :func:`fedbandit.accounting.deshuffle.deshuffle_scenarios` lists its options
 (which direction e to project on, what the other silos hold, which batches are filled).
 On each option the law of the attack's statistic is known in closed form
 (:mod:`fedbandit.accounting.deshuffle`), so the search picks the option with the largest
@@ -86,7 +86,7 @@ class DeshuffleAudit:
     Attributes
     ----------
     search : list of (DeshuffleScenario, float)
-        Every scenario of :func:`fedbandit.accounting.deshuffle_scenarios` with its exact ε.
+        Every scenario of :func:`fedbandit.accounting.deshuffle.deshuffle_scenarios` with its exact ε.
     scenario : DeshuffleScenario
         The one attacked: the largest exact ε (near-ties, within 1e-4, to the first listed).
     steps : list of int

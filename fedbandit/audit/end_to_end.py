@@ -1151,7 +1151,7 @@ def end_to_end_specs(*, epsilon=1.0, delta=1e-5) -> list[EndToEndSpec]:
     return out
 
 
-#: The end-to-end family of each learner family (fedbandit.learners.LEARNER_FAMILIES; the consensus
+#: The end-to-end family of each learner family (fedbandit.learners.registry.LEARNER_FAMILIES; the consensus
 #: learners, of the counter family, are multi-armed).
 _LEARNER_FAMILY = {"linear": "linear", "counter": "multi-armed", "federated": "federated"}
 

@@ -403,7 +403,7 @@ def _build(learner, protocol, overrides):
         if learner == "federated-learning":
             return cls(protocol, n_clients=F["n_clients"], n_features=F["n_features"], n_classes=F["n_classes"],
                        rounds=F["T"], **kw)
-        # any other learner: its family's constructor convention (fedbandit.learners.LEARNER_FAMILIES)
+        # any other learner: its family's constructor convention (fedbandit.learners.registry.LEARNER_FAMILIES)
         family = _family(learner)
         if family == "linear":
             return cls(protocol, horizon=L["T"], batch_size=L["B"], n_agents=L["M"], dim=L["d"], **kw)

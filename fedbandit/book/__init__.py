@@ -1,43 +1,24 @@
-"""What the book needs beyond the science: the scale knob, the figure style, the Sphinx extension."""
+"""What the book needs beyond the science: the scale knob, the figure style, the Sphinx extension.
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.book.scale import CHAPTER_BUDGETS`` (ARCHITECTURE.md, *Public API*).
+"""
 
 import importlib
 
-# --- re-exports (generated from each module's __all__) ---
+# --- the top level: what a user calls (ARCHITECTURE.md, "Public API"); every other public name
+# is imported from its module (each module's __all__) ---
 _EXPORTS = {
-    "sync_execution_cache": "execution_cache",
-    "book_notebooks": "execution_cache",
-    "execute_missing": "execution_cache",
     "Control": "explorer",
     "make_explorer": "explorer",
-    "explorer_mode": "explorer",
-    "decode_explorer": "explorer",
-    "DecodedExplorer": "explorer",
     "use_book_style": "plotting",
     "band": "plotting",
     "log_ticks": "plotting",
-    "to_book_width": "plotting",
     "finish": "plotting",
-    "check_figure": "plotting",
-    "figure_problems": "plotting",
-    "figure_png": "plotting",
-    "FigureTextError": "plotting",
-    "CONTENT_WIDTH_PX": "plotting",
-    "FIGURE_WIDTH_IN": "plotting",
-    "SAVED_WIDTH_PX": "plotting",
-    "MIN_FONT_PT": "plotting",
-    "PROVENANCE_KEY": "plotting",
-    "print_pdf": "pdf",
-    "pdf_outline_titles": "pdf",
     "glue_number": "prose",
     "glue_text": "prose",
-    "typed_results": "prose",
-    "SCALES": "scale",
-    "CHAPTER_BUDGETS": "scale",
-    "BOOK_BUDGET": "scale",
-    "BOOK_JOBS": "scale",
     "get_scale": "scale",
     "by_scale": "scale",
-    "setup": "sphinx_ext",
 }
 
 __all__ = list(_EXPORTS)

@@ -100,6 +100,22 @@ def print_pdf(html_file: str | Path, pdf_file: str | Path, *, timeout_s: float =
 
 
 def _print(root: Path, page_path: str, pdf_file: Path, chromium: str, timeout_s: float) -> None:
+    # Sphinx's singlehtml builder writes the root document in its subfolder (``chapters/intro.html``)
+    # but every link in it relative to the output root (``_static/...``, ``_images/...``): printed
+    # from where it lies, the page would load no style sheet, no image and no MathJax.  Print a copy
+    # at the root instead (in-page anchors keep working, unlike with a ``<base>`` element).
+    printed = page_path
+    if "/" in page_path:
+        printed = "_fedbandit_print.html"
+        shutil.copyfile(root / page_path, root / printed)
+    try:
+        _print_served(root, printed, pdf_file, chromium, timeout_s)
+    finally:
+        if printed != page_path:
+            (root / printed).unlink(missing_ok=True)
+
+
+def _print_served(root: Path, page_path: str, pdf_file: Path, chromium: str, timeout_s: float) -> None:
     from playwright.sync_api import sync_playwright  # a test dependency: only make pdf needs it
 
     handler = functools.partial(_QuietHandler, directory=str(root))
@@ -116,18 +132,95 @@ def _print(root: Path, page_path: str, pdf_file: Path, chromium: str, timeout_s:
                 return route.continue_() if url.startswith(base) or url.startswith("data:") else route.abort()
 
             page.route("**/*", local_only)
+            # every local file the page asks for must exist (the singlehtml builder writes no search
+            # index, which the printed page does not need)
+            missing: list[str] = []
+            page.on("response", lambda r: missing.append(f"{r.status} {r.url[len(base):]}")
+                    if r.url.startswith(base) and r.status >= 400 and "searchindex.js" not in r.url else None)
             page.goto(base + page_path, wait_until="load", timeout=timeout_s * 1000)
+            if missing:
+                raise FileNotFoundError(f"{page_path} loads {len(missing)} missing file(s) from {root}: "
+                                        + ", ".join(sorted(set(missing))[:10]))
             page.wait_for_function(
                 "() => !window.MathJax || !window.MathJax.startup || !!window.MathJax.startup.promise",
                 timeout=timeout_s * 1000)
             page.evaluate("() => window.MathJax && window.MathJax.startup && window.MathJax.startup.promise"
                           " ? window.MathJax.startup.promise.then(() => window.MathJax.typesetPromise()) : null")
             page.emulate_media(media="print")
+            headings = page.evaluate(_HEADINGS_JS)
             page.pdf(path=str(pdf_file), format="A4", print_background=True, outline=True, tagged=True,
                      margin={"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"})
             browser.close()
     finally:
         server.shutdown()
+    _retitle_outline(pdf_file, headings)
+
+
+#: The text of every visible heading of the printed page (the toctree captions are headings by their ARIA
+#: role), in document order: what a bookmark should say.
+#: A formula counts by its assistive MathML text (MathJax's CHTML glyphs are CSS, not text); the "#"
+#: permalink does not count.
+_HEADINGS_JS = """() => [...document.querySelectorAll('h1, h2, h3, h4, h5, h6, [role=heading]')]
+    .filter(h => h.checkVisibility())
+    .map(h => {
+        const copy = h.cloneNode(true);
+        copy.querySelectorAll('a.headerlink').forEach(a => a.remove());
+        copy.querySelectorAll('mjx-container').forEach(m => {
+            const mml = m.querySelector('mjx-assistive-mml');
+            m.replaceWith(document.createTextNode(mml ? mml.textContent : m.textContent));
+        });
+        return copy.textContent.replace(/\\s+/g, ' ').trim();
+    })"""
+
+
+def _retitle_outline(pdf_file: str | Path, headings: list[str]) -> int:
+    """Give the bookmarks of ``pdf_file`` the text of ``headings`` (one per bookmark, in document order).
+
+    Chromium builds a tagged PDF's outline from the headings but takes their text from the laid-out
+    lines: a wrapped heading loses its spaces at the line breaks and repeats its last line
+    ("... continual release ofprefix sumsprefix sums"), and a formula's text is lost.  The outline's
+    order and targets are right, so the titles are replaced in document order, when the counts agree.
+
+    Parameters
+    ----------
+    pdf_file : path
+        The PDF (rewritten in place).
+    headings : list of str
+        The headings' text in document order.
+
+    Returns
+    -------
+    int
+        The number of bookmarks retitled.
+
+    Raises
+    ------
+    ValueError
+        If the PDF's outline does not have exactly one bookmark per heading.
+    """
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=str(pdf_file))
+    items = []
+
+    def walk(node):
+        while node is not None:
+            node = node.get_object()
+            items.append(node)
+            walk(node.get("/First"))
+            node = node.get("/Next")
+
+    outlines = writer._root_object.get("/Outlines")
+    if outlines is not None:
+        walk(outlines.get_object().get("/First"))
+    if len(items) != len(headings):
+        raise ValueError(f"the PDF has {len(items)} bookmarks for {len(headings)} headings: cannot retitle them")
+    for item, text in zip(items, headings):
+        item[NameObject("/Title")] = TextStringObject(text)
+    with open(pdf_file, "wb") as fh:
+        writer.write(fh)
+    return len(items)
 
 
 # ------------------------------------------------------------------ reading the PDF's bookmarks
@@ -173,12 +266,23 @@ def _pdf_string(data: bytes, i: int) -> tuple[bytes, int] | None:
     return None
 
 
+#: PDFDocEncoding where it differs from Latin-1 (PDF 1.7, Annex D.2): bytes 0x18-0x1F and 0x80-0xA0.
+_PDFDOC = {0x18: "\u02d8", 0x19: "\u02c7", 0x1A: "\u02c6", 0x1B: "\u02d9", 0x1C: "\u02dd", 0x1D: "\u02db",
+           0x1E: "\u02da", 0x1F: "\u02dc", 0x80: "\u2022", 0x81: "\u2020", 0x82: "\u2021", 0x83: "\u2026",
+           0x84: "\u2014", 0x85: "\u2013", 0x86: "\u0192", 0x87: "\u2044", 0x88: "\u2039", 0x89: "\u203a",
+           0x8A: "\u2212", 0x8B: "\u2030", 0x8C: "\u201e", 0x8D: "\u201c", 0x8E: "\u201d", 0x8F: "\u2018",
+           0x90: "\u2019", 0x91: "\u201a", 0x92: "\u2122", 0x93: "\ufb01", 0x94: "\ufb02", 0x95: "\u0141",
+           0x96: "\u0152", 0x97: "\u0160", 0x98: "\u0178", 0x99: "\u017d", 0x9A: "\u0131", 0x9B: "\u0142",
+           0x9C: "\u0153", 0x9D: "\u0161", 0x9E: "\u017e", 0xA0: "\u20ac"}
+
+
 def _decode(raw: bytes) -> str:
+    """A PDF text string: UTF-16BE or UTF-8 after their byte-order marks, else PDFDocEncoding."""
     if raw.startswith(b"\xfe\xff"):
         return raw[2:].decode("utf-16-be", errors="replace")
     if raw.startswith(b"\xef\xbb\xbf"):
         return raw[3:].decode("utf-8", errors="replace")
-    return raw.decode("latin-1")
+    return "".join(_PDFDOC.get(b, chr(b)) for b in raw)
 
 
 def pdf_outline_titles(pdf: bytes) -> list[str]:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 __all__ = ["SCALES", "CHAPTER_BUDGETS", "BOOK_BUDGET", "BOOK_JOBS", "get_scale", "by_scale"]
 
+#: The values of ``FEDBANDIT_SCALE``: ``quick`` (seconds per chapter) or ``paper`` (the papers' settings).
 SCALES = ("quick", "paper")
 DEFAULT_SCALE = "paper"
 
@@ -56,13 +57,13 @@ def by_scale(*, quick: T, paper: T) -> T:
 #: the Makefile's ``JOBS``): two chapters share the two cores.
 BOOK_JOBS = 2
 
-# Wall-time budget of each chapter at paper scale, cold (empty experiment cache), as ``make book``
-# runs it on 2 cores (two notebooks at a time, each sharing the machine with the other), in
-# seconds: the one place the chapters' experiments are designed to.  Each is the chapter's CPU
-# time measured at paper scale (user + sys of the kernel and its workers; a chapter that runs
-# beside another gets about one core, so its wall time is about its CPU time), times 1.5 for a
-# machine 1.5 times slower, rounded up.  The execution-status page reports each chapter's
-# measured time against its budget.
+#: Wall-time budget of each chapter at paper scale, cold (empty experiment cache), as ``make book``
+#: runs it on 2 cores (two notebooks at a time, each sharing the machine with the other), in
+#: seconds: the one place the chapters' experiments are designed to.  Each is the chapter's CPU
+#: time measured at paper scale (user + sys of the kernel and its workers; a chapter that runs
+#: beside another gets about one core, so its wall time is about its CPU time), times 1.5 for a
+#: machine 1.5 times slower, rounded up.  The execution-status page reports each chapter's
+#: measured time against its budget.
 CHAPTER_BUDGETS = {
     "chapters/intro": 15,
     "chapters/01_dp20_gaps": 60,

@@ -725,6 +725,7 @@ def _static_build_environment(app, config):
 
 
 def setup(app):
+    """Sphinx's entry point for this extension (``extra_extensions`` in ``_config.yml``): connects its handlers to ``app``."""
     _figures_wrap_images_only()
     _register_bibliography_style()
     app.connect("builder-inited", _mark_build_start)

@@ -153,7 +153,7 @@ def make_environment(config: dict):
     ``d``, ``noise_std`` = 0.5, ``shared_contexts`` = True), ``"real"``
     (:class:`~fedbandit.envs.RealDataLinearEnv` on the shipped MSLR sample: ``M``,
     ``noise_std`` = 0, ``shared_contexts`` = False, ``max_arms``), ``"bernoulli"`` /
-    ``"gaussian"`` (:class:`~fedbandit.envs.BernoulliBandit` / ``GaussianBandit`` with
+    ``"gaussian"`` (:class:`~fedbandit.envs.multi_armed.BernoulliBandit` / ``GaussianBandit`` with
     ``means`` and, for Gaussian rewards, ``env_sigma``).  ``env_seed`` (default 0) fixes
     the linear instances' contexts and reward noise: keep it equal across the learners and
     protocols of a comparison (common random numbers); inside

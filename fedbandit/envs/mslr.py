@@ -45,7 +45,9 @@ _RANKEVAL_MEMBERS = (
 #: constant 0.01 intercept of their loader, column k ≥ 1 is MSLR feature k.  57 columns.
 MSLR_ANCHOR_URL_COLUMNS = tuple([0] + [c for i in range(25) for c in (5 * i + 2, 5 * i + 4)] + list(range(126, 132)))
 
+#: The file name of the shipped MSLR instance (in ``data/``).
 MSLR_FILE = "mslr_rankeval_sample.npz"
+#: Where the shipped MSLR instance is read from by default.
 DEFAULT_MSLR_PATH = Path(__file__).resolve().parents[2] / "data" / MSLR_FILE
 
 

@@ -48,7 +48,9 @@ __all__ = [
     "ranker_bandit",
 ]
 
+#: The file name of the shipped ranker table (in ``data/``).
 RANKER_FILE = "mslr_rankers.npz"
+#: Where the shipped ranker table is read from by default.
 DEFAULT_RANKER_PATH = Path(__file__).resolve().parents[2] / "data" / RANKER_FILE
 #: Reward of a document of relevance label 0, 1, 2, 3, 4.
 RELEVANCE_VALUES = np.arange(5) / 4.0

@@ -83,7 +83,7 @@ assert _GROUPING_DOC in (run_grid_ungrouped.__doc__ or ""), "fedbandit._grid.run
 run_grid.__doc__ = (run_grid_ungrouped.__doc__ or "").replace(_GROUPING_DOC, """    share_environments : bool, default True
         Run the points whose configurations describe the same linear environment (a
         ``learner`` on instance ``"synthetic"`` or ``"real"`` with equal environment keys,
-        :data:`fedbandit.envs.ENVIRONMENT_KEYS`) in lockstep, so that its blocks are
+        :data:`fedbandit.envs.factory.ENVIRONMENT_KEYS`) in lockstep, so that its blocks are
         generated once for all of them (see the module notes).  The results are the same
         either way.
 """)

@@ -74,6 +74,8 @@ __all__ = [
     "claim_slope",
     "claim_exponent",
     "claim_difference",
+    "claim_mean",
+    "claim_ratio_of_means",
     "claim_slope_gap",
     "claim_order",
     "mean_below",
@@ -233,10 +235,20 @@ def welch_dof(se_a, n_a, se_b, n_b) -> float:
     se_a, se_b = check_nonnegative_float("se_a", se_a), check_nonnegative_float("se_b", se_b)
     n_a = check_int_in_range("n_a", n_a, 2, None)
     n_b = check_int_in_range("n_b", n_b, 2, None)
-    va, vb = se_a**2, se_b**2
-    if va + vb == 0.0:
+    if se_a == 0.0 and se_b == 0.0:
         return float(n_a + n_b - 2)
-    return float((va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1)))
+    try:
+        va, vb = se_a**2, se_b**2
+        num, den = (va + vb) ** 2, va**2 / (n_a - 1) + vb**2 / (n_b - 1)
+    except OverflowError:
+        num = den = math.inf
+    if not (0.0 < den < math.inf and num < math.inf):
+        # se⁴ under- or overflowed (se below about 1e-77 or above 1e77): ν is scale-free, so take it
+        # from the standard errors relative to the larger one (only then: elsewhere the bits are kept)
+        scale = max(se_a, se_b)
+        va, vb = (se_a / scale) ** 2, (se_b / scale) ** 2
+        num, den = (va + vb) ** 2, va**2 / (n_a - 1) + vb**2 / (n_b - 1)
+    return float(num / den)
 
 
 @dataclass(frozen=True)
@@ -700,38 +712,72 @@ def claim_difference(quantity, a, b, *, paired: bool = False, confidence: float 
     return claim(quantity, diff, low, high, confidence=confidence, alternatives=alternatives, **kwargs)
 
 
-def claim_mean(quantity, values, *, confidence: float = 0.95, method: str | None = None, **kwargs) -> Claim:
-    r"""A claim on the mean of independent runs: Student t with ``runs − 1`` degrees of freedom.
+def claim_mean(quantity, values, *, confidence: float = 0.95, **kwargs) -> Claim:
+    """A claim on the mean of independent runs: Student t with ``runs − 1`` degrees of freedom.
 
-    The interval is :math:`\bar x \pm t_{(1+c)/2,\,n-1}\, s/\sqrt n` (``s`` the sample
-    standard deviation of the ``n`` runs): the interval for a mean over few runs (3 runs:
-    4.30 standard errors at 95 %, not 1.96).
+    The interval is ``mean ± t_{(1+confidence)/2, n−1} · s/√n`` (``s`` the sample standard
+    deviation).  Keyword arguments go to :func:`claim` (``prediction``, ``alternatives``, ``digits``, ...).
 
     Parameters
     ----------
     quantity : str
-        What the mean is of, for the claim's sentence.
-    values : array (runs,)
-        The runs, at least 2 (a ratio per run, a regret per run, ...).
+        What is measured (the claim's sentence names it).
+    values : array_like, 1-D, at least 2 finite values
+        One value per independent run.
     confidence : float, default 0.95
-        Of the two-sided interval (``1 − 2α`` for one-sided exclusions at rate α).
-    method : str, optional
-        Default ``"Student t over <n> runs"``.
-    **kwargs
-        Passed on to :func:`claim` (``prediction``, ``alternatives``, ``digits``, ...).
+        Two-sided confidence of the interval.
 
     Returns
     -------
     Claim
     """
-    values = check_array("values", values, ndim=1)
-    if values.size < 2:
-        raise ValueError(f"values must hold at least 2 runs for a standard error, got {values.size}")
-    m, se = mean_and_se(values)
-    low, high = t_interval(float(m), float(se), values.size - 1, confidence)
-    if method is None:
-        method = f"Student t over {values.size} runs"
-    return claim(quantity, float(m), low, high, confidence=confidence, method=method, **kwargs)
+    x = check_array("values", values, ndim=1)
+    if x.size < 2:
+        raise ValueError(f"values: a Student t interval needs at least 2 runs, got {x.size}")
+    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+    low, high = t_interval(mean, se, x.size - 1, confidence)
+    kwargs.setdefault("method", f"Student t over {x.size} runs")
+    return claim(quantity, mean, low, high, confidence=confidence, **kwargs)
+
+
+def claim_ratio_of_means(quantity, numerator, denominator, *, confidence: float = 0.95, **kwargs) -> Claim:
+    r"""A claim on ``mean(numerator) / mean(denominator)`` from two independent samples of positive means.
+
+    Delta method on the log of the ratio: :math:`\log r \pm t_{(1+c)/2,\,\nu}\,\sqrt{s_n^2/(n_n m_n^2)
+    + s_d^2/(n_d m_d^2)}`, exponentiated (so the interval stays positive and is symmetric in
+    the ratio's direction), with :math:`\nu` Welch–Satterthwaite's degrees of freedom of the two
+    relative standard errors (:func:`welch_dof`).  First order in the relative errors: good when
+    both are small.  Keyword arguments go to :func:`claim`.
+
+    Parameters
+    ----------
+    quantity : str
+        What is measured.
+    numerator, denominator : array_like, 1-D, at least 2 values each, positive means
+        Independent replicas of the two quantities.
+    confidence : float, default 0.95
+        Two-sided confidence of the interval.
+
+    Returns
+    -------
+    Claim
+    """
+    parts = []
+    for label, x in (("numerator", check_array("numerator", numerator, ndim=1)),
+                     ("denominator", check_array("denominator", denominator, ndim=1))):
+        if x.size < 2:
+            raise ValueError(f"{label}: needs at least 2 replicas, got {x.size}")
+        mean = float(x.mean())
+        if not mean > 0.0:
+            raise ValueError(f"{label}: the mean must be positive for a log-ratio interval, got {mean!r}")
+        parts.append((mean, float(x.std(ddof=1) / math.sqrt(x.size)) / mean, x.size))
+    (mn, rel_n, nn), (md, rel_d, nd) = parts
+    ratio, se_log = mn / md, math.hypot(rel_n, rel_d)
+    dof = welch_dof(rel_n, nn, rel_d, nd)
+    low_log, high_log = t_interval(0.0, se_log, dof, confidence)
+    kwargs.setdefault("method", f"delta method on the log of the ratio, Student t at {dof:.3g} dof")
+    return claim(quantity, ratio, ratio * math.exp(low_log), ratio * math.exp(high_log), confidence=confidence,
+                 **kwargs)
 
 
 # ---------------------------------------------------------------------------------------

@@ -332,7 +332,7 @@ def claim_lower_bound(config: dict) -> dict:
     A claimed guarantee (:class:`~fedbandit.accounting.events.ClaimedEvent`) carries a necessary
     condition: releases whose exact ε no valid proof can beat.  For shuffle amplification it is
     the de-shuffling attack on the adversary's worst data
-    (:func:`fedbandit.accounting.deshuffled_event_epsilon`, attacked on the code by
+    (:func:`fedbandit.accounting.deshuffle.deshuffled_event_epsilon`, attacked on the code by
     :func:`fedbandit.audit.deshuffle_audit`); the accountant reports "invalid" wherever this bound
     exceeds the target.
 
@@ -388,7 +388,7 @@ _E2E_SETTING = {"fixed-batch": dict(M=3, T=20, B=5, K=4, d=2, seed=0),
 
 
 #: The power check's noise cut of the end-to-end audits of :data:`BEYOND_MODELS` (a twentieth, as the
-#: assembled pair audits' weakest cut, :func:`fedbandit.audit.pair_end_to_end_specs`).
+#: assembled pair audits' weakest cut, :func:`fedbandit.audit.end_to_end.pair_end_to_end_specs`).
 _BEYOND_NOISE_FACTOR = 0.05
 
 
@@ -495,7 +495,7 @@ def min_trials_for(confidence):
 
 
 def end_to_end_audit(config: dict, rng) -> dict:
-    """One audit of :func:`fedbandit.audit.end_to_end_specs` or :func:`~fedbandit.audit.pair_end_to_end_specs` by name (for ``run_grid``).
+    """One audit of :func:`fedbandit.audit.end_to_end_specs` or :func:`~fedbandit.audit.end_to_end.pair_end_to_end_specs` by name (for ``run_grid``).
 
     Configuration: ``spec`` (the audit's name), ``n_trials``, ``confidence`` (default 0.95),
     and the specs' claim ``epsilon``, ``delta`` (defaults 1, 1e-5).  Returns

@@ -13,60 +13,32 @@
   (Li, Song & Fragouli 2022).
 * :mod:`fedbandit.learners.concurrent_linucb` -- LinUCB in the concurrent shuffle model
   (Tenenbaum, Kaplan, Mansour & Stemmer 2023).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.learners.linucb import select_arms`` (ARCHITECTURE.md, *Public API*).
 """
 
 import importlib
 
-# --- re-exports (generated from each module's __all__) ---
+# --- the top level: what a user calls (ARCHITECTURE.md, "Public API"); every other public name
+# is imported from its module (each module's __all__) ---
 _EXPORTS = {
     "ConcurrentShuffleLinUCB": "concurrent_linucb",
-    "linucb_parameters": "concurrent_linucb",
     "MasterWorkerUCB": "consensus",
     "DecentralizedUCB": "consensus",
     "IndependentUCB": "consensus",
     "CentralizedUCB": "consensus",
-    "PRIVACY_WIDTHS": "consensus",
-    "default_checkpoints": "consensus",
-    "privacy_width_numerator": "consensus",
-    "expand_grid": "consensus",
-    "grid_view": "consensus",
-    "wang_threshold": "dp20",
-    "noise_norm_bound": "dp20",
     "FedUCB": "dp20",
-    "ADAPTIVE_SCHEDULE_LEAK": "dp20",
     "FederatedLearner": "federated",
-    "FederatedResult": "federated",
-    "local_updates": "federated",
-    "server_momentum_step": "federated",
-    "WITHIN_BATCH_LEAK": "fixed_batch",
     "FixedBatchFedLinUCB": "fixed_batch",
     "IndependentLinUCB": "fixed_batch",
     "SuperAgent": "fixed_batch",
-    "paper_synthetic_configs": "fixed_batch",
-    "regularized_inverse": "linucb",
-    "sherman_morrison_update": "linucb",
-    "feature_products": "linucb",
-    "weighted_upper": "linucb",
-    "serve_from_statistics": "linucb",
-    "table_products": "linucb",
-    "table_scores": "linucb",
-    "select_from_table": "linucb",
-    "ucb_scores": "linucb",
-    "select_arms": "linucb",
-    "TIE_TOL": "linucb",
-    "gather_played": "linucb",
     "register_learner": "registry",
     "unregister_learner": "registry",
-    "learner_family": "registry",
-    "LEARNER_FAMILIES": "registry",
     "learner_class": "registry",
     "available_learners": "registry",
-    "split_params": "registry",
-    "Result": "result",
     "RunResult": "result",
     "CommunicationRecord": "result",
-    "checkpoint_indices": "result",
-    "time_average_regret": "result",
 }
 
 __all__ = list(_EXPORTS)

@@ -192,7 +192,7 @@ class ConcurrentShuffleLinUCB:
         general block loop, which ``lean=False`` forces; the tests compare the two).
     agents_per_round : int, default 1
         M of a federated instance whose n = M·T users this learner serves one at a time
-        (round 1: agents 1..M, round 2: ..., :class:`fedbandit.envs.UserSequenceEnv`): the
+        (round 1: agents 1..M, round 2: ..., :class:`fedbandit.envs.users.UserSequenceEnv`): the
         environment then has M agents and the result reports the group regret per round,
         the federated learners' metric.  [derived]
     min_period : int, default 1
@@ -281,7 +281,7 @@ class ConcurrentShuffleLinUCB:
         ----------
         env : SyntheticLinearEnv or RealDataLinearEnv (any linear environment)
             With ``n_agents`` = 1, or = ``agents_per_round`` (a federated instance, whose
-            users are served in sequence through :class:`fedbandit.envs.UserSequenceEnv`).
+            users are served in sequence through :class:`fedbandit.envs.users.UserSequenceEnv`).
             Supplies contexts and reward noise (common random numbers).
         rng : numpy.random.Generator
             The protocol's randomness.

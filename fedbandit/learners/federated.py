@@ -34,7 +34,7 @@ rotation.
 
 The learner is registered as ``"federated-learning"``: :func:`fedbandit.experiments.run_config`
 runs it on ``instance="digits"`` (:func:`fedbandit.envs.make_environment`) and returns a
-:class:`FederatedResult` (a :class:`~fedbandit.learners.Result` with test accuracy in place
+:class:`FederatedResult` (a :class:`~fedbandit.learners.result.Result` with test accuracy in place
 of regret).
 """
 
@@ -81,7 +81,7 @@ class FederatedResult(Result):
     extras : dict
         ``accuracy_curve`` (R, T): test accuracy after every round.
 
-    The other fields are :class:`~fedbandit.learners.Result`'s.
+    The other fields are :class:`~fedbandit.learners.result.Result`'s.
     """
 
     accuracy: np.ndarray

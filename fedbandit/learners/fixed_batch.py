@@ -52,7 +52,8 @@ from fedbandit._validation import (
     check_probability,
     check_rng,
 )
-from fedbandit.accounting import InvalidEvent, NoReleaseEvent, account
+from fedbandit.accounting import account
+from fedbandit.accounting.events import InvalidEvent, NoReleaseEvent
 from fedbandit.learners.linucb import (
     gather_played,
     regularized_inverse,

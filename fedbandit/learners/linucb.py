@@ -260,6 +260,7 @@ def ucb_scores(features, theta_hat, v_inv, beta, mask=None) -> np.ndarray:
     return scores.transpose(1, 0, 2) if agents_first else scores
 
 
+#: Relative tolerance within which UCB scores count as tied (the lowest arm wins; :func:`select_arms`).
 TIE_TOL = 1e-9
 
 

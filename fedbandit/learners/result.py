@@ -75,7 +75,7 @@ class CommunicationRecord:
 
     @classmethod
     def of(cls, communication, **extra) -> CommunicationRecord:
-        """The record of a protocol's :class:`~fedbandit.protocols.Communication` counters (and ``extra`` fields)."""
+        """The record of a protocol's :class:`~fedbandit.protocols.base.Communication` counters (and ``extra`` fields)."""
         c = communication
         return cls(rounds=c.rounds, messages=c.messages, payload=c.payload, unit=c.payload_unit, bits=c.bits, **extra)
 

@@ -117,7 +117,7 @@ def draw_noise(
     ``"discrete_gaussian"`` draws the exact discrete Gaussian of Canonne, Kamath & Steinke
     (:func:`fedbandit.mechanisms.discrete_gaussian.sample_discrete_gaussian`), as integers
     stored in float64 (exact below 2^53): the node noise of the distributed discrete
-    Gaussian tree (:class:`the ``ddg-secagg`` protocol (fedbandit.protocols.DiscreteGaussianTree)`).
+    Gaussian tree (:class:`the ``ddg-secagg`` protocol (fedbandit.protocols.statistics.DiscreteGaussianTree)`).
 
     With ``symmetric=True`` the last two axes form square matrices whose entries on
     and above the diagonal are independent and mirrored below it (the symmetric noise

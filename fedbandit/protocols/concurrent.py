@@ -567,7 +567,7 @@ class ConcurrentShuffleProtocol(Protocol):
         if check_positive_int("n_agents", n_agents) != 1:
             raise ValueError(
                 f"protocol {self.name!r} serves users one at a time: n_agents must be 1, got {n_agents} (serve a "
-                "federated instance's users in sequence with fedbandit.envs.UserSequenceEnv)"
+                "federated instance's users in sequence with fedbandit.envs.users.UserSequenceEnv)"
             )
         self.n_agents = 1
         _, self.dim, self.n_batches, self.batch_size = check_setting(1, dim, n_batches, batch_size)
@@ -766,7 +766,7 @@ class VectorSumRecords(RecordRandomizer):
 
     Parameters
     ----------
-    constant : float, default :data:`fedbandit.accounting.CJMP21_CONSTANT`
+    constant : float, default :data:`fedbandit.accounting.calibration.CJMP21_CONSTANT`
         c of b; the authors' experiments use a "scale" of 1, which the theorem does not cover.
     """
 

@@ -320,6 +320,8 @@ class Transcript:
 
 
 class Server(Protocol):
+    """What :class:`ConcurrentShuffleModel` asks of its server: the shufflers' allocation and the estimates."""
+
     def allocate(self, t: int, inactive: Sequence[int], releases: Sequence[Release]) -> list[Allocation]: ...
 
     def estimate(self, t: int, releases: Sequence[Release]) -> float: ...

@@ -1,47 +1,25 @@
 """Secure aggregation (Bonawitz et al. 2017) with real cryptography: the protocol (``protocol``), Shamir sharing with
-error detection (``shamir``), the errors (``errors``), a keystream-backed noise source (``noise``) and attacks (``attacks``)."""
+error detection (``shamir``), the errors (``errors``), a keystream-backed noise source (``noise``) and attacks (``attacks``).
+
+The top level (``__all__``) exports what a user calls; every other public name is imported
+from its module, e.g. ``from fedbandit.secagg.shamir import shamir_share`` (ARCHITECTURE.md, *Public API*).
+"""
 
 import importlib
 
-# --- re-exports (generated from each module's __all__) ---
+# --- the top level: what a user calls (ARCHITECTURE.md, "Public API"); every other public name
+# is imported from its module (each module's __all__) ---
 _EXPORTS = {
     "ATTACKS": "attacks",
-    "AttackOutcome": "attacks",
     "run_attack": "attacks",
     "SecAggError": "errors",
     "SecAggAbort": "errors",
     "SecAggIntegrityError": "errors",
-    "KEYSTREAM_CIPHER": "noise",
     "secure_generator": "noise",
-    "AdvertiseKeys": "protocol",
-    "ShareKeys": "protocol",
-    "EncryptedShares": "protocol",
-    "MaskedInput": "protocol",
-    "ConsistencySignature": "protocol",
-    "RevealedShare": "protocol",
-    "UnmaskResponse": "protocol",
     "SecAggClient": "protocol",
     "SecAggServer": "protocol",
     "SecAggResult": "protocol",
-    "check_threshold": "protocol",
-    "generate_identities": "protocol",
-    "prg_mask": "protocol",
     "run_secagg": "protocol",
-    "ROUND_NAMES": "protocol",
-    "PRIME": "shamir",
-    "LIMBS": "shamir",
-    "SHARE_BYTES": "shamir",
-    "SECRET_BITS": "shamir",
-    "shamir_share": "shamir",
-    "shamir_share_many": "shamir",
-    "shamir_reconstruct": "shamir",
-    "shamir_reconstruct_many": "shamir",
-    "shamir_consistent": "shamir",
-    "is_share": "shamir",
-    "share_limbs": "shamir",
-    "add_to_share": "shamir",
-    "INCONSISTENT": "shamir",
-    "OUT_OF_RANGE": "shamir",
 }
 
 __all__ = list(_EXPORTS)

@@ -42,6 +42,7 @@ from fedbandit.secagg.shamir import PRIME, add_to_share, lagrange_at_zero, shami
 
 __all__ = ["ATTACKS", "AttackOutcome", "run_attack"]
 
+#: The attacks :func:`run_attack` runs, by name (each described in the module docstring).
 ATTACKS = (
     "tampered-share",
     "tampered-ciphertext",

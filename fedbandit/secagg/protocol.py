@@ -168,6 +168,7 @@ __all__ = [
 
 _SHARE_BYTES = SHARE_BYTES  # a packed share: 9 limbs of 32 bits (fedbandit.secagg.shamir)
 _SALT_BYTES = 32
+#: The protocol's five rounds, in order (Bonawitz et al. 2017); errors name the round.
 ROUND_NAMES = ("AdvertiseKeys", "ShareKeys", "MaskedInputCollection", "ConsistencyCheck", "Unmasking")
 _ADV, _SHARE, _MASKED, _CONSIST, _UNMASK = ROUND_NAMES
 

@@ -1,64 +1,18 @@
-"""The bounds each chapter plots next to its measurements (``linear``, ``consensus``, ``psco``)."""
+"""The bounds each chapter plots next to its measurements, one module per paper.
+
+``linear`` (Zhou & Chowdhury: the fixed-batch federated LinUCB's regret bounds and schedule),
+``consensus`` (Li, Song & Fragouli: consensus private UCB), ``psco`` (Tenenbaum, Kaplan, Mansour &
+Stemmer: private summation under continual observation and its bandit) and ``ddg`` (Kairouz, Liu &
+Steinke: the distributed discrete Gaussian's Theorem 2).  The top level exports nothing: every
+bound is numerics, imported from its paper's module (``from fedbandit.theory.linear import
+regret_bound_ldp``), as ``dp_accounting.rdp`` keeps its functions.
+"""
 
 import importlib
 
-# --- re-exports (generated from each module's __all__) ---
-_EXPORTS = {
-    "fact1_error_bound": "consensus",
-    "hybrid_error_bound": "consensus",
-    "paper_regret_order": "consensus",
-    "master_worker_regret_bound": "consensus",
-    "decentralized_regret_bound": "consensus",
-    "ucb_regret_bound": "consensus",
-    "centralized_regret_bound": "consensus",
-    "master_worker_communications": "consensus",
-    "width_pulls": "consensus",
-    "theorem2_sigma": "ddg",
-    "theorem2_gamma": "ddg",
-    "theorem2_beta": "ddg",
-    "theorem2_bits": "ddg",
-    "theorem2_params": "ddg",
-    "theorem2_mse": "ddg",
-    "ddg_mean_mse_by_bits": "ddg",
-    "ddg_mse_bound": "ddg",
-    "ddg_mse_terms": "ddg",
-    "check_batch_schedule": "linear",
-    "n_batches": "linear",
-    "kappa": "linear",
-    "regularizer_lambda": "linear",
-    "confidence_radius": "linear",
-    "lemma67_regret_bound": "linear",
-    "regret_bound_ldp": "linear",
-    "regret_bound_sdp": "linear",
-    "regret_bound_super_agent": "linear",
-    "regret_bound_nonprivate": "linear",
-    "communication_rounds": "linear",
-    "optimal_batch_size": "linear",
-    "nearest_divisor": "linear",
-    "fixed_batch_noise_levels": "linear",
-    "PRIVACY_COST_EXPONENT_M": "linear",
-    "MAX_HORIZON": "linear",
-    "ALGORITHMS": "psco",
-    "c_epsilon": "psco",
-    "rep_nk": "psco",
-    "error_proxy_local_slope": "psco",
-    "supremum_factor_slope": "psco",
-    "big_nk": "psco",
-    "rep_threshold": "psco",
-    "window_variance_inflation": "psco",
-    "big_ladder": "psco",
-    "tree_levels": "psco",
-    "local_error_rate": "psco",
-    "sequential_error_rate": "psco",
-    "concurrent_error_rate": "psco",
-    "tree_error_rate": "psco",
-    "central_error_rate": "psco",
-    "lower_bound_rate": "psco",
-    "predicted_error_exponent": "psco",
-    "bandit_regret_rate": "psco",
-    "sequential_bandit_regret": "psco",
-    "predicted_regret_exponent": "psco",
-}
+# --- the top level: what a user calls (ARCHITECTURE.md, "Public API"); every other public name
+# is imported from its module (each module's __all__) ---
+_EXPORTS: dict[str, str] = {}
 
 __all__ = list(_EXPORTS)
 

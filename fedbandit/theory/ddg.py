@@ -269,7 +269,7 @@ def ddg_mse_terms(params, *, sum_norm: float | None = None) -> dict:
         ``noise``, ``rounding_variance``, ``rounding_bias``, ``wrap``: each an error of the sum.
     """
     if not isinstance(params, DDGParams):
-        raise TypeError(f"params must be a fedbandit.accounting.DDGParams, got {type(params).__name__}")
+        raise TypeError(f"params must be a fedbandit.accounting.ddg.DDGParams, got {type(params).__name__}")
     p = params
     n, d, g, s, b = p.n, p.d_pad, p.gamma, p.sigma, p.beta
     norm = n * p.c if sum_norm is None else check_nonnegative_float("sum_norm", sum_norm)

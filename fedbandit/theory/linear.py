@@ -480,12 +480,12 @@ def fixed_batch_noise_levels(n_agents: int = 100, epsilon: float = 0.1, delta: f
     horizon T and batch size B (rounded to the nearest divisor of T, :func:`nearest_divisor`;
     ``"sqrt(T/M)"`` is :func:`optimal_batch_size`), K = T/B:
 
-    * silo-level LDP: σ = sqrt(M κ σ₀²) (:func:`~fedbandit.accounting.ldp_total_variance`);
+    * silo-level LDP: σ = sqrt(M κ σ₀²) (:func:`~fedbandit.accounting.calibration.ldp_total_variance`);
     * SDP by amplification: the server's noise std of the ``sdp-amplification`` protocol as the
       authors calibrate it (forced outside the lemma's validity region, NaN where the protocol
       refuses the setting), and the ideal σ(LDP)/sqrt(M);
     * central DP: sqrt(κ)·σ₀ of the tree at the trusted server
-      (:func:`~fedbandit.accounting.central_sigma`), κ = :func:`kappa` (K).
+      (:func:`~fedbandit.accounting.calibration.central_sigma`), κ = :func:`kappa` (K).
 
     Parameters
     ----------
@@ -505,7 +505,7 @@ def fixed_batch_noise_levels(n_agents: int = 100, epsilon: float = 0.1, delta: f
     dict
         ``B``, ``K``, ``kappa``, ``sigma_ldp``, ``sigma_amp`` (NaN if refused), ``sigma_amp_ideal``,
         ``sigma_central``, ``valid`` (every condition of
-        :func:`~fedbandit.accounting.zc_amplification_validity` holds, at min(ε, 10⁶)) and
+        :func:`~fedbandit.accounting.amplification.zc_amplification_validity` holds, at min(ε, 10⁶)) and
         ``sum_ok`` (the authors' amplification noise at least the central tree's: the
         server's sum stays private).
     """

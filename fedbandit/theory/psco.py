@@ -434,13 +434,13 @@ def error_proxy_local_slope(name: str, n: int, epsilon: float, delta: float, *, 
     """Local exponent of an algorithm's error proxy at n: its growth over one decade, log10(proxy(10n)/proxy(n)).
 
     The pre-asymptotic slope d log(error)/d log(n) of
-    :func:`fedbandit.mechanisms.error_proxy`, over [n, 10n]; for k concurrent shufflers it
+    :func:`fedbandit.mechanisms.psco.error_proxy`, over [n, 10n]; for k concurrent shufflers it
     tends to 1/(2k+1) (Tenenbaum et al. 2023, Cor. 3.3) from above.
 
     Parameters
     ----------
     name : str
-        The algorithm (:data:`fedbandit.mechanisms.PSCO_ALGORITHMS`).
+        The algorithm (:data:`fedbandit.mechanisms.psco.PSCO_ALGORITHMS`).
     n : int
         The number of users at the decade's start.
     epsilon, delta : float
@@ -462,7 +462,7 @@ def supremum_factor_slope(n_lo: float, finest_lo: int, n_hi: float, finest_hi: i
 
     The supremum over the n/b releases of a schedule whose finest batch is b grows like
     sqrt(log(n/b)) (a union bound over Gaussian-like errors); the error proxy
-    (:func:`fedbandit.mechanisms.error_proxy`) is one release's scale, so a fitted exponent
+    (:func:`fedbandit.mechanisms.psco.error_proxy`) is one release's scale, so a fitted exponent
     may exceed the proxy's by this slope, ``log(g(n_hi)/g(n_lo))/log(n_hi/n_lo)`` with
     ``g(n) = sqrt(log(max(n/b, e)))`` (floored at e so that one release has factor 1).
 

@@ -17,7 +17,7 @@ Kairouz, Liu & Steinke's DDG [KLS21]_ on top of Flower's SecAgg+ (Bell et al. 20
   :meth:`~fedbandit.integrations.flower.setting.DDGSetting.epsilon_after`;
 * :class:`DDGFedAvgM` -- federated averaging with server momentum on the decoded sum, the
   update rule of :class:`fedbandit.learners.FederatedLearner`
-  (:func:`fedbandit.learners.server_momentum_step`), sampling exactly n clients per round;
+  (:func:`fedbandit.learners.federated.server_momentum_step`), sampling exactly n clients per round;
 * :func:`run_ddg_simulation` -- the three in Flower's simulation engine (Ray).
 
 Randomness of a client: the package's ChaCha20 noise source
@@ -54,7 +54,7 @@ from fedbandit.integrations.flower.setting import (
     modular_sum_from_flower,
     residues_to_flower,
 )
-from fedbandit.learners import server_momentum_step
+from fedbandit.learners.federated import server_momentum_step
 from fedbandit.secagg import secure_generator
 
 # Flower reports usage events to its servers unless FLWR_TELEMETRY_ENABLED=0, read when flwr is
@@ -237,7 +237,7 @@ class DDGFedAvgM(Strategy):
     Every round samples exactly n of the N clients without replacement (the sampler of
     :class:`fedbandit.learners.FederatedLearner`: the n smallest of N uniform keys, from
     ``sampling_seed``, over the clients in node-id order), sends them the model with the
-    setting's ``ddg.*`` parameters, and applies :func:`fedbandit.learners.server_momentum_step`
+    setting's ``ddg.*`` parameters, and applies :func:`fedbandit.learners.federated.server_momentum_step`
     to the decoded sum.  ``evaluate(parameters) -> float`` (optional) is called on the model
     after every round; its values are :attr:`accuracy`.
     """

@@ -6,7 +6,7 @@ import numpy as np
 
 from fedbandit._validation import check_int_in_range, check_positive_float, check_positive_int
 from fedbandit.envs import load_digits_federated
-from fedbandit.learners import local_updates
+from fedbandit.learners.federated import local_updates
 
 __all__ = ["DigitsClients"]
 
@@ -15,7 +15,7 @@ class DigitsClients:
     """The clients of chapter 5's digits federation: local training and test accuracy (picklable for Ray).
 
     ``DigitsClients(n_clients, split_seed=0)(pid, W)`` is client ``pid``'s update Δ after
-    ``local_steps`` steps of :func:`fedbandit.learners.local_updates` from the model W, on its
+    ``local_steps`` steps of :func:`fedbandit.learners.federated.local_updates` from the model W, on its
     part of :func:`fedbandit.envs.load_digits_federated` (the data of
     ``run_config(instance="digits", n_clients=..., split_seed=...)``); :meth:`accuracy` is
     the test accuracy of a model.

@@ -26,7 +26,7 @@ class CentralFactorization(CentralStatisticsAnalyzer):
     """A of the central model with a factorized release: a trusted server adds the parties' exact
     sums and releases their prefix sums through one factorization mechanism [beyond the papers].
 
-    The noise σ is :class:`~fedbandit.protocols.GaussianFactorization`'s calibration, added once
+    The noise σ is :class:`~fedbandit.protocols.statistics.GaussianFactorization`'s calibration, added once
     instead of by every party, so the prefix noise variance at k is σ² Σ_{j<k} b_j²
     (Fichtenberger, Henzinger & Upadhyay 2023; Henzinger, Upadhyay & Upadhyay 2023; the banded
     form: Kalinin & Lampert 2024).

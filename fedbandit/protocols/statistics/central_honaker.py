@@ -21,7 +21,7 @@ class CentralHonakerTree(CentralStatisticsAnalyzer):
     every node of the binary tree with N(0, σ²) noise and each prefix by Honaker's estimator
     [beyond the papers].
 
-    σ is :class:`~fedbandit.protocols.CentralTree`'s (the tree's rule, added once), so the prefix
+    σ is :class:`~fedbandit.protocols.statistics.CentralTree`'s (the tree's rule, added once), so the prefix
     variance is σ² Σ_{bits j of k} 2^j/(2^{j+1} − 1) instead of the tree's σ² popcount(k)
     (Honaker 2015; :class:`fedbandit.mechanisms.HonakerTreeMechanism`).
 

@@ -29,7 +29,7 @@ class CentralTree(CentralStatisticsAnalyzer):
     ----------
     calibration : {"paper", "authors", "zcdp"}
     gram_noise : {"mirror", "average"}
-        The Gram noise's symmetrization (:class:`~fedbandit.protocols.GaussianTree`).
+        The Gram noise's symmetrization (:class:`~fedbandit.protocols.statistics.GaussianTree`).
     """
 
     name: ClassVar[str] = "central-tree"

@@ -37,7 +37,7 @@ class DiscreteGaussianTree(StatisticsRandomizer):
     σ is the smallest meeting the target for the server's view: the sum of M parties'
     noise under secure aggregation ([KLS21] Prop. 14 with n = M, over κ releases), or one
     party's message otherwise (n = 1).  γ is chosen so that 2^bits·γ covers ±k standard
-    deviations of the largest node sum (:func:`fedbandit.accounting.ddg_params` with
+    deviations of the largest node sum (:func:`fedbandit.accounting.ddg.ddg_params` with
     ``n_signal`` = the largest node's number of user records).
 
     Parameters

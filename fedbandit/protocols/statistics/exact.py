@@ -18,7 +18,7 @@ class ExactStatistics(StatisticsRandomizer):
 
     Zhou & Chowdhury's Algorithm 1 with the identity as its sharing step (the non-private
     federated LinUCB), and the input of the central model's analyzers
-    (:class:`~fedbandit.protocols.CentralTree`, :class:`~fedbandit.protocols.CentralFactorization`),
+    (:class:`~fedbandit.protocols.statistics.CentralTree`, :class:`~fedbandit.protocols.statistics.CentralFactorization`),
     whose trusted server adds the noise.  It adds none: its event is non-private and its noise
     statements are zero.
     """

@@ -81,7 +81,7 @@ class GaussianFactorization(StatisticsRandomizer):
     C·γ post-processed by B, so one user's record (in one batch) has sensitivity
     Δ·max_t ‖C e_t‖ = Δ·:func:`factorization_sensitivity_factor`, for adaptively chosen
     batch sums too (Denisov et al. 2022).  σ is the zCDP calibration of
-    :func:`fedbandit.accounting.ldp_sigma0` for one release at that sensitivity (the tree's
+    :func:`fedbandit.accounting.calibration.ldp_sigma0` for one release at that sensitivity (the tree's
     ``"zcdp"`` rule with one release instead of κ).  The server adds the parties' prefixes
     (:class:`PrefixTotal`).
 

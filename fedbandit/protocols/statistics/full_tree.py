@@ -17,7 +17,7 @@ from fedbandit.protocols.statistics.setting import StatisticsSetting
 
 __all__ = ["GaussianFullTree", "FULL_TREE_RULES"]
 
-#: The σ₀ rules of the full tree: the tree's silo-level rules (:func:`fedbandit.accounting.gaussian_tree_sigma0`).
+#: The σ₀ rules of the full tree: the tree's silo-level rules (:func:`fedbandit.accounting.calibration.gaussian_tree_sigma0`).
 FULL_TREE_RULES = ("paper", "authors", "zcdp")
 
 
@@ -42,11 +42,11 @@ class GaussianFullTree(StatisticsRandomizer):
     batch sums, each with N(0, σ₀²) noise per packed entry [beyond the papers].
 
     At batch k (j = ν(k)) the party sends the ν(k) + 1 nodes closing at k (the leaf γ_k, its
-    parent, …, the node of level j): :class:`fedbandit.mechanisms.FullTreeRandomizer`.  One
+    parent, …, the node of level j): :class:`fedbandit.mechanisms.honaker_tree.FullTreeRandomizer`.  One
     user's record enters one node per level, at most κ = ⌊log₂ K⌋ + 1 nodes -- the tree's count
-    --, so σ₀ is the tree's rule (:func:`fedbandit.accounting.gaussian_tree_sigma0`) and the event
+    --, so σ₀ is the tree's rule (:func:`fedbandit.accounting.calibration.gaussian_tree_sigma0`) and the event
     the tree's (κ Gaussian releases).  The server sums the parties' nodes and
-    :class:`~fedbandit.protocols.HonakerPrefix` estimates the prefixes (Honaker 2015), with
+    :class:`~fedbandit.protocols.statistics.HonakerPrefix` estimates the prefixes (Honaker 2015), with
     variance M σ₀² Σ_{bits j of k} 2^j/(2^{j+1} − 1) per entry, below the tree's M σ₀² popcount(k).
 
     Parameters

@@ -47,8 +47,8 @@ class GaussianTree(StatisticsRandomizer):
     Parameters
     ----------
     calibration : str, default "paper"
-        The σ₀ rule, one of :data:`fedbandit.accounting.TREE_SIGMA_RULES`
-        (:func:`fedbandit.accounting.gaussian_tree_sigma0`).
+        The σ₀ rule, one of :data:`fedbandit.accounting.calibration.TREE_SIGMA_RULES`
+        (:func:`fedbandit.accounting.calibration.gaussian_tree_sigma0`).
     sigma0 : float, optional
         An explicit σ₀ instead of a rule (the guarantee is then computed, not targeted).
     force : bool, default False

@@ -15,7 +15,7 @@ __all__ = ["HonakerPrefix"]
 
 class HonakerPrefix(StatisticsAnalyzer):
     """A of the full-tree release: the server sums the parties' noisy nodes and estimates each prefix
-    bottom up (Honaker 2015; :class:`fedbandit.mechanisms.HonakerAnalyzer`) [beyond the papers]."""
+    bottom up (Honaker 2015; :class:`fedbandit.mechanisms.honaker_tree.HonakerAnalyzer`) [beyond the papers]."""
 
     name: ClassVar[str] = "honaker-prefix"
     reads: ClassVar[tuple[str, ...]] = ("full tree nodes",)

@@ -14,7 +14,7 @@ __all__ = ["PrefixTotal"]
 
 class PrefixTotal(StatisticsAnalyzer):
     """A of the factorized release: the server's prefix is the sum of the parties' noisy prefixes
-    (:class:`~fedbandit.protocols.GaussianFactorization`; beyond the papers)."""
+    (:class:`~fedbandit.protocols.statistics.GaussianFactorization`; beyond the papers)."""
 
     name: ClassVar[str] = "prefix-total"
     reads: ClassVar[tuple[str, ...]] = ("prefix sums",)

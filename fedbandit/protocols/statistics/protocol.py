@@ -64,15 +64,15 @@ class StatisticsProtocol(Protocol):
     Parameters
     ----------
     randomizer : StatisticsRandomizer
-        :class:`~fedbandit.protocols.ExactStatistics`, :class:`~fedbandit.protocols.GaussianTree`,
-        :class:`~fedbandit.protocols.DiscreteGaussianTree`, :class:`~fedbandit.protocols.VectorSum`,
-        :class:`~fedbandit.protocols.GaussianFactorization` or a new one.
+        :class:`~fedbandit.protocols.statistics.ExactStatistics`, :class:`~fedbandit.protocols.statistics.GaussianTree`,
+        :class:`~fedbandit.protocols.statistics.DiscreteGaussianTree`, :class:`~fedbandit.protocols.statistics.VectorSum`,
+        :class:`~fedbandit.protocols.statistics.GaussianFactorization` or a new one.
     intermediary : Intermediary
         Identity, Shuffler or SecureAggregation.
     analyzer : StatisticsAnalyzer
-        :class:`~fedbandit.protocols.RunningTotal`, :class:`~fedbandit.protocols.TreePrefix`,
-        :class:`~fedbandit.protocols.CentralTree`, :class:`~fedbandit.protocols.PrefixTotal`,
-        :class:`~fedbandit.protocols.CentralFactorization` or a new one.
+        :class:`~fedbandit.protocols.statistics.RunningTotal`, :class:`~fedbandit.protocols.statistics.TreePrefix`,
+        :class:`~fedbandit.protocols.statistics.CentralTree`, :class:`~fedbandit.protocols.statistics.PrefixTotal`,
+        :class:`~fedbandit.protocols.statistics.CentralFactorization` or a new one.
     name : str
     epsilon, delta : float or None
     relation : {"add-remove", "replace"}, default "add-remove"
@@ -320,7 +320,7 @@ class StatisticsProtocol(Protocol):
 
         The server can always add up the messages it receives, and the sum is a Gaussian
         mechanism with noise sqrt(M)·σ₀ per node over the κ nodes a user enters
-        (:meth:`fedbandit.protocols.GaussianTree.sum_epsilon`).
+        (:meth:`fedbandit.protocols.statistics.GaussianTree.sum_epsilon`).
         """
         self._require()
         return self._capability(self.randomizer, "sum_epsilon", "sum_epsilon is defined for the Gaussian tree")(self.setting)

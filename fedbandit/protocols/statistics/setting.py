@@ -70,7 +70,7 @@ class StatisticsSetting:
 
     @property
     def kappa(self) -> int:
-        """κ = ⌊log₂ K⌋ + 1: the tree levels, which bound the nodes a record enters (:func:`fedbandit.mechanisms.tree_depth`)."""
+        """κ = ⌊log₂ K⌋ + 1: the tree levels, which bound the nodes a record enters (:func:`fedbandit.mechanisms.tree.tree_depth`)."""
         return tree_depth(self.n_batches)
 
     @property

@@ -18,7 +18,7 @@ class TreePrefix(StatisticsAnalyzer):
 
     The node sums come decoded by the randomizer's public decoding (real messages summed, the
     discrete Gaussian's residues summed mod m and unrotated, the vector sum's counts debiased);
-    the analyzer keeps the latest node of every level (:class:`fedbandit.mechanisms.TreeAnalyzer`).
+    the analyzer keeps the latest node of every level (:class:`fedbandit.mechanisms.tree.TreeAnalyzer`).
     """
 
     name: ClassVar[str] = "tree-prefix"

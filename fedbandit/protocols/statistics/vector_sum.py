@@ -29,7 +29,7 @@ class VectorSum(StatisticsRandomizer):
     node containing its round; the node at level j closing at batch k holds the
     n_j = 2^j·B·M users of batches k − 2^j + 1..k of all agents.  A user takes part in κ
     nodes: ``split="advanced"`` runs each node at (ε₀, δ₀) =
-    :func:`fedbandit.accounting.split_budget_advanced` (ε, δ, κ), which composes to (ε, δ);
+    :func:`fedbandit.accounting.composition.split_budget_advanced` (ε, δ, κ), which composes to (ε, δ);
     ``split="none"`` (the authors' code) runs every node at the full (ε, δ).
 
     Implementation [derived].  One g for all levels (g ≥ the minimum at every level, which
@@ -44,15 +44,15 @@ class VectorSum(StatisticsRandomizer):
     ----------
     split : {"advanced", "none"}
     constant : float, optional
-        c in b (``noise="theorem"``, default :data:`fedbandit.accounting.CJMP21_CONSTANT`), or
+        c in b (``noise="theorem"``, default :data:`fedbandit.accounting.calibration.CJMP21_CONSTANT`), or
         the authors' "scale" (``noise="authors"``, default 1, their experiments' value); values
         below the theorem's are not covered by it.
     noise : {"theorem", "authors"}, default "theorem"
         ``"theorem"``: b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ as recalled, with D the packed
         coordinates.  ``"authors"`` [authors' code]: the noise the authors' code adds, per
-        coordinate and node :func:`fedbandit.accounting.authors_vector_sum_noise` (their
+        coordinate and node :func:`fedbandit.accounting.calibration.authors_vector_sum_noise` (their
         log(d²/δ) with d the feature dimension, their [0, 2L] encoding), realized here by the
-        equivalent c of :func:`fedbandit.accounting.authors_vector_sum_constant`.
+        equivalent c of :func:`fedbandit.accounting.calibration.authors_vector_sum_constant`.
 
     Below the theorem's constant the accounting is "unproven" (not proven private, which is
     not shown non-private): the notes give the direct accounting of the node noise under a

@@ -15,7 +15,7 @@ class BinomialDecoder(SumAnalyzer):
     """A of the distributed binomial mechanism (cpSGD, Agarwal et al. 2018): the modular sum, decoded.
 
     The decoding -- minus the noise mean n·N_i·p, modular clipping, the inverse rotation,
-    rescaling -- is the randomizer's (:meth:`fedbandit.protocols.BinomialVectors.decode`); its
+    rescaling -- is the randomizer's (:meth:`fedbandit.protocols.sums.BinomialVectors.decode`); its
     error is not an additive server noise (``return_noise`` is refused).
     """
 

@@ -18,7 +18,7 @@ class ClippedVectors(ExactVectors):
 
     The vector reaches a trusted server in the clear; clipping bounds one party's
     contribution to the sum (the sensitivity c), the server's noise does the rest
-    (:class:`~fedbandit.protocols.GaussianSum`, the central baseline of Kairouz, Liu & Steinke
+    (:class:`~fedbandit.protocols.sums.GaussianSum`, the central baseline of Kairouz, Liu & Steinke
     2021, Sec. 6).  It adds no noise itself: its privacy statements are :class:`ExactVectors`'.
     """
 

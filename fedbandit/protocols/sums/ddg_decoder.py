@@ -16,7 +16,7 @@ class DDGDecoder(SumAnalyzer):
 
     The decoding with the public parameters -- modular clipping to [−m/2, m/2), the inverse of
     the shared rotation, rescaling by γ -- is the randomizer's
-    (:meth:`fedbandit.protocols.DDGVectors.decode`); the analyzer releases the result.  Its error
+    (:meth:`fedbandit.protocols.sums.DDGVectors.decode`); the analyzer releases the result.  Its error
     mixes every party's rounding and noise and the modular wrap-around, so it is not an additive
     server noise (``return_noise`` is refused).
     """

@@ -61,7 +61,7 @@ class SumRandomizer(Randomizer, SumNoise):
     of shares over whichever clients join a round: then it answers the optional
     ``poisson_rounds(setting) -> bool`` (whether it was configured so) and
     ``encode_sample(x, mask, rng)`` (the messages of the clients in ``mask``), as
-    :class:`~fedbandit.protocols.DDGVectors` does, and its ``event`` covers both relations.
+    :class:`~fedbandit.protocols.sums.DDGVectors` does, and its ``event`` covers both relations.
     """
 
     @abc.abstractmethod

@@ -43,15 +43,15 @@ class SumProtocol(Protocol):
     Parameters
     ----------
     randomizer : SumRandomizer
-        :class:`~fedbandit.protocols.ExactVectors`, :class:`~fedbandit.protocols.ClippedVectors`,
-        :class:`~fedbandit.protocols.DDGVectors`, :class:`~fedbandit.protocols.BinomialVectors` or
+        :class:`~fedbandit.protocols.sums.ExactVectors`, :class:`~fedbandit.protocols.sums.ClippedVectors`,
+        :class:`~fedbandit.protocols.sums.DDGVectors`, :class:`~fedbandit.protocols.sums.BinomialVectors` or
         a new one.
     intermediary : Intermediary
         One whose server sees the messages with their senders (identity) or their sum (secure
         aggregation).
     analyzer : SumAnalyzer
-        :class:`~fedbandit.protocols.PlainSum`, :class:`~fedbandit.protocols.GaussianSum`,
-        :class:`~fedbandit.protocols.DDGDecoder`, :class:`~fedbandit.protocols.BinomialDecoder`
+        :class:`~fedbandit.protocols.sums.PlainSum`, :class:`~fedbandit.protocols.sums.GaussianSum`,
+        :class:`~fedbandit.protocols.sums.DDGDecoder`, :class:`~fedbandit.protocols.sums.BinomialDecoder`
         or a new one.
     name : str
     epsilon, delta : float or None
@@ -213,7 +213,7 @@ class SumProtocol(Protocol):
             nothing (their vectors count as zero).  Not for the binomial mechanism (a fixed
             number of noise shares); DDG configured with ``sampling="poisson"`` needs it: the
             K noise shares are dealt over the k that take part
-            (:meth:`~fedbandit.protocols.DDGVectors.encode_sample`).
+            (:meth:`~fedbandit.protocols.sums.DDGVectors.encode_sample`).
         return_noise : bool, default False
             Also return the noise the server added (central Gaussian; zeros for the exact
             sum; refused for DDG, whose error is not an additive server noise) -- for
