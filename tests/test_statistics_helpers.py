@@ -28,6 +28,7 @@ from fedbandit.accounting.allocation import mechanism_budget
 from fedbandit.accounting.calibration import central_sigma, ldp_total_variance
 from fedbandit.accounting.composition import gaussian_noise_scale, split_budget_optimal
 from fedbandit.experiments import (
+    claim,
     claim_difference,
     claim_estimate_gap,
     claim_order,
@@ -42,6 +43,7 @@ from fedbandit.experiments import (
     t_interval,
 )
 from fedbandit.experiments.statistics import (
+    claim_mean,
     fit_polylog,
     fit_power_law,
     held_out_worst_case,
@@ -642,3 +644,75 @@ def test_chapter_2s_bound_curves_are_the_theorys_regret_bounds():
             assert regret_bound_sdp(T, m, 10, eps, 0.1, B) == lemma67_regret_bound(
                 T, m, B, 10, math.sqrt(ldp_total_variance(eps, 0.1, K, m) / m))
             assert regret_bound_nonprivate(T, m, 10, B) == lemma67_regret_bound(T, m, B, 10, 0.0)
+
+
+# ---------------------------------------------------------------------------------------
+# claim_mean (chapter 5's ratio_claim) and Claim.order_text (chapter 4's order_verdict)
+# ---------------------------------------------------------------------------------------
+
+
+def test_claim_mean_is_the_one_sample_student_t_interval():
+    x = np.array([1.0, 2.0, 4.0, 7.0])
+    s = math.sqrt(((x - 3.5) ** 2).sum() / 3)  # sample standard deviation, written out
+    half = stats.t.ppf(0.975, 3) * s / math.sqrt(4)
+    c = claim_mean("q", x, alternatives={"zero": 0.0, "seven": 7.0})
+    assert c.estimate == 3.5
+    assert (c.low, c.high) == (pytest.approx(3.5 - half, rel=1e-12), pytest.approx(3.5 + half, rel=1e-12))
+    assert c.method == "Student t over 4 runs" and c.confidence == 0.95
+    # the t quantile at 3 dof (3.18), not the normal one (1.96): 0 and 7 lie inside this interval, outside a normal one
+    assert 3.5 - 1.96 * s / 2 > 0.0 and 3.5 + 1.96 * s / 2 < 7.0 and c.admits("zero") and c.admits("seven")
+    # and it can exclude: a tighter sample puts 1 outside
+    assert claim_mean("q", np.array([3.4, 3.5, 3.6]), alternatives={"one": 1.0}).excludes("one")
+    c99 = claim_mean("q", x, confidence=0.99)
+    assert c99.high - c99.estimate == pytest.approx(stats.t.ppf(0.995, 3) * s / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="values"):
+        claim_mean("q", np.array([1.0]))
+
+
+# chapter 5's ratio_claim, verbatim but for its globals (ALPHA_T2 a parameter)
+def ch5_ratio_claim(quantity, ratio, reference, ALPHA_T2):
+    m, se = mean_and_se(ratio)
+    lo, hi = t_interval(float(m), float(se), ratio.size - 1, confidence=1 - 2 * ALPHA_T2)
+    return claim(quantity, float(m), lo, hi, confidence=1 - 2 * ALPHA_T2, method=f"Student t, {ratio.size} repetitions",
+                 alternatives={reference: 1.0}, digits=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, st.integers(2, 12), elements=st.floats(1e-3, 1e3, allow_nan=False)), ALPHAS)
+def test_claim_mean_equals_chapter_5s_ratio_claim(ratio, alpha):
+    old = ch5_ratio_claim("q", ratio, "ref", alpha)
+    new = claim_mean("q", ratio, confidence=1 - 2 * alpha, method=f"Student t, {ratio.size} repetitions",
+                     alternatives={"ref": 1.0}, digits=3)
+    assert (new.estimate, new.low, new.high, new.confidence) == (old.estimate, old.low, old.high, old.confidence)
+    assert new.text() == old.text()
+
+
+def test_order_text_reads_the_interval_against_no_difference():
+    def c(lo, hi):
+        return claim("a − b", (lo + hi) / 2, lo, hi, confidence=0.95, method="m", alternatives={"no difference": 0.0})
+    assert c(0.1, 0.3).order_text("a", "b") == "a above b (a − b = 0.20 [0.10, 0.30])"
+    assert c(-0.3, -0.1).order_text("a", "b") == "b above a (a − b = -0.20 [-0.30, -0.10])"
+    assert c(-0.1, 0.3).order_text("a", "b") == "a and b not distinguished (a − b = 0.10 [-0.10, 0.30])"
+    # another reference: the same interval read against 0.2
+    with_slack = claim("a − b", 0.5, 0.3, 0.7, confidence=0.95, method="m", alternatives={"slack": 0.2})
+    assert with_slack.order_text("a", "b", reference="slack").startswith("a above b")
+    with pytest.raises(KeyError, match="absent"):
+        c(0.1, 0.3).order_text("a", "b", reference="absent")
+
+
+# chapter 4's order_verdict, verbatim
+def ch4_order_verdict(c, hi, lo):
+    d = c.digits
+    interval = f"{hi} − {lo} = {c.estimate:.{d}f} [{c.low:.{d}f}, {c.high:.{d}f}]"
+    if c.above("no difference"):
+        return f"{hi} above {lo} ({interval})"
+    if c.below("no difference"):
+        return f"{lo} above {hi} ({interval})"
+    return f"{hi} and {lo} not distinguished ({interval})"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.floats(-1.0, 1.0), st.floats(1e-4, 0.5), st.floats(1e-4, 0.5), st.integers(1, 12))
+def test_order_text_equals_chapter_4s_order_verdict(slope_a, se_a, se_b, dof):
+    c = claim_slope_gap("gap", (slope_a, se_a), (0.0, se_b), dof, alternatives={"no difference": 0.0, "slack": -0.02})
+    assert c.order_text("hi", "lo") == ch4_order_verdict(c, "hi", "lo")

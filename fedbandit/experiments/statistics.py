@@ -8,11 +8,13 @@
   one interval method the book uses for fitted exponents);
 * :func:`fit_exponent_t` -- the same exponent with a delta-method standard error and a
   Student-t interval (Welch–Satterthwaite degrees of freedom): the interval for few runs;
-* :func:`claim`, :func:`claim_slope`, :func:`claim_exponent`, :func:`claim_difference` --
+* :func:`claim`, :func:`claim_slope`, :func:`claim_exponent`, :func:`claim_difference`,
+  :func:`claim_mean` (the mean of few runs, Student t) --
   a :class:`Claim`: an estimate with its interval, the prediction it is about and the
   alternatives it must exclude; it renders the sentence at the strength reached ("consistent
   with 3/5 and 4/7; not distinguished at n ≤ 10⁶", "excludes 2/3 at 95 %") and fails when a
-  chapter asserts an exclusion the interval does not carry;
+  chapter asserts an exclusion the interval does not carry; :meth:`Claim.order_text` says which of
+  two quantities a claim on their difference puts above the other;
 * :func:`mean_gap`, :func:`welch_dof`, :func:`gap_false_alarm`, :func:`gap_threshold` --
   "b is above a by k combined standard errors" with the false-alarm rate it really has:
   over few runs the gap in combined standard errors is Student-t with the
@@ -501,6 +503,33 @@ class Claim:
         if not parts:
             return "no candidate to compare with"
         return "; ".join(parts)
+
+    def order_text(self, high: str, low: str, *, reference: str = "no difference") -> str:
+        """Which of ``high`` and ``low`` this claim on ``high − low`` puts above the other, with its interval.
+
+        "high above low" when the interval lies wholly above the candidate ``reference``
+        (:meth:`above`), "low above high" when wholly below (:meth:`below`), otherwise "high
+        and low not distinguished"; then ``(high − low = estimate [low, high])``.
+
+        Parameters
+        ----------
+        high, low : str
+            Names of the two quantities whose difference ``high − low`` the claim is on.
+        reference : str, default "no difference"
+            The candidate (at 0 for a difference) the interval is read against.
+
+        Returns
+        -------
+        str
+        """
+        high, low = check_str("high", high), check_str("low", low)
+        d = self.digits
+        interval = f"{high} − {low} = {self.estimate:.{d}f} [{self.low:.{d}f}, {self.high:.{d}f}]"
+        if self.above(reference):
+            return f"{high} above {low} ({interval})"
+        if self.below(reference):
+            return f"{low} above {high} ({interval})"
+        return f"{high} and {low} not distinguished ({interval})"
 
     def text(self) -> str:
         """The sentence: quantity, estimate and interval, then :meth:`verdict`."""
