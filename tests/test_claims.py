@@ -520,3 +520,36 @@ def test_the_chapter_check_fails_on_a_planted_bare_ordering(name, tmp_path, monk
     monkeypatch.setitem(globals(), "_CHAPTERS", tmp_path)
     found = chapter_ordering_asserts(name)
     assert len(found) == 1 and found[0] == _ast.unparse(_ast.parse(_PLANTED_ORDERING[name]).body[-1].test), found
+
+
+# ------------------------------------------------ no interval arithmetic in the chapters
+
+#: A quantile of a sampling distribution, or a standard error written out: the arithmetic of an interval,
+#: which belongs to fedbandit.experiments.statistics (claim_mean, claim_ratio_of_means, variance_ratio_band, ...).
+_INTERVAL_ARITHMETIC = _re.compile(r"\bstats\.(t|norm|chi2|binom|f)\.(ppf|isf|sf|cdf|interval)\b"
+                                   r"|\.std\(ddof=1\)\s*/\s*(math|np)\.sqrt")
+
+
+def chapter_interval_arithmetic(name: str) -> list[str]:
+    """Lines of the chapter's code cells that compute an interval's quantile or a standard error by hand."""
+    import nbformat
+
+    nb = nbformat.read(_CHAPTERS / name, as_version=4)
+    return [line.strip() for cell in nb.cells if cell.cell_type == "code"
+            for line in cell.source.splitlines() if _INTERVAL_ARITHMETIC.search(line)]
+
+
+@pytest.mark.parametrize("name", FIT_ASSERT_FREE)
+def test_no_interval_arithmetic_in_the_chapters(name):
+    """Chapters call the package's statistics; none writes a t, normal or chi-square quantile or a standard error."""
+    assert chapter_interval_arithmetic(name) == []
+
+
+@pytest.mark.parametrize("planted", ["lo = m - stats.t.isf(0.025, n - 1) * se",
+                                     "z = stats.norm.isf(ALPHA / 2)",
+                                     "band = stats.chi2.ppf(a, d) / d",
+                                     "se = x.std(ddof=1) / math.sqrt(x.size)"])
+def test_the_interval_arithmetic_check_fails_on_a_planted_line(planted, tmp_path, monkeypatch):
+    _planted_copy(tmp_path, "02_fixed_batch.ipynb", planted)
+    monkeypatch.setitem(globals(), "_CHAPTERS", tmp_path)
+    assert chapter_interval_arithmetic("02_fixed_batch.ipynb") == [planted]
