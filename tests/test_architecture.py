@@ -75,6 +75,42 @@ def test_the_calibration_check_can_fail():
     assert _divides_by_privacy(ast.parse("x = a / b")) == []
 
 
+def _calibration_in_cells(source: str) -> list[str]:
+    """Lines of a chapter cell that divide by a privacy parameter outside an ``assert``.
+
+    Checking the package's calibration against a formula written out (``assert math.isclose(r["sigma0"],
+    ... / eps)``) is the chapter's job; computing a noise scale is the accounting's.
+    """
+    lines = source.splitlines()
+    tree = ast.parse("\n".join(line[:len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+                               else line for line in lines))
+    asserted = {id(n) for a in ast.walk(tree) if isinstance(a, ast.Assert) for n in ast.walk(a)}
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and id(node) not in asserted and _divides_by_privacy(node):
+            hits.append(lines[node.lineno - 1].strip())
+    return sorted(set(hits))
+
+
+def test_no_noise_calibration_in_the_chapters():
+    """Chapters read noise scales from the protocols (``calibration()``); none computes one from ε."""
+    import nbformat
+
+    offenders = {}
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        hits = [h for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+                for h in _calibration_in_cells(cell.source)]
+        if hits:
+            offenders[path.name] = hits
+    assert not offenders, f"noise scales computed in chapters: {offenders}"
+
+
+def test_the_chapter_calibration_check_can_fail():
+    assert _calibration_in_cells("sigma = math.sqrt(2 * math.log(1.25 / delta)) / eps") != []
+    assert _calibration_in_cells("for eps in EPS:\n    %time x = 1\n    s = c / eps") == ["s = c / eps"]
+    assert _calibration_in_cells("assert math.isclose(r['sigma0'], c / eps)") == []
+
+
 @pytest.mark.parametrize("pkg", SUBPACKAGES)
 def test_top_level_names_come_from_their_modules(pkg):
     # the top level is a curated list ({name: module}); each name is the module's own public name
