@@ -735,7 +735,7 @@ def claim_mean(quantity, values, *, confidence: float = 0.95, **kwargs) -> Claim
     x = check_array("values", values, ndim=1)
     if x.size < 2:
         raise ValueError(f"values: a Student t interval needs at least 2 runs, got {x.size}")
-    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+    mean, se = map(float, mean_and_se(x))
     low, high = t_interval(mean, se, x.size - 1, confidence)
     kwargs.setdefault("method", f"Student t over {x.size} runs")
     return claim(quantity, mean, low, high, confidence=confidence, **kwargs)
@@ -768,10 +768,10 @@ def claim_ratio_of_means(quantity, numerator, denominator, *, confidence: float 
                      ("denominator", check_array("denominator", denominator, ndim=1))):
         if x.size < 2:
             raise ValueError(f"{label}: needs at least 2 replicas, got {x.size}")
-        mean = float(x.mean())
+        mean, se = map(float, mean_and_se(x))
         if not mean > 0.0:
             raise ValueError(f"{label}: the mean must be positive for a log-ratio interval, got {mean!r}")
-        parts.append((mean, float(x.std(ddof=1) / math.sqrt(x.size)) / mean, x.size))
+        parts.append((mean, se / mean, x.size))
     (mn, rel_n, nn), (md, rel_d, nd) = parts
     ratio, se_log = mn / md, math.hypot(rel_n, rel_d)
     dof = welch_dof(rel_n, nn, rel_d, nd)
