@@ -491,7 +491,7 @@ _PLANTED_FIT = {
 _PLANTED_ORDERING = {
     "02_fixed_batch.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",
     "03_consensus_ucb.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
-    "04_concurrent_shuffle.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",
+    "04_3_linear_bandits.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",
 }
 
 
