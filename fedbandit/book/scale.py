@@ -70,7 +70,10 @@ CHAPTER_BUDGETS = {
     # the paper's Fig. 2a/2b (M = 100, T = 10^4, 25 runs) and Fig. 2c (T = 25 000, 25 runs) in full
     "chapters/02_fixed_batch": 540,
     "chapters/03_consensus_ucb": 180,
-    "chapters/04_concurrent_shuffle": 240,
+    # chapter 4 (240 s) split by its pages' share of the compute (estimated from which sweeps moved where)
+    "chapters/04_concurrent_shuffle": 60,
+    "chapters/04_2_composition_lower_bound": 60,
+    "chapters/04_3_linear_bandits": 120,
     "chapters/05_distributed_discrete_gaussian": 240,
     "chapters/06_side_by_side": 240,
     "chapters/performance": 15,
