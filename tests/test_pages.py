@@ -294,3 +294,11 @@ def test_every_chapter_page_ends_with_its_summary(path):
         pytest.skip(f"{path.name}: not yet split into pages")
     assert headings and re.fullmatch(r"## Summary", headings[-1].strip()), (
         f"{path.name}: its last heading is {headings[-1] if headings else None!r}, not '## Summary'")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_cell_has_a_unique_id(path):
+    """nbformat 4.5 cells carry ids (a missing one is a warning today and an error in later nbformat);
+    a page assembled from another's cells must not repeat them."""
+    ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), f"{path.name}: cells without or with repeated ids"
