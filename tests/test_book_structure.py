@@ -331,7 +331,7 @@ def test_introduction_links_every_chapter():
     linked = {m.group("body").split("<")[-1].rstrip(">").strip() for m in XREF_RE.finditer(intro)}
     missing = []
     for path in rest:
-        if path.suffix != ".ipynb":
+        if path.suffix != ".ipynb" or re.match(r"\d+_\d+_", path.name):  # a chapter's later page: its opener is linked
             continue
         label = LABEL_RE.match(_read(path).cells[0].source.splitlines()[0]).group("name")
         if label not in linked:
