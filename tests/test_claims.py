@@ -483,14 +483,14 @@ def test_no_bare_orderings_in_the_chapters(name):
 #: whole notebook: ``LDP_T`` is bound to a claim built from ``T_FITS``, ``e_k2`` to a fit's slope).
 _PLANTED_FIT = {
     "02_fixed_batch.ipynb": "assert LDP_T.estimate <= 0.75",
-    "03_consensus_ucb.ipynb": "assert abs(slope - 1.0) < 0.1",
+    "03_2_experiments.ipynb": "assert abs(slope - 1.0) < 0.1",
     "04_concurrent_shuffle.ipynb": "e_k2 = EXT_FITS['concurrent-2'].slope\nassert abs(e_k2 - 3 / 5) < 0.12",
     "05_distributed_discrete_gaussian.ipynb": "planted = fit_power_law(x, y)[0]\nassert planted > 0.4",
     "06_side_by_side.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
 }
 _PLANTED_ORDERING = {
     "02_fixed_batch.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",
-    "03_consensus_ucb.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
+    "03_2_experiments.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
     "04_concurrent_shuffle.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",
 }
 

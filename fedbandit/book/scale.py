@@ -69,7 +69,11 @@ CHAPTER_BUDGETS = {
     "chapters/01_dp20_gaps": 60,
     # the paper's Fig. 2a/2b (M = 100, T = 10^4, 25 runs) and Fig. 2c (T = 25 000, 25 runs) in full
     "chapters/02_fixed_batch": 540,
-    "chapters/03_consensus_ucb": 180,
+    # chapter 3's 180 s, split by the pages' compute: the opener's Monte Carlo and audit, the main grid, the agents
+    # sweep (up to M = 100, consensus cost ~ M^2 per slot) and the explorer's grid
+    "chapters/03_consensus_ucb": 10,
+    "chapters/03_2_experiments": 130,
+    "chapters/03_3_agents_explorer": 40,
     "chapters/04_concurrent_shuffle": 240,
     "chapters/05_distributed_discrete_gaussian": 240,
     "chapters/06_side_by_side": 240,
