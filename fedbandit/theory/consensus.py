@@ -323,9 +323,8 @@ def decentralized_regret_bound(T, gaps, c_i, epsilon, *, rho: float = 2.0, sigma
         def width(n, TT=TT):
             v = (n + cmax) / n**2
             ucb = sigma * np.sqrt(2 * rho * v * math.log(TT) / M)
-            priv = _privacy_width(np.ones_like(n), TT, epsilon, rho, privacy_width, sensitivity)
-            if privacy_width == "std" and epsilon is not None:
-                priv = priv * _g(n)
+            # the privacy width's numerator at count n (its value times n): b(T), as in the index
+            priv = _privacy_width(n, TT, epsilon, rho, privacy_width, sensitivity) * n
             return ucb + priv * v / math.sqrt(M)
         total = sum(d * min(M * (width_pulls(width, d / 2) + cmax + 1), M * TT) for d in g)
         out.append(total)
