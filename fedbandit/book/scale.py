@@ -67,10 +67,15 @@ BOOK_JOBS = 2
 CHAPTER_BUDGETS = {
     "chapters/intro": 15,
     "chapters/01_dp20_gaps": 60,
-    # the paper's Fig. 2a/2b (M = 100, T = 10^4, 25 runs) and Fig. 2c (T = 25 000, 25 runs) in full
-    "chapters/02_fixed_batch": 540,
-    # chapter 3's 180 s, split by the pages' compute: the opener's Monte Carlo and audit, the main grid, the agents
-    # sweep (up to M = 100, consensus cost ~ M^2 per slot) and the explorer's grid
+    # chapter 2 (540 s in all), split by the pages' share of its compute: the paper's Fig. 2a/2b (M = 100, T = 10^4,
+    # 25 runs), the regret cost of the private variant and Fig. 2c (T = 25 000, 25 runs) in full are on page 3
+    "chapters/02_fixed_batch": 15,
+    "chapters/02_2_amplification": 45,
+    "chapters/02_3_leak_and_experiments": 330,
+    "chapters/02_4_scaling": 90,
+    "chapters/02_5_better_mechanisms": 60,
+    # chapter 3 (180 s in all), split by the pages' compute: the opener's Monte Carlo and audit, the main grid, the
+    # agents sweep (up to M = 100, consensus cost ~ M^2 per slot) and the explorer's grid
     "chapters/03_consensus_ucb": 10,
     "chapters/03_2_experiments": 130,
     "chapters/03_3_agents_explorer": 40,
