@@ -74,11 +74,12 @@ CHAPTER_BUDGETS = {
     "chapters/02_3_leak_and_experiments": 330,
     "chapters/02_4_scaling": 90,
     "chapters/02_5_better_mechanisms": 60,
-    # chapter 3 (180 s in all), split by the pages' compute: the opener's Monte Carlo and audit, the main grid, the
-    # agents sweep (up to M = 100, consensus cost ~ M^2 per slot) and the explorer's grid
-    "chapters/03_consensus_ucb": 10,
-    "chapters/03_2_experiments": 130,
-    "chapters/03_3_agents_explorer": 40,
+    # chapter 3 (180 s in all), split by the pages' compute (estimated from the quick pages' cells scaled to paper
+    # scale): the opener's Monte Carlo of the hybrid mechanism (20x its quick size) and its audit (10x), the main
+    # grid, and the agents sweep (up to M = 100, consensus cost ~ M^2 per slot) with the explorer's grid
+    "chapters/03_consensus_ucb": 20,
+    "chapters/03_2_experiments": 125,
+    "chapters/03_3_agents_explorer": 35,
     "chapters/04_concurrent_shuffle": 240,
     "chapters/05_distributed_discrete_gaussian": 240,
     "chapters/06_side_by_side": 240,
