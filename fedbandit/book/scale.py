@@ -80,7 +80,10 @@ CHAPTER_BUDGETS = {
     "chapters/03_consensus_ucb": 20,
     "chapters/03_2_experiments": 125,
     "chapters/03_3_agents_explorer": 35,
-    "chapters/04_concurrent_shuffle": 240,
+    # chapter 4 (240 s) split by its pages' share of the compute (estimated from which sweeps moved where)
+    "chapters/04_concurrent_shuffle": 60,
+    "chapters/04_2_composition_lower_bound": 60,
+    "chapters/04_3_linear_bandits": 120,
     "chapters/05_distributed_discrete_gaussian": 240,
     "chapters/06_side_by_side": 240,
     "chapters/performance": 15,
