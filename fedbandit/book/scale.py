@@ -74,7 +74,12 @@ CHAPTER_BUDGETS = {
     "chapters/02_3_leak_and_experiments": 330,
     "chapters/02_4_scaling": 90,
     "chapters/02_5_better_mechanisms": 60,
-    "chapters/03_consensus_ucb": 180,
+    # chapter 3 (180 s in all), split by the pages' compute (estimated from the quick pages' cells scaled to paper
+    # scale): the opener's Monte Carlo of the hybrid mechanism (20x its quick size) and its audit (10x), the main
+    # grid, and the agents sweep (up to M = 100, consensus cost ~ M^2 per slot) with the explorer's grid
+    "chapters/03_consensus_ucb": 20,
+    "chapters/03_2_experiments": 125,
+    "chapters/03_3_agents_explorer": 35,
     # chapter 4 (240 s) split by its pages' share of the compute (estimated from which sweeps moved where)
     "chapters/04_concurrent_shuffle": 60,
     "chapters/04_2_composition_lower_bound": 60,
