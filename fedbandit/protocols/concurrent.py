@@ -828,7 +828,8 @@ class VectorSumRecords(RecordRandomizer):
     def event(self, setting: RecordSetting, relation: str) -> DpEvent:
         """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
         node = ClaimedEvent(setting.epsilon, setting.delta,
-                            f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user [recalled]")
+                            f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user "
+                            "(parameters as the package reads CJMP21's theorem)")
         return ConditionalEvent(
             node,
             f"b uses constant c={self.constant:g} < {CJMP21_CONSTANT:g} of the theorem: privacy not established",
