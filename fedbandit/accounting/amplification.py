@@ -485,7 +485,7 @@ def zc_amplification_sigma0(
     else:
         mid = math.log(kappa / (delta * horizon))
         if mid <= 0:
-            # Forced outside validity: the recalled formula has no meaning; fall back to 0 noise
+            # Forced outside validity: the rate formula has no meaning; fall back to 0 noise
             # would be unsafe, so keep the authors' positive version and say so.
             warnings.warn(
                 "log(κ/(δT)) <= 0: using log(1 + κ/(δT)) as in the authors' code", AmplificationValidityWarning, stacklevel=2

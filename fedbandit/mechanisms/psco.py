@@ -23,8 +23,9 @@ Tenenbaum et al. 2023 give the k-shuffler algorithm in Section 3.2 and its error
 Corollary 3.3 (Õ(k^{3/2} n^{1/(2k+1)}/ε)); the book works from that prose, not from the
 paper's algorithm box, so the batch allocation below is the book's own, chosen to be
 consistent with Corollary 3.3 and with the lower bound's structure (chapter 4's
-Reconstruction box "batch allocation of the k-shuffler algorithm"): shuffler i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole
-stream, with b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
+Reconstruction box "batch allocation of the k-shuffler algorithm"): shuffler
+i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole stream, with
+b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
 randomized-response summation (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`) at the
 per-level budget (ε₀, δ₀) of :func:`fedbandit.accounting.allocation.mechanism_budget` (every user joins
 exactly k mechanisms).  The estimate after user t is the mixed-radix decomposition of

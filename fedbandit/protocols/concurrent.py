@@ -879,7 +879,7 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     of :class:`ConcurrentShuffleProtocol` with k = 1.
 
     Privacy: one vector-sum mechanism per user, (ε, δ)-DP by the theorem of Cheu, Joseph,
-    Mao & Peng [recalled: "claimed"] when b uses at least its constant, not established
+    Mao & Peng as the package reads it (accounted "claimed") when b uses at least its constant, not established
     otherwise ("invalid"); neighbouring datasets differ in one user's record.
     """
 

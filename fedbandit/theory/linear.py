@@ -324,7 +324,7 @@ def regret_bound_ldp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
 
 
 def regret_bound_sdp(horizon, n_agents, dim, epsilon, delta, batch_size=None, alpha=0.01) -> float:
-    """SDP regret Õ(sqrt(MT/ε)) (Corollary 6.4) via Lemma 6.7, σ² ≈ κσ₀²_LDP (1/M amplification) [paper; shape: reading].
+    """SDP regret Õ(sqrt(MT/ε)) (Corollary 6.4) via Lemma 6.7, σ² ≈ κσ₀²_LDP (1/M amplified) [paper; shape: reading].
 
     Uses the idealized amplified noise σ₀² = σ₀²_LDP / M (the paper's "roughly 1/M of the
     LDP noise"), so that the shape in M is the theorem's, without the validity caveats of
