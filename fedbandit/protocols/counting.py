@@ -412,7 +412,7 @@ class PerItemLaplaceCounter(CounterRandomizer):
         return np.sqrt(2.0 * n_hat)
 
     def theorem(self, setting: CounterSetting) -> str:
-        return "per-item Laplace counter [CSS11, simple mechanism II, recalled]: one release Lap(s/ε) per reward"
+        return "per-item Laplace counter (baseline of [CSS11]): one release Lap(s/ε) per reward, the Laplace mechanism"
 
     def calibration(self, setting: CounterSetting) -> dict:
         return {"scale": _plain(per_item_counter_scale(setting.target(), setting.sensitivity))}
