@@ -6,29 +6,41 @@ Two families of results are used by the shuffle protocols of :mod:`fedbandit.pro
   apply an ε₀-LDP randomizer to their *single* record; a uniformly random shuffle of the n
   outputs is (ε, δ)-DP for much smaller ε.
 
-  - :func:`fmt22_closed_form_epsilon` -- the closed form [recalled]
+  - :func:`fmt22_closed_form_epsilon` -- the closed form, as the package reads FMT22's
+    closed-form bound (its theorem number and constants are not checked against the paper)
     ε = ln(1 + (1 − e^{−ε₀})/(1 + e^{−ε₀−e'}) · (a + c)), a = 8 sqrt(e^{ε₀} ln(4/δ)/n),
     c = 8 e^{ε₀}/n, e' = ln(1 + a + c); valid only if ε₀ < ln(n / (16 ln(4/δ)))
-    (:func:`fmt22_closed_form_validity`).
+    (:func:`fmt22_closed_form_validity`).  Checked against first principles where valid:
+    its ε is no tighter than the numerical bound and, at its ε, the exact δ(ε) of shuffled
+    binary randomized response is ≤ δ
+    (tests/test_amplification.py::test_closed_form_is_valid_and_looser_than_numerical).
   - :func:`fmt22_numerical_delta` / :func:`fmt22_numerical_epsilon` -- the tighter
     numerical bound: FMT22 reduce the shuffled output to a post-processing of the pair
     P = (A + Δ, C − A + 1 − Δ), Q = (A + 1 − Δ, C − A + Δ) with C ~ Bin(n − 1, e^{−ε₀}),
-    A ~ Bin(C, 1/2), Δ ~ Bern(e^{ε₀}/(e^{ε₀} + 1)) [recalled]; δ(ε) is the hockey-stick
-    divergence of P and Q, computed here exactly, and ε the smallest value with
-    δ(ε) ≤ δ.  No validity condition beyond ε₀-LDP.
+    A ~ Bin(C, 1/2), Δ ~ Bern(e^{ε₀}/(e^{ε₀} + 1)) (the package's reading of FMT22's
+    reduction); δ(ε) is the hockey-stick divergence of P and Q, computed here exactly, and
+    ε the smallest value with δ(ε) ≤ δ.  No validity condition beyond ε₀-LDP.  Checked
+    against the exact privacy curve of shuffled binary randomized response, which no valid
+    bound may undercut (tests/test_amplification.py::test_numerical_delta_dominates_shuffled_rr,
+    ::test_numerical_bound_is_an_upper_bound_and_tighter), and at n = 1, where it must be
+    the randomizer itself (::test_n_equals_one_is_the_randomizer_itself).
   - :func:`fmt22_approx_dp` -- (ε₀, δ₀)-LDP randomizers: the shuffled output is
-    (ε, δ + (e^ε + 1)(1 + e^{−ε₀}/2) n δ₀)-DP [recalled].
+    (ε, δ + (e^ε + 1)(1 + e^{−ε₀}/2) n δ₀)-DP, the package's reading of FMT22's extension
+    to approximate-DP randomizers; not derived or checked numerically in the package
+    (tests/test_amplification.py::test_approx_dp_extension pins only the arithmetic).
 
 * **Zhou & Chowdhury (2023), Appendix E**: a new amplification lemma for Gaussian
   mechanisms run by M agents on local datasets of size n > 1 (FMT22 applies only to
-  n = 1).  Its statement is not in the available text; :func:`zc_amplification_sigma0`
-  implements the noise level as recalled [recalled]
+  n = 1).  Section 6.2 gives the per-agent noise in words, "roughly 1/M of the noise under
+  LDP", the lemma itself being in Appendix E; :func:`zc_amplification_sigma0` implements
+  the package's reading of its rate, with constant 1 (``variant="recalled"``)
   σ₀² = κ log(1/δ) log(κ/(δT)) log(Mκ/δ) / (ε² M), and, by default, as the authors'
   code computes it [authors' code], σ₀ = sqrt(κ log(1/δ) log(1 + κ/(Tδ)) log(Mκ/δ))
-  / (ε sqrt M).  Its validity region (:func:`zc_amplification_validity`): "small ε and M
-  large relative to log(1/δ)" [recalled], made concrete by the book as ε ≤ 1 and
-  M ≥ 16 ln(4/δ) [derived: the FMT22 clone argument the lemma extends needs
-  ln(n / (16 ln(4/δ))) > 0, i.e. n > 16 ln(4/δ), whatever ε₀].  Outside the region the
+  / (ε sqrt M).  Its validity region (:func:`zc_amplification_validity`): small ε and M
+  large relative to log(1/δ), made concrete by the book as ε ≤ 1 and M ≥ 16 ln(4/δ) (the
+  book's choice: the FMT22 clone argument the lemma extends needs
+  ln(n / (16 ln(4/δ))) > 0, i.e. n > 16 ln(4/δ), whatever ε₀; chapter 2's Reconstruction
+  box "the amplification lemma's noise and validity region").  Outside the region the
   functions raise :class:`AmplificationValidityError` unless ``force=True``, in which
   case they warn with :class:`AmplificationValidityWarning`.
 
@@ -134,7 +146,7 @@ def _enforce(conditions: list[Condition], what: str, force: bool) -> None:
 
 
 def fmt22_closed_form_validity(epsilon0: float, n: int, delta: float) -> list[Condition]:
-    """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) [recalled].
+    """FMT22 closed-form validity: ε₀ < ln(n / (16 ln(4/δ))) (the package's reading of FMT22's condition).
 
     Parameters
     ----------
@@ -164,7 +176,7 @@ def fmt22_closed_form_validity(epsilon0: float, n: int, delta: float) -> list[Co
 
 
 def fmt22_closed_form_epsilon(epsilon0: float, n: int, delta: float, *, force: bool = False) -> float:
-    """FMT22 closed-form amplification bound [recalled].
+    """FMT22 closed-form amplification bound, as the package reads it (module notes; checked numerically there).
 
     ε = ln(1 + (1 − e^{−ε₀})/(1 + e^{−ε₀−e'}) · (a + c)) with a = 8 sqrt(e^{ε₀} ln(4/δ)/n),
     c = 8 e^{ε₀}/n and e' = ln(1 + a + c).
@@ -318,7 +330,7 @@ def fmt22_numerical_epsilon(epsilon0: float, n: int, delta: float, *, tol: float
 def fmt22_approx_dp(
     epsilon0: float, delta0: float, n: int, delta: float, *, method: str = "numerical", force: bool = False
 ) -> tuple[float, float]:
-    """Shuffling n (ε₀, δ₀)-LDP reports: (ε, δ + (e^ε + 1)(1 + e^{−ε₀}/2) n δ₀) [recalled].
+    """Shuffling n (ε₀, δ₀)-LDP reports: (ε, δ + (e^ε + 1)(1 + e^{−ε₀}/2) n δ₀) (package's reading of FMT22).
 
     ``method`` chooses the ε(ε₀, n, δ) of the pure part: ``"numerical"`` or
     ``"closed_form"`` (which has a validity condition, see
@@ -368,9 +380,10 @@ def zc_amplification_validity(
 ) -> list[Condition]:
     """Validity conditions of the Zhou–Chowdhury Gaussian amplification lemma.
 
-    * ε ≤ 1 -- "small ε" [recalled];
-    * M ≥ 16 ln(4/δ) -- "M large relative to log(1/δ)" [recalled], with the constant of
-      FMT22's clone argument, which the lemma extends [derived];
+    * ε ≤ 1 -- "small ε", the book's threshold;
+    * M ≥ 16 ln(4/δ) -- "M large relative to log(1/δ)", with the constant of FMT22's clone
+      argument, which the lemma extends (the book's choice; chapter 2's Reconstruction box
+      "the amplification lemma's noise and validity region");
     * for ``variant="recalled"`` only: κ/(δT) > 1, so that log(κ/(δT)) > 0.
 
     ``variant="ideal"`` (σ₀ = σ₀(LDP)/sqrt(M), no logarithmic factors) has the same region.
@@ -425,7 +438,7 @@ def zc_amplification_sigma0(
 
     ``variant="authors"`` [authors' code]:
     σ₀ = L sqrt(κ log(1/δ) log(1 + κ/(Tδ)) log(Mκ/δ)) / (ε sqrt M);
-    ``variant="recalled"`` [recalled, constant 1]:
+    ``variant="recalled"`` (the package's reading of the paper's rate, constant 1):
     σ₀² = κ log(1/δ) log(κ/(δT)) log(Mκ/δ) / (ε² M);
     ``variant="ideal"`` [paper, "roughly 1/M of the LDP noise"]: σ₀² = σ₀²(LDP)/M with the
     silo-LDP calibration 8κ(log(2/δ) + ε)/ε² -- the shape of the theorem without its
@@ -472,7 +485,7 @@ def zc_amplification_sigma0(
     else:
         mid = math.log(kappa / (delta * horizon))
         if mid <= 0:
-            # Forced outside validity: the recalled formula has no meaning; fall back to 0 noise
+            # Forced outside validity: the rate formula has no meaning; fall back to 0 noise
             # would be unsafe, so keep the authors' positive version and say so.
             warnings.warn(
                 "log(κ/(δT)) <= 0: using log(1 + κ/(δT)) as in the authors' code", AmplificationValidityWarning, stacklevel=2
@@ -555,11 +568,13 @@ def zc_lemma_sigma0(epsilon: float, delta: float, n_agents: int, n_records: int,
                     sensitivity: float = 1.0) -> float:
     """σ₀ of the Zhou–Chowdhury lemma for one release per agent, as the book reconstructs it.
 
-    The lemma (their Appendix E; statement not in the available text) is taken to say
-    [reconstruction]: M agents, each releasing the sum of its n records (each of sensitivity
-    Δ = ``sensitivity``) plus N(0, σ₀²), shuffled, are (ε, δ)-DP for one record changed,
-    with σ₀ the one-node (κ = 1) instance of the noise Theorem 6.3 uses, the horizon T read
-    as the local dataset size n: ``variant="authors"`` [authors' code]
+    The lemma is in their Appendix E; the book writes it out from the paper's prose (chapter 2's
+    Reconstruction box "the amplification lemma for local datasets of size n > 1"): M agents,
+    each releasing the sum of its n records (each of sensitivity Δ = ``sensitivity``) plus
+    N(0, σ₀²), shuffled, are (ε, δ)-DP for one record changed, with σ₀ the one-node (κ = 1)
+    instance of the noise of Section 6.2's SDP-by-amplification result, the horizon T read as
+    the local dataset size n.  Chapter 2 ("Checking the lemma") compares both variants with
+    the Monte Carlo privacy curve of :func:`shuffled_gaussian_epsilon_mc`: ``variant="authors"`` [authors' code]
     σ₀ = Δ sqrt(log(1/δ) log(1 + 1/(nδ)) log(M/δ))/(ε sqrt M); ``"ideal"`` σ₀ =
     Δ sqrt(8(log(2/δ) + ε))/(ε sqrt M), the silo-LDP calibration divided by sqrt(M) ("roughly
     1/M of the LDP noise").  No validity region is applied (the check is of the formula).

@@ -3,7 +3,11 @@ r"""Accounting and calibration of the distributed binomial mechanism of cpSGD (A
 The baseline of Kairouz, Liu & Steinke [KLS21]_ (Sec. 2): every client quantizes its
 (clipped, rotated) vector on a grid of step s and adds centred binomial noise
 :math:`s(\mathrm{Bin}(N_i, p) - N_i p)` per coordinate; the sum of n clients carries
-:math:`s(\mathrm{Bin}(N, p) - Np)` with :math:`N = nN_i`.  [ASYKM18]_ Theorem 1 [recalled]:
+:math:`s(\mathrm{Bin}(N, p) - Np)` with :math:`N = nN_i`.  The package's reading of
+[ASYKM18]_'s privacy theorem for the binomial mechanism (their Theorem 1 and the equation
+numbers below are as the package reads them, not checked against the paper, and the
+package has no first-principles check of the bound: ``tests/test_binomial.py`` recomputes
+the formula by hand only):
 if :math:`Np(1-p) \ge \max\{23\log(10d/\delta), 2\Delta_\infty/s\}` the release is
 (ε, δ)-DP with
 

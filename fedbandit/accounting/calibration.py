@@ -148,7 +148,11 @@ def central_sigma(epsilon: float, delta: float, n_batches_: int, *, calibration:
 
 
 def dp20_m(horizon: int) -> int:
-    """m = 1 + ⌈log₂ T⌉, the tree height in DP20's calibration [recalled].
+    """m = 1 + ⌈log₂ T⌉: the levels of a binary tree over T synchronizations, the m of DP20's calibration.
+
+    One user enters at most m of its silo's tree nodes; DP20's σ (:func:`dp20_sigma`) is
+    derived from it in chapter 1 (section "Where the calibration, the shift and the radius
+    come from").
 
     Parameters
     ----------
@@ -165,10 +169,13 @@ def dp20_m(horizon: int) -> int:
 
 
 def dp20_sigma(epsilon: float, delta: float, horizon: int, feature_bound: float = 1.0) -> float:
-    """DP20's per-silo, per-node noise standard deviation σ [recalled].
+    """DP20's per-silo, per-node noise standard deviation σ (the book's reading of Dubey & Pentland 2020).
 
     σ² = 16 m L² log²(1/δ) / ε² with m = :func:`dp20_m` (T) (Shariff–Sheffet style tree
-    over at most T synchronizations; recalled from Dubey & Pentland 2020).  DP20's regret analysis
+    over at most T synchronizations).  Chapter 1 (section "Where the calibration, the shift
+    and the radius come from") derives this form from the Gaussian mechanism and advanced
+    composition over the m nodes and checks the exact ε of this σ on Balle & Wang's privacy
+    curve.  DP20's regret analysis
     treats σ² as the *total* noise variance at the server; every silo adding it makes the
     total Mσ² (Zhou & Chowdhury 2023, Section 4).
 
@@ -193,7 +200,9 @@ def dp20_sigma(epsilon: float, delta: float, horizon: int, feature_bound: float 
     return math.sqrt(16.0 * m) * L * math.log(1.0 / delta) / epsilon
 
 
-#: The constant of the vector-sum protocol's b [recalled]: b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉.
+#: The constant of the vector-sum protocol's b, b = ⌈24·10⁴ g² log²(4d²/δ)/(ε² n)⌉: the package's reading of the
+#: parameter choice in Cheu, Joseph, Mao & Peng (2021)'s theorem (theorem number and constant not checked against
+#: the paper; chapter 2's Reconstruction box "the vector-sum protocol inside the tree").
 CJMP21_CONSTANT = 24e4
 
 
@@ -283,13 +292,17 @@ def gaussian_tree_sigma0(
 
 def vector_sum_parameters(epsilon: float, delta: float, n_users: int, dim: int, *, g: int | None = None,
                           constant: float = CJMP21_CONSTANT, p: float = 0.25) -> tuple[int, int, float]:
-    """(g, b, p) of the shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
+    """(g, b, p) of the shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021), as the package reads it.
 
     g = max(⌈2 sqrt n⌉, D, 4) (or a given larger g), b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with
     c = :data:`CJMP21_CONSTANT` (the theorem's; smaller values are not covered by it),
     p = 1/4; valid for 0 < ε ≤ 15 and 0 < δ < 1/2.  Another blanket probability
     p ∈ (0, 1/2] is accepted for experiments (the theorem covers p = 1/4 only; p = 0 would
-    send the users' bits without noise and is refused).
+    send the users' bits without noise and is refused).  The privacy of the protocol rests on
+    CJMP21's theorem as the package reads these parameters from it (chapter 2's Reconstruction
+    box "the vector-sum protocol inside the tree"); the package checks the analyzer's output
+    (unbiased, with the stated noise) in
+    tests/test_protocols.py::test_vector_sum_aggregate_matches_per_user_in_distribution.
 
     Parameters
     ----------

@@ -12,8 +12,8 @@ composition):
 * :func:`binary_counter_scale` -- the binary mechanism over ``n_steps`` items (L =
   bit_length(n_steps) nodes per item, ``Lap(Ls/ε)``);
 * :func:`per_item_counter_scale` -- one release per item, ``Lap(s/ε)`` (the logarithmic
-  mechanism, and the per-item Laplace counter: Chan et al.'s simple counting mechanism
-  II [recalled]).
+  mechanism, and the per-item Laplace counter, the baseline Chan et al.'s tree mechanisms
+  improve on): an item in one release of scale s/ε is ε-DP by the Laplace mechanism.
 
 :func:`account_pure` accounts a pure ε-DP event with :func:`fedbandit.accounting.account`
 and states the target as (ε, 0).

@@ -35,7 +35,9 @@ but acts on the exact prefix sums: the difference between the two regrets is the
 the noise itself, the difference between the twin and non-private LinUCB the cost of the
 enlarged regularizer and confidence radius.  It is not private (its accounting says so).
 
-Regularizer and radius [recalled, Shariff & Sheffet 2018; constants derived]: with σ_G,
+Regularizer and radius (the form of Shariff & Sheffet 2018's radius, the constants the
+book's choice; chapter 4's Reconstruction box "private LinUCB's regularizer, radius,
+synchronization and baselines"): with σ_G,
 σ_u the per-entry noise standard deviations of the released Gram and bias sums (largest
 over time), ν = σ_G (2 sqrt(d) + sqrt(2 ln(2n/α))) bounds the noise's operator norm at all
 times with probability ≈ 1 − α; λ = max(1, 2ν), so V = G̃ + λI has ρ_min = λ − ν and

@@ -37,7 +37,7 @@ Algorithm 1 of Zhou & Chowdhury as written
   variant: every user of a batch is served from the last synchronized (released)
   statistics only, V = λ₀I + S̃_sync, θ̂ = V⁻¹ũ_sync; the agent's batch enters only through
   the next synchronization.  A later record depends on an earlier user only through
-  released values (post-processing), so the protocol's accounting holds.  [derived]
+  released values (post-processing), so the protocol's accounting holds (the book's fix).
 * ``schedule="fixed"``, ``local_updates=True`` -- DP20 as written; accounted "invalid"
   (an :class:`~fedbandit.accounting.events.InvalidEvent` with the reason
   ``WITHIN_BATCH_LEAK``) when B > 1 and the protocol is private.  At B = 1 the two
@@ -47,20 +47,26 @@ Algorithm 1 of Zhou & Chowdhury as written
   default there; False is refused) and the run is accounted invalid for the schedule
   (gap 1).
 
-What is reconstructed (the algorithm box of DP20 is not in the book's sources) is marked
-[recalled] / [derived] in the docstrings (DP20's outline as Zhou & Chowdhury 2023, Section 4,
-describe it, with the details recalled from Dubey & Pentland 2020):
+Where each detail comes from.  DP20's outline is Zhou & Chowdhury 2023, Section 4 (LinUCB on
+synchronized plus local statistics "with a regularizer shift", rule (1), a tree privatizer);
+the details below are the book's reconstruction, in the form of Shariff & Sheffet's private
+LinUCB, derived and checked numerically in chapter 1 (section "Where the calibration, the
+shift and the radius come from", label ``sec-dp20-provenance``; Reconstruction box
+"FedUCB's statistics, regularizer shift and radius"):
 
-* [recalled] V_{t,i} = λ₀ I + S̃_sync + W_i, θ̂ = V⁻¹(ũ_sync + U_i), LinUCB choice; the
+* V_{t,i} = λ₀ I + S̃_sync + W_i, θ̂ = V⁻¹(ũ_sync + U_i), LinUCB choice; the
   regularizer shift λ₀ = λ + 2b keeps the noisy V positive definite w.h.p., with b the
-  Shariff–Sheffet bound b = sqrt(m)·s·(4 sqrt(d) + 2 log(2T/α)) on the spectral norm of a
-  sum of ≤ m symmetric node noises of per-entry standard deviation s (the *total* node
-  noise at the server, ``protocol.node_noise_std()`` = sqrt(M)·σ₀);
-* [recalled] β_t = R sqrt(2 log(2/α) + d log(ρ_max/ρ_min + tML²/(dρ_min))) + S sqrt(ρ_max)
+  bound b = sqrt(m)·s·(4 sqrt(d) + 2 log(2T/α)) on the spectral norm of a sum of ≤ m
+  symmetric node noises of per-entry standard deviation s (the *total* node noise at the
+  server, ``protocol.node_noise_std()`` = sqrt(M)·σ₀): by Weyl's inequality every
+  eigenvalue of λ₀ I + H then lies in [λ + b, λ + 3b]; chapter 1 derives b (semicircle
+  edge plus Gaussian concentration) and checks it by Monte Carlo;
+* β_t = R sqrt(2 log(2/α) + d log(ρ_max/ρ_min + tML²/(dρ_min))) + S sqrt(ρ_max)
   + γ with ρ_min = λ + b, ρ_max = λ + 3b, γ = sqrt(m)·s·(sqrt d + sqrt(2 log(2T/α)))/sqrt(ρ_min)
-  (Shariff & Sheffet's β with (ρ_min, ρ_max, γ)-accurate regularizers); without noise this
-  is OFUL's radius R sqrt(2 log(2/α) + d log(1 + tM/(dλ))) + S sqrt(λ);
-* [derived] the tree runs over synchronization rounds, one step per synchronization of the
+  (the form of Shariff & Sheffet's β with (ρ_min, ρ_max, γ)-accurate regularizers, the
+  constants the book's; derived in chapter 1); without noise this is OFUL's radius
+  R sqrt(2 log(2/α) + d log(1 + tM/(dλ))) + S sqrt(λ) (Abbasi-Yadkori et al. 2011, Theorem 2);
+* the book's choice: the tree runs over synchronization rounds, one step per synchronization of the
   run, sized for n_batches = T steps (the most synchronizations possible; batch_size = 1
   in the protocol's bookkeeping); a synchronization at the end of round t uses that
   round's data (also at t = T, so that a fixed schedule with B | T synchronizes exactly
@@ -132,7 +138,11 @@ ADAPTIVE_SCHEDULE_LEAK = (
 
 
 def wang_threshold(horizon, dim, n_agents) -> float:
-    """D = T log T / (d M), the threshold of DisLinUCB (Wang et al. 2020) [recalled]."""
+    """D = T log T / (d M): the book's reading of DisLinUCB's threshold (Wang et al. 2020), not its theorem.
+
+    Chapter 1's Reconstruction box "FedUCB's statistics, regularizer shift and radius" says
+    so and also runs a constant D.
+    """
     T = check_positive_int("horizon", horizon)
     d = check_positive_int("dim", dim)
     M = check_positive_int("n_agents", n_agents)
@@ -140,10 +150,14 @@ def wang_threshold(horizon, dim, n_agents) -> float:
 
 
 def noise_norm_bound(total_sigma, dim, horizon, alpha=0.01) -> float:
-    """b = sqrt(m)·s·(4 sqrt(d) + 2 log(2T/α)): w.h.p. bound on ‖Σ node noises‖₂ [recalled].
+    """b = sqrt(m)·s·(4 sqrt(d) + 2 log(2T/α)): w.h.p. bound on ‖Σ node noises‖₂ (the book's derivation).
 
-    Shariff & Sheffet (2018): a sum of at most m symmetric Gaussian node noises with
-    per-entry standard deviation s has spectral norm at most b with probability ≥ 1 − α/T.
+    A sum of at most m symmetric Gaussian node noises with per-entry standard deviation s
+    has spectral norm at most b with probability ≥ 1 − α/T: the semicircle edge 2 sqrt(dm) s
+    plus Gaussian concentration (the norm is sqrt(2m) s-Lipschitz in the standardized
+    entries), derived and checked by Monte Carlo in chapter 1 (section "Where the
+    calibration, the shift and the radius come from"); the form follows Shariff & Sheffet
+    (2018), the constants are the book's.
     ``total_sigma`` is s, the per-entry standard deviation of the *server's* node noise.
     """
     s = check_nonnegative_float("total_sigma", total_sigma)
@@ -313,7 +327,7 @@ class FedUCB:
 
     # ------------------------------------------------------------------------------
     def beta(self, t) -> np.ndarray | float:
-        """Confidence radius β_t (see the module notes) [recalled]; array-friendly in t."""
+        """Confidence radius β_t (module notes; derived in chapter 1); array-friendly in t."""
         t = np.asarray(t, dtype=float)
         d, M, L = self.dim, self.n_agents, self.feature_bound
         rho_min = self.lam + self.b

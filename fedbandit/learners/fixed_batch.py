@@ -1,6 +1,7 @@
 """Fixed-batch federated LinUCB with a pluggable privacy protocol (Zhou & Chowdhury 2023, Alg. 1).
 
-Algorithm 1 [paper prose; line structure recalled]: at round t agent i plays
+Algorithm 1 (Section 5's prose; the line structure is the book's reading of it, chapter 2's
+Reconstruction box "the lines of Algorithm 1, λ and β"): at round t agent i plays
 
     V_{t,i} = λI + W̃_syn + W_i,   θ̂_{t,i} = V_{t,i}⁻¹ (Ũ_syn + U_i),
     a_{t,i} = argmax_a ⟨x, θ̂_{t,i}⟩ + β_{t} ‖x‖_{V_{t,i}⁻¹},

@@ -12,11 +12,11 @@ running sum ``s(n) = x(1) + ... + x(n)``:
 * the **logarithmic mechanism** (unbounded) releases at every power of two ``n = 2^k`` the
   previous release plus the items since then plus ``Lap(sensitivity / epsilon)``; each item
   enters one release, so it is ``epsilon``-DP; it outputs only at powers of two;
-* the **per-item Laplace mechanism** (unbounded; Chan et al.'s simple counting mechanism
-  II [recalled]) releases every item with its own ``Lap(sensitivity / epsilon)`` and
-  outputs the running sum of the noisy items; each item enters one release, so it is
-  ``epsilon``-DP, but the error after ``n`` items is a sum of ``n`` Laplace variables,
-  ``O(sqrt(n) / epsilon)``: the baseline the tree-based mechanisms improve on;
+* the **per-item Laplace mechanism** (unbounded) releases every item with its own
+  ``Lap(sensitivity / epsilon)`` and outputs the running sum of the noisy items; each item
+  enters one release, so it is ``epsilon``-DP by the Laplace mechanism, but the error
+  after ``n`` items is a sum of ``n`` Laplace variables, ``O(sqrt(n) / epsilon)``: the
+  baseline the tree-based mechanisms improve on;
 * the **hybrid mechanism** (unbounded) runs a logarithmic mechanism with ``epsilon/2`` and,
   inside every interval ``(2^k, 2^{k+1})``, a fresh binary mechanism with ``epsilon/2`` and
   horizon ``2^k - 1`` over the items of that interval; its output at ``n = 2^k + tau`` is
@@ -659,9 +659,9 @@ class PerItemLaplaceMechanism(_BatchedStreams):
     """Per-item Laplace counter: every item released with its own ``Lap(s/eps)`` (unbounded horizon).
 
     The output after ``n`` items is the running sum of the noisy items,
-    ``x(1) + Z_1 + ... + x(n) + Z_n`` (Chan, Shi & Song's simple counting mechanism II
-    [recalled]).  Each item enters exactly one release, so every stream is pure
-    ``epsilon``-DP; the error variance grows linearly, ``2 n (s/eps)^2``
+    ``x(1) + Z_1 + ... + x(n) + Z_n`` (the per-item baseline Chan, Shi & Song's tree
+    mechanisms improve on).  Each item enters exactly one release, so every stream is pure
+    ``epsilon``-DP by the Laplace mechanism; the error variance grows linearly, ``2 n (s/eps)^2``
     (:func:`per_item_noise_variance`): the baseline the binary and hybrid mechanisms improve
     on (polylogarithmic error).  One standard Laplace variate per advancing stream per step.
 

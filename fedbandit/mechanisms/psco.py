@@ -17,12 +17,15 @@ Stemmer 2023).  This module implements, for arrays of shape (runs, n):
   which pays off on streams with a stable rate and fails on the hard family;
 * :func:`sample_hard_input` -- the hard family Δ_{n,k} of the lower bound.
 
-The k-level algorithm [derived]
--------------------------------
-The algorithm box is not in the available text.  The book's reconstruction, consistent
-with Corollary 3.3 (error Õ(k^{3/2} n^{1/(2k+1)}/ε)) and with the lower bound's
-structure: shuffler i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole
-stream, with b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
+The k-level algorithm (the book's reconstruction)
+-------------------------------------------------
+Tenenbaum et al. 2023 give the k-shuffler algorithm in Section 3.2 and its error in
+Corollary 3.3 (Õ(k^{3/2} n^{1/(2k+1)}/ε)); the book works from that prose, not from the
+paper's algorithm box, so the batch allocation below is the book's own, chosen to be
+consistent with Corollary 3.3 and with the lower bound's structure (chapter 4's
+Reconstruction box "batch allocation of the k-shuffler algorithm"): shuffler
+i ∈ {1, ..., k} runs consecutive batches of size b_i over the whole stream, with
+b_1 > b_2 > ... > b_k and b_{i+1} | b_i; each batch runs the shuffled
 randomized-response summation (:class:`fedbandit.mechanisms.randomized_response.RRShuffleSummation`) at the
 per-level budget (ε₀, δ₀) of :func:`fedbandit.accounting.allocation.mechanism_budget` (every user joins
 exactly k mechanisms).  The estimate after user t is the mixed-radix decomposition of
@@ -423,9 +426,11 @@ def optimal_batch_sizes(
     [derived] The search is over integers a ≥ 1 (the level-k batch) and r ≥ 2 (the ratio
     between levels) with b_1 ≤ n, minimising :func:`_schedule_objective`, with the
     per-batch noise of the randomized-response summation at the per-level budget.  The
-    optimum has b_i ∝ n^{(2k+1−2i)/(2k+1)} (the exponents of the allocation of
-    Tenenbaum et al. 2023, [recalled]) for ``objective="worst_case"``; ``"smooth"`` is the schedule of
-    :func:`extrapolating_psco` (b_i ∝ n^{(k+1−i)/(k+1)}).
+    optimum has b_i ∝ n^{(2k+1−2i)/(2k+1)} for ``objective="worst_case"``: at i = 1 and i = k
+    the exponents of the lower bound's scales in Tenenbaum et al. 2023, Big_{n,k} =
+    n^{(2k−1)/(2k+1)} c_ε^{2/(2k+1)} and rep_{n,k} = ½ n^{1/(2k+1)} c_ε^{2k/(2k+1)}, both
+    measured on this function in tests/test_continual.py::test_optimal_schedule_exponents;
+    ``"smooth"`` is the schedule of :func:`extrapolating_psco` (b_i ∝ n^{(k+1−i)/(k+1)}).
 
     Parameters
     ----------

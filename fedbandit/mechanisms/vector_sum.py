@@ -21,7 +21,7 @@ __all__ = [
 
 
 class VectorSumShuffle:
-    """The shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021) [recalled].
+    """The shuffle vector-sum protocol of Cheu, Joseph, Mao & Peng (2021), as the package reads it.
 
     For n users with vectors v ∈ [−1, 1]^D (coordinates shifted to z = (v + 1)/2 ∈ [0, 1]):
     per coordinate, the 1-D randomizer with parameters (g, b, p) sends g + b bits holding
@@ -29,7 +29,11 @@ class VectorSumShuffle:
     message (tagged by coordinate); the analyzer estimates Σ z = (ones − p b n)/g and
     returns Σ v = 2 Σ z − n.  Parameters: g = max(⌈2 sqrt n⌉, D, 4),
     b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ with c = :data:`CJMP21_CONSTANT` (the theorem's; smaller
-    values are not covered by it), p = 1/4; valid for 0 < ε ≤ 15, 0 < δ < 1/2.
+    values are not covered by it), p = 1/4; valid for 0 < ε ≤ 15, 0 < δ < 1/2.  The
+    randomizer, the parameters and their ranges are the package's reading of CJMP21 (their
+    theorem's number and constant are not checked against the paper; chapter 2's
+    Reconstruction box "the vector-sum protocol inside the tree"); privacy rests on that
+    theorem.
 
     Two samplers of the analyzer's output, equal in distribution:
 

@@ -828,7 +828,8 @@ class VectorSumRecords(RecordRandomizer):
     def event(self, setting: RecordSetting, relation: str) -> DpEvent:
         """One CJMP21 vector-sum mechanism per user at (ε, δ), conditional on the theorem's constant."""
         node = ClaimedEvent(setting.epsilon, setting.delta,
-                            f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user [recalled]")
+                            f"CJMP21 shuffled vector sum, one batch of {self.mech.n_users} users per user "
+                            "(parameters as the package reads CJMP21's theorem)")
         return ConditionalEvent(
             node,
             f"b uses constant c={self.constant:g} < {CJMP21_CONSTANT:g} of the theorem: privacy not established",
@@ -878,7 +879,7 @@ class SequentialVectorSumProtocol(ConcurrentShuffleProtocol):
     of :class:`ConcurrentShuffleProtocol` with k = 1.
 
     Privacy: one vector-sum mechanism per user, (ε, δ)-DP by the theorem of Cheu, Joseph,
-    Mao & Peng [recalled: "claimed"] when b uses at least its constant, not established
+    Mao & Peng as the package reads it (accounted "claimed") when b uses at least its constant, not established
     otherwise ("invalid"); neighbouring datasets differ in one user's record.
     """
 

@@ -378,10 +378,11 @@ class BinaryCounter(CounterRandomizer):
 class PerItemLaplaceCounter(CounterRandomizer):
     """Every item released with its own ``Lap(s/ε)``; the output is the running sum of the noisy items.
 
-    Chan, Shi & Song's simple counting mechanism II [recalled]
-    (:class:`~fedbandit.mechanisms.continual_counting.PerItemLaplaceMechanism`): ε-DP (one
-    release per item), but the error after ``n`` items has variance ``2 n (s/ε)^2``, which
-    the tree-based mechanisms reduce to polylogarithmic.
+    The per-item baseline that Chan, Shi & Song's tree mechanisms improve on
+    (:class:`~fedbandit.mechanisms.continual_counting.PerItemLaplaceMechanism`): ε-DP by the
+    Laplace mechanism, since each item enters one ``Lap(s/ε)`` release, but the error after
+    ``n`` items has variance ``2 n (s/ε)^2``, which the tree-based mechanisms reduce to
+    polylogarithmic.
     """
 
     name: ClassVar[str] = "per-item-laplace"
@@ -411,7 +412,7 @@ class PerItemLaplaceCounter(CounterRandomizer):
         return np.sqrt(2.0 * n_hat)
 
     def theorem(self, setting: CounterSetting) -> str:
-        return "per-item Laplace counter [CSS11, simple mechanism II, recalled]: one release Lap(s/ε) per reward"
+        return "per-item Laplace counter (baseline of [CSS11]): one release Lap(s/ε) per reward, the Laplace mechanism"
 
     def calibration(self, setting: CounterSetting) -> dict:
         return {"scale": _plain(per_item_counter_scale(setting.target(), setting.sensitivity))}
@@ -782,7 +783,7 @@ def counter_binary(epsilon: Any, delta: float | None = None, *, horizon: int | N
 
 
 @register("counter-laplace", kind="counter", summary="every reward with its own Lap(s/ε): the per-sample baseline",
-          reference="Chan, Shi & Song 2011, simple counting mechanism II [recalled]")
+          reference="Chan, Shi & Song 2011 (per-item baseline); Laplace mechanism, one release per reward")
 def counter_laplace(epsilon: Any, delta: float | None = None, *, relation: str = "replace") -> CounterProtocol:
     return _counter(PerItemLaplaceCounter(), "counter-laplace", epsilon, delta, relation)
 

@@ -88,9 +88,11 @@ Privacy of an honest client :math:`u` is lost only if someone obtains both
 :math:`s_u^{SK}` and :math:`b_u`, or :math:`t` colluding clients pool their shares.
 
 * A server that follows the protocol, colluding with a set :math:`C` of clients, learns
-  only the sum of the honest survivors' inputs if :math:`|C| < t` ([BIK+17]_, the
-  honest-but-curious theorem [recalled]): any :math:`t \ge 2` protects against the
-  server alone.
+  only the sum of the honest survivors' inputs if :math:`|C| < t` (the package's reading of
+  [BIK+17]_'s security theorem against an honest-but-curious server and clients, cited by
+  content, its number not checked): any :math:`t \ge 2` protects against the server alone.
+  The package checks one ingredient statistically: a client's masked input is uniform
+  modulo :math:`2^B` (``tests/test_secagg.py::test_single_masked_vector_is_uniform``).
 * A server that deviates can tell some clients that :math:`u` dropped (they reveal shares
   of :math:`s_u^{SK}`) and others that it survived (shares of :math:`b_u`).  Each honest
   client answers one list only, so both secrets need two disjoint groups of honest

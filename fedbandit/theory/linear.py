@@ -1,11 +1,14 @@
 """Theory of fixed-batch private federated LinUCB (Zhou & Chowdhury 2023).
 
 Noise levels, the regularizer λ and radius β, regret bounds and communication counts, as
-functions, each naming what it implements.  Labels say how sure a formula is: [paper] for
-what the paper's text states, [recalled] for statements remembered but not checked
-against the PDF (their constants are unknown; bounds are returned with constant 1 and
-are meant for *shapes*: scaling in M, T, ε, not absolute values), [authors' code] for
-the formulas of the authors' experiment code, which the book's experiments follow.
+functions, each naming what it implements.  Labels say what a formula rests on: [paper]
+for what the paper states, cited by number where the statement has one; [reading] for
+results the paper states only up to constants and logarithmic factors (Lemma 6.7's
+conclusion, the λ and β of its analysis), written out by the package with every constant
+1 -- meant for *shapes*: scaling in M, T, ε, not absolute values (chapter 2's
+Reconstruction boxes "the lines of Algorithm 1, λ and β" and "the bounds are shapes");
+[authors' code] for the formulas of the authors' experiment code, which the book's
+experiments follow.
 
 Notation: M agents, horizon T, batch size B, K = T/B batches, κ = ⌊log₂ K⌋ + 1 tree
 levels, d dimension, (ε, δ) privacy, α failure probability.
@@ -141,7 +144,8 @@ def regularizer_lambda(
     """Regularizer λ of Algorithm 1 for a total noise level σ (Lemma 6.7's σ).
 
     ``"authors"`` [authors' code]: λ = max(λ_min, σ (sqrt(κ + log(1/α)) + sqrt(d)));
-    ``"paper"`` [recalled]: λ = max(λ_min, σ (sqrt(d) + sqrt(log(T/(Bα))))).
+    ``"paper"`` [reading]: λ = max(λ_min, σ (sqrt(d) + sqrt(log(T/(Bα))))), the paper's
+    λ = Θ(max{1, σ(sqrt d + sqrt(log(T/(Bα))))}) with constant 1.
     The authors use λ_min = sqrt(M) for their federated learners.
 
     Parameters
@@ -200,7 +204,8 @@ def confidence_radius(
     ``"authors"`` [authors' code]:
     β_t = c (sqrt(λ) S + R sqrt(d log(1 + t M L²/(dλ)) + log(1/α))), with S = sqrt(d) by
     default, R the reward-noise level, L the feature bound and c = ``scale`` (their "crs").
-    ``"paper"`` [recalled]: β_t = c (R sqrt(2 log(2/α) + d log(1 + M t/(dλ))) + sqrt(λ) S).
+    ``"paper"`` [reading]: β_t = c (R sqrt(2 log(2/α) + d log(1 + M t/(dλ))) + sqrt(λ) S), the
+    paper's β with its O(sqrt λ) term read as sqrt(λ) S.
 
     Parameters
     ----------
@@ -250,7 +255,7 @@ def confidence_radius(
 
 
 def lemma67_regret_bound(horizon, n_agents, batch_size, dim, sigma, alpha=0.01) -> float:
-    """Generic regret bound of Lemma 6.7 (Zhou & Chowdhury) [recalled, shape, constant 1].
+    """Generic regret bound of Lemma 6.7 (Zhou & Chowdhury) [reading: shape, constant 1].
 
     Reg(T) ≲ d M B log T + d sqrt(MT) log(MT/α) + sqrt(σ M T) d^{3/4} log(MT/α),
     where σ bounds the per-entry standard deviation of the total injected noise (its
@@ -286,7 +291,7 @@ def lemma67_regret_bound(horizon, n_agents, batch_size, dim, sigma, alpha=0.01) 
 
 
 def regret_bound_ldp(horizon, n_agents, dim, epsilon, delta, batch_size=None, alpha=0.01) -> float:
-    """Silo-level LDP regret Õ(M^{3/4} sqrt(T/ε)) via Lemma 6.7 with σ² = Mκσ₀² [paper/recalled].
+    """Silo-level LDP regret Õ(M^{3/4} sqrt(T/ε)) (Corollary 6.2) via Lemma 6.7 with σ² = Mκσ₀² [paper; shape: reading].
 
     ``batch_size`` defaults to the paper's choice B = sqrt(T/M) rounded to a divisor of T.
 
@@ -319,7 +324,7 @@ def regret_bound_ldp(horizon, n_agents, dim, epsilon, delta, batch_size=None, al
 
 
 def regret_bound_sdp(horizon, n_agents, dim, epsilon, delta, batch_size=None, alpha=0.01) -> float:
-    """SDP regret Õ(sqrt(MT/ε)) via Lemma 6.7 with σ² ≈ κσ₀²_LDP (a 1/M amplification) [paper/recalled].
+    """SDP regret Õ(sqrt(MT/ε)) (Corollary 6.4) via Lemma 6.7, σ² ≈ κσ₀²_LDP (1/M amplified) [paper; shape: reading].
 
     Uses the idealized amplified noise σ₀² = σ₀²_LDP / M (the paper's "roughly 1/M of the
     LDP noise"), so that the shape in M is the theorem's, without the validity caveats of
@@ -384,7 +389,10 @@ def regret_bound_super_agent(horizon, n_agents, dim, epsilon, delta) -> float:
 
 
 def regret_bound_nonprivate(horizon, n_agents, dim, batch_size=None, alpha=0.01) -> float:
-    """Lemma 6.7 without noise (σ = 0): d M B log T + d sqrt(MT) log(MT/α) [recalled].
+    """Lemma 6.7 without noise (σ = 0): d M B log T + d sqrt(MT) log(MT/α) [reading: shape, constant 1].
+
+    Section 6.1 calls the privacy-free first term of its regret bound "a representative regret
+    bound for federated LCBs without privacy constraint".
 
     Parameters
     ----------

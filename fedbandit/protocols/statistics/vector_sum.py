@@ -48,7 +48,7 @@ class VectorSum(StatisticsRandomizer):
         the authors' "scale" (``noise="authors"``, default 1, their experiments' value); values
         below the theorem's are not covered by it.
     noise : {"theorem", "authors"}, default "theorem"
-        ``"theorem"``: b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ as recalled, with D the packed
+        ``"theorem"``: b = ⌈c g² log²(4D²/δ)/(ε² n)⌉ as the package reads CJMP21, with D the packed
         coordinates.  ``"authors"`` [authors' code]: the noise the authors' code adds, per
         coordinate and node :func:`fedbandit.accounting.calibration.authors_vector_sum_noise` (their
         log(d²/δ) with d the feature dimension, their [0, 2L] encoding), realized here by the
