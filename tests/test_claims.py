@@ -486,7 +486,7 @@ _PLANTED_FIT = {
     "03_consensus_ucb.ipynb": "assert abs(slope - 1.0) < 0.1",
     "04_concurrent_shuffle.ipynb": "e_k2 = EXT_FITS['concurrent-2'].slope\nassert abs(e_k2 - 3 / 5) < 0.12",
     "05_distributed_discrete_gaussian.ipynb": "planted = fit_power_law(x, y)[0]\nassert planted > 0.4",
-    "06_side_by_side.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
+    "06_2_regret.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
 }
 _PLANTED_ORDERING = {
     "02_fixed_batch.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",

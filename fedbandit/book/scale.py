@@ -72,7 +72,9 @@ CHAPTER_BUDGETS = {
     "chapters/03_consensus_ucb": 180,
     "chapters/04_concurrent_shuffle": 240,
     "chapters/05_distributed_discrete_gaussian": 240,
-    "chapters/06_side_by_side": 240,
+    # split by the pages' estimated paper-scale CPU: the audits of every pair (first page), the sweeps (second)
+    "chapters/06_side_by_side": 125,
+    "chapters/06_2_regret": 115,
     "chapters/performance": 15,
 }
 
