@@ -331,7 +331,7 @@ def test_introduction_links_every_chapter():
     linked = {m.group("body").split("<")[-1].rstrip(">").strip() for m in XREF_RE.finditer(intro)}
     missing = []
     for path in rest:
-        if path.suffix != ".ipynb":
+        if path.suffix != ".ipynb" or re.match(r"\d+_\d+_", path.name):  # a chapter's later page: its opener is linked
             continue
         label = LABEL_RE.match(_read(path).cells[0].source.splitlines()[0]).group("name")
         if label not in linked:
@@ -568,27 +568,68 @@ def test_bibliography_style_labels_author_year():
     assert len(set(labels.values())) == len(labels)
 
 
+class _Config:
+    root_doc = "chapters/intro"
+
+
 class _Env:
-    def __init__(self, fignumbers):
+    """What figure numbering reads of Sphinx's environment: the numbers and the table of contents."""
+
+    def __init__(self, fignumbers, includes=None):
         self.toc_fignumbers = fignumbers
+        self.config = _Config()
+        self.toctree_includes = includes or {}
+        self.found_docs = set(fignumbers) | {"chapters/intro"}
 
 
-def test_figures_are_renumbered_per_document():
+def test_figures_are_renumbered_per_chapter():
     from fedbandit.book.sphinx_ext import _number_figures_per_document, chapter_number
 
     assert chapter_number("chapters/01_dp20_gaps") == 1 and chapter_number("chapters/06_side_by_side") == 6
+    assert chapter_number("chapters/02_3_within_batch_leak") == 2
     assert chapter_number("chapters/intro") is None and chapter_number("chapters/performance") is None
+    # chapter 2's pages in table-of-contents order: the opener, then 02_3 before 02_2 (the order is the
+    # toc's, not the file names'); chapter 3 and the performance page count on their own
+    includes = {
+        "chapters/intro": ["chapters/02_fixed_batch", "chapters/03_consensus_ucb", "chapters/performance"],
+        "chapters/02_fixed_batch": ["chapters/02_3_leak", "chapters/02_2_amplification"],
+    }
     env = _Env({
         "chapters/02_fixed_batch": {"figure": {"fig-a": (14,), "fig-b": (15,)}, "table": {"t": (3,)}},
+        "chapters/02_2_amplification": {"figure": {"fig-d": (19,)}},
+        "chapters/02_3_leak": {"figure": {"fig-c": (16,)}, "table": {"u": (4,)}},
+        "chapters/03_consensus_ucb": {"figure": {"fig-e": (20,)}},
         "chapters/performance": {"figure": {"fig-perf": (62,)}},
         "chapters/intro": {"figure": {"fig-intro": (1,)}},
-    })
+    }, includes)
     changed = _number_figures_per_document(None, env)
-    assert env.toc_fignumbers["chapters/02_fixed_batch"]["figure"] == {"fig-a": (2, 1), "fig-b": (2, 2)}
-    assert env.toc_fignumbers["chapters/02_fixed_batch"]["table"] == {"t": (2, 1)}
-    assert env.toc_fignumbers["chapters/performance"]["figure"] == {"fig-perf": (1,)}
-    assert changed == ["chapters/02_fixed_batch", "chapters/performance"]
-    assert _number_figures_per_document(None, env) == []  # already per document
+    numbers = env.toc_fignumbers
+    assert numbers["chapters/02_fixed_batch"]["figure"] == {"fig-a": (2, 1), "fig-b": (2, 2)}
+    assert numbers["chapters/02_fixed_batch"]["table"] == {"t": (2, 1)}
+    assert numbers["chapters/02_3_leak"] == {"figure": {"fig-c": (2, 3)}, "table": {"u": (2, 2)}}
+    assert numbers["chapters/02_2_amplification"]["figure"] == {"fig-d": (2, 4)}
+    assert numbers["chapters/03_consensus_ucb"]["figure"] == {"fig-e": (3, 1)}
+    assert numbers["chapters/performance"]["figure"] == {"fig-perf": (1,)}
+    assert numbers["chapters/intro"]["figure"] == {"fig-intro": (1,)}
+    assert changed == ["chapters/02_2_amplification", "chapters/02_3_leak", "chapters/02_fixed_batch",
+                       "chapters/03_consensus_ucb", "chapters/performance"]
+    assert _number_figures_per_document(None, env) == []  # already per chapter
+
+
+def test_markdown_pasted_across_pages_keeps_its_math():
+    """The cross-page ``{glue:md}`` form parses the glued markdown as the page would (math, emphasis), and
+    refuses what it cannot render there (a Sphinx role, several paragraphs) instead of pasting it raw."""
+    from docutils import nodes
+
+    from fedbandit.book.sphinx_ext import markdown_inline_nodes
+
+    got = markdown_inline_nodes("the audit bounds $\\varepsilon \\ge 3.2$: **not private**")
+    assert [(type(n), n.astext()) for n in got] == [
+        (nodes.Text, "the audit bounds "), (nodes.math, "\\varepsilon \\ge 3.2"), (nodes.Text, ": "),
+        (nodes.strong, "not private")]
+    for bad in ("see {ref}`sec-x`", "one\n\ntwo"):
+        with pytest.raises(ValueError, match="one paragraph of inline markdown"):
+            markdown_inline_nodes(bad)
 
 
 def test_a_package_change_also_drops_sphinx_doctrees(tmp_path, monkeypatch):

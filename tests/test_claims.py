@@ -238,8 +238,7 @@ from pathlib import Path as _Path  # noqa: E402
 
 _CHAPTERS = _Path(__file__).resolve().parents[1] / "chapters"
 #: The chapters held to zero bare fit asserts: every chapter (issue 22).
-FIT_ASSERT_FREE = ("01_dp20_gaps.ipynb", "02_fixed_batch.ipynb", "03_consensus_ucb.ipynb", "04_concurrent_shuffle.ipynb",
-                   "05_distributed_discrete_gaussian.ipynb", "06_side_by_side.ipynb")
+FIT_ASSERT_FREE = tuple(p.name for p in sorted(_CHAPTERS.glob("0[1-6]_*.ipynb")))  # every page of chapters 1-6
 _FIT_NAME = _re.compile(r"slope|exponent|fit|coef", _re.IGNORECASE)
 
 
@@ -406,7 +405,7 @@ def test_no_bare_fit_asserts_in_the_chapters(name):
 
 _MEAN_CALLS = {"mean", "mean_and_se"}
 #: The chapters held to zero bare orderings (issue 22): every "X beats Y" in them goes through the claim helper.
-ORDERING_FREE = ("02_fixed_batch.ipynb", "03_consensus_ucb.ipynb", "04_concurrent_shuffle.ipynb")
+ORDERING_FREE = tuple(p.name for p in sorted(_CHAPTERS.glob("0[2-4]_*.ipynb")))  # every page of chapters 2-4
 
 
 def _mean_mentions(node, derived: set[str]) -> int:
@@ -479,19 +478,23 @@ def test_no_bare_orderings_in_the_chapters(name):
 
 # ------------------------------------------------ the chapter-level detectors catch a planted assert
 
-#: A bare comparison planted in each chapter, through names of that chapter where it has them (found over the
-#: whole notebook: ``LDP_T`` is bound to a claim built from ``T_FITS``, ``e_k2`` to a fit's slope).
+#: A bare comparison planted in each chapter (keyed by the page whose names it uses), through names of that
+#: page where it has them (found over the whole notebook: ``LDP_T`` is bound to a claim built from ``T_FITS``, ``e_k2`` to a fit's slope).
 _PLANTED_FIT = {
-    "02_fixed_batch.ipynb": "assert LDP_T.estimate <= 0.75",
+    "02_4_scaling.ipynb": "assert LDP_T.estimate <= 0.75",
     "03_consensus_ucb.ipynb": "assert abs(slope - 1.0) < 0.1",
     "04_concurrent_shuffle.ipynb": "e_k2 = EXT_FITS['concurrent-2'].slope\nassert abs(e_k2 - 3 / 5) < 0.12",
+    "04_2_composition_lower_bound.ipynb": "e_ex = LB_FITS[('extrapolating', 1)][0]\nassert e_ex > 1 / 3 + 0.02",
+    "04_3_linear_bandits.ipynb": "e_tree = HO_FITS['tree'].slope\nassert abs(e_tree - 0.5) < 0.1",
     "05_distributed_discrete_gaussian.ipynb": "planted = fit_power_law(x, y)[0]\nassert planted > 0.4",
     "06_2_regret.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
 }
 _PLANTED_ORDERING = {
-    "02_fixed_batch.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",
+    "02_4_scaling.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",
     "03_consensus_ucb.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
-    "04_concurrent_shuffle.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",
+    "04_concurrent_shuffle.ipynb": "assert ERR['local'][0].mean() > ERR['central'][0].mean()",
+    "04_2_composition_lower_bound.ipynb": "assert LB[1, 'hard', 'extrapolating-1'][0].mean() > LB[1, 'bernoulli', 'extrapolating-1'][0].mean()",
+    "04_3_linear_bandits.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",
 }
 
 
@@ -503,17 +506,25 @@ def _planted_copy(tmp_path, name, source):
     nbformat.write(nb, tmp_path / name)
 
 
-@pytest.mark.parametrize("name", FIT_ASSERT_FREE[1:])
+def test_every_chapter_has_a_planted_line():
+    """Chapters 2-6 each have a page with a planted fit assert, chapters 2-4 one with a planted ordering."""
+    def chapters(names):
+        return {int(name[:2]) for name in names}
+
+    assert set(_PLANTED_FIT) <= set(FIT_ASSERT_FREE) and chapters(_PLANTED_FIT) == {2, 3, 4, 5, 6}
+    assert set(_PLANTED_ORDERING) <= set(ORDERING_FREE) and chapters(_PLANTED_ORDERING) == {2, 3, 4}
+
+
+@pytest.mark.parametrize("name", sorted(_PLANTED_FIT))
 def test_the_chapter_check_fails_on_a_planted_bare_fit_assert(name, tmp_path, monkeypatch):
-    """Chapters 2-6: one bare fit-versus-prediction assert added to a copy of the chapter is found (and only it)."""
-    assert set(_PLANTED_FIT) == set(FIT_ASSERT_FREE[1:])
+    """Chapters 2-6: one bare fit-versus-prediction assert added to a copy of a page is found (and only it)."""
     _planted_copy(tmp_path, name, _PLANTED_FIT[name])
     monkeypatch.setitem(globals(), "_CHAPTERS", tmp_path)
     found = _chapter_fit_asserts(name)
     assert len(found) == 1 and found[0] == _ast.unparse(_ast.parse(_PLANTED_FIT[name]).body[-1].test), found
 
 
-@pytest.mark.parametrize("name", ORDERING_FREE)
+@pytest.mark.parametrize("name", sorted(_PLANTED_ORDERING))
 def test_the_chapter_check_fails_on_a_planted_bare_ordering(name, tmp_path, monkeypatch):
     """Chapters 2-4: one bare ordering of means added to a copy of the chapter is found (and only it)."""
     _planted_copy(tmp_path, name, _PLANTED_ORDERING[name])

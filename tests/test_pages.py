@@ -253,3 +253,44 @@ def test_the_figure_rule_reads_the_explorer_frames():
     assert _page_rules.figure_violations(Path("x.html"), page(ok, ok), Path(".")) == []
     assert "not checked" in _page_rules.figure_violations(Path("x.html"), page(ok, old), Path("."))[0]
     assert "fail the figure text check" in _page_rules.figure_violations(Path("x.html"), page(bad), Path("."))[0]
+
+
+# --- short pages, each ending with its summary (issue 26) ------------------------------------
+
+#: At most this many words of prose on one page (a chapter longer than this is split into pages).
+MAX_PROSE_WORDS = 3000
+#: Chapters not yet split into pages (emptied as each chapter is split).
+PENDING_SPLIT = {"03_consensus_ucb.ipynb",
+                 "05_distributed_discrete_gaussian.ipynb", "06_side_by_side.ipynb"}
+
+
+def prose_words(markdown: str) -> int:
+    """Words of prose in markdown: math, code spans, role targets, comments and directive options excluded."""
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", " ", markdown, flags=re.S)
+    text = re.sub(r"```\{code-cell\}.*?```|<!--.*?-->", " ", text, flags=re.S)
+    text = re.sub(r"(\{[a-z:-]+\})?`[^`\n]*`", " ", text)
+    text = re.sub(r"^:[a-z-]+:.*$", " ", text, flags=re.M)
+    return len(re.findall(r"[A-Za-z][A-Za-z'’-]*", text))
+
+
+def test_prose_words_counts_prose_only():
+    assert prose_words("The bound $M^{3/4}\\sqrt{T}$ holds, see {ref}`sec-x`.\n:class: tip\n$$a + b$$") == 4
+    assert prose_words("Five words in this line.\n<!-- not these -->") == 5
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_page_over_3000_words_of_prose(path):
+    words = sum(prose_words(md) for _, md in _markdown_cells(path))
+    if path.name in PENDING_SPLIT:
+        pytest.skip(f"{path.name}: {words} words, not yet split into pages")
+    assert words <= MAX_PROSE_WORDS, f"{path.name}: {words} words of prose (at most {MAX_PROSE_WORDS}): split the page"
+
+
+@pytest.mark.parametrize("path", [p for p in CHAPTERS if re.match(r"0[1-6]_", p.name)], ids=lambda p: p.name)
+def test_every_chapter_page_ends_with_its_summary(path):
+    """A chapter page's last section is "Summary": what the page established, for a reader who skims."""
+    headings = [line for _, md in _markdown_cells(path) for line in md.splitlines() if re.match(r"#{1,3} ", line)]
+    if path.name in PENDING_SPLIT:
+        pytest.skip(f"{path.name}: not yet split into pages")
+    assert headings and re.fullmatch(r"## Summary", headings[-1].strip()), (
+        f"{path.name}: its last heading is {headings[-1] if headings else None!r}, not '## Summary'")

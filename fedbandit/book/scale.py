@@ -67,10 +67,18 @@ BOOK_JOBS = 2
 CHAPTER_BUDGETS = {
     "chapters/intro": 15,
     "chapters/01_dp20_gaps": 60,
-    # the paper's Fig. 2a/2b (M = 100, T = 10^4, 25 runs) and Fig. 2c (T = 25 000, 25 runs) in full
-    "chapters/02_fixed_batch": 540,
+    # chapter 2 (540 s in all), split by the pages' share of its compute: the paper's Fig. 2a/2b (M = 100, T = 10^4,
+    # 25 runs), the regret cost of the private variant and Fig. 2c (T = 25 000, 25 runs) in full are on page 3
+    "chapters/02_fixed_batch": 15,
+    "chapters/02_2_amplification": 45,
+    "chapters/02_3_leak_and_experiments": 330,
+    "chapters/02_4_scaling": 90,
+    "chapters/02_5_better_mechanisms": 60,
     "chapters/03_consensus_ucb": 180,
-    "chapters/04_concurrent_shuffle": 240,
+    # chapter 4 (240 s) split by its pages' share of the compute (estimated from which sweeps moved where)
+    "chapters/04_concurrent_shuffle": 60,
+    "chapters/04_2_composition_lower_bound": 60,
+    "chapters/04_3_linear_bandits": 120,
     "chapters/05_distributed_discrete_gaussian": 240,
     # split by the pages' estimated paper-scale CPU: the audits of every pair (first page), the sweeps (second)
     "chapters/06_side_by_side": 125,

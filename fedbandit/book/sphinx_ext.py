@@ -1,6 +1,6 @@
 """Sphinx extension loaded by the book's ``_config.yml`` (``sphinx.extra_extensions``).
 
-It does three things for the book:
+What it does for the book:
 
 * ``{reconstruction-list}``: a directive replaced by the list of every
   "Reconstruction" admonition in the book (MyST ``{admonition}`` with
@@ -20,9 +20,13 @@ It does three things for the book:
   on the page; at the end of the build each chapter's time against its budget is logged and
   written to ``execution-report.json`` next to the HTML folder.
 * Figure numbers per chapter: Sphinx numbers figures across the whole book unless the table
-  of contents is section-numbered; :func:`_number_figures_per_document` restarts them in
-  every document, prefixed by the chapter's number (``01_dp20_gaps`` is chapter 1: "Fig.
-  1.3"); pages without a number (introduction, performance) count "Fig. 1, 2, ...".
+  of contents is section-numbered; :func:`_number_figures_per_document` numbers them per
+  chapter, across the chapter's pages in table-of-contents order, prefixed by the chapter's
+  number (``01_dp20_gaps`` is chapter 1: "Fig. 1.3"); pages without a number (introduction,
+  performance) count "Fig. 1, 2, ...".
+* ``{glue:md}`other.ipynb::key```: myst-nb's markdown paste also from another page (a chapter's
+  Findings box quotes verdicts computed on the chapter's later pages), resolved after every page
+  is read by :class:`_PasteMarkdownAcrossPages`.
 * Author-year labels in the bibliography: the pybtex style ``fedbandit_author_year`` labels
   every entry "Dubey and Pentland, 2020" (``bibtex_default_style`` in ``_config.yml``), as
   the in-text citations (``bibtex_reference_style: author_year``) do.
@@ -473,26 +477,113 @@ def chapter_number(docname: str) -> int | None:
 
 
 def _number_figures_per_document(app, env):
-    """Renumber figures (and tables, code blocks) from 1 in every document, after Sphinx numbered them.
+    """Renumber figures (and tables, code blocks) per chapter, after Sphinx numbered them.
 
     Sphinx (``numfig``) numbers across the whole book when the table of contents carries no
-    section numbers ("Fig. 62" on the performance page).  Here each document restarts at 1,
-    prefixed by its chapter number when its file name has one ("Fig. 2.3").
+    section numbers ("Fig. 62" on the performance page).  Here a chapter's pages (the opener
+    ``02_fixed_batch`` and its sub-pages ``02_2_...``, in table-of-contents order) count on from one
+    another, prefixed by the chapter's number ("Fig. 2.3" ... "Fig. 2.14" on the next page); a page
+    without a chapter number (introduction, performance) counts "Fig. 1, 2, ..." on its own.
     """
     fignumbers = getattr(env, "toc_fignumbers", None)
     if not fignumbers:
         return []
+    rank = {doc: k for k, doc in enumerate(_ordered_docs(env))}
+    counted: dict[tuple[int, str], int] = {}  # (chapter, figure type) -> numbers given on earlier pages
     changed = []
-    for docname, by_type in fignumbers.items():
+    for docname in sorted(fignumbers, key=lambda doc: (rank.get(doc, len(rank)), doc)):
+        by_type = fignumbers[docname]
         chapter = chapter_number(docname)
         prefix = () if chapter is None else (chapter,)
         for figtype, numbers in by_type.items():
+            start = 0 if chapter is None else counted.get((chapter, figtype), 0)
             ordered = sorted(numbers.items(), key=lambda item: item[1])
-            renumbered = {ident: prefix + (k,) for k, (ident, _) in enumerate(ordered, 1)}
+            renumbered = {ident: prefix + (start + k,) for k, (ident, _) in enumerate(ordered, 1)}
+            if chapter is not None:
+                counted[(chapter, figtype)] = start + len(ordered)
             if renumbered != numbers:
                 by_type[figtype] = renumbered
                 changed.append(docname)
     return sorted(set(changed))
+
+
+# ------------------------------------------------------------------ glue:md from another page
+
+def _cross_page_markdown_role():
+    """myst-nb's ``{glue:md}`` role, also accepting ``other.ipynb::key`` (a key glued on another page).
+
+    myst-nb pastes text, HTML and images across pages (a pending reference resolved after every page
+    is read) but not markdown, so a chapter's Findings box could not quote, with its math, a verdict
+    computed on one of the chapter's later pages.  The cross-page form makes a pending reference of
+    type ``md``; :class:`_PasteMarkdownAcrossPages` resolves it.
+    """
+    from myst_nb.ext.glue.roles import PasteMarkdownRole
+    from myst_nb.ext.glue.utils import PendingGlueReferenceError, create_pending_glue_ref, glue_warning
+
+    class CrossPageMarkdownRole(PasteMarkdownRole):
+        def run(self):
+            if "::" not in self.text:
+                return super().run()
+            doc, key = self.text.split("::", 1)
+            try:
+                ref = create_pending_glue_ref(self.document, self.source, self.line, doc, key, inline=True, gtype="md")
+            except PendingGlueReferenceError as exc:
+                return [], [glue_warning(str(exc), self.document, self.line)]
+            return [ref], []
+
+    return CrossPageMarkdownRole()
+
+
+def _register_cross_page_markdown(app, config):
+    app.add_role_to_domain("glue", "md", _cross_page_markdown_role(), override=True)
+
+
+def markdown_inline_nodes(text: str) -> list:
+    """Inline MyST markdown (text, emphasis, ``$math$``, code) parsed into docutils nodes.
+
+    Raises ``ValueError`` naming the text when it does not parse into one paragraph without errors
+    (a role such as ``{ref}`` needs Sphinx's reading phase, which a cross-page paste comes after).
+    """
+    from docutils.core import publish_doctree
+    from myst_parser.parsers.docutils_ import Parser
+
+    doctree = publish_doctree(
+        text, parser=Parser(),
+        settings_overrides={"myst_enable_extensions": ["dollarmath"], "report_level": 5, "halt_level": 5},
+    )
+    problems = [m.astext() for m in doctree.findall(nodes.system_message)]
+    paragraphs = [child for child in doctree.children if isinstance(child, nodes.paragraph)]
+    if problems or len(paragraphs) != 1 or len(doctree.children) != 1:
+        raise ValueError(f"markdown pasted across pages must be one paragraph of inline markdown, got {text!r}"
+                         + (f" ({'; '.join(problems)})" if problems else ""))
+    return [child for child in paragraphs[0].children if not (isinstance(child, nodes.Text) and not child.astext())]
+
+
+class _PasteMarkdownAcrossPages(SphinxPostTransform):
+    """Resolve ``{glue:md}`other.ipynb::key``` from the other page's glue cache, before myst-nb's own
+    resolver (priority 5), which would otherwise paste the key's plain text."""
+
+    default_priority = 4
+
+    def run(self, **kwargs):
+        from myst_nb.ext.glue.crossref import read_glue_cache
+        from myst_nb.ext.glue.utils import PendingGlueReference
+        from sphinx.util import logging as sphinx_logging
+
+        logger = sphinx_logging.getLogger(__name__)
+        for node in list(self.document.findall(PendingGlueReference)):
+            if node.gtype != "md":
+                continue
+            data = read_glue_cache(self.env.mystnb_config.output_folder, node.refdoc).get(node.key, {}).get("data", {})
+            if "text/markdown" not in data:
+                logger.warning(f"no markdown glued as {node.key!r} on {node.refdoc!r}", location=node)
+                node.parent.remove(node)
+                continue
+            try:
+                node.replace_self(markdown_inline_nodes(data["text/markdown"]))
+            except ValueError as exc:
+                logger.warning(str(exc), location=node)
+                node.parent.remove(node)
 
 
 # ------------------------------------------------------------------ author-year bibliography labels
@@ -742,6 +833,8 @@ def setup(app):
     app.add_directive("reconstruction-list", ReconstructionListDirective)
     app.add_directive("execution-status", ExecutionStatusDirective)
     app.add_post_transform(_AggregatesTransform)
+    app.connect("config-inited", _register_cross_page_markdown)
+    app.add_post_transform(_PasteMarkdownAcrossPages)
     app.connect("doctree-read", _collect)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
