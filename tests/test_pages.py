@@ -261,7 +261,7 @@ def test_the_figure_rule_reads_the_explorer_frames():
 MAX_PROSE_WORDS = 3000
 #: Chapters not yet split into pages (emptied as each chapter is split).
 PENDING_SPLIT = {"03_consensus_ucb.ipynb",
-                 "05_distributed_discrete_gaussian.ipynb", "06_side_by_side.ipynb"}
+                 "05_distributed_discrete_gaussian.ipynb"}
 
 
 def prose_words(markdown: str) -> int:
