@@ -482,7 +482,7 @@ def test_no_bare_orderings_in_the_chapters(name):
 #: page where it has them (found over the whole notebook: ``LDP_T`` is bound to a claim built from ``T_FITS``, ``e_k2`` to a fit's slope).
 _PLANTED_FIT = {
     "02_4_scaling.ipynb": "assert LDP_T.estimate <= 0.75",
-    "03_consensus_ucb.ipynb": "assert abs(slope - 1.0) < 0.1",
+    "03_2_experiments.ipynb": "assert abs(slope - 1.0) < 0.1",
     "04_concurrent_shuffle.ipynb": "e_k2 = EXT_FITS['concurrent-2'].slope\nassert abs(e_k2 - 3 / 5) < 0.12",
     "04_2_composition_lower_bound.ipynb": "e_ex = LB_FITS[('extrapolating', 1)][0]\nassert e_ex > 1 / 3 + 0.02",
     "04_3_linear_bandits.ipynb": "e_tree = HO_FITS['tree'].slope\nassert abs(e_tree - 0.5) < 0.1",
@@ -491,7 +491,7 @@ _PLANTED_FIT = {
 }
 _PLANTED_ORDERING = {
     "02_4_scaling.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",
-    "03_consensus_ucb.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
+    "03_2_experiments.ipynb": "assert fin('mw_np').mean() < 1.05 * fin('ucb').mean()",
     "04_concurrent_shuffle.ipynb": "assert ERR['local'][0].mean() > ERR['central'][0].mean()",
     "04_2_composition_lower_bound.ipynb": "assert LB[1, 'hard', 'extrapolating-1'][0].mean() > LB[1, 'bernoulli', 'extrapolating-1'][0].mean()",
     "04_3_linear_bandits.ipynb": "assert HO_TOP['tree'].mean() > HO_TOP['central'].mean()",

@@ -415,14 +415,16 @@ class NetworkTerms:
 def network_terms(P, *, tol: float = 1e-12, max_steps: int = 1_000_000) -> NetworkTerms:
     """Spectral network terms used by the decentralized index and its regret bound.
 
-    Reconstruction [derived] (the paper's index formula is not available): with
+    The book's reconstruction (the paper names c_0 and c_i without a formula): with
     ``J = 1 1^T / M``, the running consensus ``n̂_j(t+1) = P (n̂_j(t) + ξ_j(t))`` with
     0/1 increments satisfies, for every agent ``i``,
 
     .. math:: |\\hat n_{i,j}(t) - n_j(t)/M| \\le c_i :=
               \\sum_{s \\ge 1} \\lVert e_i^\\top (P^s - J) \\rVert_1 ,
 
-    the exact worst case over 0/1 increment sequences of the consensus error.  It is
+    the worst case over increments in [-1, 1]; over 0/1 increments (each row of
+    ``P^s - J`` sums to zero) the exact worst case is ``c_i / 2``, which chapter 3
+    checks by driving the recursion with the worst-case increments.  It is
     bounded by coop-UCB's spectral constant
     ``epsilon_n = sqrt(M) sum_{p>=2} |lambda_p| / (1 - |lambda_p|)`` (Landgren et al.,
     2016), which the paper's ``c_0``/``c_i`` generalize; sparse graphs (small spectral gap)

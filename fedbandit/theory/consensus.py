@@ -88,8 +88,8 @@ def hybrid_error_bound(t, epsilon: float, delta: float, *, sensitivity: float = 
 
     At ``t = 2^k + tau`` the error is a sum of ``k + 1`` independent ``Lap(2s/eps)`` and
     ``popcount(tau)`` independent ``Lap(2ks/eps)`` variables.  Chan, Shi & Song's
-    concentration lemma for sums of independent Laplace variables (their Corollary 2.9,
-    [recalled]): with ``nu = max(sqrt(sum b_i^2), b_max sqrt(ln(2/delta)))``,
+    concentration lemma for sums of independent Laplace variables (their Corollary 2.9;
+    chapter 3 checks the bound against a Monte Carlo quantile): with ``nu = max(sqrt(sum b_i^2), b_max sqrt(ln(2/delta)))``,
     ``P(|Y| > nu sqrt(8 ln(2/delta))) <= delta``.
 
     Parameters
@@ -129,7 +129,7 @@ def hybrid_error_bound(t, epsilon: float, delta: float, *, sensitivity: float = 
 def paper_regret_order(T, n_agents: int, n_arms: int, epsilon: float, *, constant: float = 1.0):
     """The order of the paper's Theorems 2 and 4: ``constant * M K (ln T)^{2.25} / eps``.
 
-    The theorems' constants are not in the available text; the chapter scales this curve
+    The book uses no constant of the theorems; the chapter scales this curve
     to the measurements to compare *shapes*.
 
     Parameters
@@ -323,9 +323,8 @@ def decentralized_regret_bound(T, gaps, c_i, epsilon, *, rho: float = 2.0, sigma
         def width(n, TT=TT):
             v = (n + cmax) / n**2
             ucb = sigma * np.sqrt(2 * rho * v * math.log(TT) / M)
-            priv = _privacy_width(np.ones_like(n), TT, epsilon, rho, privacy_width, sensitivity)
-            if privacy_width == "std" and epsilon is not None:
-                priv = priv * _g(n)
+            # the privacy width's numerator at count n (its value times n): b(T), as in the index
+            priv = _privacy_width(n, TT, epsilon, rho, privacy_width, sensitivity) * n
             return ucb + priv * v / math.sqrt(M)
         total = sum(d * min(M * (width_pulls(width, d / 2) + cmax + 1), M * TT) for d in g)
         out.append(total)
