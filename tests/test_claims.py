@@ -487,7 +487,7 @@ _PLANTED_FIT = {
     "04_2_composition_lower_bound.ipynb": "e_ex = LB_FITS[('extrapolating', 1)][0]\nassert e_ex > 1 / 3 + 0.02",
     "04_3_linear_bandits.ipynb": "e_tree = HO_FITS['tree'].slope\nassert abs(e_tree - 0.5) < 0.1",
     "05_distributed_discrete_gaussian.ipynb": "planted = fit_power_law(x, y)[0]\nassert planted > 0.4",
-    "06_side_by_side.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
+    "06_2_regret.ipynb": "s_cen = EXP_FITS['central'].slope\nassert s_cen <= 0.5 + 0.1",
 }
 _PLANTED_ORDERING = {
     "02_4_scaling.ipynb": "assert t_cum['silo-LDP'].mean() > t_cum['non-private'].mean()",

@@ -260,7 +260,7 @@ def test_the_figure_rule_reads_the_explorer_frames():
 #: At most this many words of prose on one page (a chapter longer than this is split into pages).
 MAX_PROSE_WORDS = 3000
 #: Chapters not yet split into pages (emptied as each chapter is split).
-PENDING_SPLIT = {"06_side_by_side.ipynb"}
+PENDING_SPLIT: set[str] = set()
 
 
 def prose_words(markdown: str) -> int:
