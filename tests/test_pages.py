@@ -259,8 +259,6 @@ def test_the_figure_rule_reads_the_explorer_frames():
 
 #: At most this many words of prose on one page (a chapter longer than this is split into pages).
 MAX_PROSE_WORDS = 3000
-#: Chapters not yet split into pages (emptied as each chapter is split).
-PENDING_SPLIT: set[str] = set()
 
 
 def prose_words(markdown: str) -> int:
@@ -280,8 +278,6 @@ def test_prose_words_counts_prose_only():
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_no_page_over_3000_words_of_prose(path):
     words = sum(prose_words(md) for _, md in _markdown_cells(path))
-    if path.name in PENDING_SPLIT:
-        pytest.skip(f"{path.name}: {words} words, not yet split into pages")
     assert words <= MAX_PROSE_WORDS, f"{path.name}: {words} words of prose (at most {MAX_PROSE_WORDS}): split the page"
 
 
@@ -289,8 +285,6 @@ def test_no_page_over_3000_words_of_prose(path):
 def test_every_chapter_page_ends_with_its_summary(path):
     """A chapter page's last section is "Summary": what the page established, for a reader who skims."""
     headings = [line for _, md in _markdown_cells(path) for line in md.splitlines() if re.match(r"#{1,3} ", line)]
-    if path.name in PENDING_SPLIT:
-        pytest.skip(f"{path.name}: not yet split into pages")
     assert headings and re.fullmatch(r"## Summary", headings[-1].strip()), (
         f"{path.name}: its last heading is {headings[-1] if headings else None!r}, not '## Summary'")
 
