@@ -494,21 +494,25 @@ def _book_config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
 
+def _toc_files(node) -> list[str]:
+    """Every document _toc.yml lists under ``node``, in reading order (chapters, then their pages)."""
+    out = []
+    if isinstance(node, dict):
+        if "file" in node:
+            out.append(node["file"])
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key, []) or []:
+                out.extend(_toc_files(child))
+    return out
+
+
 def _notebook_docnames() -> list[str]:
     """The chapters built from notebooks (those get launch and download buttons), from _toc.yml."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                yield node["file"]
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key, []) or []:
-                    yield from walk(child)
-
-    entries = [toc["root"], *walk(toc)]
+    entries = [toc["root"], *_toc_files(toc)]
     return [e for e in entries if (ROOT / f"{e}.ipynb").exists()]
 
 
@@ -899,17 +903,26 @@ def test_the_layout_check_can_fail():
 
 
 def test_figures_are_numbered_per_chapter():
-    """Caption numbers restart in every document, prefixed by the chapter number ("Fig. 2.3")."""
+    """Caption numbers count on across a chapter's pages in table-of-contents order, prefixed by the chapter
+    number ("Fig. 2.3" ... "Fig. 2.14" on its next page); a page without a chapter number counts from 1."""
     if not _pages():
         _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
+    import yaml
+
     from fedbandit.book.sphinx_ext import chapter_number
 
-    problems = []
-    for page in _content_pages():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    rank = {doc: k for k, doc in enumerate([toc["root"], *_toc_files(toc)])}
+    pages = sorted(_content_pages(), key=lambda p: rank.get(p.relative_to(HTML).with_suffix("").as_posix(), len(rank)))
+    problems, given = [], {}
+    for page in pages:
         rel = page.relative_to(HTML).with_suffix("").as_posix()
         numbers = re.findall(r'<span class="caption-number">Fig\. ([\d.]+) </span>', page.read_text(encoding="utf-8"))
         chapter = chapter_number(rel)
-        want = [f"{chapter}.{k}" if chapter is not None else f"{k}" for k in range(1, len(numbers) + 1)]
+        start = given.get(chapter, 0) if chapter is not None else 0
+        want = [f"{chapter}.{start + k}" if chapter is not None else f"{k}" for k in range(1, len(numbers) + 1)]
+        if chapter is not None:
+            given[chapter] = start + len(numbers)
         if numbers != want:
             problems.append(f"{rel}: figures numbered {numbers}, expected {want}")
     assert not problems, "\n".join(problems)
@@ -969,16 +982,8 @@ def document_titles() -> dict[str, str]:
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                yield node["file"]
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key, []) or []:
-                    yield from walk(child)
-
     titles = {}
-    for doc in [toc["root"], *walk(toc)]:
+    for doc in [toc["root"], *_toc_files(toc)]:
         path = next(p for p in (ROOT / f"{doc}.ipynb", ROOT / f"{doc}.md") if p.exists())
         if path.suffix == ".ipynb":
             source = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])

@@ -295,3 +295,12 @@ def test_every_cell_has_a_unique_id(path):
     a page assembled from another's cells must not repeat them."""
     ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
     assert None not in ids and len(set(ids)) == len(ids), f"{path.name}: cells without or with repeated ids"
+
+
+@pytest.mark.parametrize("path", CHAPTERS + PAGES, ids=lambda p: p.name)
+def test_page_titles_hold_no_math(path):
+    """A page's title is shown where MathJax does not reach: the navigation of every page (pages without
+    math load no MathJax, and the browser check timed out waiting for it), the text of links to the page,
+    the Reconstructions list and the PDF's bookmarks.  Titles write ε, not $\\varepsilon$."""
+    titles = [line for _, md in _markdown_cells(path) for line in md.splitlines() if line.startswith("# ")][:1]
+    assert titles and "$" not in titles[0], f"{path.name}: title {titles[0] if titles else None!r} holds math"
