@@ -325,6 +325,32 @@ def test_cross_references_resolve():
     assert not missing, "unresolved references:\n" + "\n".join(missing)
 
 
+def headings_with_math(text: str) -> dict[str, str]:
+    """Labels whose heading holds math: a bare ``{ref}`` to one shows the heading's raw TeX as its link text."""
+    found = {}
+    for m in LABEL_RE.finditer(text):
+        heading = next((line for line in text[m.end():].splitlines()[:3] if line.startswith("#")), "")
+        if "$" in heading:
+            found[m.group("name")] = heading
+    return found
+
+
+def bare_refs_to_math_headings(texts: list[str]) -> list[str]:
+    """``{ref}`label``` (no link text of its own) to a heading with math, in any of ``texts``."""
+    mathy = {}
+    for text in texts:
+        mathy |= headings_with_math(text)
+    return [f"{{ref}}`{m.group('body')}` -> {mathy[m.group('body').strip()]}" for text in texts
+            for m in XREF_RE.finditer(text) if m.group("role") == "ref" and m.group("body").strip() in mathy]
+
+
+def test_no_bare_reference_to_a_heading_with_math():
+    """Chapter 4's opener linked "Error against \\varepsilon" (raw TeX in the link): such references say their text."""
+    assert bare_refs_to_math_headings([_markdown(path) for path in _documents()]) == []
+    planted = "(sec-x)=\n## Error against $\\varepsilon$\n\nSee {ref}`sec-x` and {ref}`the error <sec-x>`."
+    assert bare_refs_to_math_headings([planted]) == ["{ref}`sec-x` -> ## Error against $\\varepsilon$"]
+
+
 def test_introduction_links_every_chapter():
     root, *rest = _documents()
     intro = _markdown(root)
