@@ -39,6 +39,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from test_book_structure import _toc_entries
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -494,25 +496,13 @@ def _book_config() -> dict:
     return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
 
-def _toc_files(node) -> list[str]:
-    """Every document _toc.yml lists under ``node``, in reading order (chapters, then their pages)."""
-    out = []
-    if isinstance(node, dict):
-        if "file" in node:
-            out.append(node["file"])
-        for key in ("parts", "chapters", "sections"):
-            for child in node.get(key, []) or []:
-                out.extend(_toc_files(child))
-    return out
-
-
 def _notebook_docnames() -> list[str]:
     """The chapters built from notebooks (those get launch and download buttons), from _toc.yml."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 
-    entries = [toc["root"], *_toc_files(toc)]
+    entries = [toc["root"], *_toc_entries(toc)]
     return [e for e in entries if (ROOT / f"{e}.ipynb").exists()]
 
 
@@ -912,7 +902,7 @@ def test_figures_are_numbered_per_chapter():
     from fedbandit.book.sphinx_ext import chapter_number
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    rank = {doc: k for k, doc in enumerate([toc["root"], *_toc_files(toc)])}
+    rank = {doc: k for k, doc in enumerate([toc["root"], *_toc_entries(toc)])}
     pages = sorted(_content_pages(), key=lambda p: rank.get(p.relative_to(HTML).with_suffix("").as_posix(), len(rank)))
     problems, given = [], {}
     for page in pages:
@@ -983,7 +973,7 @@ def document_titles() -> dict[str, str]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 
     titles = {}
-    for doc in [toc["root"], *_toc_files(toc)]:
+    for doc in [toc["root"], *_toc_entries(toc)]:
         path = next(p for p in (ROOT / f"{doc}.ipynb", ROOT / f"{doc}.md") if p.exists())
         if path.suffix == ".ipynb":
             source = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
