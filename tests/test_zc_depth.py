@@ -63,6 +63,39 @@ def test_serve_from_statistics_matches_select_arms(shared, with_mask):
     assert not np.any(got == 1)  # arm 1 ties arm 0 exactly and never wins
 
 
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_serve_from_statistics_clips_negative_forms_like_select_arms(with_mask):
+    # A noisy W̃_syn makes V indefinite: some x_kᵀ V⁻¹ x_k < 0, whose width is clipped to 0 (score = ⟨x, θ̂⟩).
+    # The shared-contexts path takes the root unclipped (NaN) and repairs those rows; it must choose exactly as
+    # select_arms, which clips first, for positive, zero and negative radii.
+    rng = np.random.default_rng(11)
+    n, R, M, K, d = 6, 5, 4, 9, 3
+    X = rng.standard_normal((n, 1, M, K, d))
+    theta = rng.standard_normal((R, d))
+    A = rng.standard_normal((R, d, d))
+    v_inv = (A + A.transpose(0, 2, 1)) / 2  # symmetric, indefinite
+    betas = np.array([2.0, 0.5, 0.0, 3.0, -1.0, 1.0])
+    mask = rng.random((n, 1, M, K)) > 0.2 if with_mask else None
+    if mask is not None:
+        mask[..., 0] = True
+    quad = np.einsum("nmkd,rde,nmke->nrmk", X[:, 0], v_inv, X[:, 0])
+    assert (quad < 0).mean() > 0.2  # the case under test occurs often
+    got = serve_from_statistics(X, theta, v_inv, betas, mask)
+    for s in range(n):
+        want = select_arms(X[s], np.broadcast_to(theta[:, None], (R, M, d)), np.broadcast_to(v_inv[:, None], (R, M, d, d)),
+                           betas[s], None if mask is None else mask[s])
+        np.testing.assert_array_equal(got[s], want)
+    # written out: argmax of ⟨x, θ̂⟩ + β √max(xᵀV⁻¹x, 0), masked arms excluded (no exact ties in these draws)
+    scores = np.einsum("nmkd,rd->nrmk", X[:, 0], theta) + betas[:, None, None, None] * np.sqrt(np.maximum(quad, 0))
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    np.testing.assert_array_equal(got, scores.argmax(axis=-1))
+    # and the repair matters: leaving the NaN scores in would choose otherwise
+    unrepaired = np.einsum("nmkd,rd->nrmk", X[:, 0], theta) + betas[:, None, None, None] * np.sqrt(
+        np.where(quad < 0, np.nan, quad))
+    assert not np.array_equal(got, np.nan_to_num(unrepaired, nan=np.inf).argmax(axis=-1))
+
+
 def test_serve_check_can_fail_without_the_off_diagonal_weight():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((20, 1, 5, 30, 4))

@@ -305,15 +305,28 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
 SERVE_CHUNK = 5_000
 
 
-def _argmax_with_ties(scores, axis, tie_tol):
+def _argmax_with_ties(scores, axis, tie_tol, nan_fill=None):
     """The lowest index whose score is within ``tie_tol``·max(1, |best|) of the best, along ``axis``.
 
     The best is found with ``argmax`` (first maximum), and one comparison with the
-    threshold picks the lowest index at or above it.
+    threshold picks the lowest index at or above it.  ``nan_fill`` (the shape of
+    ``scores``), when given, replaces the NaN scores before the choice: the caller took the
+    square root of a negative quadratic form (a noisy, indefinite V) unclipped, and its
+    score is then the linear term alone.  ``argmax`` returns a row's first NaN, so the rows
+    holding one are found from the best scores alone and only those are rewritten.
     """
     scores = np.moveaxis(scores, axis, -1)
     flat = scores.reshape(-1, scores.shape[-1])
-    best = flat[np.arange(flat.shape[0]), flat.argmax(axis=1)]
+    rows = np.arange(flat.shape[0])
+    best = flat[rows, flat.argmax(axis=1)]
+    if nan_fill is not None:
+        bad = np.flatnonzero(np.isnan(best))
+        if bad.size:
+            fill = np.moveaxis(nan_fill, axis, -1).reshape(flat.shape)[bad]
+            part = flat[bad]
+            np.copyto(part, fill, where=np.isnan(part))
+            flat[bad] = part
+            best[bad] = part[np.arange(bad.size), part.argmax(axis=1)]
     best -= tie_tol * np.maximum(1.0, np.abs(best))
     return (flat >= best[:, None]).argmax(axis=1).reshape(scores.shape[:-1])
 
@@ -384,27 +397,37 @@ def serve_from_statistics(features, theta_hat, v_inv, betas, mask=None, *, tie_t
         # One round at a time, the agents in groups of about SERVE_CHUNK columns: the
         # products, x_kᵀ V⁻¹ x_k and the scores of a group stay in cache.
         G = weighted_upper(v_inv)  # (R, q)
+        G_round = np.empty_like(G)
         n_groups = -(-M * K // SERVE_CHUNK)
         group = -(-M // n_groups)
         width = group * K
         xt_buf, prod_buf = np.empty((d, width)), np.empty((G.shape[1], width))
         quad_buf, lin_buf = np.empty((R, width)), np.empty((R, width))
-        for s in range(n):
-            X = features[s, 0].reshape(M * K, d)
-            for a in range(0, M, group):
-                m = min(group, M - a)
-                w = m * K
-                xt = xt_buf[:, :w]
-                np.copyto(xt, X[a * K : (a + m) * K].T)
-                quad = np.matmul(G, _upper_products_t(xt, prod_buf[:, :w]), out=quad_buf[:, :w])  # x_kᵀ V⁻¹ x_k
-                np.maximum(quad, 0.0, out=quad)
-                np.sqrt(quad, out=quad)
-                quad *= betas[s]
-                quad += np.matmul(theta_hat, xt, out=lin_buf[:, :w])
-                scores = quad.reshape(R, m, K)
-                if mask is not None:
-                    scores = np.where(mask[s, 0, a : a + m], scores, -np.inf)
-                out[s, :, a : a + m] = _argmax_with_ties(scores, 2, tie_tol)
+        # β‖x‖_{V⁻¹} = √(xᵀ(β²V⁻¹)x) for β ≥ 0: β² goes into the R × q matrix, not the R × w scores.
+        # A negative form (a noisy, indefinite V) is not clipped here: its root is NaN and
+        # _argmax_with_ties gives it the clipped score, the linear term (two passes fewer).
+        with np.errstate(invalid="ignore"):
+            for s in range(n):
+                beta = betas[s]
+                folded = beta >= 0.0
+                np.multiply(G, beta * beta if folded else 1.0, out=G_round)
+                X = features[s, 0].reshape(M * K, d)
+                for a in range(0, M, group):
+                    m = min(group, M - a)
+                    w = m * K
+                    xt = xt_buf[:, :w]
+                    np.copyto(xt, X[a * K : (a + m) * K].T)
+                    # β √(x_kᵀ V⁻¹ x_k)
+                    quad = np.matmul(G_round, _upper_products_t(xt, prod_buf[:, :w]), out=quad_buf[:, :w])
+                    np.sqrt(quad, out=quad)
+                    if not folded:
+                        quad *= beta
+                    lin = np.matmul(theta_hat, xt, out=lin_buf[:, :w])
+                    quad += lin
+                    scores = quad.reshape(R, m, K)
+                    if mask is not None:
+                        scores = np.where(mask[s, 0, a : a + m], scores, -np.inf)
+                    out[s, :, a : a + m] = _argmax_with_ties(scores, 2, tie_tol, nan_fill=lin.reshape(R, m, K))
         return out
     step = max(1, SERVE_CHUNK // (M * K))
     for s in range(0, n, step):
