@@ -180,7 +180,12 @@ class CategoricalBandit(_KArmedBandit):
             raise ValueError("means must equal probs @ values (use CategoricalBandit.from_distributions)")
         cum = np.cumsum(probs, axis=1)
         cum[:, -1] = np.inf  # U < 1 always lands on a value
-        for name, arr in (("values", values.copy()), ("probs", probs.copy()), ("_cum", cum)):
+        # The thresholds by value, each a contiguous (K,) array: the inverse CDF below compares
+        # U with one gathered threshold per value (a reduction over a short last axis is slow).
+        thresholds = np.ascontiguousarray(cum[:, :-1].T)
+        object.__setattr__(self, "_index_dtype", np.min_scalar_type(values.size))
+        for name, arr in (("values", values.copy()), ("probs", probs.copy()), ("_cum", cum),
+                          ("_thresholds", thresholds)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -203,9 +208,12 @@ class CategoricalBandit(_KArmedBandit):
         return np.sqrt(np.maximum(second - self.means**2, 0.0))
 
     def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        cum = self._cum[arms]  # (..., V)
-        idx = (u[..., None] >= cum).sum(axis=-1)
-        return self.values[idx]
+        # The index of the value is the number of the arm's CDF thresholds at or below U
+        # (the last threshold, 1, is never reached: U < 1).
+        idx = np.zeros(np.broadcast_shapes(np.shape(u), np.shape(arms)), dtype=self._index_dtype)
+        for thr in self._thresholds:
+            idx += u >= thr.take(arms)
+        return self.values.take(idx)
 
 
 #: The K-armed environments the consensus learners accept.
