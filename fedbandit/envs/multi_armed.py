@@ -300,11 +300,14 @@ class RewardStream:
                 # Run r's variates depend on (key, run_keys[r], block) only: runs with equal keys
                 # see equal rewards whatever the rest of the batch (common random numbers across
                 # configurations of different sizes).
-                table = np.empty((self.block, self.n_runs, self.n_agents))
-                for r, k in enumerate(self.run_keys):
+                # Each distinct key is drawn once (a sweep repeats the replicate numbers in
+                # every (epsilon, rho) cell), then copied to its runs.
+                keys, run_of_key = np.unique(self.run_keys, return_inverse=True)
+                by_key = np.empty((keys.size, self.block, self.n_agents))
+                for i, k in enumerate(keys):
                     g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c, int(k))))
-                    table[:, r, :] = self._draw(g, (self.block, self.n_agents))
-                self._table = table
+                    by_key[i] = self._draw(g, (self.block, self.n_agents))
+                self._table = np.ascontiguousarray(by_key[run_of_key].transpose(1, 0, 2))
             self._cached_block = c
         return self._table
 
