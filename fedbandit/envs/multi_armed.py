@@ -111,7 +111,7 @@ class BernoulliBandit(_KArmedBandit):
         return 0.5
 
     def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        return (u < self.means[arms]).astype(float)
+        return (u < self.means.take(arms)).astype(float)
 
     _variate = "uniform"
 
@@ -136,7 +136,7 @@ class GaussianBandit(_KArmedBandit):
         object.__setattr__(self, "sigma", check_positive_float("sigma", self.sigma))
 
     def _rewards(self, z: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        return self.means[arms] + self.sigma * z
+        return self.means.take(arms) + self.sigma * z
 
     _variate = "normal"
 
@@ -210,8 +210,11 @@ class CategoricalBandit(_KArmedBandit):
     def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
         # The index of the value is the number of the arm's CDF thresholds at or below U
         # (the last threshold, 1, is never reached: U < 1).
-        idx = np.zeros(np.broadcast_shapes(np.shape(u), np.shape(arms)), dtype=self._index_dtype)
-        for thr in self._thresholds:
+        if not len(self._thresholds):  # one value: every reward is it
+            return np.full(np.broadcast(u, arms).shape, self.values[0])
+        first, *rest = self._thresholds
+        idx = (u >= first.take(arms)).astype(self._index_dtype)
+        for thr in rest:
             idx += u >= thr.take(arms)
         return self.values.take(idx)
 
@@ -320,6 +323,12 @@ class RewardStream:
     def rewards(self, t: int, arms) -> np.ndarray:
         """Rewards of slot ``t`` for the arms ``arms`` of shape (R, M)."""
         return self.env._rewards(self.variates(t), np.asarray(arms))
+
+    def rewards_unchecked(self, t: int, arms: np.ndarray) -> np.ndarray:
+        """:meth:`rewards` without argument checks: the learners' per-slot path (``t >= 1`` an
+        int, ``arms`` an integer array of shape (R, M))."""
+        c, off = divmod(t - 1, self.block)
+        return self.env._rewards(self._load(c)[off], arms)
 
     def reward(self, t: int, r: int, m: int, a: int) -> float:
         """Scalar reward of agent ``m`` of run ``r`` pulling arm ``a`` at slot ``t``."""

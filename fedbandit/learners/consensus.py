@@ -551,15 +551,15 @@ class MasterWorkerUCB(_CounterLearner):
         doubling, lo = self.doubling, self.lo
 
         def own(flat, t):
-            n = counts_f[flat]
+            n = counts_f.take(flat)
             if self.private:
                 # Private sums are of the shifted items (x - low): the mean gets low back.
                 m = proto.value_at(flat) / n + lo
             else:
                 m = proto.value_at(flat) / n
             num = self.width_numerator(t)
-            ro = run_of[flat]
-            return _own_index(self, sigma, m, n, t, self.rho[ro], None if num is None else num[ro])
+            ro = run_of.take(flat)
+            return _own_index(self, sigma, m, n, t, self.rho.take(ro), None if num is None else num.take(ro))
 
         pooled = self.aggregate == "sums"
         if pooled:
@@ -620,16 +620,16 @@ class MasterWorkerUCB(_CounterLearner):
                     d = np.flatnonzero(remaining == 0)
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
-                        f = base.reshape(-1)[d] + arm.reshape(-1)[d]
+                        f = base.reshape(-1).take(d) + arm.reshape(-1).take(d)
                         ucb_f[f] = index(f, t)
                 if d.size:
-                    new = ucb.reshape(R * M, K)[d].argmax(axis=1)
-                    st = np.where(new == arm.reshape(-1)[d], streak.reshape(-1)[d] + 1, 1)
+                    new = ucb.reshape(R * M, K).take(d, axis=0).argmax(axis=1)
+                    st = np.where(new == arm.reshape(-1).take(d), streak.reshape(-1).take(d) + 1, 1)
                     streak.reshape(-1)[d] = st
                     arm.reshape(-1)[d] = new
                     remaining.reshape(-1)[d] = (np.int64(1) << (st - 1)) if doubling else 1
             flat = (base + arm).reshape(-1)
-            r = stream.rewards(t, arm)
+            r = stream.rewards_unchecked(t, arm)
             if actions is not None:
                 actions[t - 1] = arm
             counts_f[flat] += 1
@@ -779,7 +779,7 @@ class DecentralizedUCB(_CounterLearner):
                         arms = np.broadcast_to(Q[0].argmax(axis=1)[:, None], (R, M))
                     else:
                         arms = Q.argmax(axis=2).T  # (R, M)
-                r = stream.rewards(t, arms)
+                r = stream.rewards_unchecked(t, arms)
                 if actions is not None:
                     actions[t - 1] = arms
                 f = (mech_base + arms).reshape(-1)
@@ -851,7 +851,6 @@ class IndependentUCB(_CounterLearner):
         R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
         gaps = env.gaps
         counts = np.zeros((R, M, K))
-        sums = np.zeros((R, M, K))  # the counters' outputs (kept in sync)
         rho_b = self.rho.reshape(R, 1, 1)
         base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K
         g_own = np.ones((R, M, K))  # sd_factor of the counts, updated incrementally
@@ -859,32 +858,48 @@ class IndependentUCB(_CounterLearner):
         cum = np.zeros(R)
         actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
         arms = np.zeros((R, M), dtype=np.int64)
-        counts_f, sums_f, g_f = counts.reshape(-1), sums.reshape(-1), g_own.reshape(-1)
+        counts_f, g_f = counts.reshape(-1), g_own.reshape(-1)
         shift_lo = self.private and self.lo != 0.0
         std_width = self._width_scale is not None and self.privacy_width == "std"
+        # The index's terms in preallocated buffers (no (R, M, K) temporaries per slot); the
+        # mean sums/counts (+ low) changes only where an arm was pulled, so it is kept and
+        # updated there, each entry by the same expression as a full recomputation.
+        mean = np.zeros((R, M, K))
+        mean_f = mean.reshape(-1)
+        Q = np.empty((R, M, K))
+        tmp = np.empty((R, M, K))
+        sqrt_coef = 2.0 * rho_b  # (R, 1, 1): times ln t, then over the counts
         for t in range(1, T + 1):
             if t <= K:
                 arms[:] = t - 1
             else:
-                Q = sums / counts
-                if shift_lo:
-                    Q += self.lo
-                Q += sigma * np.sqrt(2.0 * rho_b * np.log(t) / counts)
+                # Q = sums/counts (+ low) + sigma sqrt(2 rho ln t / counts) + privacy width
+                np.divide(sqrt_coef * np.log(t), counts, out=tmp)
+                np.sqrt(tmp, out=tmp)
+                np.multiply(sigma, tmp, out=Q)
+                np.add(mean, Q, out=Q)
                 num = self.width_numerator(t)
                 if num is not None:
                     if self.privacy_width == "fact1":
-                        Q += num.reshape(R, 1, 1) / counts
+                        np.divide(num.reshape(R, 1, 1), counts, out=tmp)
                     else:
-                        Q += num.reshape(R, 1, 1) * g_own / counts
+                        np.multiply(num.reshape(R, 1, 1), g_own, out=tmp)
+                        tmp /= counts
+                    Q += tmp
                 arms = Q.argmax(axis=2)
-            r = stream.rewards(t, arms)
+            r = stream.rewards_unchecked(t, arms)
             if actions is not None:
                 actions[t - 1] = arms
             f = (base + arms).reshape(-1)
-            counts_f[f] += 1
-            sums_f[f] = proto.release(f, self.clip_shift(r))
+            n_f = counts_f.take(f)
+            n_f += 1
+            counts_f[f] = n_f
+            m_f = proto.release(f, self.clip_shift(r)) / n_f  # the counter's new private sums over the counts
+            if shift_lo:
+                m_f += self.lo
+            mean_f[f] = m_f
             if std_width:
-                g_f[f] = proto.sd_factor(counts_f[f])
+                g_f[f] = proto.sd_factor_float(n_f)  # the counts' factor (n_f >= 1: equal to sd_factor's)
             cum += gaps[arms].sum(axis=1)
             rec.record(t, cum, 0, 0)
         return self._result(env, sigma, rec, counts.astype(np.int64), actions)
@@ -933,7 +948,7 @@ class CentralizedUCB(_CounterLearner):
             else:
                 a = (S / N + sigma * np.sqrt(2.0 * rho[:, None] * np.log(M * t) / N)).argmax(axis=1)
             arms = np.broadcast_to(a[:, None], (R, M))
-            r = stream.rewards(t, arms)
+            r = stream.rewards_unchecked(t, arms)
             if actions is not None:
                 actions[t - 1] = arms
             N[rows, a] += M

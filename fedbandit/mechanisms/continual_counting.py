@@ -581,7 +581,7 @@ class HybridMechanism(_BatchedStreams):
         return self._log + self._since + self._bin
 
     def value_at(self, idx: np.ndarray) -> np.ndarray:
-        return self._log[idx] + self._since[idx] + self._bin[idx]
+        return self._log.take(idx) + self._since.take(idx) + self._bin.take(idx)
 
     def _grow(self, levels: int) -> None:
         W = max(levels, 2 * self._W)
