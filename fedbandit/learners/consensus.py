@@ -588,6 +588,24 @@ class MasterWorkerUCB(_CounterLearner):
                     idx = idx + num[r_] * np.sqrt(np.maximum(V, 0.0)) / N
             return idx
 
+        def pooled_index_all(t):
+            # pooled_index(all_flat, t) by broadcasting (R, 1, K) totals against (R, M, K) entries:
+            # the same expression for every entry, without the gathers.
+            own_s = proto.value_at(all_flat).reshape(R, M, K)
+            S = tot[0] - mine[0] + own_s
+            N = tot[1] - mine[1] + counts
+            rho_b = self.rho.reshape(R, 1, 1)
+            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(2.0 * rho_b * np.log(t) / N)
+            num = self.width_numerator(t)
+            if num is not None:
+                num_b = num.reshape(R, 1, 1)
+                if self.privacy_width == "fact1":
+                    idx = idx + num_b * sqrt_m[0] / N
+                else:
+                    V = tot[2] - mine[2] + g2.reshape(R, M, K)
+                    idx = idx + num_b * np.sqrt(np.maximum(V, 0.0)) / N
+            return idx.reshape(-1)
+
         index = pooled_index if pooled else own
         period = self.period
 
@@ -606,7 +624,7 @@ class MasterWorkerUCB(_CounterLearner):
                     mine[:] = up
                     tot[:] = up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
-                    ucb_f[:] = pooled_index(all_flat, t)
+                    ucb_f[:] = pooled_index_all(t)
                     d = np.arange(R * M)
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
@@ -616,7 +634,7 @@ class MasterWorkerUCB(_CounterLearner):
                     d = np.arange(R * M)
                 else:
                     if t == K + 1:
-                        ucb_f[:] = index(all_flat, t)
+                        ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
                     d = np.flatnonzero(remaining == 0)
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
@@ -632,10 +650,12 @@ class MasterWorkerUCB(_CounterLearner):
             r = stream.rewards_unchecked(t, arm)
             if actions is not None:
                 actions[t - 1] = arm
-            counts_f[flat] += 1
+            n_flat = counts_f.take(flat)
+            n_flat += 1
+            counts_f[flat] = n_flat
             proto.release(flat, self.clip_shift(r))
             if pooled and self.private and self.privacy_width == "std":
-                g2[flat] = proto.sd_factor(counts_f[flat]) ** 2
+                g2[flat] = proto.sd_factor_float(n_flat) ** 2  # counts >= 1: equal to sd_factor's
             if t > K:
                 remaining -= 1
             cum += gaps[arm].sum(axis=1)
