@@ -755,10 +755,12 @@ class DecentralizedUCB(_CounterLearner):
         # Consensus state, agents first so that one GEMM mixes everything: NS[m, 0] = n̂,
         # NS[m, 1] = ŝ (private totals, or exact totals for coop-UCB), each (R, K).
         NS = np.zeros((A, 2, R, K))
+        NS_next = np.empty_like(NS)
         rho_b = self.rho.reshape(1, R, 1)
         ns0_base = ((mm * 2) * R + rr) * K  # (R, M): flat index of NS[m, 0, r, 0]
         ns1_base = ((mm * 2 + 1) * R + rr) * K
         arms = np.zeros((R, M), dtype=np.int64)
+        regret_arms = None
         Q = np.empty((A, R, K))
         inv = np.empty((A, R, K))
         v = np.empty((A, R, K))
@@ -798,7 +800,9 @@ class DecentralizedUCB(_CounterLearner):
                     if exact_avg:
                         arms = np.broadcast_to(Q[0].argmax(axis=1)[:, None], (R, M))
                     else:
-                        arms = Q.argmax(axis=2).T  # (R, M)
+                        by_agent = Q.argmax(axis=2)  # (M, R)
+                        arms = np.ascontiguousarray(by_agent.T)  # (R, M), contiguous for the gathers
+                        regret_arms = by_agent.T  # the regret sum below adds over this layout, as it always has
                 r = stream.rewards_unchecked(t, arms)
                 if actions is not None:
                     actions[t - 1] = arms
@@ -815,9 +819,10 @@ class DecentralizedUCB(_CounterLearner):
                     NSf[(ns1_base + arms).reshape(-1)] += inc
                     # every agent sends its state (n̂ + ξ, ŝ + Δs̃) to its neighbours, who mix
                     sent = proto.communicate(NS, n_messages=n_msgs_per_slot, payload=payload_per_slot)
-                    NS = (P @ sent.reshape(M, -1)).reshape(M, 2, R, K)
+                    np.matmul(P, sent.reshape(M, -1), out=NS_next.reshape(M, -1))
+                    NS, NS_next = NS_next, NS  # the mixed state; the old buffer takes the next product
                     NSf = NS.reshape(-1)
-                cum += gaps[arms].sum(axis=1)
+                cum += gaps[arms if regret_arms is None else regret_arms].sum(axis=1)
                 rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         network = {"graph": graph.name, "kappa": self.kappa, "lambda_2": terms.lambda_2, "epsilon_n": terms.epsilon_n,
                    "c_i": terms.c_i.tolist(), "c_0": terms.c_0, "n_edges": graph.n_edges,
