@@ -104,6 +104,28 @@ def test_categorical_rewards_follow_their_distribution():
         CategoricalBandit(np.array([0.5, 0.5]), values=np.array([0.0, 1.0]), probs=np.ones((3, 2)) / 2)
 
 
+def test_categorical_rewards_equal_the_plain_inverse_cdf():
+    # Reference: the inverse CDF written out, the first value whose cumulative probability exceeds U,
+    # on uniform draws and on draws exactly at the thresholds (U equal to a threshold moves past it).
+    probs = np.array([[0.2, 0.3, 0.5, 0.0], [0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.0, 1.0]])
+    values = np.array([0.0, 0.25, 0.5, 1.0])
+    env = CategoricalBandit.from_distributions(values, probs)
+    rng = np.random.default_rng(3)
+    cum = np.cumsum(probs, axis=1)
+    u = np.concatenate([rng.random(2999), cum[:, :-1].ravel(), [0.0, np.nextafter(1.0, 0.0)]])
+    arms = rng.integers(0, 3, u.size)
+
+    def plain(ui, a):
+        for v in range(values.size - 1):
+            if ui < cum[a, v]:
+                return values[v]
+        return values[-1]
+
+    expected = np.array([plain(ui, a) for ui, a in zip(u, arms)])
+    np.testing.assert_array_equal(env._rewards(u, arms), expected)
+    np.testing.assert_array_equal(env._rewards(u.reshape(-1, 2), arms.reshape(-1, 2)), expected.reshape(-1, 2))
+
+
 def test_run_keys_give_common_rewards_across_batch_sizes():
     env = BernoulliBandit(np.array([0.7, 0.3]))
     a = RewardStream(env, 3, 4, np.random.default_rng(5), run_keys=[0, 1, 2])

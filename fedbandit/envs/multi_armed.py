@@ -111,7 +111,7 @@ class BernoulliBandit(_KArmedBandit):
         return 0.5
 
     def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        return (u < self.means[arms]).astype(float)
+        return (u < self.means.take(arms)).astype(float)
 
     _variate = "uniform"
 
@@ -136,7 +136,7 @@ class GaussianBandit(_KArmedBandit):
         object.__setattr__(self, "sigma", check_positive_float("sigma", self.sigma))
 
     def _rewards(self, z: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        return self.means[arms] + self.sigma * z
+        return self.means.take(arms) + self.sigma * z
 
     _variate = "normal"
 
@@ -180,7 +180,12 @@ class CategoricalBandit(_KArmedBandit):
             raise ValueError("means must equal probs @ values (use CategoricalBandit.from_distributions)")
         cum = np.cumsum(probs, axis=1)
         cum[:, -1] = np.inf  # U < 1 always lands on a value
-        for name, arr in (("values", values.copy()), ("probs", probs.copy()), ("_cum", cum)):
+        # The thresholds by value, each a contiguous (K,) array: the inverse CDF below compares
+        # U with one gathered threshold per value (a reduction over a short last axis is slow).
+        thresholds = np.ascontiguousarray(cum[:, :-1].T)
+        object.__setattr__(self, "_index_dtype", np.min_scalar_type(values.size))
+        for name, arr in (("values", values.copy()), ("probs", probs.copy()), ("_cum", cum),
+                          ("_thresholds", thresholds)):
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -203,9 +208,15 @@ class CategoricalBandit(_KArmedBandit):
         return np.sqrt(np.maximum(second - self.means**2, 0.0))
 
     def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
-        cum = self._cum[arms]  # (..., V)
-        idx = (u[..., None] >= cum).sum(axis=-1)
-        return self.values[idx]
+        # The index of the value is the number of the arm's CDF thresholds at or below U
+        # (the last threshold, 1, is never reached: U < 1).
+        if not len(self._thresholds):  # one value: every reward is it
+            return np.full(np.broadcast(u, arms).shape, self.values[0])
+        first, *rest = self._thresholds
+        idx = (u >= first.take(arms)).astype(self._index_dtype)
+        for thr in rest:
+            idx += u >= thr.take(arms)
+        return self.values.take(idx)
 
 
 #: The K-armed environments the consensus learners accept.
@@ -292,11 +303,14 @@ class RewardStream:
                 # Run r's variates depend on (key, run_keys[r], block) only: runs with equal keys
                 # see equal rewards whatever the rest of the batch (common random numbers across
                 # configurations of different sizes).
-                table = np.empty((self.block, self.n_runs, self.n_agents))
-                for r, k in enumerate(self.run_keys):
+                # Each distinct key is drawn once (a sweep repeats the replicate numbers in
+                # every (epsilon, rho) cell), then copied to its runs.
+                keys, run_of_key = np.unique(self.run_keys, return_inverse=True)
+                by_key = np.empty((keys.size, self.block, self.n_agents))
+                for i, k in enumerate(keys):
                     g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c, int(k))))
-                    table[:, r, :] = self._draw(g, (self.block, self.n_agents))
-                self._table = table
+                    by_key[i] = self._draw(g, (self.block, self.n_agents))
+                self._table = np.ascontiguousarray(by_key[run_of_key].transpose(1, 0, 2))
             self._cached_block = c
         return self._table
 
@@ -309,6 +323,12 @@ class RewardStream:
     def rewards(self, t: int, arms) -> np.ndarray:
         """Rewards of slot ``t`` for the arms ``arms`` of shape (R, M)."""
         return self.env._rewards(self.variates(t), np.asarray(arms))
+
+    def rewards_unchecked(self, t: int, arms: np.ndarray) -> np.ndarray:
+        """:meth:`rewards` without argument checks: the learners' per-slot path (``t >= 1`` an
+        int, ``arms`` an integer array of shape (R, M))."""
+        c, off = divmod(t - 1, self.block)
+        return self.env._rewards(self._load(c)[off], arms)
 
     def reward(self, t: int, r: int, m: int, a: int) -> float:
         """Scalar reward of agent ``m`` of run ``r`` pulling arm ``a`` at slot ``t``."""

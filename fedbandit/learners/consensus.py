@@ -551,15 +551,15 @@ class MasterWorkerUCB(_CounterLearner):
         doubling, lo = self.doubling, self.lo
 
         def own(flat, t):
-            n = counts_f[flat]
+            n = counts_f.take(flat)
             if self.private:
                 # Private sums are of the shifted items (x - low): the mean gets low back.
                 m = proto.value_at(flat) / n + lo
             else:
                 m = proto.value_at(flat) / n
             num = self.width_numerator(t)
-            ro = run_of[flat]
-            return _own_index(self, sigma, m, n, t, self.rho[ro], None if num is None else num[ro])
+            ro = run_of.take(flat)
+            return _own_index(self, sigma, m, n, t, self.rho.take(ro), None if num is None else num.take(ro))
 
         pooled = self.aggregate == "sums"
         if pooled:
@@ -588,6 +588,24 @@ class MasterWorkerUCB(_CounterLearner):
                     idx = idx + num[r_] * np.sqrt(np.maximum(V, 0.0)) / N
             return idx
 
+        def pooled_index_all(t):
+            # pooled_index(all_flat, t) by broadcasting (R, 1, K) totals against (R, M, K) entries:
+            # the same expression for every entry, without the gathers.
+            own_s = proto.value_at(all_flat).reshape(R, M, K)
+            S = tot[0] - mine[0] + own_s
+            N = tot[1] - mine[1] + counts
+            rho_b = self.rho.reshape(R, 1, 1)
+            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(2.0 * rho_b * np.log(t) / N)
+            num = self.width_numerator(t)
+            if num is not None:
+                num_b = num.reshape(R, 1, 1)
+                if self.privacy_width == "fact1":
+                    idx = idx + num_b * sqrt_m[0] / N
+                else:
+                    V = tot[2] - mine[2] + g2.reshape(R, M, K)
+                    idx = idx + num_b * np.sqrt(np.maximum(V, 0.0)) / N
+            return idx.reshape(-1)
+
         index = pooled_index if pooled else own
         period = self.period
 
@@ -606,7 +624,7 @@ class MasterWorkerUCB(_CounterLearner):
                     mine[:] = up
                     tot[:] = up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
-                    ucb_f[:] = pooled_index(all_flat, t)
+                    ucb_f[:] = pooled_index_all(t)
                     d = np.arange(R * M)
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
@@ -616,26 +634,28 @@ class MasterWorkerUCB(_CounterLearner):
                     d = np.arange(R * M)
                 else:
                     if t == K + 1:
-                        ucb_f[:] = index(all_flat, t)
+                        ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
                     d = np.flatnonzero(remaining == 0)
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
-                        f = base.reshape(-1)[d] + arm.reshape(-1)[d]
+                        f = base.reshape(-1).take(d) + arm.reshape(-1).take(d)
                         ucb_f[f] = index(f, t)
                 if d.size:
-                    new = ucb.reshape(R * M, K)[d].argmax(axis=1)
-                    st = np.where(new == arm.reshape(-1)[d], streak.reshape(-1)[d] + 1, 1)
+                    new = ucb.reshape(R * M, K).take(d, axis=0).argmax(axis=1)
+                    st = np.where(new == arm.reshape(-1).take(d), streak.reshape(-1).take(d) + 1, 1)
                     streak.reshape(-1)[d] = st
                     arm.reshape(-1)[d] = new
                     remaining.reshape(-1)[d] = (np.int64(1) << (st - 1)) if doubling else 1
             flat = (base + arm).reshape(-1)
-            r = stream.rewards(t, arm)
+            r = stream.rewards_unchecked(t, arm)
             if actions is not None:
                 actions[t - 1] = arm
-            counts_f[flat] += 1
+            n_flat = counts_f.take(flat)
+            n_flat += 1
+            counts_f[flat] = n_flat
             proto.release(flat, self.clip_shift(r))
             if pooled and self.private and self.privacy_width == "std":
-                g2[flat] = proto.sd_factor(counts_f[flat]) ** 2
+                g2[flat] = proto.sd_factor_float(n_flat) ** 2  # counts >= 1: equal to sd_factor's
             if t > K:
                 remaining -= 1
             cum += gaps[arm].sum(axis=1)
@@ -735,10 +755,12 @@ class DecentralizedUCB(_CounterLearner):
         # Consensus state, agents first so that one GEMM mixes everything: NS[m, 0] = n̂,
         # NS[m, 1] = ŝ (private totals, or exact totals for coop-UCB), each (R, K).
         NS = np.zeros((A, 2, R, K))
+        NS_next = np.empty_like(NS)
         rho_b = self.rho.reshape(1, R, 1)
         ns0_base = ((mm * 2) * R + rr) * K  # (R, M): flat index of NS[m, 0, r, 0]
         ns1_base = ((mm * 2 + 1) * R + rr) * K
         arms = np.zeros((R, M), dtype=np.int64)
+        regret_arms = None
         Q = np.empty((A, R, K))
         inv = np.empty((A, R, K))
         v = np.empty((A, R, K))
@@ -778,8 +800,10 @@ class DecentralizedUCB(_CounterLearner):
                     if exact_avg:
                         arms = np.broadcast_to(Q[0].argmax(axis=1)[:, None], (R, M))
                     else:
-                        arms = Q.argmax(axis=2).T  # (R, M)
-                r = stream.rewards(t, arms)
+                        by_agent = Q.argmax(axis=2)  # (M, R)
+                        arms = np.ascontiguousarray(by_agent.T)  # (R, M), contiguous for the gathers
+                        regret_arms = by_agent.T  # the regret sum below adds over this layout, as it always has
+                r = stream.rewards_unchecked(t, arms)
                 if actions is not None:
                     actions[t - 1] = arms
                 f = (mech_base + arms).reshape(-1)
@@ -795,9 +819,10 @@ class DecentralizedUCB(_CounterLearner):
                     NSf[(ns1_base + arms).reshape(-1)] += inc
                     # every agent sends its state (n̂ + ξ, ŝ + Δs̃) to its neighbours, who mix
                     sent = proto.communicate(NS, n_messages=n_msgs_per_slot, payload=payload_per_slot)
-                    NS = (P @ sent.reshape(M, -1)).reshape(M, 2, R, K)
+                    np.matmul(P, sent.reshape(M, -1), out=NS_next.reshape(M, -1))
+                    NS, NS_next = NS_next, NS  # the mixed state; the old buffer takes the next product
                     NSf = NS.reshape(-1)
-                cum += gaps[arms].sum(axis=1)
+                cum += gaps[arms if regret_arms is None else regret_arms].sum(axis=1)
                 rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         network = {"graph": graph.name, "kappa": self.kappa, "lambda_2": terms.lambda_2, "epsilon_n": terms.epsilon_n,
                    "c_i": terms.c_i.tolist(), "c_0": terms.c_0, "n_edges": graph.n_edges,
@@ -851,7 +876,6 @@ class IndependentUCB(_CounterLearner):
         R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
         gaps = env.gaps
         counts = np.zeros((R, M, K))
-        sums = np.zeros((R, M, K))  # the counters' outputs (kept in sync)
         rho_b = self.rho.reshape(R, 1, 1)
         base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K
         g_own = np.ones((R, M, K))  # sd_factor of the counts, updated incrementally
@@ -859,32 +883,48 @@ class IndependentUCB(_CounterLearner):
         cum = np.zeros(R)
         actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
         arms = np.zeros((R, M), dtype=np.int64)
-        counts_f, sums_f, g_f = counts.reshape(-1), sums.reshape(-1), g_own.reshape(-1)
+        counts_f, g_f = counts.reshape(-1), g_own.reshape(-1)
         shift_lo = self.private and self.lo != 0.0
         std_width = self._width_scale is not None and self.privacy_width == "std"
+        # The index's terms in preallocated buffers (no (R, M, K) temporaries per slot); the
+        # mean sums/counts (+ low) changes only where an arm was pulled, so it is kept and
+        # updated there, each entry by the same expression as a full recomputation.
+        mean = np.zeros((R, M, K))
+        mean_f = mean.reshape(-1)
+        Q = np.empty((R, M, K))
+        tmp = np.empty((R, M, K))
+        sqrt_coef = 2.0 * rho_b  # (R, 1, 1): times ln t, then over the counts
         for t in range(1, T + 1):
             if t <= K:
                 arms[:] = t - 1
             else:
-                Q = sums / counts
-                if shift_lo:
-                    Q += self.lo
-                Q += sigma * np.sqrt(2.0 * rho_b * np.log(t) / counts)
+                # Q = sums/counts (+ low) + sigma sqrt(2 rho ln t / counts) + privacy width
+                np.divide(sqrt_coef * np.log(t), counts, out=tmp)
+                np.sqrt(tmp, out=tmp)
+                np.multiply(sigma, tmp, out=Q)
+                np.add(mean, Q, out=Q)
                 num = self.width_numerator(t)
                 if num is not None:
                     if self.privacy_width == "fact1":
-                        Q += num.reshape(R, 1, 1) / counts
+                        np.divide(num.reshape(R, 1, 1), counts, out=tmp)
                     else:
-                        Q += num.reshape(R, 1, 1) * g_own / counts
+                        np.multiply(num.reshape(R, 1, 1), g_own, out=tmp)
+                        tmp /= counts
+                    Q += tmp
                 arms = Q.argmax(axis=2)
-            r = stream.rewards(t, arms)
+            r = stream.rewards_unchecked(t, arms)
             if actions is not None:
                 actions[t - 1] = arms
             f = (base + arms).reshape(-1)
-            counts_f[f] += 1
-            sums_f[f] = proto.release(f, self.clip_shift(r))
+            n_f = counts_f.take(f)
+            n_f += 1
+            counts_f[f] = n_f
+            m_f = proto.release(f, self.clip_shift(r)) / n_f  # the counter's new private sums over the counts
+            if shift_lo:
+                m_f += self.lo
+            mean_f[f] = m_f
             if std_width:
-                g_f[f] = proto.sd_factor(counts_f[f])
+                g_f[f] = proto.sd_factor_float(n_f)  # the counts' factor (n_f >= 1: equal to sd_factor's)
             cum += gaps[arms].sum(axis=1)
             rec.record(t, cum, 0, 0)
         return self._result(env, sigma, rec, counts.astype(np.int64), actions)
@@ -933,7 +973,7 @@ class CentralizedUCB(_CounterLearner):
             else:
                 a = (S / N + sigma * np.sqrt(2.0 * rho[:, None] * np.log(M * t) / N)).argmax(axis=1)
             arms = np.broadcast_to(a[:, None], (R, M))
-            r = stream.rewards(t, arms)
+            r = stream.rewards_unchecked(t, arms)
             if actions is not None:
                 actions[t - 1] = arms
             N[rows, a] += M

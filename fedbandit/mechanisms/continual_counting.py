@@ -581,7 +581,7 @@ class HybridMechanism(_BatchedStreams):
         return self._log + self._since + self._bin
 
     def value_at(self, idx: np.ndarray) -> np.ndarray:
-        return self._log[idx] + self._since[idx] + self._bin[idx]
+        return self._log.take(idx) + self._since.take(idx) + self._bin.take(idx)
 
     def _grow(self, levels: int) -> None:
         W = max(levels, 2 * self._W)
@@ -603,36 +603,46 @@ class HybridMechanism(_BatchedStreams):
         return self._step(idx, x, rng)[3]
 
     def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        # The learners' hot path (one call per slot on R M streams): ``take`` gathers, no
+        # reductions, and each mask computed once.
         idx = np.asarray(idx, dtype=np.int64)
-        n = self._count[idx] + 1
+        n = self._count.take(idx)
+        n += 1
         self._count[idx] = n
         if self.track_true:
             self._true[idx] += x
         self._steps += 1
+        if self._steps > (1 << self._W):
+            # Every count is at most the number of steps: grow before a count can pass the
+            # stored levels (where the growth happens changes no value).
+            k_max = self._steps.bit_length() - 1
+            if k_max > self._W:
+                self._grow(k_max)
         if self._steps < (1 << _TABLE_BITS):  # every count is below the tables' range
-            k = _FLOOR_LOG2[n]
+            k = _FLOOR_LOG2.take(n)
             lsb = self._lsb
         else:
             k = floor_log2_unchecked(n)
             lsb = None
         tau = n - (np.int64(1) << k)
         pow2 = tau == 0
-        if self._steps > (1 << self._W) and k.max() > self._W:
-            self._grow(int(k.max()))
+        not_pow2 = ~pow2
         if self._eps_flat is None:
             c, c_level = self._c, self._c_level
         else:
-            c = self._c[idx]
-            c_level = c if self._c_level is self._c else self._c_level[idx]
+            c = self._c.take(idx)
+            c_level = c if self._c_level is self._c else self._c_level.take(idx)
         # One draw per step: the log release's Lap(2s/eps) at powers of two, otherwise the
         # node noise Lap(2ks/eps) of the binary node that tau closes.
         z = _draw_standard_laplace(rng, idx.size)
         z *= np.where(pow2, c, c_level * k)
-        since = self._since[idx] + x
+        since = self._since.take(idx)
+        since += x
         # Logarithmic mechanism: release at n = 2^k; the binary tree then restarts.
-        log = self._log[idx] + pow2 * (since + z)
+        log = self._log.take(idx)
+        log += pow2 * (since + z)
         self._log[idx] = log
-        since *= ~pow2
+        since *= not_pow2
         self._since[idx] = since
         # Binary mechanism of interval k: N(tau) = N(tau - lowbit(tau)) + Z, stored in the
         # slot of level lowbit(tau); N(tau - lowbit(tau)) sits in the slot of its own
@@ -641,14 +651,15 @@ class HybridMechanism(_BatchedStreams):
         Hf = self._H.reshape(-1)
         rest = tau & (tau - 1)
         if lsb is not None:
-            base = Hf[row0 + lsb[rest]]
-            col = lsb[tau]
+            base = Hf.take(row0 + lsb.take(rest))
+            col = lsb.take(tau)
         else:
-            base = Hf[row0 + np.where(rest > 0, _lowest_set_bit_index(np.maximum(rest, 1)), self._W)]
+            base = Hf.take(row0 + np.where(rest > 0, _lowest_set_bit_index(np.maximum(rest, 1)), self._W))
             col = np.where(pow2, self._W, _lowest_set_bit_index(np.maximum(tau, 1)))
-        noise = (base + z) * ~pow2
+        noise = base + z
+        noise *= not_pow2
         Hf[row0 + col] = noise  # at tau = 0 this writes 0 into the zero column
-        old_bin = self._bin[idx]
+        old_bin = self._bin.take(idx)
         self._bin[idx] = noise
         # Output change: x + z + base - old binary noise (at 2^k, base = 0 too).
         inc = x + z + base - old_bin

@@ -294,7 +294,7 @@ class HybridCounter(CounterRandomizer):
         if self.width_sd == "exact":
             return _hybrid_sd_factor(np.floor(np.maximum(n_hat, 1.0)).astype(np.int64))
         # n̂ >= 1 after the round-robin slots, so frexp's exponent is floor(log2 n̂) + 1.
-        return _G_SHIFTED[np.frexp(n_hat)[1]]
+        return _G_SHIFTED.take(np.frexp(n_hat)[1])
 
     def theorem(self, setting: CounterSetting) -> str:
         return ("hybrid mechanism [CSS11, Thm. 4.7]: one reward enters one logarithmic release Lap(2s/ε) and at "
