@@ -625,3 +625,35 @@ def test_the_randomizers_rounding_in_two_parts_is_unary_round_draw_for_draw():
     low, up = pc._unary_round_parts(z01, g, np.random.default_rng(7))
     np.testing.assert_array_equal(low.astype(np.int64) + up, unary_round_unchecked(z01, g, np.random.default_rng(7)))
     np.testing.assert_array_equal(pc._user_sum(low[2], up[2]), (low[2] + up[2]).sum(axis=0).astype(np.int64))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_learners_run_together_are_each_learner_run_alone(shared):
+    """run_together (one environment, its blocks generated once, every learner fed each block in turn) gives
+    every learner exactly its own run's result: same regret, bit for bit (a learner that kept state across
+    learners, or a block mutated by one of them, would break it)."""
+    from fedbandit.learners.concurrent_linucb import run_together
+
+    n, d = 640, 3
+
+    def env():
+        return SyntheticLinearEnv(1, n_arms=7, dim=d, n_runs=3, noise_std=0.1, shared_contexts=shared,
+                                  means_from_raw=False, seed=11)
+
+    def learners():
+        protos = [create("concurrent-shuffle", epsilon=2.0, delta=1e-5, k=2),
+                  create("concurrent-shuffle", epsilon=2.0, delta=1e-5, k="log"),
+                  create("central", epsilon=2.0, delta=1e-5, relation="replace")]
+        out = [ConcurrentShuffleLinUCB(p, n_users=n, dim=d, min_period=16) for p in protos]
+        out.append(ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=2.0, delta=1e-5, k=1), n_users=n,
+                                           dim=d, min_period=16, noise_free=True))
+        return out
+
+    alone = [lr.run(env(), np.random.default_rng(i)) for i, lr in enumerate(learners())]
+    together, times = run_together(learners(), env(), [np.random.default_rng(i) for i in range(4)])
+    assert len(times) == 4 and all(w >= 0 and c >= 0 for w, c in times)
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a.regret, b.regret)
+    with pytest.raises(ValueError, match="same users"):
+        run_together([learners()[0], ConcurrentShuffleLinUCB(create("non-private"), n_users=320, dim=d)], env(),
+                     [np.random.default_rng(0)] * 2)

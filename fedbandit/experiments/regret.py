@@ -38,7 +38,7 @@ from fedbandit._validation import (
 from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.envs.orthogonal import OrthogonalArmsEnv
 from fedbandit.experiments.trials import check_config
-from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB, run_together
 from fedbandit.protocols.registry import create, describe
 
 __all__ = [
@@ -105,6 +105,7 @@ def regret_trial(config: dict, rng) -> dict:
                             "cpu")}
     out["checkpoints"] = checkpoints
 
+    uniform = False
     if instance == "gaps":
         check_config(config, ("gaps", "runs_per_gap"))
         per_gap = check_positive_int("runs_per_gap", config["runs_per_gap"], max_value=MAX_RUNS,
@@ -130,25 +131,40 @@ def regret_trial(config: dict, rng) -> dict:
             )
 
         param_bound = 1.0
-        if check_bool("uniform", config.get("uniform", True)):
-            out["uniform"] = sum(
-                (b.best[:, :, 0] - np.mean(b.means[:, :, 0], axis=-1)).sum(axis=0) for b in make_env().iter_blocks(n)
-            )
+        uniform = check_bool("uniform", config.get("uniform", True))
+    learners, rngs, labels = [], [], []
     for spec, proto_rng in zip(specs, learner_rng.spawn(len(specs))):
         params = {k: v for k, v in spec.items() if k not in ("label", "protocol", "noise_free", "min_period")}
         name = spec["protocol"]
-        label = spec.get("label", name)
+        labels.append(spec.get("label", name))
         accepted = describe(name).parameters
         params.update({k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if k in accepted})
-        t0, c0 = time.perf_counter(), time.process_time()
-        learner = ConcurrentShuffleLinUCB(
+        learners.append(ConcurrentShuffleLinUCB(
             create(name, **params), n_users=n, dim=dim, noise_bound=noise_std, param_bound=param_bound,
             beta_scale=beta_scale, min_period=int(spec.get("min_period", min_period)),
             noise_free=bool(spec.get("noise_free", False)),
-        )
-        res = learner.run(make_env(), proto_rng)
-        out["wall"][label] = time.perf_counter() - t0
-        out["cpu"][label] = time.process_time() - c0
+        ))
+        rngs.append(proto_rng)
+    # every learner on the same blocks of one environment, generated once (the same users as
+    # one environment per learner: it is deterministic given env_seed)
+    uniform_sum: Any = 0
+    if instance == "contextual" and uniform:
+        def on_block(b):
+            nonlocal uniform_sum
+            uniform_sum = uniform_sum + (b.best[:, :, 0] - np.mean(b.means[:, :, 0], axis=-1)).sum(axis=0)
+    else:
+        on_block = None
+    if learners:
+        results, times = run_together(learners, make_env(), rngs, on_block=on_block)
+    else:
+        results, times = [], []
+        for b in make_env().iter_blocks(n) if on_block is not None else ():
+            on_block(b)
+    if on_block is not None:
+        out["uniform"] = uniform_sum
+    for label, learner, res, (wall, cpu) in zip(labels, learners, results, times):
+        out["wall"][label] = wall
+        out["cpu"][label] = cpu
         out[label] = res.regret[:, -1]
         out["curves"][label] = res.regret[:, checkpoints - 1].mean(axis=0)
         out["lam"][label] = learner.lam
