@@ -19,7 +19,6 @@ speed report.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np

@@ -66,7 +66,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.users import UserSequenceEnv
-from fedbandit.learners.linucb import TIE_TOL, _upper_products_t, select_arms, weighted_upper
+from fedbandit.learners.linucb import TIE_TOL, _upper_products_t, weighted_upper
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
