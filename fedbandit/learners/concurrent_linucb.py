@@ -516,8 +516,12 @@ class ConcurrentShuffleLinUCB:
                     arms = _static_arms(feats_b[s], theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s])
                 else:
                     arms = _period_arms(fb, theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s : s + c])
-                x = _played(fb, arms)  # (R, c, d)
-                mean = _played(means_b[s : s + c], arms)  # (R, c)
+                if static:  # every user of the period faces the arms of its first round
+                    x = feats_b[s][runs_idx[:, None] if feats_b.shape[1] > 1 else 0, arms]  # (R, c, d)
+                    mean = means_b[s][runs_idx[:, None] if means_b.shape[1] > 1 else 0, arms]  # (R, c)
+                else:
+                    x = _played(fb, arms)  # (R, c, d)
+                    mean = _played(means_b[s : s + c], arms)  # (R, c)
                 regret[:, t : t + c] = best_b[s : s + c].T - mean
                 y = np.clip(mean + noise_b[s : s + c].T, -Y, Y)
                 pend_x.append(x)

@@ -118,6 +118,7 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
     (each entry one product), computed into one contiguous buffer.
     """
     c, R, d = x.shape
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)  # (the learner passes transposed views)
     z = np.empty((c, R, half_range.size))
     np.multiply(x, y[..., None], out=z[..., :d])
     k = d
