@@ -856,11 +856,15 @@ class VectorSumRecords(RecordRandomizer):
             self._ones += ones.sum(axis=0)
             return {}
         times = np.arange(first, self._t + 1, b)
-        cum = np.cumsum(ones, axis=0)
-        at = cum[times - t0 - 1]
-        batch = np.diff(at, axis=0, prepend=0.0)
-        batch[0] += self._ones
-        self._ones = cum[-1] - at[-1]
+        if first == self._t:  # one batch, closing at the period's end (integer-valued sums: exact in any order)
+            batch = (self._ones + ones.sum(axis=0))[None]
+            self._ones = np.zeros_like(self._ones)
+        else:
+            cum = np.cumsum(ones, axis=0)
+            at = cum[times - t0 - 1]
+            batch = np.diff(at, axis=0, prepend=0.0)
+            batch[0] += self._ones
+            self._ones = cum[-1] - at[-1]
         noise = _binomial(rng, b * self.mech.b, self.mech.p, batch.shape)
         return {0: (times, batch + noise)}
 
