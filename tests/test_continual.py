@@ -531,3 +531,17 @@ def test_blockwise_sampler_refuses_bad_input():
         bernoulli_concurrent_sup_error(10**9, 3, 1.0, 1e-6, np.random.default_rng(0), runs=1000, batch_sizes=(1000, 10, 1))
     with pytest.raises(ValueError, match="mean"):
         bernoulli_concurrent_sup_error(100, 1, 1.0, 1e-6, np.random.default_rng(0), mean=1.5)
+
+
+@pytest.mark.parametrize("n,runs,k", [(1000, 3, 1), (12_345, 2, 2), (4096, 1, 2)])
+def test_sup_error_of_an_extrapolating_release_is_the_full_path_supremum(n, runs, k):
+    """sup_error of a release with slopes (computed block by block) equals, bit for bit, the maximum over every
+    t = 0..n of |Ŝ_t − S_t| from the release's full path (the definition); a wrong offset inside a block, or a
+    dropped last partial block, breaks it."""
+    from fedbandit.mechanisms.psco import prefix_sums, run_psco, sample_bernoulli_input, sup_error
+
+    rng = np.random.default_rng(n)
+    x = sample_bernoulli_input(n, rng, runs=runs)
+    rel = run_psco("extrapolating", x, 1.0, 1e-8, rng, k=k)
+    assert rel.slopes is not None
+    np.testing.assert_array_equal(sup_error(rel, x), np.max(np.abs(rel.path() - prefix_sums(x)), axis=1))
