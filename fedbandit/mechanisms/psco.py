@@ -242,6 +242,12 @@ def sup_error(release: ContinualRelease, x: ArrayLike) -> np.ndarray:
     if release.slopes is not None:
         return _linear_sup_error(release, arr)
     a = release.block
+    if a == 1 and arr.dtype == np.uint8:
+        # blocks of one user (local, tree, central) on bits: both ends of block j are S_j
+        # (exact integers), so the supremum is max_t |Ŝ_t − S_t| in one pass
+        cum = np.zeros((runs, n + 1))
+        np.cumsum(arr, axis=1, dtype=float, out=cum[:, 1:])
+        return np.abs(np.subtract(release.values, cum, out=cum), out=cum).max(axis=1)
     n_blocks = n // a
     acc = np.int64 if arr.dtype == np.uint8 else float
     sums = arr[:, : n_blocks * a].reshape(runs, n_blocks, a).sum(axis=2, dtype=acc)
