@@ -530,7 +530,10 @@ class ConcurrentShuffleLinUCB:
                 t += c
                 s += c
                 if filled == period:
-                    bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1))
+                    if len(pend_x) == 1:  # the period's users in one step (no copy needed)
+                        bias, gram = synchronize(pend_x[0], pend_y[0])
+                    else:
+                        bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1))
                     v_inv = np.linalg.inv(gram + lam_eye)  # linucb.regularized_inverse, without its checks
                     theta = np.matmul(v_inv, bias[..., None])[..., 0]
                     pend_x, pend_y, filled = [], [], 0
