@@ -425,7 +425,8 @@ def test_a_period_of_several_batches_releases_the_mixed_radix_estimate(monkeypat
     not clearing the finer levels at a coarser release, fails it.)"""
     import fedbandit.protocols.concurrent as pc
 
-    monkeypatch.setattr(pc, "_unary_round", lambda arr, g, rng: np.floor(arr * g + 0.5).astype(np.int64))
+    monkeypatch.setattr(pc, "_unary_round_parts",
+                        lambda arr, g, rng: (np.floor(arr[None] * g + 0.5), np.zeros((len(g),) + arr.shape, dtype=bool)))
     monkeypatch.setattr(pc, "_sample_counts", lambda ones, m, q0, q1, rng: ones * q1 + (m - ones) * q0)
     dim, n, runs = 2, 96, 2
     x, y, z = _users(np.random.default_rng(3), n, runs, dim)
@@ -610,3 +611,49 @@ def test_static_scoring_equals_per_user_scoring_when_the_choice_moves():
                          np.broadcast_to(v_inv[:, None], (R, c, d, d)), np.broadcast_to(betas, (R, c)),
                          np.broadcast_to(mask[:, None], (R, c, K)))
     np.testing.assert_array_equal(_static_arms(feats, theta, v_inv, betas, mask), slow_m)
+
+
+def test_the_randomizers_rounding_in_two_parts_is_unary_round_draw_for_draw():
+    """The hot loop's rounding (floor and Bernoulli increment, summed over users only where needed) is
+    unary_round_unchecked's, draw for draw: the same generator state gives the same integer ones."""
+    import fedbandit.protocols.concurrent as pc
+    from fedbandit.mechanisms.randomized_response import unary_round_unchecked
+
+    z01 = np.random.default_rng(1).random((64, 5, 9))
+    z01[:, 0, :3] = 0.5  # exact halves and integers: fractions 0 at even g
+    g = np.array([1.0, 8.0, 13.0, 256.0])[:, None, None, None]
+    low, up = pc._unary_round_parts(z01, g, np.random.default_rng(7))
+    np.testing.assert_array_equal(low.astype(np.int64) + up, unary_round_unchecked(z01, g, np.random.default_rng(7)))
+    np.testing.assert_array_equal(pc._user_sum(low[2], up[2]), (low[2] + up[2]).sum(axis=0).astype(np.int64))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_learners_run_together_are_each_learner_run_alone(shared):
+    """run_together (one environment, its blocks generated once, every learner fed each block in turn) gives
+    every learner exactly its own run's result: same regret, bit for bit (a learner that kept state across
+    learners, or a block mutated by one of them, would break it)."""
+    from fedbandit.learners.concurrent_linucb import run_together
+
+    n, d = 640, 3
+
+    def env():
+        return SyntheticLinearEnv(1, n_arms=7, dim=d, n_runs=3, noise_std=0.1, shared_contexts=shared,
+                                  means_from_raw=False, seed=11)
+
+    def learners():
+        protos = [create("concurrent-shuffle", epsilon=2.0, delta=1e-5, k=2),
+                  create("concurrent-shuffle", epsilon=2.0, delta=1e-5, k="log"),
+                  create("central", epsilon=2.0, delta=1e-5, relation="replace")]
+        out = [ConcurrentShuffleLinUCB(p, n_users=n, dim=d, min_period=16) for p in protos]
+        out.append(ConcurrentShuffleLinUCB(create("concurrent-shuffle", epsilon=2.0, delta=1e-5, k=1), n_users=n,
+                                           dim=d, min_period=16, noise_free=True))
+        return out
+
+    alone = [lr.run(env(), np.random.default_rng(i)) for i, lr in enumerate(learners())]
+    together, times = run_together(learners(), env(), [np.random.default_rng(i) for i in range(4)])
+    assert len(times) == 4 and all(w >= 0 and c >= 0 for w, c in times)
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a.regret, b.regret)
+    with pytest.raises(ValueError, match="same users"):
+        run_together([learners()[0], ConcurrentShuffleLinUCB(create("non-private"), n_users=320, dim=d)], env(),
+                     [np.random.default_rng(0)] * 2)

@@ -531,3 +531,30 @@ def test_blockwise_sampler_refuses_bad_input():
         bernoulli_concurrent_sup_error(10**9, 3, 1.0, 1e-6, np.random.default_rng(0), runs=1000, batch_sizes=(1000, 10, 1))
     with pytest.raises(ValueError, match="mean"):
         bernoulli_concurrent_sup_error(100, 1, 1.0, 1e-6, np.random.default_rng(0), mean=1.5)
+
+
+@pytest.mark.parametrize("n,runs,k", [(1000, 3, 1), (12_345, 2, 2), (4096, 1, 2)])
+def test_sup_error_of_an_extrapolating_release_is_the_full_path_supremum(n, runs, k):
+    """sup_error of a release with slopes (computed block by block) equals, bit for bit, the maximum over every
+    t = 0..n of |Ŝ_t − S_t| from the release's full path (the definition); a wrong offset inside a block, or a
+    dropped last partial block, breaks it."""
+    from fedbandit.mechanisms.psco import prefix_sums, run_psco, sample_bernoulli_input, sup_error
+
+    rng = np.random.default_rng(n)
+    x = sample_bernoulli_input(n, rng, runs=runs)
+    rel = run_psco("extrapolating", x, 1.0, 1e-8, rng, k=k)
+    assert rel.slopes is not None
+    np.testing.assert_array_equal(sup_error(rel, x), np.max(np.abs(rel.path() - prefix_sums(x)), axis=1))
+
+
+@pytest.mark.parametrize("name", ["local", "tree", "central"])
+def test_sup_error_of_a_one_user_block_release_is_the_full_path_supremum(name):
+    """The one-pass sup error of releases on blocks of one user (bits in) equals max_t |Ŝ_t − S_t| over the full
+    path, bit for bit (an off-by-one between the estimates and the prefix sums breaks it)."""
+    from fedbandit.mechanisms.psco import prefix_sums, run_psco, sample_bernoulli_input, sup_error
+
+    rng = np.random.default_rng(5)
+    x = sample_bernoulli_input(3001, rng, runs=2)
+    rel = run_psco(name, x, 1.0, 1e-8, rng)
+    assert rel.block == 1 and rel.slopes is None
+    np.testing.assert_array_equal(sup_error(rel, x), np.max(np.abs(rel.path() - prefix_sums(x)), axis=1))

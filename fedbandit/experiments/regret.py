@@ -19,11 +19,13 @@ speed report.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from fedbandit._grid import Grouping, config_hash
+from fedbandit._grid import run_grid as _run_grid
 from fedbandit._validation import (
     check_array,
     check_bool,
@@ -37,12 +39,15 @@ from fedbandit._validation import (
 )
 from fedbandit.envs.linear import SyntheticLinearEnv
 from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+from fedbandit.envs.sharing import in_lockstep, run_in_lockstep, share
 from fedbandit.experiments.trials import check_config
-from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB
+from fedbandit.learners.concurrent_linucb import ConcurrentShuffleLinUCB, run_together
 from fedbandit.protocols.registry import create, describe
 
 __all__ = [
     "regret_trial",
+    "run_regret_grid",
+    "regret_environment_key",
 ]
 
 #: Most runs of one trial (each is a row of the learner's state).
@@ -105,6 +110,7 @@ def regret_trial(config: dict, rng) -> dict:
                             "cpu")}
     out["checkpoints"] = checkpoints
 
+    uniform = False
     if instance == "gaps":
         check_config(config, ("gaps", "runs_per_gap"))
         per_gap = check_positive_int("runs_per_gap", config["runs_per_gap"], max_value=MAX_RUNS,
@@ -130,25 +136,41 @@ def regret_trial(config: dict, rng) -> dict:
             )
 
         param_bound = 1.0
-        if check_bool("uniform", config.get("uniform", True)):
-            out["uniform"] = sum(
-                (b.best[:, :, 0] - np.mean(b.means[:, :, 0], axis=-1)).sum(axis=0) for b in make_env().iter_blocks(n)
-            )
+        uniform = check_bool("uniform", config.get("uniform", True))
+    learners, rngs, labels = [], [], []
     for spec, proto_rng in zip(specs, learner_rng.spawn(len(specs))):
         params = {k: v for k, v in spec.items() if k not in ("label", "protocol", "noise_free", "min_period")}
         name = spec["protocol"]
-        label = spec.get("label", name)
+        labels.append(spec.get("label", name))
         accepted = describe(name).parameters
         params.update({k: v for k, v in (("epsilon", epsilon), ("delta", delta)) if k in accepted})
-        t0, c0 = time.perf_counter(), time.process_time()
-        learner = ConcurrentShuffleLinUCB(
+        learners.append(ConcurrentShuffleLinUCB(
             create(name, **params), n_users=n, dim=dim, noise_bound=noise_std, param_bound=param_bound,
             beta_scale=beta_scale, min_period=int(spec.get("min_period", min_period)),
             noise_free=bool(spec.get("noise_free", False)),
-        )
-        res = learner.run(make_env(), proto_rng)
-        out["wall"][label] = time.perf_counter() - t0
-        out["cpu"][label] = time.process_time() - c0
+        ))
+        rngs.append(proto_rng)
+    # every learner of the configuration on the same blocks of one environment, generated once
+    # (the same users as one environment per learner: it is deterministic given env_seed)
+    uniform_sum: Any = 0
+    if instance == "contextual" and uniform:
+        def on_block(b):
+            nonlocal uniform_sum
+            uniform_sum = uniform_sum + (b.best[:, :, 0] - np.mean(b.means[:, :, 0], axis=-1)).sum(axis=0)
+    else:
+        on_block = None
+    # share: run by run_regret_grid, the configurations on one environment generate it once
+    if learners:
+        results, times = run_together(learners, share(make_env()), rngs, on_block=on_block)
+    else:
+        results, times = [], []
+        for b in share(make_env()).iter_blocks(n) if on_block is not None else ():
+            on_block(b)
+    if on_block is not None:
+        out["uniform"] = uniform_sum
+    for label, learner, res, (wall, cpu) in zip(labels, learners, results, times):
+        out["wall"][label] = wall
+        out["cpu"][label] = cpu
         out[label] = res.regret[:, -1]
         out["curves"][label] = res.regret[:, checkpoints - 1].mean(axis=0)
         out["lam"][label] = learner.lam
@@ -159,3 +181,33 @@ def regret_trial(config: dict, rng) -> dict:
         out["batch_sizes"][label] = res.calibration.get("batch_sizes")
         out["accounting"][label] = res.accounting
     return out
+
+
+#: The keys of a regret_trial configuration that determine its environment (given ``env_seed``).
+REGRET_ENVIRONMENT_KEYS = ("instance", "n", "env_seed", "dim", "noise_std", "gaps", "runs_per_gap", "runs", "n_arms",
+                           "shared_contexts")
+
+
+def regret_environment_key(config: Mapping[str, Any]) -> str | None:
+    """The environment part of a :func:`regret_trial` configuration; None without ``env_seed`` (its
+    environment's seed then comes from the point's own random stream, so no two points share it)."""
+    if "env_seed" not in config:
+        return None
+    return config_hash({k: config[k] for k in REGRET_ENVIRONMENT_KEYS if k in config})
+
+
+#: run_regret_grid's grouping: configurations on one environment run in lockstep (fedbandit.envs.sharing).
+REGRET_SHARING = Grouping(key=regret_environment_key, run_together=run_in_lockstep, nested=in_lockstep)
+
+
+def run_regret_grid(configs, **kwargs: Any) -> list[list[Any]]:
+    """:func:`fedbandit.experiments.run_grid` of :func:`regret_trial` over ``configs``, sharing environments.
+
+    Configurations with the same environment (:func:`regret_environment_key`: equal
+    :data:`REGRET_ENVIRONMENT_KEYS`, ``env_seed`` given) run in lockstep
+    (:func:`fedbandit.envs.sharing.run_in_lockstep`), so that each block of contexts and reward
+    noise is generated once per unit of the group instead of once per configuration.  Every
+    point's result, random stream and cache entry are exactly those of the point run alone.
+    ``kwargs`` are run_grid's (seeds, backend, n_jobs, version, ...).
+    """
+    return _run_grid(regret_trial, configs, grouping=REGRET_SHARING, **kwargs)

@@ -49,6 +49,7 @@ times with probability ≈ 1 − α; λ = max(1, 2ν), so V = G̃ + λI has ρ_m
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -65,7 +66,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.users import UserSequenceEnv
-from fedbandit.learners.linucb import TIE_TOL, gather_played, regularized_inverse, select_arms
+from fedbandit.learners.linucb import TIE_TOL, _upper_products_t, weighted_upper
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
@@ -74,6 +75,7 @@ from fedbandit.protocols.statistics import StatisticsProtocol
 __all__ = [
     "ConcurrentShuffleLinUCB",
     "linucb_parameters",
+    "run_together",
 ]
 
 
@@ -149,11 +151,117 @@ def _static_arms(feats, theta, v_inv, betas, mask):
     return arms
 
 
+def _period_arms(feats, theta, v_inv, betas, mask):
+    """LinUCB's choice for the c users of one period, who share θ̂ and V⁻¹: arms (R, c).
+
+    ``feats`` (c, Rc, K, d) with Rc = 1 (every run sees the same contexts) or R, ``betas``
+    (c,), ``mask`` (c, Rc, K) or None.  The scores of :func:`fedbandit.learners.linucb.select_arms`
+    (⟨x, θ̂⟩ + β_t sqrt(max(xᵀ V⁻¹ x, 0)), the same tie rule) in a few large products: with
+    shared contexts, x xᵀ's upper triangle of every user's arms once and one (R × q)(q × cK)
+    product for all quadratic forms; otherwise one (cK × d)(d × d) product per run.
+    """
+    c, Rc, K, d = feats.shape
+    R = theta.shape[0]
+    if Rc == 1:
+        xt = np.ascontiguousarray(feats[:, 0].reshape(c * K, d).T)  # (d, cK)
+        q = d * (d + 1) // 2
+        quad = np.matmul(weighted_upper(v_inv), _upper_products_t(xt, np.empty((q, c * K))))  # (R, cK)
+        lin = np.matmul(theta, xt)
+    else:
+        xr = np.moveaxis(feats, 1, 0).reshape(R, c * K, d)
+        quad = np.einsum("rnd,rnd->rn", np.matmul(xr, v_inv), xr)
+        lin = np.matmul(xr, theta[:, :, None])[..., 0]
+    np.maximum(quad, 0.0, out=quad)
+    np.sqrt(quad, out=quad)
+    scores = quad.reshape(R, c, K)
+    scores *= betas[None, :, None]
+    scores += lin.reshape(R, c, K)
+    if mask is not None:
+        scores = np.where(np.moveaxis(mask, 1, 0), scores, -np.inf)
+    return _tie_argmax(scores)
+
+
+def _played(by_arm, arms):
+    """``by_arm`` (c, Rc, K, ...) at the played arms (R, c): (R, c, ...), a run axis of length 1 broadcast."""
+    R, c = arms.shape
+    users = np.arange(c)[None, :]
+    if by_arm.shape[1] == 1:
+        return by_arm[:, 0][users, arms]
+    return by_arm[users, np.arange(R)[:, None], arms]
+
+
 def _beta(t, params, dim, scale):
     rho_min, rho_max = params["rho_min"], params["rho_max"]
     L = params["feature_bound"]
     inner = 2.0 * math.log(2.0 / params["alpha"]) + dim * np.log(rho_max / rho_min + t * L**2 / (dim * rho_min))
     return scale * (params["noise_bound"] * np.sqrt(inner) + params["param_bound"] * math.sqrt(rho_max) + params["gamma"])
+
+
+def _finish(steps):
+    """Send a run's generator (:meth:`ConcurrentShuffleLinUCB._steps`) its end; its RunResult."""
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("a learner's run did not end after its last block")
+
+
+def run_together(learners, env, rngs, *, per_user: bool = False, on_block=None):
+    """Run several learners on the same users, generating each block of ``env`` once.
+
+    Every learner gets exactly the blocks its own :meth:`ConcurrentShuffleLinUCB.run` would
+    generate (the environment is deterministic given its seed) and its own generator, so each
+    result is bit for bit that of ``learner.run(env, rng)``; only the environment's cost
+    (contexts, reward noise) is paid once instead of once per learner.
+
+    Parameters
+    ----------
+    learners : sequence of ConcurrentShuffleLinUCB
+        With the same ``n_users`` and ``agents_per_round``.
+    env : linear environment
+        As for :meth:`ConcurrentShuffleLinUCB.run`.
+    rngs : sequence of numpy.random.Generator
+        One per learner.
+    per_user : bool, default False
+    on_block : callable, optional
+        Called with every block (of the environment as served) before the learners see it.
+
+    Returns
+    -------
+    (results, times) : list of RunResult, list of (float, float)
+        The learners' results and the (wall, CPU) seconds each spent (the environment's excluded).
+    """
+    learners, rngs = list(learners), list(rngs)
+    if not learners or len(rngs) != len(learners):
+        raise ValueError(f"need one rng per learner and at least one learner, got {len(learners)} learners and "
+                         f"{len(rngs)} rngs")
+    for lr in learners:
+        if not isinstance(lr, ConcurrentShuffleLinUCB):
+            raise TypeError(f"learners must be ConcurrentShuffleLinUCB, got {type(lr).__name__}")
+    shapes = {(lr.n_users, lr.agents_per_round) for lr in learners}
+    if len(shapes) != 1:
+        raise ValueError(f"the learners must serve the same users (n_users, agents_per_round), got {sorted(shapes)}")
+    per_user = check_bool("per_user", per_user)
+    rngs = [check_rng("rng", r) for r in rngs]
+    served = [lr._served_env(env) for lr in learners]
+    times = np.zeros((len(learners), 2))
+
+    def timed(i, step, *args):
+        w0, c0 = time.perf_counter(), time.process_time()
+        value = step(*args)
+        times[i] += (time.perf_counter() - w0, time.process_time() - c0)
+        return value
+
+    steps = [lr._steps(e, r, per_user) for lr, e, r in zip(learners, served, rngs)]
+    for i, st in enumerate(steps):
+        timed(i, next, st)
+    for block in served[0].iter_blocks(learners[0].n_users):
+        if on_block is not None:
+            on_block(block)
+        for i, st in enumerate(steps):
+            timed(i, st.send, block)
+    results = [timed(i, _finish, st) for i, st in enumerate(steps)]
+    return results, [(float(w), float(c)) for w, c in times]
 
 
 @register_learner("concurrent-linucb", family="linear")
@@ -300,6 +408,15 @@ class ConcurrentShuffleLinUCB:
         """
         rng = check_rng("rng", rng)
         per_user = check_bool("per_user", per_user)
+        env = self._served_env(env)
+        steps = self._steps(env, rng, per_user)
+        next(steps)
+        for block in env.iter_blocks(self.n_users):
+            steps.send(block)
+        return _finish(steps)
+
+    def _served_env(self, env):
+        """``env`` checked against the learner, as served one user at a time (a federated instance in sequence)."""
         M = self.agents_per_round
         if getattr(env, "n_agents", None) != M:
             raise ValueError(
@@ -311,6 +428,12 @@ class ConcurrentShuffleLinUCB:
             env = UserSequenceEnv(env)
         if getattr(env, "dim", None) != self.dim:
             raise ValueError(f"environment has dim={getattr(env, 'dim', None)} but the learner was built for dim={self.dim}")
+        return env
+
+    def _steps(self, env, rng, per_user):
+        """The run as a generator: primed with ``next``, it is sent the blocks of ``env.iter_blocks(n)`` one by
+        one, then None; it then returns the :class:`RunResult` (as StopIteration's value)."""
+        M = self.agents_per_round
         n, d, R, Y = self.n_users, self.dim, env.n_runs, self.reward_bound
         protocol = self.protocol
         lam = self.lam
@@ -343,7 +466,10 @@ class ConcurrentShuffleLinUCB:
             users = (np.moveaxis(x, 1, 0)[:, :, None], np.moveaxis(y, 1, 0)[:, :, None]) if needs_users else None
             return protocol.synchronize(bias, gram, users=users)
 
-        for block in env.iter_blocks(n):
+        while True:
+            block = yield
+            if block is None:
+                break
             feats_b = block.features[:, :, 0]  # (rounds, Rc, K, d)
             means_b = block.means[:, :, 0]  # (rounds, Rc, K)
             best_b = block.best[:, :, 0]
@@ -385,31 +511,30 @@ class ConcurrentShuffleLinUCB:
             while s < block.n_rounds:
                 # the next c users share the current statistics: one vectorized step
                 c = min(block.n_rounds - s, period - filled)
-                feats = np.moveaxis(feats_b[s : s + c], 0, 1)  # (Rc, c, K, d)
-                means = np.moveaxis(means_b[s : s + c], 0, 1)  # (Rc, c, K)
+                fb = feats_b[s : s + c]  # (c, Rc, K, d)
                 if static:
                     arms = _static_arms(feats_b[s], theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s])
                 else:
-                    arms = select_arms(
-                        feats,
-                        np.broadcast_to(theta[:, None, :], (R, c, d)),
-                        np.broadcast_to(v_inv[:, None], (R, c, d, d)),
-                        np.broadcast_to(betas[t : t + c], (R, c)),
-                        None if mask_b is None else np.moveaxis(mask_b[s : s + c], 0, 1),
-                    )
-                x = gather_played(feats, arms)  # (R, c, d)
-                mean = gather_played(means, arms)  # (R, c)
-                best = np.broadcast_to(np.moveaxis(best_b[s : s + c], 0, 1), (R, c))
-                regret[:, t : t + c] = best - mean
-                y = np.clip(mean + np.moveaxis(noise_b[s : s + c], 0, 1), -Y, Y)
-                pend_x.append(np.broadcast_to(x, (R, c, d)))
+                    arms = _period_arms(fb, theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s : s + c])
+                if static:  # every user of the period faces the arms of its first round
+                    x = feats_b[s][runs_idx[:, None] if feats_b.shape[1] > 1 else 0, arms]  # (R, c, d)
+                    mean = means_b[s][runs_idx[:, None] if means_b.shape[1] > 1 else 0, arms]  # (R, c)
+                else:
+                    x = _played(fb, arms)  # (R, c, d)
+                    mean = _played(means_b[s : s + c], arms)  # (R, c)
+                regret[:, t : t + c] = best_b[s : s + c].T - mean
+                y = np.clip(mean + noise_b[s : s + c].T, -Y, Y)
+                pend_x.append(x)
                 pend_y.append(y)
                 filled += c
                 t += c
                 s += c
                 if filled == period:
-                    bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1))
-                    v_inv = regularized_inverse(gram, lam)
+                    if len(pend_x) == 1:  # the period's users in one step (no copy needed)
+                        bias, gram = synchronize(pend_x[0], pend_y[0])
+                    else:
+                        bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1))
+                    v_inv = np.linalg.inv(gram + lam_eye)  # linucb.regularized_inverse, without its checks
                     theta = np.matmul(v_inv, bias[..., None])[..., 0]
                     pend_x, pend_y, filled = [], [], 0
         c = protocol.communication

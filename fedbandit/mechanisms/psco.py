@@ -240,13 +240,40 @@ def sup_error(release: ContinualRelease, x: ArrayLike) -> np.ndarray:
     if n != release.n or runs != release.runs:
         raise ValueError(f"x has shape {arr.shape}, the release is for (runs, n) = ({release.runs}, {release.n})")
     if release.slopes is not None:
-        return np.max(np.abs(release.path() - prefix_sums(arr)), axis=1)
+        return _linear_sup_error(release, arr)
     a = release.block
+    if a == 1 and arr.dtype == np.uint8:
+        # blocks of one user (local, tree, central) on bits: both ends of block j are S_j
+        # (exact integers), so the supremum is max_t |Ŝ_t − S_t| in one pass
+        cum = np.zeros((runs, n + 1))
+        np.cumsum(arr, axis=1, dtype=float, out=cum[:, 1:])
+        return np.abs(np.subtract(release.values, cum, out=cum), out=cum).max(axis=1)
     n_blocks = n // a
     acc = np.int64 if arr.dtype == np.uint8 else float
     sums = arr[:, : n_blocks * a].reshape(runs, n_blocks, a).sum(axis=2, dtype=acc)
     last_user = arr[:, a - 1 : n_blocks * a : a].astype(float)
     return _blockwise_sup_error(release.values, sums, last_user, arr[:, n_blocks * a :].sum(axis=1, dtype=acc))
+
+
+def _linear_sup_error(release: ContinualRelease, arr: np.ndarray) -> np.ndarray:
+    """sup_t |Ŝ_t − S_t| of a release linear on every block (``slopes``), every t compared.
+
+    The values of ``np.max(np.abs(release.path() - prefix_sums(arr)), axis=1)``, elementwise
+    the same operations (value + slope·offset, minus the prefix sum), block by block through
+    reshapes instead of an n-long gather.
+    """
+    runs, n = arr.shape
+    a = release.block
+    n_blocks = n // a
+    prefix = prefix_sums(arr)  # (runs, n + 1)
+    offsets = np.arange(a, dtype=np.int64)
+    est = release.values[:, :n_blocks, None] + release.slopes[:, :n_blocks, None] * offsets
+    err = np.abs(est.reshape(runs, n_blocks * a) - prefix[:, : n_blocks * a], out=est.reshape(runs, n_blocks * a))
+    worst = err.max(axis=1) if n_blocks else np.full(runs, -np.inf)
+    # the last (partial) block: times n_blocks·a, ..., n
+    tail_t = np.arange(n_blocks * a, n + 1, dtype=np.int64)
+    tail = release.values[:, n_blocks, None] + release.slopes[:, n_blocks, None] * (tail_t - n_blocks * a)
+    return np.maximum(worst, np.abs(tail - prefix[:, n_blocks * a :]).max(axis=1))
 
 
 def _blockwise_sup_error(values: np.ndarray, block_sums: np.ndarray, last_user: np.ndarray,

@@ -79,7 +79,6 @@ from fedbandit.mechanisms.randomized_response import (
     unary_resolution,
 )
 from fedbandit.mechanisms.randomized_response import sample_rr_counts_unchecked as _sample_counts
-from fedbandit.mechanisms.randomized_response import unary_round_unchecked as _unary_round
 from fedbandit.mechanisms.vector_sum import VectorSumShuffle
 from fedbandit.mechanisms.vector_sum import draw_binomial as _binomial
 from fedbandit.protocols.base import Analyzer, Communication, Protocol, Randomizer
@@ -110,6 +109,43 @@ def _triu(dim: int) -> tuple[np.ndarray, np.ndarray]:
     # the upper-triangle indices of fedbandit.protocols.statistics' packing, computed once
     # per d (this protocol synchronizes after every user in its period-1 variants)
     return np.triu_indices(dim)
+
+
+def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarray:
+    """Every user's record z = (x y, upper triangle of x xᵀ), mapped to [0, 1] as (z/s + 1)/2, clipped: (c, R, D).
+
+    ``x`` (c, R, d), ``y`` (c, R): the values of :func:`fedbandit.protocols.statistics.user_records`
+    (each entry one product), computed into one contiguous buffer.
+    """
+    c, R, d = x.shape
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)  # (the learner passes transposed views)
+    z = np.empty((c, R, half_range.size))
+    np.multiply(x, y[..., None], out=z[..., :d])
+    k = d
+    for i in range(d):  # the products x_i x_j, j ≥ i (row-major upper triangle, np.triu_indices' order)
+        np.multiply(x[..., i : i + 1], x[..., i:], out=z[..., k : k + d - i])
+        k += d - i
+    z /= half_range
+    z += 1.0
+    z /= 2.0
+    return np.clip(z, 0.0, 1.0, out=z)
+
+
+def _unary_round_parts(z01: np.ndarray, g: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fedbandit.mechanisms.randomized_response.unary_round_unchecked` (z01 (c, R, D), g (k, 1, 1, 1)) in two parts.
+
+    Returns (⌊g z⌋ as floats, 1{U < g z − ⌊g z⌋} as bools), both (k, c, R, D), from the same
+    single draw of uniforms: their sum is unary_round_unchecked's result, draw for draw.
+    """
+    scaled = z01[None] * g
+    low = np.floor(scaled)
+    frac = np.subtract(scaled, low, out=scaled)
+    return low, rng.random(frac.shape) < frac
+
+
+def _user_sum(low: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Σ over users (axis 0) of the rounded ones ⌊g z⌋ + 1{U < frac}, as int64 (exact: integer-valued floats)."""
+    return low.sum(axis=0).astype(np.int64) + np.count_nonzero(up, axis=0)
 
 
 def _is_int_like(v: object) -> bool:
@@ -305,16 +341,15 @@ class RandomizedResponseRecords(RecordRandomizer):
         period and ``counts`` (len(times), R, D) their counts of ones.
         """
         x, y = users
-        c = x.shape[0]
-        iu, ju = _triu(x.shape[-1])
-        # every user's record, as fedbandit.protocols.statistics.user_records: (c, R, D)
-        z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
-        z01 = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0)
-        # every level's randomizer rounds independently (unary_round with one g per level:
-        # one draw for all levels at once): (k, c, R, D)
-        ones = _unary_round(z01, self._g, rng)
+        z01 = _records01(x, y, self.half_range)  # (c, R, D)
+        c = z01.shape[0]
         t0 = self._t
         self._t += c
+        # every level's randomizer rounds independently (unary_round with one g per level:
+        # one draw for all levels at once); only the levels' sums over users are formed,
+        # never the (k, c, R, D) array of integer ones
+        low, up = _unary_round_parts(z01, self._g, rng)
+        whole = None  # every level's sum over the period's users (k, R, D), formed once if needed
         out = {}
         # Finest level first (the analyzer then lets a coarser release at the same time
         # clear the finer batches it contains).
@@ -322,15 +357,23 @@ class RandomizedResponseRecords(RecordRandomizer):
             lvl = self.levels[i]
             b = lvl.n_users
             first = (t0 // b + 1) * b
-            if first > self._t:  # no batch of this level closes in the period
-                self._ones[i] += ones[i].sum(axis=0)
-                continue
-            times = np.arange(first, self._t + 1, b)
-            if times.size == 1:
-                batch = (self._ones[i] + ones[i, : first - t0].sum(axis=0))[None]
-                self._ones[i] = ones[i, first - t0 :].sum(axis=0)
+            times = None if first > self._t else np.arange(first, self._t + 1, b)
+            if times is None or (times.size == 1 and first == self._t):
+                # no batch of this level closes in the period, or one closes at its end
+                if whole is None:
+                    whole = low.sum(axis=1).astype(np.int64) + np.count_nonzero(up, axis=1)
+                if times is None:
+                    self._ones[i] += whole[i]
+                    continue
+                batch = (self._ones[i] + whole[i])[None]
+                self._ones[i] = 0
+            elif times.size == 1:
+                split = first - t0
+                batch = (self._ones[i] + _user_sum(low[i, :split], up[i, :split]))[None]
+                self._ones[i] = _user_sum(low[i, split:], up[i, split:])
             else:
-                cum = np.cumsum(ones[i], axis=0)
+                ones = low[i].astype(np.int64) + up[i]
+                cum = np.cumsum(ones, axis=0)
                 at = cum[times - t0 - 1]
                 batch = np.diff(at, axis=0, prepend=0)
                 batch[0] += self._ones[i]
@@ -813,11 +856,15 @@ class VectorSumRecords(RecordRandomizer):
             self._ones += ones.sum(axis=0)
             return {}
         times = np.arange(first, self._t + 1, b)
-        cum = np.cumsum(ones, axis=0)
-        at = cum[times - t0 - 1]
-        batch = np.diff(at, axis=0, prepend=0.0)
-        batch[0] += self._ones
-        self._ones = cum[-1] - at[-1]
+        if first == self._t:  # one batch, closing at the period's end (integer-valued sums: exact in any order)
+            batch = (self._ones + ones.sum(axis=0))[None]
+            self._ones = np.zeros_like(self._ones)
+        else:
+            cum = np.cumsum(ones, axis=0)
+            at = cum[times - t0 - 1]
+            batch = np.diff(at, axis=0, prepend=0.0)
+            batch[0] += self._ones
+            self._ones = cum[-1] - at[-1]
         noise = _binomial(rng, b * self.mech.b, self.mech.p, batch.shape)
         return {0: (times, batch + noise)}
 
