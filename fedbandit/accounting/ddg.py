@@ -47,6 +47,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -721,6 +722,18 @@ def ddg_params(
         For bits < 2, k <= 0, c <= 0, beta outside [0, 1), and when no γ exists
         (``2**(2*bits) < n*k**2``, or the bit width is too small for the noise).
     """
+    args = (bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps, rho, n_signal, sampling_rate, amplification, sampling, population)
+    try:
+        hash(args)
+    except TypeError:  # an unhashable argument: the solver's validation names it
+        return _solve_ddg_params(*args)
+    return _solve_ddg_params_cached(*args)
+
+
+def _solve_ddg_params(bits: int, k: float, n: int, d: int, c: float, epsilon: float, delta: float, beta: float,
+                      norm_growth: str, flatten: str, method: str, steps: int, rho: float, n_signal: int | None,
+                      sampling_rate: float, amplification: str, sampling: str, population: int | None) -> DDGParams:
+    """:func:`ddg_params` itself (positional arguments in its order)."""
     bits, k, n, d, d_pad, c, epsilon, delta, beta, steps = _check_common(
         bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps
     )
@@ -797,6 +810,12 @@ def ddg_params(
         sampling=sampling,
         population=population,
     )
+
+
+#: :func:`ddg_params` is a pure function of its arguments, and a page or a grid worker asks for the
+#: same calibration many times (every seed of a configuration, every protocol configured alike): each
+#: (typed) argument tuple is solved once per process.  The result is a frozen dataclass.
+_solve_ddg_params_cached = functools.lru_cache(maxsize=1024, typed=True)(_solve_ddg_params)
 
 
 def ddg_params_from_gamma(
