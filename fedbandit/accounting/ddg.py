@@ -47,6 +47,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -216,12 +217,46 @@ def ddg_rdp(orders: ArrayLike, delta2: float, sigma: float, gamma: float, n: int
     n = _check_n(n)
     d = check_positive_int("d", d)
     delta1 = math.sqrt(d) * delta2 if delta1 is None else check_positive_float("delta1", delta1)
+    return _ddg_rdp_checked(alpha / 2.0, delta2, sigma, gamma, n, d, delta1)
+
+
+def _ddg_rdp_checked(half_alpha: np.ndarray, delta2: float, sigma: float, gamma: float, n: int, d: int,
+                     delta1: float) -> np.ndarray:
+    """:func:`ddg_rdp` on checked arguments, the orders given as α/2."""
     tau = ddg_tau(sigma / gamma, n)
     a = over_sigma_squared(delta2**2, n, sigma, sigma**2)  # Δ₂²/(nσ²); +inf once σ² underflows
-    t1 = alpha / 2.0 * a + tau * d
-    t2 = alpha / 2.0 * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
-    t3 = alpha / 2.0 * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
+    t1 = half_alpha * a + tau * d
+    t2 = half_alpha * (a + 2.0 * tau * delta1 / (math.sqrt(n) * sigma) + tau**2 * d)
+    t3 = half_alpha * (math.sqrt(a) + tau * math.sqrt(d)) ** 2
     return np.minimum(np.minimum(t1, t2), t3)
+
+
+#: α/2 and log(1 − 1/α) on :data:`RDP_ORDERS` (the terms of the [CKS20] conversion that do not depend on δ).
+_HALF_ORDERS = RDP_ORDERS / 2.0
+_LOG1P_ORDERS = np.log1p(-1.0 / RDP_ORDERS)
+
+
+class _FixedRoundsEpsilon:
+    """ε(σ) of :func:`ddg_epsilon` (``method="rdp"``, every client in every release) on checked arguments.
+
+    The same arithmetic, in the same order, as ``ddg_epsilon(σ, ...)`` -- Proposition 14 on
+    :data:`RDP_ORDERS`, composed and converted by [CKS20] Prop. 12 as
+    :func:`fedbandit.accounting.zcdp.rdp_to_approx_dp` does -- with what does not depend on σ
+    (Δ₂, the conversion's δ term) computed once: the root finding of
+    :func:`ddg_sigma_for_epsilon` evaluates it a few dozen times per calibration.
+    """
+
+    def __init__(self, *, c: float, gamma: float, beta: float, n: int, d: int, delta: float, steps: int) -> None:
+        self.delta2 = ddg_delta2(c, gamma, d, beta)
+        self.gamma, self.n, self.d, self.steps = gamma, n, d, steps
+        self.delta1 = math.sqrt(d) * self.delta2
+        self.delta_term = (math.log(delta) + np.log(RDP_ORDERS)) / (RDP_ORDERS - 1.0)
+
+    def __call__(self, sigma: float) -> float:
+        rdp = self.steps * _ddg_rdp_checked(_HALF_ORDERS, self.delta2, sigma, self.gamma, self.n, self.d, self.delta1)
+        if not np.all(np.isfinite(rdp)):
+            return math.inf
+        return max(0.0, float(np.min(rdp + _LOG1P_ORDERS - self.delta_term)))
 
 
 def ddg_epsilon(
@@ -392,7 +427,12 @@ def ddg_sigma_for_epsilon(
                                       steps=steps, population=population, delta=delta, shares=n)
         return total / math.sqrt(n)
 
+    fixed_rounds = (_FixedRoundsEpsilon(c=c, gamma=gamma, beta=beta, n=n, d=d, delta=delta, steps=steps)
+                    if method == "rdp" and sampling_rate == 1.0 else None)
+
     def gap(log_sigma: float) -> float:
+        if fixed_rounds is not None:  # ddg_epsilon's own value, without re-checking the arguments every step
+            return fixed_rounds(math.exp(log_sigma)) - epsilon
         return (
             ddg_epsilon(
                 math.exp(log_sigma), c=c, gamma=gamma, beta=beta, n=n, d=d, delta=delta, steps=steps, method=method,
@@ -721,6 +761,18 @@ def ddg_params(
         For bits < 2, k <= 0, c <= 0, beta outside [0, 1), and when no γ exists
         (``2**(2*bits) < n*k**2``, or the bit width is too small for the noise).
     """
+    args = (bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps, rho, n_signal, sampling_rate, amplification, sampling, population)
+    try:
+        hash(args)
+    except TypeError:  # an unhashable argument: the solver's validation names it
+        return _solve_ddg_params(*args)
+    return _solve_ddg_params_cached(*args)
+
+
+def _solve_ddg_params(bits: int, k: float, n: int, d: int, c: float, epsilon: float, delta: float, beta: float,
+                      norm_growth: str, flatten: str, method: str, steps: int, rho: float, n_signal: int | None,
+                      sampling_rate: float, amplification: str, sampling: str, population: int | None) -> DDGParams:
+    """:func:`ddg_params` itself (positional arguments in its order)."""
     bits, k, n, d, d_pad, c, epsilon, delta, beta, steps = _check_common(
         bits, k, n, d, c, epsilon, delta, beta, norm_growth, flatten, method, steps
     )
@@ -797,6 +849,12 @@ def ddg_params(
         sampling=sampling,
         population=population,
     )
+
+
+#: :func:`ddg_params` is a pure function of its arguments, and a page or a grid worker asks for the
+#: same calibration many times (every seed of a configuration, every protocol configured alike): each
+#: (typed) argument tuple is solved once per process.  The result is a frozen dataclass.
+_solve_ddg_params_cached = functools.lru_cache(maxsize=1024, typed=True)(_solve_ddg_params)
 
 
 def ddg_params_from_gamma(

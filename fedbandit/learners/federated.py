@@ -258,6 +258,8 @@ class FederatedLearner:
         Xt = np.concatenate([data["X_test"], np.ones((len(data["y_test"]), 1))], axis=-1)
         W, mom = np.zeros((R, d)), np.zeros((R, d))
         curve = np.zeros((R, T))
+        if poisson:  # the round's client vectors (R·N rows, zero for the clients that did not join): reused
+            update = np.zeros((R * n, d))
         for t in range(T):
             if sampled and not poisson:  # n of N without replacement, independently per run and round
                 idx = np.argsort(sample_rng.random((R, N)), axis=1)[:, :n].reshape(-1)
@@ -267,10 +269,10 @@ class FederatedLearner:
                 rows = np.flatnonzero(present.reshape(-1))
                 idx = rows % N
                 Wc = W.reshape(R, f, C)[W_runs[rows]]
-                update = np.zeros((R * n, d))
                 update[rows] = local_updates(Wc, X[idx], Y[idx], mask[idx], count[idx], lr=self.lr,
                                              local_steps=self.local_steps)
                 total = protocol.aggregate(update.reshape(R, n, d), mask=present)
+                update[rows] = 0.0  # back to all zeros for the next round
                 W, mom = server_momentum_step(W, mom, total, n_clients=self.clients_per_round, momentum=self.momentum,
                                               server_lr=self.server_lr)
                 curve[:, t] = self._accuracy(Xt, data["y_test"], W)

@@ -283,16 +283,18 @@ def _sample_exact_tables(tab: _Tables, n: int, rng: np.random.Generator) -> np.n
     gcap = tab.gtab + 1
     tf = float(tab.t)
     one = np.uint64(1)
+    s11 = np.uint64(11)
     while filled < n:
         need = n - filled
         m = min(int(need / tab.accept_rate * 1.03) + 64, _CHUNK)
         r1 = rng.integers(0, _U64, size=m, dtype=np.uint64)
         r2 = rng.integers(0, _U64, size=m, dtype=np.uint64)
-        # Float guess of G = floor(-t log U1); only a guess, verified exactly below.
-        u = (r1 >> np.uint64(11)).astype(np.int64).astype(np.float64)
-        u += 0.5
-        u *= 2.0**-53
-        gf = np.log(u)
+        # Float guess of G = floor(-t log U1); only a guess, verified exactly below.  (The top
+        # 53 bits of r1 convert to float64 exactly; the passes write in place.)
+        gf = (r1 >> s11).astype(np.float64)
+        gf += 0.5
+        gf *= 2.0**-53
+        np.log(gf, out=gf)
         gf *= -tf
         np.minimum(gf, gcap, out=gf)
         g = gf.astype(np.intp)
@@ -301,18 +303,24 @@ def _sample_exact_tables(tab: _Tables, n: int, rng: np.random.Generator) -> np.n
         ok &= r1 >= tab.hq[g + 1]
         a = r2 >> one
         acc_sure = a < tab.la[g]
-        acc_maybe = a < tab.ha[g]
+        undecided = a < tab.ha[g]  # acceptance possible ...
+        undecided &= ~acc_sure  # ... but not certain
+        undecided |= ~ok
         negative = (r2 & one).astype(bool)
-        undecided = ~ok | (acc_maybe & ~acc_sure)
-        accept = ok & acc_sure & ~(negative & (g == 0))
-        vals = np.where(negative, -g, g).astype(np.int64)
+        accept = ok & acc_sure
+        accept &= ~(negative & (g == 0))
         slow = np.flatnonzero(undecided)
-        for i in slow:  # probability ~1e-18 per candidate unless a float guess is off
-            y = _resolve_candidate(tab, int(r1[i]), int(r2[i]), rng)
-            accept[i] = y is not None
-            if y is not None:
-                vals[i] = y
-        got = vals[accept]
+        if slow.size:
+            vals = np.where(negative, -g, g).astype(np.int64)
+            for i in slow:  # probability ~1e-18 per candidate unless a float guess is off
+                y = _resolve_candidate(tab, int(r1[i]), int(r2[i]), rng)
+                accept[i] = y is not None
+                if y is not None:
+                    vals[i] = y
+            got = vals[accept]
+        else:  # the usual case: sign only the accepted candidates
+            got = g[accept].astype(np.int64, copy=False)
+            np.negative(got, out=got, where=negative[accept])
         take = min(got.size, need)
         out[filled : filled + take] = got[:take]
         filled += take
