@@ -182,10 +182,18 @@ def _view_of(protocol):
     raise ValueError(f"protocol {protocol.name!r} (randomizer {r.name!r}): no known noise law for a tight audit")
 
 
-def _feed(protocol, world_users, steps, n_runs, rng):
+def _feed(protocol, world_users, steps, n_runs, rng, keep=None):
     """Run a (tapped) protocol for ``steps`` batches on fixed data: the target user (or none)
     is agent 0's first user of batch 1; every other record is zero.  ``world_users`` may be
-    a list of one user (or None) per run.  Returns the protocol, the tap and the recorder."""
+    a list of one user (or None) per run.  Returns the protocol, the tap and the recorder.
+
+    ``keep`` (steps, 1-based, powers of two): record only the deliveries and releases of those
+    steps (the releases containing user 1), in order; the others are dropped as they come, so
+    a long tree (the user-level learner's M·T steps) does not hold every step's view of every
+    run.  Without it every step is recorded."""
+    keep = None if keep is None else frozenset(keep)
+    if keep is not None and any(k & (k - 1) for k in keep):
+        raise ValueError(f"keep must hold powers of two (the releases of batch 1), got {sorted(keep)}")
     p, tap, rec = tapped(protocol)
     M, d, B = p.n_agents, p.dim, p.batch_size
     p.reset(n_runs=n_runs, rng=rng)
@@ -200,20 +208,25 @@ def _feed(protocol, world_users, steps, n_runs, rng):
     zx, zy = np.zeros_like(x), np.zeros_like(y)
     needs = p.needs_user_data
     for k in range(1, steps + 1):
+        n_tap, n_rec = len(tap.records), len(rec.records)
         if k == 1:
             bias = np.einsum("brmd,brm->rmd", x, y)
             gram = np.einsum("brmi,brmj->rmij", x, x)
             p.synchronize(bias, gram, users=(x, y) if needs else None)
         else:
             p.synchronize(zb, zg, users=(zx, zy) if needs else None)
+        if keep is not None and k not in keep:
+            del tap.records[n_tap:], rec.records[n_rec:]
     return p, tap, rec
 
 
-def _views(p, tap, rec, view):
-    """Per release step: the adversary's view, (steps, R, F)."""
+def _views(p, tap, rec, view, kept=False):
+    """Per release step: the adversary's view, (steps, R, F); with ``kept`` (a :func:`_feed` with
+    ``keep``), per kept step.  The node released at a power of two 2^j is the prefix sum itself
+    (the only set bit of 2^j is j: no older node enters it)."""
     if view == "releases":
         pref = np.stack([pack_statistics(b, g) for b, g in rec.records])
-        return nodes_from_prefixes(pref)
+        return pref if kept else nodes_from_prefixes(pref)
     recs = np.stack(tap.records).astype(np.float64)
     if view == "sender":
         return recs[:, :, 0, :]
@@ -391,9 +404,8 @@ class TightAudit:
         self.slack = min(0.5, tv + wrap)
         self.delta_vec = None
 
-    def _statistic_of_views(self, views):
-        """The statistic from recorded views (steps, R, F) of the real protocol."""
-        v = views[np.asarray(self.steps) - 1]
+    def _statistic_of_views(self, v):
+        """The statistic from the recorded views (κ', R, F) of the real protocol at the attacked steps."""
         if self.ddg:
             m = self.protocol.randomizer.params.modulus
             v = np.mod(v + m // 2, m) - m // 2
@@ -413,17 +425,17 @@ class TightAudit:
         # in chunks of runs: the recorded views are (steps, runs, agents, F) and at a paper-scale
         # setting 1000 runs of them take gigabytes; only the statistics are kept
         real, per_release = [], []
-        steps = np.asarray(self.steps) - 1
         for start in range(0, n, _CHECK_CHUNK):
             p1 = copy.deepcopy(self.protocol)
-            views = _views(*_feed(p1, self.users1, self.steps[-1], min(_CHECK_CHUNK, n - start), rng), self.view)
-            real.append(self._statistic_of_views(views))
-            v = views[steps]
+            # only the attacked releases are kept (κ' of them, not every step's view of every run)
+            v = _views(*_feed(p1, self.users1, self.steps[-1], min(_CHECK_CHUNK, n - start), rng, keep=self.steps),
+                       self.view, kept=True)
+            real.append(self._statistic_of_views(v))
             if self.ddg:
                 m = self.protocol.randomizer.params.modulus
                 v = np.mod(v + m // 2, m) - m // 2
             per_release.append(v - self.view0[:, None, :])
-            del views, p1
+            del p1
         real = np.concatenate(real)
         if self.ddg:
             fast = self.declared_trials((None, 1), rng, _FAST_PER_RUN * n)
