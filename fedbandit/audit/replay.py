@@ -595,11 +595,26 @@ def replay_pairs() -> tuple[list[tuple[str, str]], dict]:
     """Every (learner, protocol) pair the learner accepts on the contract's instance, and the others with why.
 
     Returns ``(pairs, refused)``: ``refused[(learner, protocol)]`` is the construction's error
-    message, or :data:`NOT_REPLAYED`'s reason for a learner without a protocol.
+    message, or :data:`NOT_REPLAYED`'s reason for a learner without a protocol.  Building every
+    pair takes about half a second and depends only on the registries, so the answer is
+    memoized per registry content (a learner or protocol registered later gets a new one); each
+    call returns fresh containers.
     """
+    key = (tuple(available_learners()), tuple(available()))
+    if key not in _REPLAY_PAIRS:
+        _REPLAY_PAIRS[key] = _replay_pairs(*key)
+    pairs, refused = _REPLAY_PAIRS[key]
+    return list(pairs), dict(refused)
+
+
+#: :func:`replay_pairs` per (learners, protocols) registered.
+_REPLAY_PAIRS: dict = {}
+
+
+def _replay_pairs(learners, protocols):
     pairs, refused = [], {}
-    for lrn in available_learners():
-        for name in available():
+    for lrn in learners:
+        for name in protocols:
             if lrn in NOT_REPLAYED or _family(lrn) is None:
                 refused[(lrn, name)] = NOT_REPLAYED.get(lrn, "no replay instance for this learner")
                 continue

@@ -38,9 +38,11 @@ trials cost a fraction of a second.  :func:`tight_audit`:
      bug: the KS distance between N(0, 1) and N(0, 1/16) is sup|Φ(x) − Φ(4x)| = 0.291, and
      the 10⁻³ critical value is 0.137 at 200 runs, 0.061 at 1000 (at the Bonferroni level
      α/(κ' + 1), 2·10⁻⁴ for the κ' = 4 nodes of 8 batches: 0.152 at 200 runs, 0.068 at 1000;
-     at least :data:`MIN_CHECK_RUNS` = 1000 runs are made), so already at 200 runs the test
-     rejects with probability > 0.999 (the binomial bound at the sup point;
-     ``tests/test_planted_noise.py`` computes it);
+     at least :data:`MIN_CHECK_RUNS` = 1000 runs are made; a long tree, whose attacked releases
+     reach past step 64, gets :data:`LONG_TREE_CHECK_RUNS` = 200: 0.161 for the κ' = 16 nodes of
+     the user-level learner's 64,000 steps), so already at 200 runs the test rejects with
+     probability > 0.999 (the binomial bound at the sup point; ``tests/test_planted_noise.py``
+     computes it);
    * the **trials' scale is the implementation's**: the noise scale of the trials is the
      declared s times ρ⁺, the (1 − α) upper confidence bound of the measured ratio
      ρ = std(real statistic)/std(declared statistic) (χ² bound on the sample variance, n − 1
@@ -131,6 +133,16 @@ MIN_CHECK_RUNS = 1000
 #: distance 0.29 against a critical value below 0.2 at α = 1e-3), and the trials' noise scale is
 #: measured per released coordinate, not per run.
 MIN_CHECK_RUNS_DDG = 100
+#: The check's runs on a long tree: a check run walks the protocol through every step up to the
+#: last attacked release, so where that release is past step :data:`LONG_TREE_STEPS` (the super
+#: agent's 2,000 releases, the user-level learner's one per user: 64,000 at chapter 6's paper scale)
+#: the runs are capped at 200.  The KS check keeps its power there (critical value 0.161 at the
+#: Bonferroni level of κ' = 16 releases, against the quarter-noise distance 0.291), and the trials'
+#: scale bound ρ⁺ rests on κ'·n·|support| ≥ 8·200·2 = 3,200 released coordinates (ρ⁺ ≈ 1 + 3.09/√6400
+#: ≈ 1.04 at worst, 1.03 for κ' = 16, against 1.01 at 1000 runs: μ of the trials a few % lower).
+LONG_TREE_CHECK_RUNS = 200
+#: The last attacked step beyond which a tree is long (:data:`LONG_TREE_CHECK_RUNS`).
+LONG_TREE_STEPS = 64
 #: Runs of the real protocol per chunk of the noise-law check (bounds its memory, not its result's law).
 _CHECK_CHUNK = 100
 
@@ -182,12 +194,27 @@ def _view_of(protocol):
     raise ValueError(f"protocol {protocol.name!r} (randomizer {r.name!r}): no known noise law for a tight audit")
 
 
-def _feed(protocol, world_users, steps, n_runs, rng):
+def _feed(protocol, world_users, steps, n_runs, rng, keep=None):
     """Run a (tapped) protocol for ``steps`` batches on fixed data: the target user (or none)
     is agent 0's first user of batch 1; every other record is zero.  ``world_users`` may be
-    a list of one user (or None) per run.  Returns the protocol, the tap and the recorder."""
+    a list of one user (or None) per run.  Returns the protocol, the tap and the recorder.
+
+    A protocol that encodes every user's record (the distributed discrete Gaussian: each
+    record rotated and randomly rounded) is handed one record per agent and batch -- the
+    target's or a zero one -- instead of B: a zero record rotates and rounds to exactly zero
+    and adds nothing, so the batch is the same input as with B − 1 more zero records (absent
+    users), at 1/B of the encoding cost.  The others take the batch sums only.
+
+    ``keep`` (steps, 1-based, powers of two): record only the deliveries and releases of those
+    steps (the releases containing user 1), in order; the others are dropped as they come, so
+    a long tree (the user-level learner's M·T steps) does not hold every step's view of every
+    run.  Without it every step is recorded."""
+    keep = None if keep is None else frozenset(keep)
+    if keep is not None and any(k & (k - 1) for k in keep):
+        raise ValueError(f"keep must hold powers of two (the releases of batch 1), got {sorted(keep)}")
     p, tap, rec = tapped(protocol)
-    M, d, B = p.n_agents, p.dim, p.batch_size
+    needs = p.needs_user_data
+    M, d, B = p.n_agents, p.dim, 1 if needs else p.batch_size
     p.reset(n_runs=n_runs, rng=rng)
     per_run = world_users if isinstance(world_users, list) else [world_users] * n_runs
     x = np.zeros((B, n_runs, M, d))
@@ -198,22 +225,26 @@ def _feed(protocol, world_users, steps, n_runs, rng):
             y[0, r, 0] = u[1]
     zb, zg = np.zeros((n_runs, M, d)), np.zeros((n_runs, M, d, d))
     zx, zy = np.zeros_like(x), np.zeros_like(y)
-    needs = p.needs_user_data
     for k in range(1, steps + 1):
+        n_tap, n_rec = len(tap.records), len(rec.records)
         if k == 1:
             bias = np.einsum("brmd,brm->rmd", x, y)
             gram = np.einsum("brmi,brmj->rmij", x, x)
             p.synchronize(bias, gram, users=(x, y) if needs else None)
         else:
             p.synchronize(zb, zg, users=(zx, zy) if needs else None)
+        if keep is not None and k not in keep:
+            del tap.records[n_tap:], rec.records[n_rec:]
     return p, tap, rec
 
 
-def _views(p, tap, rec, view):
-    """Per release step: the adversary's view, (steps, R, F)."""
+def _views(p, tap, rec, view, kept=False):
+    """Per release step: the adversary's view, (steps, R, F); with ``kept`` (a :func:`_feed` with
+    ``keep``), per kept step.  The node released at a power of two 2^j is the prefix sum itself
+    (the only set bit of 2^j is j: no older node enters it)."""
     if view == "releases":
         pref = np.stack([pack_statistics(b, g) for b, g in rec.records])
-        return nodes_from_prefixes(pref)
+        return pref if kept else nodes_from_prefixes(pref)
     recs = np.stack(tap.records).astype(np.float64)
     if view == "sender":
         return recs[:, :, 0, :]
@@ -293,7 +324,8 @@ class TightAudit:
         For the implementation checks.
     check_runs : int, default 2000
         Runs of the real protocol (world 1, every attacked release) in the noise-law check
-        and the noise measurement (at least :data:`MIN_CHECK_RUNS`).
+        and the noise measurement (at least :data:`MIN_CHECK_RUNS`; on a long tree, exactly
+        :data:`LONG_TREE_CHECK_RUNS`).
 
     Attributes
     ----------
@@ -313,15 +345,21 @@ class TightAudit:
         protocol._require()
         rng = check_rng("rng", rng)
         self.ddg = isinstance(protocol.randomizer, DiscreteGaussianTree)
-        self.check_runs = max(MIN_CHECK_RUNS_DDG if self.ddg else MIN_CHECK_RUNS, check_positive_int(
-            "check_runs", check_runs, max_value=MAX_CHECK_RUNS, reason="every check run is a run of the protocol"))
+        check_runs = check_positive_int("check_runs", check_runs, max_value=MAX_CHECK_RUNS,
+                                        reason="every check run is a run of the protocol")
+        K = protocol.n_batches
+        self.steps = tree_nodes_containing(1, K)
+        last = self.steps[-1]
+        if self.ddg:
+            self.check_runs = max(MIN_CHECK_RUNS_DDG, check_runs)
+        elif last > LONG_TREE_STEPS:
+            self.check_runs = LONG_TREE_CHECK_RUNS
+        else:
+            self.check_runs = max(MIN_CHECK_RUNS, check_runs)
         self.protocol = protocol
         self.view, self.s = _view_of(protocol)
         self.users0, self.users1 = target_records(protocol.dim, protocol.relation, protocol.feature_bound,
                                                   protocol.reward_bound or 1.0)
-        K = protocol.n_batches
-        self.steps = tree_nodes_containing(1, K)
-        last = self.steps[-1]
         # 1. the exact change, through the implementation (noise removed)
         # (the discrete Gaussian keeps a negligible noise: its sampler needs σ > 0)
         quiet = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
@@ -391,9 +429,8 @@ class TightAudit:
         self.slack = min(0.5, tv + wrap)
         self.delta_vec = None
 
-    def _statistic_of_views(self, views):
-        """The statistic from recorded views (steps, R, F) of the real protocol."""
-        v = views[np.asarray(self.steps) - 1]
+    def _statistic_of_views(self, v):
+        """The statistic from the recorded views (κ', R, F) of the real protocol at the attacked steps."""
         if self.ddg:
             m = self.protocol.randomizer.params.modulus
             v = np.mod(v + m // 2, m) - m // 2
@@ -413,17 +450,17 @@ class TightAudit:
         # in chunks of runs: the recorded views are (steps, runs, agents, F) and at a paper-scale
         # setting 1000 runs of them take gigabytes; only the statistics are kept
         real, per_release = [], []
-        steps = np.asarray(self.steps) - 1
         for start in range(0, n, _CHECK_CHUNK):
             p1 = copy.deepcopy(self.protocol)
-            views = _views(*_feed(p1, self.users1, self.steps[-1], min(_CHECK_CHUNK, n - start), rng), self.view)
-            real.append(self._statistic_of_views(views))
-            v = views[steps]
+            # only the attacked releases are kept (κ' of them, not every step's view of every run)
+            v = _views(*_feed(p1, self.users1, self.steps[-1], min(_CHECK_CHUNK, n - start), rng, keep=self.steps),
+                       self.view, kept=True)
+            real.append(self._statistic_of_views(v))
             if self.ddg:
                 m = self.protocol.randomizer.params.modulus
                 v = np.mod(v + m // 2, m) - m // 2
             per_release.append(v - self.view0[:, None, :])
-            del views, p1
+            del p1
         real = np.concatenate(real)
         if self.ddg:
             fast = self.declared_trials((None, 1), rng, _FAST_PER_RUN * n)
@@ -498,7 +535,8 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
         (:func:`fedbandit.audit.broken.planted_noise`; None: no power check).
     check_runs : int
         Runs of the real protocol in the noise-law check and noise measurement (at least
-        :data:`MIN_CHECK_RUNS` = 1000; the power check uses 1000).
+        :data:`MIN_CHECK_RUNS` = 1000; the power check uses 1000; a long tree
+        :data:`LONG_TREE_CHECK_RUNS` = 200 in both).
     name : str, optional
 
     Returns
