@@ -66,7 +66,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.users import UserSequenceEnv
-from fedbandit.learners.linucb import TIE_TOL, _upper_products_t, weighted_upper
+from fedbandit.learners.linucb import TIE_TOL, table_products, weighted_upper
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
@@ -163,10 +163,9 @@ def _period_arms(feats, theta, v_inv, betas, mask):
     c, Rc, K, d = feats.shape
     R = theta.shape[0]
     if Rc == 1:
-        xt = np.ascontiguousarray(feats[:, 0].reshape(c * K, d).T)  # (d, cK)
-        q = d * (d + 1) // 2
-        quad = np.matmul(weighted_upper(v_inv), _upper_products_t(xt, np.empty((q, c * K))))  # (R, cK)
-        lin = np.matmul(theta, xt)
+        table = feats[:, 0].reshape(c * K, d)
+        quad = np.matmul(weighted_upper(v_inv), table_products(table))  # (R, cK)
+        lin = np.matmul(theta, np.ascontiguousarray(table.T))
     else:
         xr = np.moveaxis(feats, 1, 0).reshape(R, c * K, d)
         quad = np.einsum("rnd,rnd->rn", np.matmul(xr, v_inv), xr)

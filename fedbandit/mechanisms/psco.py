@@ -265,14 +265,16 @@ def _linear_sup_error(release: ContinualRelease, arr: np.ndarray) -> np.ndarray:
     runs, n = arr.shape
     a = release.block
     n_blocks = n // a
+    slopes = release.slopes
+    assert slopes is not None  # (the caller's case)
     prefix = prefix_sums(arr)  # (runs, n + 1)
     offsets = np.arange(a, dtype=np.int64)
-    est = release.values[:, :n_blocks, None] + release.slopes[:, :n_blocks, None] * offsets
+    est = release.values[:, :n_blocks, None] + slopes[:, :n_blocks, None] * offsets
     err = np.abs(est.reshape(runs, n_blocks * a) - prefix[:, : n_blocks * a], out=est.reshape(runs, n_blocks * a))
     worst = err.max(axis=1) if n_blocks else np.full(runs, -np.inf)
     # the last (partial) block: times n_blocks·a, ..., n
     tail_t = np.arange(n_blocks * a, n + 1, dtype=np.int64)
-    tail = release.values[:, n_blocks, None] + release.slopes[:, n_blocks, None] * (tail_t - n_blocks * a)
+    tail = release.values[:, n_blocks, None] + slopes[:, n_blocks, None] * (tail_t - n_blocks * a)
     return np.maximum(worst, np.abs(tail - prefix[:, n_blocks * a :]).max(axis=1))
 
 
