@@ -46,8 +46,6 @@ from fedbandit.protocols.registry import create, describe
 
 __all__ = [
     "regret_trial",
-    "run_regret_grid",
-    "regret_environment_key",
 ]
 
 #: Most runs of one trial (each is a row of the learner's state).

@@ -75,7 +75,6 @@ from fedbandit.protocols.statistics import StatisticsProtocol
 __all__ = [
     "ConcurrentShuffleLinUCB",
     "linucb_parameters",
-    "run_together",
 ]
 
 
