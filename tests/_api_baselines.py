@@ -879,6 +879,8 @@ UNFUZZED = {
     "experiments.stack_results": "in experiments/grid.py, which the lead is changing in parallel (results='abc' "
                                  "and key=nan still raise TypeError/KeyError naming nothing: to fix there)",
     "experiments.run_grid": "takes a user function and a cache directory (tested in tests/test_experiments.py)",
+    "experiments.run_regret_grid": "run_grid of regret_trial with a cache directory (its configurations are "
+                                   "regret_trial's, fuzzed; lockstep equality in tests/test_concurrent_linucb.py)",
     "experiments.applicability": "builds every learner-protocol pair (seconds per call; tested in tests/test_synthesis.py)",
     "experiments.applicability_table": "builds every learner-protocol pair (seconds per call)",
     "experiments.model_config": "takes a Model; its entries are checked by run_config (fuzzed)",

@@ -46,6 +46,7 @@ from fedbandit.protocols.registry import create, describe
 
 __all__ = [
     "regret_trial",
+    "run_regret_grid",
 ]
 
 #: Most runs of one trial (each is a row of the learner's state).
