@@ -601,6 +601,43 @@ def test_prune_cache_removes_only_other_package_versions(tmp_path):
     assert current.is_dir() and not (tmp_path / "pkg-0123456789abcdef").exists()
 
 
+def test_a_kernel_that_does_not_start_is_started_again(tmp_path, monkeypatch):
+    # make book starts two kernels at once; one can lose a TCP port race and never answer. Its notebook is
+    # executed again (no cell has run), up to KERNEL_START_ATTEMPTS times; any other error is not retried.
+    import jupyter_cache.executors.utils as jc_utils
+    import nbformat
+
+    from fedbandit.book import execution_cache
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # _execute sets the book's variables in its worker
+    nb_path = tmp_path / "page.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), nb_path)
+    calls = []
+
+    def flaky(failures, message="Kernel didn't respond in 60 seconds"):
+        def run(nb, **kwargs):
+            calls.append(1)
+            if len(calls) <= failures:
+                raise RuntimeError(message)
+            return jc_utils.ExecutionResult(nb, kwargs.get("cwd"), 1.5, None, None)
+        return run
+
+    monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(execution_cache.KERNEL_START_ATTEMPTS - 1))
+    path, _, seconds, traceback = execution_cache._execute(str(nb_path), 30)
+    assert (path, seconds, traceback) == (str(nb_path), 1.5, None)
+    assert len(calls) == execution_cache.KERNEL_START_ATTEMPTS
+    calls.clear()
+    monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(execution_cache.KERNEL_START_ATTEMPTS))
+    with pytest.raises(RuntimeError, match="respond"):
+        execution_cache._execute(str(nb_path), 30)
+    assert len(calls) == execution_cache.KERNEL_START_ATTEMPTS
+    calls.clear()
+    monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(1, "some other failure"))
+    with pytest.raises(RuntimeError, match="other"):
+        execution_cache._execute(str(nb_path), 30)
+    assert len(calls) == 1
+
+
 def test_execution_cache_is_reset_when_the_package_changes(tmp_path, monkeypatch):
     from fedbandit.book import execution_cache
 

@@ -109,6 +109,16 @@ def _execution_timeout(root: Path) -> int | None:
     return (config.get("execute") or {}).get("timeout", 30)
 
 
+#: Times a notebook's kernel is started before its execution fails.  Two kernels started at the
+#: same moment (``make book`` starts two) can draw the same free TCP port: jupyter_client picks
+#: ports by binding and releasing them, and the kernel that loses the race dies before it answers
+#: ("Address already in use"), which the client reports after its 60-second wait.
+KERNEL_START_ATTEMPTS = 3
+#: The start of the client's errors for a kernel that never answered (jupyter_client's
+#: ``wait_for_ready``).
+_KERNEL_START_FAILURES = ("Kernel didn't respond", "Kernel died before replying")
+
+
 def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | None]:
     """Execute one notebook in its folder (runs in a worker process); (path, notebook, seconds, traceback)."""
     import nbformat
@@ -118,9 +128,18 @@ def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | 
         os.environ.setdefault(name, "1")
     for name, value in BOOK_BUILD_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    nb = nbformat.read(path, as_version=4)
-    result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False)
-    return path, result.nb, result.time, result.exc_string if result.err is not None else None
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        nb = nbformat.read(path, as_version=4)
+        try:
+            result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout, allow_errors=False)
+        except RuntimeError as err:  # raised only while the kernel starts: no cell has run
+            if not str(err).startswith(_KERNEL_START_FAILURES) or attempt == KERNEL_START_ATTEMPTS:
+                raise
+            print(f"{path}: the kernel did not start ({err}); starting another (attempt {attempt + 1} of "
+                  f"{KERNEL_START_ATTEMPTS})", file=sys.stderr, flush=True)
+            continue
+        return path, result.nb, result.time, result.exc_string if result.err is not None else None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int = 2) -> list[str]:
