@@ -231,3 +231,15 @@ def test_functional_form_and_dft_variant():
     est = ddg_noisy_sum(x, p, rng, flatten_seed=5)
     assert est.shape == (30,)
     assert np.mean((est - x.sum(0)) ** 2) < 3 * (20 * p.sigma**2 + 20 * p.gamma**2)
+
+
+def test_calibration_shortcut_equals_ddg_epsilon():
+    # ddg_sigma_for_epsilon's root finding evaluates ε(σ) through a copy of ddg_epsilon's arithmetic with the
+    # σ-free terms precomputed; it must give ddg_epsilon's value bit for bit, or the calibration drifts silently.
+    from fedbandit.accounting.ddg import _FixedRoundsEpsilon, ddg_epsilon
+
+    for c, gamma, beta, n, d, delta, steps in ((1.0, 1e-3, 0.0, 100, 64, 1e-5, 1), (0.5, 2e-3, 0.3, 20, 1024, 1e-6, 50)):
+        shortcut = _FixedRoundsEpsilon(c=c, gamma=gamma, beta=beta, n=n, d=d, delta=delta, steps=steps)
+        for sigma in (1e-3, 0.01, 0.1, 1.0, 10.0):
+            want = ddg_epsilon(sigma, c=c, gamma=gamma, beta=beta, n=n, d=d, delta=delta, steps=steps)
+            assert shortcut(sigma) == want, (sigma, shortcut(sigma), want)
