@@ -74,7 +74,7 @@ from fedbandit.accounting._dg_sums import ddg_tau
 from fedbandit.accounting._roots import decreasing_root
 from fedbandit.accounting.sampled_ddg import client_shares, sampled_ddg_epsilon, sampled_ddg_noise_std
 from fedbandit.accounting.subsampling import subsampled_epsilon
-from fedbandit.accounting.zcdp import over_sigma_squared, rdp_to_approx_dp, zcdp_to_approx_dp
+from fedbandit.accounting.zcdp import cks_conversion_terms, over_sigma_squared, rdp_to_approx_dp, zcdp_to_approx_dp
 
 __all__ = [
     "RDP_ORDERS",
@@ -233,7 +233,6 @@ def _ddg_rdp_checked(half_alpha: np.ndarray, delta2: float, sigma: float, gamma:
 
 #: α/2 and log(1 − 1/α) on :data:`RDP_ORDERS` (the terms of the [CKS20] conversion that do not depend on δ).
 _HALF_ORDERS = RDP_ORDERS / 2.0
-_LOG1P_ORDERS = np.log1p(-1.0 / RDP_ORDERS)
 
 
 class _FixedRoundsEpsilon:
@@ -241,8 +240,9 @@ class _FixedRoundsEpsilon:
 
     The same arithmetic, in the same order, as ``ddg_epsilon(σ, ...)`` -- Proposition 14 on
     :data:`RDP_ORDERS`, composed and converted by [CKS20] Prop. 12 as
-    :func:`fedbandit.accounting.zcdp.rdp_to_approx_dp` does -- with what does not depend on σ
-    (Δ₂, the conversion's δ term) computed once: the root finding of
+    :func:`fedbandit.accounting.zcdp.rdp_to_approx_dp` does, with its terms from
+    :func:`~fedbandit.accounting.zcdp.cks_conversion_terms` -- with what does not depend on σ
+    (Δ₂, the conversion's terms) computed once: the root finding of
     :func:`ddg_sigma_for_epsilon` evaluates it a few dozen times per calibration.
     """
 
@@ -250,13 +250,13 @@ class _FixedRoundsEpsilon:
         self.delta2 = ddg_delta2(c, gamma, d, beta)
         self.gamma, self.n, self.d, self.steps = gamma, n, d, steps
         self.delta1 = math.sqrt(d) * self.delta2
-        self.delta_term = (math.log(delta) + np.log(RDP_ORDERS)) / (RDP_ORDERS - 1.0)
+        self.log_ratio, self.delta_term = cks_conversion_terms(RDP_ORDERS, delta)
 
     def __call__(self, sigma: float) -> float:
         rdp = self.steps * _ddg_rdp_checked(_HALF_ORDERS, self.delta2, sigma, self.gamma, self.n, self.d, self.delta1)
         if not np.all(np.isfinite(rdp)):
             return math.inf
-        return max(0.0, float(np.min(rdp + _LOG1P_ORDERS - self.delta_term)))
+        return max(0.0, float(np.min(rdp + self.log_ratio - self.delta_term)))
 
 
 def ddg_epsilon(

@@ -121,9 +121,21 @@ def gaussian_sigma_for_zcdp(rho: float, sensitivity: float = 1.0) -> float:
     return sensitivity / math.sqrt(2.0 * rho)
 
 
+def cks_conversion_terms(alpha: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two terms of the [CKS20] Prop. 12 conversion that do not depend on the RDP curve.
+
+    ε(α) = D_α + log(1 − 1/α) − (log δ + log α)/(α − 1); returns (log(1 − 1/α),
+    (log δ + log α)/(α − 1)) on checked orders α > 1 and δ, for callers that convert many
+    curves on the same orders (:func:`fedbandit.accounting.ddg.ddg_sigma_for_epsilon`'s root
+    finding): ``rdp + first − second`` is then :func:`rdp_to_approx_dp`'s arithmetic, bit for bit.
+    """
+    return np.log1p(-1.0 / alpha), (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
+
+
 def _rdp_eps_improved(alpha: np.ndarray, rdp: np.ndarray, delta: float) -> np.ndarray:
     """[CKS20] Prop. 12: ε(α) = D_α + log((α−1)/α) − (log δ + log α)/(α − 1)."""
-    return rdp + np.log1p(-1.0 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1.0)
+    log_ratio, delta_term = cks_conversion_terms(alpha, delta)
+    return rdp + log_ratio - delta_term
 
 
 #: Above this ρ the [CKS20] conversion is minimised in w = α − 1 (the optimum's w < 1e-5,
