@@ -140,6 +140,24 @@ def test_run_keys_give_common_rewards_across_batch_sizes():
         RewardStream(env, 3, 4, np.random.default_rng(5), run_keys=[0, 1])
 
 
+def test_run_keys_variates_equal_the_plain_table():
+    """A slot's variates gathered from the per-key table equal the plain construction: every distinct key's
+    block drawn from SeedSequence(key, spawn_key=(block, key)), copied to the runs of that key, indexed by slot."""
+    env = BernoulliBandit(np.array([0.7, 0.3]))
+    for run_keys in ([0, 1, 2, 0, 1, 2, 0], [2, 0, 1], [0, 1, 2], [4, 4]):
+        R, M, B = len(run_keys), 3, 16
+        s = RewardStream(env, R, M, np.random.default_rng(5), run_keys=run_keys, block=B)
+        for t in (1, 2, 16, 17, 40, 33, 5):  # several blocks, and back to an earlier one
+            c, off = divmod(t - 1, B)
+            plain = np.empty((R, M))
+            for r, k in enumerate(run_keys):
+                g = np.random.default_rng(np.random.SeedSequence(entropy=s.key, spawn_key=(c, k)))
+                plain[r] = g.random((B, M))[off]
+            np.testing.assert_array_equal(s.variates(t), plain)
+            arms = np.arange(R * M).reshape(R, M) % 2
+            np.testing.assert_array_equal(s.rewards_unchecked(t, arms), env._rewards(plain, arms))
+
+
 def test_reward_seed_pairs_configurations():
     base = dict(instance="rankers", K=5, M=3, T=300, runs=3, n_checkpoints=5, reward_seed=11)
     one = run_config({**base, "learner": "independent-ucb", "protocol": "counter-exact"}, np.random.default_rng(0))

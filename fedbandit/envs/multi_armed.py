@@ -290,11 +290,21 @@ class RewardStream:
         self.key = tuple(int(w) for w in rng.integers(0, 2**32, size=4, dtype=np.uint64))
         self._cached_block = -1
         self._table = None
+        # With run keys, the table holds each distinct key once, (block, n_keys, M), and a slot's
+        # (R, M) variates are gathered from it (run_of_key; None when every run has its own key
+        # in order): a sweep repeats the replicate numbers in every (epsilon, rho) cell, and
+        # copying the block to all runs at once cost more than a gather per slot.
+        self._keys = self._run_of_key = None
+        if run_keys is not None:
+            self._keys, run_of_key = np.unique(run_keys, return_inverse=True)
+            if not np.array_equal(run_of_key, np.arange(self.n_runs)):
+                self._run_of_key = run_of_key.reshape(-1)
 
     def _draw(self, g, shape):
         return g.random(shape) if self.env._variate == "uniform" else g.standard_normal(shape)
 
     def _load(self, c: int) -> np.ndarray:
+        # Block c's table: (block, R, M), or (block, n_keys, M) with run keys (see __init__).
         if c != self._cached_block:
             if self.run_keys is None:
                 g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c,)))
@@ -302,23 +312,25 @@ class RewardStream:
             else:
                 # Run r's variates depend on (key, run_keys[r], block) only: runs with equal keys
                 # see equal rewards whatever the rest of the batch (common random numbers across
-                # configurations of different sizes).
-                # Each distinct key is drawn once (a sweep repeats the replicate numbers in
-                # every (epsilon, rho) cell), then copied to its runs.
-                keys, run_of_key = np.unique(self.run_keys, return_inverse=True)
-                by_key = np.empty((keys.size, self.block, self.n_agents))
-                for i, k in enumerate(keys):
+                # configurations of different sizes).  Each distinct key is drawn once.
+                by_key = np.empty((self._keys.size, self.block, self.n_agents))
+                for i, k in enumerate(self._keys):
                     g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c, int(k))))
                     by_key[i] = self._draw(g, (self.block, self.n_agents))
-                self._table = np.ascontiguousarray(by_key[run_of_key].transpose(1, 0, 2))
+                self._table = np.ascontiguousarray(by_key.transpose(1, 0, 2))
             self._cached_block = c
         return self._table
+
+    def _slot(self, t: int) -> np.ndarray:
+        """The (R, M) variates of slot ``t >= 1`` (no checks)."""
+        c, off = divmod(t - 1, self.block)
+        table = self._load(c)[off]
+        return table if self._run_of_key is None else table.take(self._run_of_key, axis=0)
 
     def variates(self, t: int) -> np.ndarray:
         """The (R, M) table entries ``U[t]`` of slot ``t >= 1``."""
         t = check_int_in_range("t", t, 1, None)
-        c, off = divmod(t - 1, self.block)
-        return self._load(c)[off]
+        return self._slot(t)
 
     def rewards(self, t: int, arms) -> np.ndarray:
         """Rewards of slot ``t`` for the arms ``arms`` of shape (R, M)."""
@@ -327,8 +339,7 @@ class RewardStream:
     def rewards_unchecked(self, t: int, arms: np.ndarray) -> np.ndarray:
         """:meth:`rewards` without argument checks: the learners' per-slot path (``t >= 1`` an
         int, ``arms`` an integer array of shape (R, M))."""
-        c, off = divmod(t - 1, self.block)
-        return self.env._rewards(self._load(c)[off], arms)
+        return self.env._rewards(self._slot(t), arms)
 
     def reward(self, t: int, r: int, m: int, a: int) -> float:
         """Scalar reward of agent ``m`` of run ``r`` pulling arm ``a`` at slot ``t``."""
