@@ -587,6 +587,45 @@ def test_regret_trial_outputs():
         regret_trial(dict(gaps, instance="mslr"), np.random.default_rng(0))
 
 
+def test_regret_grid_units_per_environment_changes_the_schedule_only(monkeypatch):
+    """Dealing one environment's configurations to two units (snake order) gives the same results as one
+    unit, and as each configuration run alone; the deal is 0, 1, 1, 0, 0, 1, ..."""
+    from fedbandit.experiments.regret import _snake, run_regret_grid
+
+    assert [_snake(i, 2) for i in range(7)] == [0, 1, 1, 0, 0, 1, 1]
+    assert [_snake(i, 3) for i in range(7)] == [0, 1, 2, 2, 1, 0, 0]
+    labels = [("k1", {"protocol": "concurrent-shuffle", "k": 1}), ("k2", {"protocol": "concurrent-shuffle", "k": 2}),
+              ("central", {"protocol": "central", "relation": "replace"}), ("np", {"protocol": "non-private"})]
+    base = dict(epsilon=4.0, delta=1e-6, dim=2, instance="gaps", gaps=[0.1, 0.4], runs_per_gap=2, min_period=8)
+    cfgs = [dict(base, n=n, env_seed=n, protocols=[dict(spec, label=lab)]) for n in (480, 240) for lab, spec in labels]
+    cfgs.append(dict(base, n=240, protocols=[dict(labels[0][1], label="alone")]))  # no env_seed: runs alone
+    one = run_regret_grid(cfgs, backend="serial", cache_dir=False, progress=False)
+    two = run_regret_grid(cfgs, backend="serial", cache_dir=False, progress=False, units_per_environment=2)
+    alone = [run_regret_grid([c], backend="serial", cache_dir=False, progress=False)[0] for c in cfgs]
+    for a, b, c, cfg in zip(one, two, alone, cfgs):
+        lab = cfg["protocols"][0]["label"]
+        assert np.array_equal(a[0][lab], b[0][lab]) and np.array_equal(a[0][lab], c[0][lab]), lab
+        assert np.array_equal(a[0]["curves"][lab], b[0]["curves"][lab])
+    # the schedule: one unit per environment, or two per environment (4 configurations dealt 2 + 2); the lone
+    # point alone
+    import fedbandit._grid as grid_module
+
+    seen = []
+
+    def spy(tasks, n_workers, key):
+        units = grid_module_units(tasks, n_workers, key)
+        seen.append(sorted(len(u) for u in units))
+        return units
+
+    grid_module_units = grid_module._units
+    monkeypatch.setattr(grid_module, "_units", spy)
+    run_regret_grid(cfgs, backend="serial", cache_dir=False, progress=False)
+    run_regret_grid(cfgs, backend="serial", cache_dir=False, progress=False, units_per_environment=2)
+    assert seen == [[1, 4, 4], [1, 2, 2, 2, 2]]
+    with pytest.raises(ValueError, match="units_per_environment"):
+        run_regret_grid(cfgs, backend="serial", cache_dir=False, progress=False, units_per_environment=0)
+
+
 def test_static_scoring_equals_per_user_scoring_when_the_choice_moves():
     """_static_arms (one context scored once per period, refined only where the choice moves with β) against
     the LinUCB core's per-user select_arms, with β_t spanning a range over which the arg-max changes."""

@@ -19,6 +19,7 @@ speed report.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -199,7 +200,13 @@ def regret_environment_key(config: Mapping[str, Any]) -> str | None:
 REGRET_SHARING = Grouping(key=regret_environment_key, run_together=run_in_lockstep, nested=in_lockstep)
 
 
-def run_regret_grid(configs, **kwargs: Any) -> list[list[Any]]:
+def _snake(i: int, parts: int) -> int:
+    """The part of the i-th item dealt to ``parts`` hands in snake order (0, 1, ..., p−1, p−1, ..., 0, 0, 1, ...)."""
+    j = i % (2 * parts)
+    return j if j < parts else 2 * parts - 1 - j
+
+
+def run_regret_grid(configs, *, units_per_environment: int = 1, **kwargs: Any) -> list[list[Any]]:
     """:func:`fedbandit.experiments.run_grid` of :func:`regret_trial` over ``configs``, sharing environments.
 
     Configurations with the same environment (:func:`regret_environment_key`: equal
@@ -207,6 +214,31 @@ def run_regret_grid(configs, **kwargs: Any) -> list[list[Any]]:
     (:func:`fedbandit.envs.sharing.run_in_lockstep`), so that each block of contexts and reward
     noise is generated once per unit of the group instead of once per configuration.  Every
     point's result, random stream and cache entry are exactly those of the point run alone.
-    ``kwargs`` are run_grid's (seeds, backend, n_jobs, version, ...).
+
+    Parameters
+    ----------
+    configs : sequence of dict
+        :func:`regret_trial` configurations.
+    units_per_environment : int, default 1
+        Deal the configurations of one environment, in their order, to this many units in
+        snake order (0, 1, 1, 0, 0, 1, ... for two), each run in lockstep on its own worker:
+        a grid whose largest environment holds most of the work then spreads it over the
+        workers, at the price of generating that environment's blocks once per unit.  Only
+        the schedule changes, never a result.
+    **kwargs
+        run_grid's (seeds, backend, n_jobs, version, ...).
     """
-    return _run_grid(regret_trial, configs, grouping=REGRET_SHARING, **kwargs)
+    parts = check_positive_int("units_per_environment", units_per_environment)
+    grouping = REGRET_SHARING
+    if parts > 1:
+        dealt: dict[str, str] = {}
+        seen: dict[str, int] = {}
+        for cfg in configs:
+            env_key = regret_environment_key(cfg)
+            if env_key is None:
+                continue
+            i = seen.get(env_key, 0)
+            seen[env_key] = i + 1
+            dealt.setdefault(config_hash(cfg), f"{env_key}/{_snake(i, parts)}")
+        grouping = dataclasses.replace(REGRET_SHARING, key=lambda cfg: dealt.get(config_hash(cfg)))
+    return _run_grid(regret_trial, configs, grouping=grouping, **kwargs)

@@ -48,6 +48,7 @@ times with probability ≈ 1 − α; λ = max(1, 2ν), so V = G̃ + λI has ρ_m
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -66,7 +67,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.users import UserSequenceEnv
-from fedbandit.learners.linucb import TIE_TOL, table_products, weighted_upper
+from fedbandit.learners.linucb import TIE_TOL, table_products
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
@@ -150,6 +151,13 @@ def _static_arms(feats, theta, v_inv, betas, mask):
     return arms
 
 
+@functools.lru_cache(maxsize=64)
+def _upper_index(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`fedbandit.learners.linucb.weighted_upper`'s flat upper-triangle index and weights for d × d, once per d."""
+    iu, ju = np.triu_indices(d)
+    return iu * d + ju, np.where(iu == ju, 1.0, 2.0)
+
+
 def _period_arms(feats, theta, v_inv, betas, mask):
     """LinUCB's choice for the c users of one period, who share θ̂ and V⁻¹: arms (R, c).
 
@@ -163,7 +171,12 @@ def _period_arms(feats, theta, v_inv, betas, mask):
     R = theta.shape[0]
     if Rc == 1:
         table = feats[:, 0].reshape(c * K, d)
-        quad = np.matmul(weighted_upper(v_inv), table_products(table))  # (R, cK)
+        # weighted_upper(v_inv) without its per-call checks and index construction (the same
+        # operations, so the same floating-point results)
+        index, weights = _upper_index(d)
+        upper = np.take(v_inv.reshape(R, d * d), index, axis=-1)
+        upper *= weights
+        quad = np.matmul(upper, table_products(table))  # (R, cK)
         lin = np.matmul(theta, np.ascontiguousarray(table.T))
     else:
         xr = np.moveaxis(feats, 1, 0).reshape(R, c * K, d)

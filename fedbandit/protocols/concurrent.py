@@ -115,20 +115,24 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
     """Every user's record z = (x y, upper triangle of x xᵀ), mapped to [0, 1] as (z/s + 1)/2, clipped: (c, R, D).
 
     ``x`` (c, R, d), ``y`` (c, R): the values of :func:`fedbandit.protocols.statistics.user_records`
-    (each entry one product), computed into one contiguous buffer.
+    (each entry one product).  Computed coordinate-major, (D, c, R), so that every operation
+    runs over c·R contiguous entries (the record's D entries as the innermost axis make numpy
+    loop over runs of d or fewer), then laid out (c, R, D) in one copy: every entry is the same
+    products and divisions as entry by entry, so the same floating-point values.
     """
     c, R, d = x.shape
-    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)  # (the learner passes transposed views)
-    z = np.empty((c, R, half_range.size))
-    np.multiply(x, y[..., None], out=z[..., :d])
+    xt = np.ascontiguousarray(np.moveaxis(x, 2, 0))  # (d, c, R) (the learner passes transposed views)
+    zt = np.empty((half_range.size, c, R))
+    np.multiply(xt, y, out=zt[:d])
     k = d
     for i in range(d):  # the products x_i x_j, j ≥ i (row-major upper triangle, np.triu_indices' order)
-        np.multiply(x[..., i : i + 1], x[..., i:], out=z[..., k : k + d - i])
+        np.multiply(xt[i], xt[i:], out=zt[k : k + d - i])
         k += d - i
-    z /= half_range
-    z += 1.0
-    z /= 2.0
-    return np.clip(z, 0.0, 1.0, out=z)
+    zt /= half_range[:, None, None]
+    zt += 1.0
+    zt /= 2.0
+    np.clip(zt, 0.0, 1.0, out=zt)
+    return np.ascontiguousarray(np.moveaxis(zt, 0, 2))
 
 
 def _unary_round_parts(z01: np.ndarray, g: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
