@@ -143,6 +143,23 @@ def test_real_env_agents_own_disjoint_query_blocks(mslr):
     assert np.all(b.noise == 0)
 
 
+def test_real_env_draws_every_run_from_one_index_of_the_query_tables(mslr):
+    """The real environment's blocks (the runs' queries stacked, one index of the query tables, the
+    best mean a query's) equal the base class's: every run's contexts drawn and stacked, the best the
+    maximum over the arms; bit for bit, and the fallback (a random subset of the documents) is that."""
+    from fedbandit.envs.linear import _LinearEnvBase
+
+    for max_arms in (None, 20):
+        env = RealDataLinearEnv(mslr, n_agents=10, n_runs=3, seed=2, max_arms=max_arms, block_size=7)
+        gens = [env.block_generators(1)[0] for _ in range(2)]
+        got = env._run_contexts(gens[0], 7)
+        want = _LinearEnvBase._run_contexts(env, gens[1], 7)
+        assert got[0] is None and want[0] is None
+        for g, w in zip(got[1:], want[1:]):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+
+
 def test_real_env_max_arms(mslr):
     env = RealDataLinearEnv(mslr, n_agents=10, max_arms=20, seed=1, block_size=10)
     b = env.block(0)

@@ -26,6 +26,7 @@ from fedbandit.accounting.calibration import (
 from fedbandit.envs.linear import RealDataLinearEnv
 from fedbandit.learners import FixedBatchFedLinUCB
 from fedbandit.learners.linucb import (
+    TIE_TOL,
     select_arms,
     select_from_table,
     serve_from_statistics,
@@ -125,6 +126,30 @@ def test_table_scores_and_selection_match_features():
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="betas"):
         select_from_table(lin, width, ids, betas[:2], mask)
+
+
+def test_select_from_table_equals_the_flattened_gather():
+    """select_from_table (one run at a time) against the plain computation it replaced: every arm's
+    score gathered from the flattened (R·N) tables at once, radius times width plus the linear term,
+    padded arms at −inf, the tie rule over the arms; bit for bit, shared (Rc = 1) and per-run ids,
+    ties included (repeated rows)."""
+    rng = np.random.default_rng(3)
+    N, R, n, M, K = 30, 4, 5, 3, 7
+    lin, width = rng.standard_normal((R, N)), rng.random((R, N))
+    lin[:, 1::3], width[:, 1::3] = lin[:, ::3], width[:, ::3]  # tied rows
+    betas = rng.random(n)
+    for Rc in (1, R):
+        ids = rng.integers(0, N, (n, Rc, M, K))
+        mask = rng.random((n, Rc, M, K)) > 0.3
+        mask[..., 0] = True
+        for m in (None, mask):
+            flat = np.broadcast_to(ids, (n, R, M, K)) + N * np.arange(R).reshape(1, R, 1, 1)
+            scores = np.take(width.reshape(-1), flat) * betas[:, None, None, None] + np.take(lin.reshape(-1), flat)
+            if m is not None:
+                scores = np.where(np.broadcast_to(m, scores.shape), scores, -np.inf)
+            best = scores.max(axis=3, keepdims=True)
+            want = (scores >= best - TIE_TOL * np.maximum(1.0, np.abs(best))).argmax(axis=3)
+            np.testing.assert_array_equal(select_from_table(lin, width, ids, betas, m), want)
 
 
 def _real_env(n_runs=2, seed=5):

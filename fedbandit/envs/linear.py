@@ -259,13 +259,9 @@ class _LinearEnvBase:
             means = means[:, None]
             mask = None if mask is None else mask[:, None]
             ids = None if ids is None else ids[:, None]
+            best = means.max(axis=-1)
         else:
-            parts = [self._contexts(g, n) for g in contexts]
-            feats = None if parts[0][0] is None else np.stack([p[0] for p in parts], axis=1)
-            means = np.stack([p[1] for p in parts], axis=1)
-            mask = None if parts[0][2] is None else np.stack([p[2] for p in parts], axis=1)
-            ids = None if parts[0][3] is None else np.stack([p[3] for p in parts], axis=1)
-        best = means.max(axis=-1)
+            feats, means, mask, ids, best = self._run_contexts(contexts, n)
         if noise_rngs:
             noise = np.stack([g.standard_normal((n, self.n_agents)) for g in noise_rngs], axis=1)
             noise *= self.noise_std
@@ -273,6 +269,17 @@ class _LinearEnvBase:
             noise = np.zeros((n, self.n_runs, self.n_agents))
         return RoundBlock(index * self.block_size + offset, feats, means, best, noise, mask, ids,
                           None if feats is not None else self.arm_features)
+
+    def _run_contexts(self, generators, n):
+        """The contexts of ``n`` rounds of every run, one generator per run: (features, means,
+        mask, ids, best), each stacked on axis 1 (the runs) as :meth:`_contexts` returns them,
+        and the best mean of every (round, run, agent)."""
+        parts = [self._contexts(g, n) for g in generators]
+        feats = None if parts[0][0] is None else np.stack([p[0] for p in parts], axis=1)
+        means = np.stack([p[1] for p in parts], axis=1)
+        mask = None if parts[0][2] is None else np.stack([p[2] for p in parts], axis=1)
+        ids = None if parts[0][3] is None else np.stack([p[3] for p in parts], axis=1)
+        return feats, means, mask, ids, means.max(axis=-1)
 
     def block(self, index: int, n_rounds: int | None = None) -> RoundBlock:
         """Block number ``index`` (rounds index·block_size + 1, …), deterministic in the seed."""
@@ -533,13 +540,13 @@ class RealDataLinearEnv(_LinearEnvBase):
             if q < used:
                 self._qids[q, : counts[q]] = first[q] + np.arange(counts[q])
         self.arm_features = np.concatenate([self._qfeat[q, : counts[q]] for q in range(used)], axis=0)
+        self._qbest = self._qmean.max(axis=1)  # the best mean of every query (all its documents)
         self._root = as_seed_sequence(seed)
         self.block_size = self._default_block_size(block_size)
         self._digest = None  # of the tables the blocks are drawn from (stream_key), computed on request
 
     def _contexts(self, rng, n):
-        M, P = self.n_agents, self.queries_per_agent
-        q = rng.integers(0, P, size=(n, M)) + P * np.arange(M)
+        q = self._query_draws(rng, n)
         # The features are rows of the table arm_features (RoundBlock.features forms them
         # from arm_ids when a learner asks for them).
         means = self._qmean[q]
@@ -558,6 +565,21 @@ class RealDataLinearEnv(_LinearEnvBase):
         else:
             means, valid, ids = means[:, :, :K], valid[:, :, :K], ids[:, :, :K]
         return None, means, valid, ids
+
+    def _query_draws(self, rng, n):
+        """The query of every (round, agent) of ``n`` rounds: (n, M) indices into the query tables."""
+        M, P = self.n_agents, self.queries_per_agent
+        return rng.integers(0, P, size=(n, M)) + P * np.arange(M)
+
+    def _run_contexts(self, generators, n):
+        """As the base class's (every run's :meth:`_contexts`, stacked), from one index of the
+        query tables by the runs' queries when every query offers all its documents: the same
+        numbers without forming and stacking one copy per run; the best mean of a round is
+        its query's (:attr:`_qbest`)."""
+        if self._qmean.shape[1] > self.n_arms:  # a random subset of the documents, drawn run by run
+            return super()._run_contexts(generators, n)
+        q = np.stack([self._query_draws(g, n) for g in generators], axis=1)  # (n, R, M)
+        return None, self._qmean[q], self._qvalid[q], self._qids[q], self._qbest[q]
 
     def _instance_key(self) -> tuple:
         if self._digest is None:

@@ -535,11 +535,16 @@ def select_from_table(lin, width, arm_ids, betas, mask=None, *, tie_tol: float =
         raise ValueError(f"betas must have shape ({n},), got {betas.shape}")
     mask = _check_mask(mask, (n, R) + arm_ids.shape[2:])
     tie_tol = check_nonnegative_float("tie_tol", tie_tol)
-    # every arm's place in the flattened (R·N) tables: one take from each instead of a 2-axis fancy index
-    flat_ids = arm_ids + lin.shape[1] * np.arange(R).reshape(1, R, 1, 1)  # (n, R, M, K)
-    scores = np.take(width.reshape(-1), flat_ids)
-    scores *= betas[:, None, None, None]
-    scores += np.take(lin.reshape(-1), flat_ids)
-    if mask is not None:
-        np.copyto(scores, -np.inf, where=~np.broadcast_to(mask, scores.shape))
-    return _argmax_with_ties(scores, 3, tie_tol)
+    # One run at a time: the run's (n, M, K) scores (a few hundred kB) stay in cache from the gathers to the
+    # arg-max, where the whole (n, R, M, K) array would be written to memory and read back several times.
+    out = np.empty((n, R, arm_ids.shape[2]), dtype=np.intp)
+    radius = betas[:, None, None]
+    for r in range(R):
+        ids = arm_ids[:, 0 if Rc == 1 else r]
+        scores = np.take(width[r], ids)
+        scores *= radius
+        scores += np.take(lin[r], ids)
+        if mask is not None:
+            np.copyto(scores, -np.inf, where=~mask[:, 0 if mask.shape[1] == 1 else r])
+        out[:, r] = _argmax_with_ties(scores, 2, tie_tol)
+    return out
