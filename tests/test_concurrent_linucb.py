@@ -696,3 +696,64 @@ def test_learners_run_together_are_each_learner_run_alone(shared):
     with pytest.raises(ValueError, match="same users"):
         run_together([learners()[0], ConcurrentShuffleLinUCB(create("non-private"), n_users=320, dim=d)], env(),
                      [np.random.default_rng(0)] * 2)
+
+
+def test_user_sequence_env_of_table_arms_equals_the_plain_flattening():
+    # real data (arms are rows of a table, padded arms masked): UserSequenceEnv's blocks form their features
+    # from the flattened rows; the plain reference (every block's features, padded arms replaced by the
+    # user's first arm, then flattened) gives the same arrays bit for bit
+    from fedbandit.envs.factory import make_environment
+
+    env = make_environment(dict(instance="real", M=3, T=12, runs=2, max_arms=6, env_seed=0, noise_bound=1.0))
+    seq = list(UserSequenceEnv(env).iter_blocks(36))
+    assert any(b.arm_ids is not None for b in seq)
+    M = 3
+    for b, s in zip(env.iter_blocks(12), seq):
+        r = b.n_rounds
+        feats, means = b.features, b.means
+        if b.mask is not None:
+            feats = np.where(b.mask[..., None], feats, feats[..., :1, :])
+            means = np.where(b.mask, means, means[..., :1])
+
+        def flat(a):
+            a = np.moveaxis(a, 2, 1)
+            return a.reshape((r * M, a.shape[2], 1) + a.shape[3:])
+
+        for got, want in ((s.features, flat(feats)), (s.means, flat(means)), (s.best, flat(b.best)),
+                          (s.noise, flat(b.noise))):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got.view(np.uint64) if got.dtype == np.float64 else got,
+                                          want.view(np.uint64) if want.dtype == np.float64 else want)
+        assert s.mask is None and s.start == b.start * M
+
+
+@pytest.mark.parametrize("protocol", ["central", "concurrent-shuffle"])
+def test_users_from_table_rows_served_one_at_a_time_equal_the_block_features(protocol):
+    # real data served one user at a time (period 1): the lean loop forms each user's features from the
+    # table's rows; the plain reference, the same blocks with their features formed in full
+    # (RoundBlock.features), gives the same run bit for bit
+    import dataclasses
+
+    from fedbandit.envs.factory import make_environment
+
+    env = UserSequenceEnv(make_environment(dict(instance="real", M=3, T=12, runs=2, max_arms=6, env_seed=0,
+                                                noise_bound=1.0)))
+
+    class Materialized:
+        n_agents, dim, n_runs = env.n_agents, env.dim, env.n_runs
+
+        def iter_blocks(self, horizon):
+            for b in env.iter_blocks(horizon):
+                assert b._features is None and b.table is not None  # the per-user rows are the path under test
+                yield dataclasses.replace(b, _features=b.features, table=None)
+
+    def learner():
+        kw = dict(epsilon=4.0, delta=1e-5) if protocol == "central" else dict(epsilon=4.0, delta=1e-5, k="log")
+        lr = ConcurrentShuffleLinUCB(create(protocol, **kw), n_users=36, dim=env.dim, noise_bound=1.0)
+        assert lr.period == 1
+        return lr
+
+    by_rows = learner().run(env, np.random.default_rng(5), per_user=True)
+    plain = learner().run(Materialized(), np.random.default_rng(5), per_user=True)
+    np.testing.assert_array_equal(by_rows.extras["user_regret"], plain.extras["user_regret"])
+    assert by_rows.noise_variance == plain.noise_variance

@@ -102,16 +102,23 @@ class UserSequenceEnv:
             raise ValueError(f"horizon must be a multiple of the number of agents M={M}, got {horizon}")
         for b in self.env.iter_blocks(horizon // M):
             r = b.n_rounds
-            feats, means = b.features, b.means
-            if b.mask is not None:
-                first_f = feats[..., :1, :]
-                first_m = means[..., :1]
-                feats = np.where(b.mask[..., None], feats, first_f)
-                means = np.where(b.mask, means, first_m)
 
             def flat(a):
                 # (rounds, runs, M, ...) -> (rounds*M, runs, 1, ...), round-major
                 a = np.moveaxis(a, 2, 1)
                 return a.reshape((r * M, a.shape[2], 1) + a.shape[3:])
 
+            means = b.means if b.mask is None else np.where(b.mask, b.means, b.means[..., :1])
+            if b._features is None and b.table is not None and (b.mask is None or b.mask[..., 0].all()):
+                # Arms that are rows of a table (real data), the first arm of every user real: the
+                # padded arms' rows replaced by the first arm's, the features formed once, from the
+                # flattened rows, on first use (the same values as the branch below, one copy
+                # instead of three)
+                ids = b.arm_ids if b.mask is None else np.where(b.mask, b.arm_ids, b.arm_ids[..., :1])
+                yield RoundBlock(b.start * M, None, flat(means), flat(b.best), flat(b.noise), None,
+                                 arm_ids=flat(ids), table=b.table)
+                continue
+            feats = b.features
+            if b.mask is not None:
+                feats = np.where(b.mask[..., None], feats, feats[..., :1, :])
             yield RoundBlock(b.start * M, flat(feats), flat(means), flat(b.best), flat(b.noise), None)

@@ -481,7 +481,10 @@ class ConcurrentShuffleLinUCB:
             block = yield
             if block is None:
                 break
-            feats_b = block.features[:, :, 0]  # (rounds, Rc, K, d)
+            # users whose arms are rows of a table (real data, served one at a time): each user's
+            # features formed from its rows (RoundBlock.features' values), not the block's all at once
+            by_rows = period == 1 and self.lean and block._features is None and block.table is not None
+            feats_b = None if by_rows else block.features[:, :, 0]  # (rounds, Rc, K, d)
             means_b = block.means[:, :, 0]  # (rounds, Rc, K)
             best_b = block.best[:, :, 0]
             noise_b = block.noise[:, :, 0]
@@ -489,7 +492,13 @@ class ConcurrentShuffleLinUCB:
             if period == 1 and self.lean:
                 # One user at a time (local, tree, central): the lean path.
                 for s in range(block.n_rounds):
-                    X = np.broadcast_to(feats_b[s], (R,) + feats_b.shape[2:])  # (R, K, d)
+                    if by_rows:
+                        feats_s = block.table[block.arm_ids[s, :, 0]]
+                        if block.mask is not None:
+                            feats_s *= block.mask[s, :, 0][..., None]
+                    else:
+                        feats_s = feats_b[s]
+                    X = np.broadcast_to(feats_s, (R,) + feats_s.shape[1:])  # (R, K, d)
                     # the operations of linucb.ucb_scores, without its per-call overhead (same
                     # floating-point results, so ties among arms break the same way)
                     quad = np.einsum("rkd,rkd->rk", np.matmul(X, v_inv), X)
@@ -507,6 +516,8 @@ class ConcurrentShuffleLinUCB:
                         exact_bias += xy
                         exact_gram += x[:, :, None] * x[:, None, :]
                         bias, gram = exact_bias, exact_gram
+                    elif fast_release:  # the concurrent shuffle: the user's record, without the argument checks
+                        bias, gram = protocol.release(x[None], y[None])
                     else:
                         bias, gram = protocol.synchronize(
                             xy[:, None], (x[:, :, None] * x[:, None, :])[:, None],

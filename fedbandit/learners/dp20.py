@@ -476,10 +476,19 @@ class FedUCB:
         ridx = np.arange(R)
 
         tol = 1e-9 * self.feature_bound
+        table_norms = None  # arms that are rows of a table: the rows' norms, once
         for block in env.iter_blocks(T):
-            if block.features.shape[-1] != d:
-                raise ValueError(f"environment features have dimension {block.features.shape[-1]}, expected dim={d}")
-            norms = np.linalg.norm(block.features, axis=-1)
+            lazy = block._features is None and block.table is not None
+            dim = (block.table if lazy else block.features).shape[-1]
+            if dim != d:
+                raise ValueError(f"environment features have dimension {dim}, expected dim={d}")
+            if lazy:
+                # the block's features are formed round by round below (the same values), never all at once
+                if table_norms is None:
+                    table_norms = np.linalg.norm(block.table, axis=-1)
+                norms = table_norms[block.arm_ids]
+            else:
+                norms = np.linalg.norm(block.features, axis=-1)
             if block.mask is not None:
                 norms = np.where(block.mask, norms, 0.0)
             if np.any(norms > self.feature_bound + tol):
@@ -488,7 +497,12 @@ class FedUCB:
             noise_blk = np.broadcast_to(block.noise, (block.n_rounds, R, M))
             for s in range(block.n_rounds):
                 t = block.start + s + 1
-                feats = block.features[s]
+                if lazy:  # RoundBlock.features' arithmetic, for this round's arms only
+                    feats = block.table[block.arm_ids[s]]
+                    if block.mask is not None:
+                        feats *= block.mask[s][..., None]
+                else:
+                    feats = block.features[s]
                 served = u[:, None, :] + U if local else np.broadcast_to(u[:, None, :], U.shape)
                 theta = np.matmul(v_inv, served[..., None])[..., 0]
                 mask = None if block.mask is None else block.mask[s]

@@ -213,10 +213,10 @@ def _small_count_cdf(m: int, q0: float, q1: float) -> np.ndarray:
 def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng: np.random.Generator) -> np.ndarray:
     table = _small_count_cdf(m, q0, q1)
     u = rng.random(ones.shape)
-    z = np.zeros(ones.shape, dtype=np.int64)
-    for level in range(m):  # Z = #{z < m : u > F_c(z)}
-        z += u > table[ones, level]
-    return z
+    # Z = #{z < m : u > F_c(z)}
+    if m == 1:
+        return (u > table[ones, 0]).astype(np.int64)
+    return (u[..., None] > table[ones, :m]).sum(axis=-1, dtype=np.int64)
 
 
 def unary_round(x: ArrayLike, resolution: int | Sequence[int], rng: np.random.Generator) -> np.ndarray:

@@ -121,6 +121,18 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
     products and divisions as entry by entry, so the same floating-point values.
     """
     c, R, d = x.shape
+    if c * R <= 64:
+        # few users (one per period, the dyadic schedule's hot loop): in the (c, R, D) layout, the
+        # upper-triangle products as one product of the gathered pairs (the same products and divisions)
+        x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+        iu, ju = _triu(d)
+        z = np.empty((c, R, half_range.size))
+        np.multiply(x, y[..., None], out=z[..., :d])
+        np.multiply(x[..., iu], x[..., ju], out=z[..., d:])
+        z /= half_range
+        z += 1.0
+        z /= 2.0
+        return np.clip(z, 0.0, 1.0, out=z)
     xt = np.ascontiguousarray(np.moveaxis(x, 2, 0))  # (d, c, R) (the learner passes transposed views)
     zt = np.empty((half_range.size, c, R))
     np.multiply(xt, y, out=zt[:d])
@@ -353,6 +365,8 @@ class RandomizedResponseRecords(RecordRandomizer):
         # one draw for all levels at once); only the levels' sums over users are formed,
         # never the (k, c, R, D) array of integer ones
         low, up = _unary_round_parts(z01, self._g, rng)
+        if c == 1:
+            return self._encode_one(low, up, rng)
         whole = None  # every level's sum over the period's users (k, R, D), formed once if needed
         out = {}
         # Finest level first (the analyzer then lets a coarser release at the same time
@@ -384,6 +398,26 @@ class RandomizedResponseRecords(RecordRandomizer):
                 self._ones[i] = cum[-1] - at[-1]
             # sample_rr_counts without its argument checks (0 ≤ ones ≤ b g by construction)
             out[i] = (times, _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
+        return out
+
+    def _encode_one(self, low: np.ndarray, up: np.ndarray, rng: np.random.Generator) -> dict:
+        """:meth:`encode`'s loop over the levels for a period of one user (the dyadic schedule's hot loop).
+
+        The same counts and draws: every level's running count takes the user's ones (integers, so
+        in any order), and each level whose batch closes with this user (b_i divides t), finest
+        first, releases its count and restarts from 0.
+        """
+        self._ones += low[:, 0].astype(np.int64)
+        self._ones += up[:, 0]
+        t = self._t
+        out = {}
+        for i in reversed(range(len(self.levels))):
+            lvl = self.levels[i]
+            if t % lvl.n_users:
+                continue
+            batch = self._ones[i][None].copy()
+            self._ones[i] = 0
+            out[i] = (np.array([t]), _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
         return out
 
     def decode(self, delivered: dict) -> dict:
