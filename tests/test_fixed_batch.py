@@ -390,3 +390,44 @@ def test_run_config_refuses_bad_names_and_keys():
         run_config(dict(base, learner="fixed_batch"), np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"config keys \['calibraton'\]"):
         run_config(dict(base, calibraton="paper"), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("learner_kind", ["super-agent", "fixed-batch"])
+def test_table_rounds_served_from_their_rows_decide_as_the_whole_table(monkeypatch, learner_kind):
+    """On arms from a table, a segment is scored from the whole table (table_scores, select_from_table) or from its
+    own rows' features (serve_from_statistics), as fixed_batch._scores_whole_table chooses by cost: forced either
+    way, the runs are the same (the decisions, hence every reward and regret)."""
+    import fedbandit.learners.fixed_batch as fixed_batch
+
+    rng = np.random.default_rng(3)
+    n_docs = 400
+    inst = {"features": np.abs(rng.standard_normal((n_docs, D))) + 0.01, "query": np.sort(rng.integers(0, 30, n_docs)),
+            "theta": rng.standard_normal(D) * 0.3}
+    inst["query"][:30] = np.arange(30)
+    inst["query"] = np.sort(inst["query"])
+
+    def run(whole_table):
+        calls = []
+        monkeypatch.setattr(fixed_batch, "_scores_whole_table", lambda *a: calls.append(a) or whole_table)
+        protocol = create("central", epsilon=5.0, delta=0.1, calibration="paper")
+        learner = (SuperAgent(protocol, horizon=T, n_agents=M, dim=D, beta_scale=0.1) if learner_kind == "super-agent"
+                   else FixedBatchFedLinUCB(protocol, horizon=T, batch_size=B, n_agents=M, dim=D, beta_scale=0.1))
+        env = RealDataLinearEnv(inst, n_agents=M, n_runs=R, seed=5, block_size=7)
+        result = learner.run(env, np.random.default_rng(11), record_arms=True)
+        assert calls, "the table path was not taken"
+        return result
+
+    table, rows = run(True), run(False)
+    np.testing.assert_array_equal(table.extras["arms"], rows.extras["arms"])
+    np.testing.assert_array_equal(table.regret, rows.regret)
+
+
+def test_whole_table_scoring_is_chosen_by_cost():
+    from fedbandit.learners.fixed_batch import _scores_whole_table
+
+    # the MSLR sample (N = 10,000 rows, d = 57): Zhou & Chowdhury's batches of 25 rounds × 10 agents × ~116 documents
+    # score the whole table; the super agent's single rounds of 10 agents × 50 documents score their own rows
+    assert _scores_whole_table(25, (25, 1, 10, 116), (10_000, 57))
+    assert not _scores_whole_table(1, (1, 1, 10, 50), (10_000, 57))
+    # the boundary: n·M·K·d against N·(d + 1)/2
+    assert _scores_whole_table(1, (1, 1, 1, 20), (20, 1)) and not _scores_whole_table(1, (1, 1, 1, 19), (20, 1))
