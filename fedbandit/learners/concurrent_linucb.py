@@ -48,7 +48,6 @@ times with probability ≈ 1 − α; λ = max(1, 2ν), so V = G̃ + λI has ρ_m
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 
@@ -67,7 +66,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.users import UserSequenceEnv
-from fedbandit.learners.linucb import TIE_TOL, table_products
+from fedbandit.learners.linucb import TIE_TOL, table_products, weighted_upper
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.concurrent import ConcurrentShuffleProtocol
@@ -151,13 +150,6 @@ def _static_arms(feats, theta, v_inv, betas, mask):
     return arms
 
 
-@functools.lru_cache(maxsize=64)
-def _upper_index(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`fedbandit.learners.linucb.weighted_upper`'s flat upper-triangle index and weights for d × d, once per d."""
-    iu, ju = np.triu_indices(d)
-    return iu * d + ju, np.where(iu == ju, 1.0, 2.0)
-
-
 def _period_arms(feats, theta, v_inv, betas, mask):
     """LinUCB's choice for the c users of one period, who share θ̂ and V⁻¹: arms (R, c).
 
@@ -171,12 +163,7 @@ def _period_arms(feats, theta, v_inv, betas, mask):
     R = theta.shape[0]
     if Rc == 1:
         table = feats[:, 0].reshape(c * K, d)
-        # weighted_upper(v_inv) without its per-call checks and index construction (the same
-        # operations, so the same floating-point results)
-        index, weights = _upper_index(d)
-        upper = np.take(v_inv.reshape(R, d * d), index, axis=-1)
-        upper *= weights
-        quad = np.matmul(upper, table_products(table))  # (R, cK)
+        quad = np.matmul(weighted_upper(v_inv), table_products(table))  # (R, cK)
         lin = np.matmul(theta, np.ascontiguousarray(table.T))
     else:
         xr = np.moveaxis(feats, 1, 0).reshape(R, c * K, d)
@@ -483,7 +470,7 @@ class ConcurrentShuffleLinUCB:
                 break
             # users whose arms are rows of a table (real data, served one at a time): each user's
             # features formed from its rows (RoundBlock.features' values), not the block's all at once
-            by_rows = period == 1 and self.lean and block._features is None and block.table is not None
+            by_rows = period == 1 and self.lean and block.features_from_table
             feats_b = None if by_rows else block.features[:, :, 0]  # (rounds, Rc, K, d)
             means_b = block.means[:, :, 0]  # (rounds, Rc, K)
             best_b = block.best[:, :, 0]
@@ -492,12 +479,7 @@ class ConcurrentShuffleLinUCB:
             if period == 1 and self.lean:
                 # One user at a time (local, tree, central): the lean path.
                 for s in range(block.n_rounds):
-                    if by_rows:
-                        feats_s = block.table[block.arm_ids[s, :, 0]]
-                        if block.mask is not None:
-                            feats_s *= block.mask[s, :, 0][..., None]
-                    else:
-                        feats_s = feats_b[s]
+                    feats_s = block.round_features(s)[:, 0] if by_rows else feats_b[s]  # (Rc, K, d)
                     X = np.broadcast_to(feats_s, (R,) + feats_s.shape[1:])  # (R, K, d)
                     # the operations of linucb.ucb_scores, without its per-call overhead (same
                     # floating-point results, so ties among arms break the same way)

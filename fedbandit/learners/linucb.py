@@ -45,6 +45,8 @@ index, so that decisions do not depend on floating-point rounding.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fedbandit._validation import check_array, check_float_in_range, check_nonnegative_float, check_positive_float
@@ -161,11 +163,21 @@ def weighted_upper(matrices: np.ndarray) -> np.ndarray:
     if matrices.ndim < 2 or matrices.shape[-1] != matrices.shape[-2]:
         raise ValueError(f"matrices must have shape (..., d, d), got {matrices.shape}")
     d = matrices.shape[-1]
-    iu, ju = np.triu_indices(d)
+    index, weights = _upper_index(d)
     # take along the flattened last two axes (a copy into C order first): far cheaper than indexing both
-    flat = np.take(matrices.reshape(matrices.shape[:-2] + (d * d,)), iu * d + ju, axis=-1)
-    flat *= np.where(iu == ju, 1.0, 2.0)
+    flat = np.take(matrices.reshape(matrices.shape[:-2] + (d * d,)), index, axis=-1)
+    flat *= weights
     return flat
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_index(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_upper`'s flat row-major upper-triangle index of a d × d matrix and its weights
+    (1 on the diagonal, 2 off it), built once per d (callers score one period at a time)."""
+    iu, ju = np.triu_indices(d)
+    index, weights = iu * d + ju, np.where(iu == ju, 1.0, 2.0)
+    index.flags.writeable = weights.flags.writeable = False  # shared by every call
+    return index, weights
 
 
 def _check_shapes(features, theta_hat, v_inv):
