@@ -180,11 +180,26 @@ class RoundBlock:
     @property
     def features(self) -> np.ndarray:
         if self._features is None:
-            feats = self.table[self.arm_ids]
-            if self.mask is not None:
-                feats *= self.mask[..., None]  # padded arms are zero vectors
-            self._features = feats
+            self._features = self._rows(self.arm_ids, self.mask)
         return self._features
+
+    @property
+    def features_from_table(self) -> bool:
+        """Whether ``features`` is still to be formed from ``table``: a learner that serves one round at
+        a time can then form each round's alone (:meth:`round_features`), never the whole block's."""
+        return self._features is None and self.table is not None
+
+    def round_features(self, s: int) -> np.ndarray:
+        """``features[s]``, formed from the table alone when the block's features are not formed yet."""
+        if self._features is not None:
+            return self._features[s]
+        return self._rows(self.arm_ids[s], None if self.mask is None else self.mask[s])
+
+    def _rows(self, arm_ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        feats = self.table[arm_ids]
+        if mask is not None:
+            feats *= mask[..., None]  # padded arms are zero vectors
+        return feats
 
     @property
     def n_rounds(self) -> int:

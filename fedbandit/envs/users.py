@@ -109,7 +109,7 @@ class UserSequenceEnv:
                 return a.reshape((r * M, a.shape[2], 1) + a.shape[3:])
 
             means = b.means if b.mask is None else np.where(b.mask, b.means, b.means[..., :1])
-            if b._features is None and b.table is not None and (b.mask is None or b.mask[..., 0].all()):
+            if b.features_from_table and (b.mask is None or b.mask[..., 0].all()):
                 # Arms that are rows of a table (real data), the first arm of every user real: the
                 # padded arms' rows replaced by the first arm's, the features formed once, from the
                 # flattened rows, on first use (the same values as the branch below, one copy

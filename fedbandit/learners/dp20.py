@@ -478,7 +478,7 @@ class FedUCB:
         tol = 1e-9 * self.feature_bound
         table_norms = None  # arms that are rows of a table: the rows' norms, once
         for block in env.iter_blocks(T):
-            lazy = block._features is None and block.table is not None
+            lazy = block.features_from_table
             dim = (block.table if lazy else block.features).shape[-1]
             if dim != d:
                 raise ValueError(f"environment features have dimension {dim}, expected dim={d}")
@@ -497,12 +497,7 @@ class FedUCB:
             noise_blk = np.broadcast_to(block.noise, (block.n_rounds, R, M))
             for s in range(block.n_rounds):
                 t = block.start + s + 1
-                if lazy:  # RoundBlock.features' arithmetic, for this round's arms only
-                    feats = block.table[block.arm_ids[s]]
-                    if block.mask is not None:
-                        feats *= block.mask[s][..., None]
-                else:
-                    feats = block.features[s]
+                feats = block.round_features(s)  # this round's arms only, when formed from the table
                 served = u[:, None, :] + U if local else np.broadcast_to(u[:, None, :], U.shape)
                 theta = np.matmul(v_inv, served[..., None])[..., 0]
                 mask = None if block.mask is None else block.mask[s]
