@@ -757,3 +757,24 @@ def test_users_from_table_rows_served_one_at_a_time_equal_the_block_features(pro
     plain = learner().run(Materialized(), np.random.default_rng(5), per_user=True)
     np.testing.assert_array_equal(by_rows.extras["user_regret"], plain.extras["user_regret"])
     assert by_rows.noise_variance == plain.noise_variance
+
+
+@pytest.mark.parametrize("c, R", [(1, 1), (4, 16), (5, 13), (64, 27)])
+def test_records_in_unit_units_equal_the_formula_on_both_layouts(c, R):
+    """protocols.concurrent._records01 (few users: the (c, R, D) layout; many: coordinate-major) against the record
+    written out, entry by entry: z = (x y, x_i x_j for i ≤ j, row-major), mapped to (z/s + 1)/2 and clipped to [0, 1]."""
+    from fedbandit.protocols.concurrent import _records01, record_half_range
+
+    d = 4
+    rng = np.random.default_rng(c * 100 + R)
+    x = rng.uniform(-1.0, 1.0, (c, R, d))
+    y = rng.uniform(-1.0, 1.0, (c, R))
+    x[0, 0, :2], y[0, 0] = 1.6, 0.9  # beyond the bounds (x y > L·Y, x_i x_j > L²): the clipping acts
+    s = record_half_range(d, 1.5, 0.7)  # unequal halves (L·Y for x y, L² for x xᵀ)
+    expected = np.empty((c, R, s.size))
+    for a in range(c):
+        for r in range(R):
+            z = [x[a, r, i] * y[a, r] for i in range(d)] + [x[a, r, i] * x[a, r, j] for i in range(d) for j in range(i, d)]
+            expected[a, r] = [min(1.0, max(0.0, (v / s[k] + 1.0) / 2.0)) for k, v in enumerate(z)]
+    got = _records01(np.moveaxis(np.moveaxis(x, 2, 0).copy(), 0, 2), y, s)  # a transposed view, as the learner passes
+    np.testing.assert_array_equal(got, expected)
