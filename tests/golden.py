@@ -17,6 +17,13 @@ bug) regenerates them in the same commit, with one command::
 
 and says why in the commit message.  ``python tests/golden.py`` (no ``--write``) prints the
 entries whose hash differs.
+
+The record is computed on pinned CPU code paths (:data:`PINNED_ENV`): OpenBLAS's Haswell kernels
+and numpy without its AVX-512 dispatch targets, in a subprocess when the calling process was not
+started with them (:func:`compute_pinned`).  Left to choose for themselves, both pick the fastest
+kernels of the host, and an AVX-512 host rounds a matrix product, an ``exp`` or a sort's ties
+differently from an AVX2 host: 31 of the 119 entries differed between two such hosts.  Any x86-64
+host with AVX2 computes the pinned record bit for bit.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import functools
 import hashlib
 import json
 import math
+import os
 import struct
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -308,6 +317,34 @@ def compute(labels=None) -> dict:
     return out
 
 
+#: The environment the record is computed in: the same kernels on every x86-64 host with AVX2
+#: (OpenBLAS's Haswell kernels, one thread; numpy's dispatch capped at AVX2).
+PINNED_ENV = {
+    "OPENBLAS_CORETYPE": "Haswell",
+    "OPENBLAS_NUM_THREADS": "1",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+    "FEDBANDIT_SCALE": "quick",
+}
+
+
+def is_pinned(environ=None) -> bool:
+    """Whether ``environ`` (default: this process's, as it was started) holds :data:`PINNED_ENV`."""
+    environ = os.environ if environ is None else environ
+    return all(environ.get(k) == v for k, v in PINNED_ENV.items())
+
+
+def compute_pinned(labels=None) -> dict:
+    """:func:`compute` on the pinned code paths: in this process if it was started with
+    :data:`PINNED_ENV` (the kernels are chosen when numpy and OpenBLAS load), else in a subprocess."""
+    if is_pinned():
+        return compute(labels)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--json"] + (list(labels) if labels is not None else [])
+    done = subprocess.run(cmd, env={**os.environ, **PINNED_ENV}, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the pinned golden computation failed (rc {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # the last line: anything printed before is not ours
+
+
 def compare(want: dict, got: dict) -> list[str]:
     """The differences of ``got`` from the golden ``want``: every golden entry and part must be
     recomputed with the same hash (entries or parts the golden record lacks -- a pair a new learner
@@ -330,8 +367,16 @@ def load() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"rewrite {GOLDEN_PATH.name}")
+    parser.add_argument("--json", action="store_true", help="print the computed hashes as JSON (this process's kernels)")
+    parser.add_argument("labels", nargs="*", help="entries to compute (default: all)")
     args = parser.parse_args(argv)
-    got = compute()
+    labels = args.labels or None
+    if args.write and labels is not None:
+        parser.error("--write rewrites the whole record: give no labels")
+    if args.json:
+        print(json.dumps(compute(labels)))
+        return 0
+    got = compute_pinned(labels)
     if args.write:
         GOLDEN_PATH.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(got)} golden runs to {GOLDEN_PATH}")

@@ -1,4 +1,5 @@
-"""Every computed result is unchanged: the golden record (tests/golden.py) recomputed bit for bit.
+"""Every computed result is unchanged: the golden record (tests/golden.py) recomputed bit for bit
+(on the record's pinned CPU code paths, :data:`golden.PINNED_ENV`, whatever the host).
 
 ``tests/golden_results.json`` pins a small fixed-seed run of every (learner, protocol) pair the
 learners accept and of every environment, and what every protocol declares once configured
@@ -9,12 +10,20 @@ commit with ``make golden`` (see tests/golden.py).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 import golden
 
 WANT = golden.load()
+
+
+@functools.lru_cache(maxsize=1)
+def _computed() -> dict:
+    """Every entry, computed once per test process on the pinned code paths."""
+    return golden.compute_pinned()
 
 
 def test_record_covers_every_pair_protocol_and_environment():
@@ -30,20 +39,40 @@ def test_record_covers_every_pair_protocol_and_environment():
 
 @pytest.mark.parametrize("label", sorted(WANT))
 def test_golden_entry_unchanged(label):
-    got = golden.compute([label])
-    assert golden.compare({label: WANT[label]}, got) == []
+    assert golden.compare({label: WANT[label]}, {label: _computed()[label]}) == []
 
 
 def test_golden_sees_one_bit():
     """The check can fail: the noise draws times 1 + 2⁻⁴⁰ (a change in the last bits) move the released
-    statistics' hash (not the regret's: no arm choice changes)."""
+    statistics' hash (not the regret's: no arm choice changes).  Both computed here, in this process,
+    so the comparison holds on any host's kernels."""
     from fedbandit.audit.broken import planted_noise
 
     label = "run fixed-batch/silo-ldp"
+    clean = golden.compute([label])
     with planted_noise(1.0 + 2.0**-40):
         got = golden.compute([label])
-    changed = golden.compare({label: WANT[label]}, got)
+    changed = golden.compare(clean, got)
     assert changed == [f"{label}: released changed"]
+
+
+def test_pinned_environment_caps_the_kernels():
+    """The record's subprocess runs without numpy's AVX-512 paths and on OpenBLAS's Haswell kernels
+    (on an AVX-512 host, without the pin, both would report the wider kernels)."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("from numpy._core._multiarray_umath import __cpu_features__ as f\n"
+             "print('AVX512F' if f.get('AVX512F') else 'no-AVX512F')\n"
+             "try:\n"
+             "    from threadpoolctl import threadpool_info\n"
+             "    print(*sorted({i.get('architecture') for i in threadpool_info() if i['internal_api'] == 'openblas'}))\n"
+             "except ImportError:\n"
+             "    print('Haswell')\n")
+    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **golden.PINNED_ENV}, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["no-AVX512F", "Haswell"], out
 
 
 def test_hash_is_canonical():
