@@ -174,13 +174,10 @@ class DDGVectors(ModularVectors):
         starts = np.cumsum(counts) - counts
         pos = np.arange(runs.size) - starts[runs]  # each client's place among its run's k
         k = counts[runs]
-        K = self.params.n
-        if self.params.sampling == "poisson":
-            # client_shares(K, k) of each run, row by row: ⌈K/k⌉ to the first K mod k clients, ⌊K/k⌋ to the
-            # others; one each when k > K
-            shares = np.where(k > K, 1, K // k + (pos < K % k))
-        else:
-            shares = np.ones(runs.size, dtype=np.int64)
+        shares = np.empty(runs.size, dtype=np.int64)
+        for size in np.unique(k):  # each run's dealt shares (params.noise_shares), once per distinct number of clients
+            rows = k == size
+            shares[rows] = self.params.noise_shares(int(size))[pos[rows]]
         residues, stages = self.mechanism.encode(x[runs, clients], rng, stages=True, noise_shares=shares,
                                                  run=runs if self.flatten_seed is None else None)
         # wrap diagnostic per run that had messages (as _count_wraps on each run's (k, d') block)
