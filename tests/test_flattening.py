@@ -74,3 +74,21 @@ def test_flattened_dim_is_each_flattener_output_dimension():
     for d in (1, 2, 5, 8, 250, 650):
         for kind in ("hadamard", "dft"):
             assert flattened_dim(d, kind) == make_flattener(d, np.random.default_rng(0), kind).d_out
+
+
+@pytest.mark.parametrize("kind", ["hadamard", "dft"])
+def test_run_per_vector_is_each_vector_flattened_with_its_run_s_rotation(kind):
+    """run= an array (one run per vector, several runs' vectors in one call) equals flattening each vector alone with
+    run= its run, bit for bit; a wrong shape or a run out of range is refused."""
+    f = make_flattener(37, np.random.default_rng(0), kind, runs=4)
+    x = np.random.default_rng(1).normal(size=(9, 37))
+    which = np.array([0, 0, 1, 3, 3, 3, 2, 0, 1])
+    ref = np.stack([f.flatten(x[i], run=int(r)) for i, r in enumerate(which)])
+    np.testing.assert_array_equal(f.flatten(x, run=which), ref)
+    np.testing.assert_array_equal(f.unflatten(ref, run=which), np.stack([f.unflatten(ref[i], run=int(r))
+                                                                         for i, r in enumerate(which)]))
+    assert not np.array_equal(f.flatten(x, run=np.zeros(9, dtype=int)), ref)
+    with pytest.raises(ValueError, match="one run per vector"):
+        f.flatten(x, run=which[:5])
+    with pytest.raises(ValueError, match="run"):
+        f.flatten(x, run=which + 1)

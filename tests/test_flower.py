@@ -200,3 +200,62 @@ def test_workflow_refuses_bad_configuration_before_any_round():
             DDGSecAggPlusWorkflow(s, 1.0, 0.5, **kw)
     with pytest.raises(ValueError, match="reconstruction_threshold=11"):
         DDGSecAggPlusWorkflow(s, 10, 11)
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_pending_message_pickup_delivers_what_flowers_loop_delivers():
+    """The simulation loop that asks only the nodes with a waiting message (apps._add_pending_messages_to_queue)
+    puts the same messages in the same order into the workers' queue as Flower 1.42's own loop, on Flower's
+    in-memory link state with 40 nodes and messages for some of them (two for one node: one per sweep); a loop
+    that skipped the nodes past the first pending one would fail."""
+    import threading
+    from queue import Queue
+
+    from flwr.app import Message, RecordDict
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.proto.task_pb2 import Task
+    from flwr.server.superlink.fleet.vce import vce_api
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.supercore.run import Run
+    from flwr.supercore.task_identity import TaskIdentity
+    from flwr.superlink.federation import NoOpFederationManager
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+    from fedbandit.integrations.flower import apps
+
+    def sweeps(loop, n_sweeps, first_pending_only=False):
+        factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(), ObjectStoreFactory())
+        state = factory.state()
+        run = Run.create_empty(run_id=7)
+        run.federation_id, run.primary_task_id = NOOP_FEDERATION_ID, 8
+        state.run_ids[run.run_id] = RunRecord(run=run)
+        state.task_store[8] = Task(task_id=8, run_id=run.run_id)
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = run.run_id, SUPERLINK_NODE_ID, 8
+        nodes = vce_api._register_nodes(40, factory)
+        grid = InMemoryGrid(state_factory=factory)
+        grid.set_run(run)
+        ids = list(nodes)
+        dst = [ids[i] for i in (3, 17, 17, 0, 39, 22)]
+        grid.push_messages([Message(RecordDict(), dst_node_id=n, message_type="train", group_id=str(j))
+                            for j, n in enumerate(dst)])
+        queue, out = Queue(), []
+        for _ in range(n_sweeps):  # one sweep per call: the stop event is set while the loop waits
+            stop = threading.Event()
+            threading.Timer(0.02, stop.set).start()
+            loop(state, queue, nodes if not first_pending_only else dict([next(
+                (i, nodes[i]) for i in nodes if any(m.metadata.dst_node_id == i and m.metadata.delivered_at == ""
+                                                    for m in state.message_ins_store.values()))]), stop)
+            sweep = []
+            while not queue.empty():
+                m = queue.get()
+                sweep.append((nodes[m.metadata.dst_node_id], m.metadata.group_id))
+            out.append(sweep)
+        return out
+
+    flower = sweeps(vce_api.add_messages_to_queue, 3)
+    assert flower == [[(0, "3"), (3, "0"), (17, "1"), (22, "5"), (39, "4")], [(17, "2")], []]
+    assert sweeps(apps._add_pending_messages_to_queue, 3) == flower
+    assert sweeps(apps._add_pending_messages_to_queue, 3, first_pending_only=True) != flower

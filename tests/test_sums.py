@@ -393,29 +393,104 @@ def _poisson_ddg(N=400, q=0.1, T=3, d=30, **kw):
 
 
 def test_poisson_ddg_deals_its_shares_and_is_the_mechanism_s():
-    """Poisson rounds: the release is, per run, DDGMechanism.encode of the clients that joined with the K shares dealt
-    over them (client_shares), summed mod 2^B and decoded with that run's rotation -- bit for bit."""
+    """Poisson rounds: the release is DDGMechanism.encode of every run's clients that joined, in one call (run-major,
+    each with its run's rotation and the K shares dealt over its run's k, client_shares), summed mod 2^B per run and
+    decoded with that run's rotation -- bit for bit."""
     from fedbandit.accounting.sampled_ddg import client_shares, noise_shares_for
 
     p = _poisson_ddg()
     K = noise_shares_for(0.1, 400, 3, 1e-5)
     assert p.params.n == K and p.params.sampling == "poisson" and p.params.population == 400
     assert p.noise_std() == pytest.approx(math.sqrt(K) * p.params.sigma)
-    x = _vectors(np.random.default_rng(3), (2, 400, 30))
-    mask = np.random.default_rng(4).random((2, 400)) < 0.1
-    p.reset(n_runs=2, rng=np.random.default_rng(9))
+    x = _vectors(np.random.default_rng(3), (3, 400, 30))
+    mask = np.random.default_rng(4).random((3, 400)) < 0.1
+    mask[1] = False  # a run where nobody joined: its sum is 0
+    p.reset(n_runs=3, rng=np.random.default_rng(9))
     out = p.aggregate(x, mask=mask)
     rng = np.random.default_rng(9)
-    mech = DDGMechanism(p.params, rng, runs=2)
-    ref = []
-    for r in range(2):
-        idx = np.flatnonzero(mask[r])
-        res = mech.encode(x[r, idx], rng, noise_shares=client_shares(K, idx.size), run=r)
-        ref.append(mech.decode(np.mod(res.sum(0), p.params.modulus), run=r))
+    mech = DDGMechanism(p.params, rng, runs=3)
+    idx = [np.flatnonzero(mask[r]) for r in range(3)]
+    rows = np.concatenate([x[r, i] for r, i in enumerate(idx)])
+    shares = np.concatenate([client_shares(K, i.size) for i in idx if i.size])
+    which = np.concatenate([np.full(i.size, r) for r, i in enumerate(idx)])
+    res = mech.encode(rows, rng, noise_shares=shares, run=which)
+    ref = [mech.decode(np.mod(res[which == r].sum(0), p.params.modulus), run=r) for r in range(3)]
     np.testing.assert_array_equal(out, np.stack(ref))
+    assert np.all(out[1] == 0)
     assert p.accounting().status == "verified" and p.accounting().epsilon == pytest.approx(2.0, rel=1e-6)
     with pytest.raises(ValueError, match="mask"):
         p.aggregate(x)
+
+
+def _per_run_poisson_releases(p, x, mask, rng):
+    """The plain implementation of a Poisson round of DDG: one DDGMechanism.encode call per run, that run's clients
+    with their dealt shares and that run's rotation, summed mod 2^B and decoded (as the randomizer did before it
+    encoded every run in one call)."""
+    from fedbandit.accounting.sampled_ddg import client_shares
+
+    mech = DDGMechanism(p.params, rng, runs=x.shape[0])
+    out = np.zeros((x.shape[0], x.shape[2]))
+    for r in range(x.shape[0]):
+        present = np.flatnonzero(mask[r])
+        if present.size == 0:
+            continue
+        res = mech.encode(x[r, present], rng, noise_shares=client_shares(p.params.n, present.size), run=r)
+        out[r] = mech.decode(np.mod(res.sum(0), p.params.modulus), run=r)
+    return out
+
+
+def _poisson_release_statistics(out, x, mask):
+    """Per run (independent, so i.i.d. over runs): the error's first coordinate and its squared norm, against the
+    clipped sum of the clients that joined."""
+    err = out - (clip_l2(x, 1.0) * mask[..., None]).sum(axis=1)
+    return err[:, 0], np.einsum("ij,ij->i", err, err)
+
+
+def test_poisson_ddg_one_call_has_the_law_of_the_per_run_loop():
+    """Encoding every run's clients in one call (another draw order) releases what one call per run does, in law:
+    two-sample Kolmogorov-Smirnov on each run's error (first coordinate, squared norm) against the per-run loop
+    written out above, 2000 independent runs each, false-alarm rate 1e-3 in all (5e-4 per statistic).  Power: a
+    randomizer that gives every client one share, or encodes every run with run 0's rotation, is rejected."""
+    runs, N, d = 2000, 60, 30
+    x = _vectors(np.random.default_rng(1), (runs, N, d))
+    mask = np.random.default_rng(2).random((runs, N)) < 0.1  # k ~ Bin(60, 0.1): from 0 to ~15 clients, K shares
+    p = create("sum-ddg-secagg", epsilon=2.0, delta=1e-3, bits=16, k=3).configure(
+        n_parties=N, dim=d, n_rounds=1, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    assert p.params.n > 6  # the shares are dealt (K > E[k]): one share per client would lower the noise
+    plain = _poisson_release_statistics(_per_run_poisson_releases(p, x, mask, np.random.default_rng(3)), x, mask)
+
+    def one_call(seed):
+        q = create("sum-ddg-secagg", epsilon=2.0, delta=1e-3, bits=16, k=3).configure(
+            n_parties=N, dim=d, n_rounds=1, clip=1.0, sampling_rate=0.1, sampling="poisson")
+        q.reset(n_runs=runs, rng=np.random.default_rng(seed))
+        return q, _poisson_release_statistics(q.aggregate(x, mask=mask), x, mask)
+
+    _, fast = one_call(4)
+    for a, b in zip(plain, fast):
+        assert stats.ks_2samp(a, b).pvalue > 5e-4
+
+    # power: the broken variants are rejected by the same test
+    q = create("sum-ddg-secagg", epsilon=2.0, delta=1e-3, bits=16, k=3).configure(
+        n_parties=N, dim=d, n_rounds=1, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    q.reset(n_runs=runs, rng=np.random.default_rng(5))
+    mech = q.randomizer.mechanism
+    real_encode = mech.encode
+
+    def one_share_each(xs, rng, **kw):
+        kw["noise_shares"] = np.ones_like(kw["noise_shares"])
+        return real_encode(xs, rng, **kw)
+
+    def run0_rotation(xs, rng, **kw):
+        kw["run"] = np.zeros_like(kw["run"])
+        return real_encode(xs, rng, **kw)
+
+    for broken in (one_share_each, run0_rotation):
+        q.reset(n_runs=runs, rng=np.random.default_rng(6))
+        mech = q.randomizer.mechanism
+        real_encode = mech.encode
+        mech.encode = broken
+        bad = _poisson_release_statistics(q.aggregate(x, mask=mask), x, mask)
+        assert min(stats.ks_2samp(a, b).pvalue for a, b in zip(plain, bad)) < 5e-4, broken.__name__
 
 
 def test_poisson_ddg_noise_has_the_declared_variance_whatever_the_number_of_clients():

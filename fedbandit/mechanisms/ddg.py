@@ -218,16 +218,16 @@ class DDGMechanism:
 
     @overload
     def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[False] = False,
-               noise_shares: ArrayLike | None = None, run: int | None = None) -> np.ndarray: ...
+               noise_shares: ArrayLike | None = None, run: int | ArrayLike | None = None) -> np.ndarray: ...
 
     @overload
     def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: Literal[True],
                noise_shares: ArrayLike | None = None,
-               run: int | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
+               run: int | ArrayLike | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
 
     def encode(self, x: ArrayLike, rng: np.random.Generator, *, stages: bool = False,
                noise_shares: ArrayLike | None = None,
-               run: int | None = None) -> np.ndarray | tuple[np.ndarray, dict[str, np.ndarray]]:
+               run: int | ArrayLike | None = None) -> np.ndarray | tuple[np.ndarray, dict[str, np.ndarray]]:
         r"""Client side: clip, flatten, scale, round, add noise, reduce mod m.
 
         Returns int64 residues in ``[0, m)`` of shape ``x.shape[:-1] + (d_pad,)`` (and a
@@ -235,7 +235,9 @@ class DDGMechanism:
         ``x`` of shape (k, d), how many noise shares each of the k clients carries (a Poisson
         round, :meth:`fedbandit.accounting.ddg.DDGParams.noise_shares`; default one each): a
         client with m shares adds one :math:`\mathcal N_{\mathbb Z}(0, m\sigma^2/\gamma^2)` per
-        coordinate.  ``run``: with one rotation per run, the run whose rotation applies to all of ``x``.
+        coordinate.  ``run``: with one rotation per run, the run whose rotation applies to all of ``x``, or an
+        integer array of shape ``x.shape[:-1]``, each vector's run (several runs' clients in one call; the draws
+        then follow the vectors' order, not a run at a time).
         """
         x = self._check_x(x)
         rng = check_rng("rng", rng)

@@ -39,6 +39,7 @@ from fedbandit._validation import (
     check_array,
     check_bool,
     check_choice,
+    check_int_array,
     check_int_in_range,
     check_positive_int,
     check_rng,
@@ -166,11 +167,12 @@ class HadamardFlattener:
         shape = (self.d_out,) if self.runs is None else (self.runs, self.d_out)
         self.signs = rng.choice(np.array([-1.0, 1.0]), size=shape)
 
-    def flatten(self, x: ArrayLike, *, run: int | None = None) -> np.ndarray:
+    def flatten(self, x: ArrayLike, *, run: int | ArrayLike | None = None) -> np.ndarray:
         """Map ``x`` of shape (..., d) to ``U x`` of shape (..., d_out).
 
         With one rotation per run (``runs=R``): ``x`` of shape (R, ..., d), or ``run`` names
-        the one run whose rotation applies to all of ``x``.
+        the one run whose rotation applies to all of ``x``, or ``run`` is an integer array of
+        shape ``x.shape[:-1]``, the run of each vector (several runs' vectors in one call).
         """
         x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
@@ -178,7 +180,7 @@ class HadamardFlattener:
         pad *= _per_run(self.signs, self.runs, run, pad.shape, "x")
         return fwht(pad)
 
-    def unflatten(self, y: ArrayLike, *, run: int | None = None) -> np.ndarray:
+    def unflatten(self, y: ArrayLike, *, run: int | ArrayLike | None = None) -> np.ndarray:
         """Map ``y`` of shape (..., d_out) to ``U^T y`` truncated to shape (..., d) (``run`` as in :meth:`flatten`)."""
         y = _check_last_axis(y, self.d_out, "y")
         z = fwht(y)
@@ -216,7 +218,7 @@ class DFTFlattener:
         shape = (self.d_out // 2,) if self.runs is None else (self.runs, self.d_out // 2)
         self.phases = np.array([1, 1j, -1, -1j])[rng.integers(0, 4, size=shape)]
 
-    def flatten(self, x: ArrayLike, *, run: int | None = None) -> np.ndarray:
+    def flatten(self, x: ArrayLike, *, run: int | ArrayLike | None = None) -> np.ndarray:
         """As :meth:`HadamardFlattener.flatten`."""
         x = _check_last_axis(x, self.d, "x")
         pad = np.zeros(x.shape[:-1] + (self.d_out,), dtype=np.float64)
@@ -229,7 +231,7 @@ class DFTFlattener:
         out[..., 1::2] = f.imag
         return out
 
-    def unflatten(self, y: ArrayLike, *, run: int | None = None) -> np.ndarray:
+    def unflatten(self, y: ArrayLike, *, run: int | ArrayLike | None = None) -> np.ndarray:
         """As :meth:`HadamardFlattener.unflatten`."""
         y = _check_last_axis(y, self.d_out, "y")
         z = y[..., 0::2] + 1j * y[..., 1::2]
@@ -248,14 +250,21 @@ def _check_runs(runs: int | None, d_out: int) -> int | None:
                               reason="one rotation of d_out entries is drawn per run")
 
 
-def _per_run(table: np.ndarray, runs: int | None, run: int | None, shape: tuple[int, ...], name: str) -> np.ndarray:
-    """The rotation's diagonal broadcast against an array of ``shape``: shared, one run's, or one per leading row."""
+def _per_run(table: np.ndarray, runs: int | None, run: int | ArrayLike | None, shape: tuple[int, ...],
+             name: str) -> np.ndarray:
+    """The rotation's diagonal broadcast against an array of ``shape``: shared, one run's, one per vector (``run``
+    an array over the vectors' leading axes), or one per leading row."""
     if runs is None:
         if run is not None:
             raise ValueError(f"run={run!r}: this flattener has one rotation shared by every run")
         return table
-    if run is not None:
+    if run is not None and np.ndim(run) == 0:
         return table[check_int_in_range("run", run, 0, runs - 1)]
+    if run is not None:
+        idx = check_int_array("run", run, low=0, high=runs - 1)
+        if idx.shape != shape[:-1]:
+            raise ValueError(f"run: one run per vector of {name}, shape {shape[:-1]}, got shape {idx.shape}")
+        return table[idx]
     if len(shape) < 2 or shape[0] != runs:
         raise ValueError(f"{name} must have a leading axis of the {runs} runs (one rotation each), got shape {shape}")
     return table.reshape((runs,) + (1,) * (len(shape) - 2) + table.shape[1:])

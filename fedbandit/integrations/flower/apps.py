@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -299,6 +300,48 @@ def _server_step(W, mom, total, n, momentum, server_lr):
     return server_momentum_step(W, mom, total, n_clients=n, momentum=momentum, server_lr=server_lr)
 
 
+def _add_pending_messages_to_queue(state, queue, nodes_mapping, f_stop) -> None:
+    """Flower 1.42's simulation loop that hands the server's messages to the client workers
+    (``flwr.server.superlink.fleet.vce.vce_api.add_messages_to_queue``), asking only the nodes
+    that have a message waiting.
+
+    Flower's loop asks every node, every 0.1 s, for its next message, and each question scans
+    every stored message: with one node per client (1,438 here) and a stage's 100 messages in
+    store, a sweep costs ~1.4 s of the driver's CPU, holding the GIL against the workers and the
+    server.  Here one scan finds the nodes with an undelivered message, then the same nodes are
+    asked the same question (:meth:`get_message_ins`, limit 1) in the same order: the same
+    messages are delivered, a node without one was answered nothing anyway.
+    """
+    while not f_stop.is_set():
+        with state.lock:
+            pending = {m.metadata.dst_node_id for m in state.message_ins_store.values()
+                       if m.metadata.delivered_at == ""}
+        if pending:
+            for node_id in nodes_mapping.keys():
+                if node_id in pending:
+                    for msg in state.get_message_ins(node_id=node_id, limit=1):
+                        queue.put(msg)
+        f_stop.wait(0.1)
+
+
+@contextlib.contextmanager
+def _pending_message_pickup():
+    """Use :func:`_add_pending_messages_to_queue` in Flower's simulation loop for the duration (flwr 1.42.0 only:
+    it replaces a private function of that version; any other version keeps its own loop)."""
+    import flwr
+    from flwr.server.superlink.fleet.vce import vce_api
+
+    if flwr.__version__ != "1.42.0" or not hasattr(vce_api, "add_messages_to_queue"):
+        yield
+        return
+    original = vce_api.add_messages_to_queue
+    vce_api.add_messages_to_queue = _add_pending_messages_to_queue
+    try:
+        yield
+    finally:
+        vce_api.add_messages_to_queue = original
+
+
 def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_shares=1.0, reconstruction_threshold=0.5,
                        momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, dropouts=(),
                        num_cpus=2, verbose=False) -> dict:
@@ -380,8 +423,9 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     backend = {"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": int(num_cpus), "log_to_driver": False,
                                                                    "include_dashboard": False}}
     logging.getLogger("flwr").setLevel(logging.INFO if verbose else logging.WARNING)
-    run_simulation(server_app, client_app, num_supernodes=setting.n_clients, backend_config=backend,
-                   verbose_logging=verbose)
+    with _pending_message_pickup():
+        run_simulation(server_app, client_app, num_supernodes=setting.n_clients, backend_config=backend,
+                       verbose_logging=verbose)
     if len(workflow.records) != T:
         raise RuntimeError(f"the Flower run completed {len(workflow.records)} of {T} rounds (see Flower's log)")
     return {"records": workflow.records, "accuracy": np.array(strategy.accuracy), "W": strategy.W,

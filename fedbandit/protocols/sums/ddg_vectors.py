@@ -158,21 +158,35 @@ class DDGVectors(ModularVectors):
         """A Poisson round: the residues of the clients in ``mask`` (R, n), the K noise shares dealt over each run's k.
 
         Returns (R, max k, d') residues, the rows past a run's k zero (no message): the sum
-        over the rows is the run's modular sum of its k messages.
+        over the rows is the run's modular sum of its k messages.  Every run's clients are
+        encoded in one :meth:`~fedbandit.mechanisms.ddg.DDGMechanism.encode` call (each vector
+        with its run's rotation and its dealt shares), so the draws are taken over all the
+        runs' clients at once rather than a run at a time: the same law per run, another
+        stream (``tests/test_sums.py::test_poisson_ddg_one_call_has_the_law_of_the_per_run_loop``).
         """
         assert self.mechanism is not None  # drawn at reset
         counts = mask.sum(axis=1)
-        out = np.zeros((x.shape[0], max(1, int(counts.max())), self.params.d_pad), dtype=np.int64)
-        per_run = self.flatten_seed is None
-        for r in range(x.shape[0]):
-            present = np.flatnonzero(mask[r])
-            if present.size == 0:  # nobody joined: no message, the sum is 0
-                continue
-            residues, stages = self.mechanism.encode(x[r, present], rng, stages=True,
-                                                     noise_shares=self.params.noise_shares(present.size),
-                                                     run=r if per_run else None)
-            self._count_wraps(stages["noised"])
-            out[r, : present.size] = residues
+        R = x.shape[0]
+        out = np.zeros((R, max(1, int(counts.max())), self.params.d_pad), dtype=np.int64)
+        runs, clients = np.nonzero(mask)  # run-major: each run's clients in order
+        if runs.size == 0:  # nobody joined anywhere: no message, every sum is 0
+            return out
+        starts = np.cumsum(counts) - counts
+        pos = np.arange(runs.size) - starts[runs]  # each client's place among its run's k
+        k = counts[runs]
+        shares = np.empty(runs.size, dtype=np.int64)
+        for size in np.unique(k):  # each run's dealt shares (params.noise_shares), once per distinct number of clients
+            rows = k == size
+            shares[rows] = self.params.noise_shares(int(size))[pos[rows]]
+        residues, stages = self.mechanism.encode(x[runs, clients], rng, stages=True, noise_shares=shares,
+                                                 run=runs if self.flatten_seed is None else None)
+        # wrap diagnostic per run that had messages (as _count_wraps on each run's (k, d') block)
+        first = starts[counts > 0]
+        int_sum = np.add.reduceat(stages["noised"], first, axis=0)
+        half = self.params.modulus // 2
+        self.wrapped += int(np.count_nonzero((int_sum < -half) | (int_sum >= half)))
+        self.coordinates += int_sum.size
+        out[runs, pos] = residues
         return out
 
     def decode(self, delivered: np.ndarray) -> np.ndarray:
