@@ -558,3 +558,44 @@ def test_sup_error_of_a_one_user_block_release_is_the_full_path_supremum(name):
     rel = run_psco(name, x, 1.0, 1e-8, rng)
     assert rel.block == 1 and rel.slopes is None
     np.testing.assert_array_equal(sup_error(rel, x), np.max(np.abs(rel.path() - prefix_sums(x)), axis=1))
+
+
+@pytest.mark.parametrize("m", list(range(1, 17)))
+def test_small_batch_counts_column_by_column_are_the_written_out_count(m):
+    """randomized_response._sample_small_counts counts Z = #{z < m : u > F_c(z)} one cdf column at a time; with
+    the same generator state it returns, count for count and dtype, the comparison of u with every column of
+    the row F_c written out and summed (fails if a column is skipped or the comparison is not strict)."""
+    from fedbandit.mechanisms.randomized_response import _sample_small_counts, _small_count_cdf
+
+    ones = np.random.default_rng(m).integers(0, m + 1, size=(3, 4000))
+    for q0 in (0.01, 0.3, 0.5):
+        table = _small_count_cdf(m, q0, 1.0 - q0)
+        u = np.random.default_rng(11).random(ones.shape)
+        want = np.zeros(ones.shape, dtype=np.int64)
+        for r in range(ones.shape[0]):
+            for i in range(ones.shape[1]):
+                want[r, i] = sum(u[r, i] > table[ones[r, i], z] for z in range(m))
+        got = _sample_small_counts(ones, m, q0, 1.0 - q0, np.random.default_rng(11))
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sizes", [(8, 4, 2, 1), (24, 6, 2), (64, 8, 1), (1000, 10), (2**10, 2**5, 1)])
+def test_nested_counts_are_the_sums_of_their_batches(sizes):
+    """psco._nest_counts (integer counts: slots added one by one for short ratios) gives every level's batch
+    counts as the finest counts of each batch added up, written out batch by batch; float counts too (the
+    general path).  Fails if a slot of a parent batch is dropped or the levels are misaligned."""
+    from fedbandit.mechanisms.psco import _nest_counts
+
+    n = 10_007
+    for finest in (np.random.default_rng(2).integers(0, 9, size=(2, n // sizes[-1])),
+                   np.random.default_rng(3).random((2, n // sizes[-1]))):
+        got = _nest_counts(finest, n, sizes)
+        assert len(got) == len(sizes)
+        for level, b in enumerate(sizes):
+            per = b // sizes[-1]  # finest batches per batch of this level
+            want = np.array([[finest[r, j * per:(j + 1) * per].sum() for j in range(n // b)] for r in range(2)])
+            assert got[level].dtype == finest.dtype
+            np.testing.assert_allclose(got[level], want, rtol=1e-12, atol=0)
+            if finest.dtype.kind == "i":
+                np.testing.assert_array_equal(got[level], want)

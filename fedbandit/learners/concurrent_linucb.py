@@ -458,7 +458,8 @@ class ConcurrentShuffleLinUCB:
                 exact_gram[:] += np.einsum("rbd,rbe->rde", x, x)
                 return exact_bias, exact_gram
             if fast_release:
-                return protocol.release(np.moveaxis(x, 1, 0), np.moveaxis(y, 1, 0))
+                # the views np.moveaxis(x, 1, 0) and np.moveaxis(y, 1, 0), without its per-call axis checks
+                return protocol.release(x.transpose(1, 0, 2), y.T)
             bias = np.einsum("rbd,rb->rd", x, y)[:, None]
             gram = np.einsum("rbd,rbe->rde", x, x)[:, None]
             users = (np.moveaxis(x, 1, 0)[:, :, None], np.moveaxis(y, 1, 0)[:, :, None]) if needs_users else None

@@ -668,7 +668,16 @@ def _nest_counts(finest: np.ndarray, n: int, sizes: tuple[int, ...]) -> list[np.
     for i in range(len(sizes) - 2, -1, -1):
         r = sizes[i] // sizes[i + 1]
         nb_i = n // sizes[i]
-        counts.insert(0, counts[0][:, : nb_i * r].reshape(runs, nb_i, r).sum(axis=2))
+        blocks = counts[0][:, : nb_i * r].reshape(runs, nb_i, r)
+        if r <= 8 and blocks.dtype.kind in "iu":
+            # integer counts, the r slots added one by one: exact, so the sums of .sum(axis=2), which is
+            # slow over a short axis (the dyadic tree's r = 2 at every level)
+            parent = blocks[:, :, 0].copy()
+            for j in range(1, r):
+                parent += blocks[:, :, j]
+        else:
+            parent = blocks.sum(axis=2)
+        counts.insert(0, parent)
     return counts
 
 

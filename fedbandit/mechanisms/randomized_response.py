@@ -216,7 +216,12 @@ def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng: np
     # Z = #{z < m : u > F_c(z)}
     if m == 1:
         return (u > table[ones, 0]).astype(np.int64)
-    return (u[..., None] > table[ones, :m]).sum(axis=-1, dtype=np.int64)
+    # the m comparisons counted column by column: the same count as
+    # (u[..., None] > table[ones, :m]).sum(axis=-1), whose reduction over a short last axis is slow
+    z = np.zeros(ones.shape, dtype=np.int64)
+    for j in range(m):
+        z += u > np.ascontiguousarray(table[:, j])[ones]
+    return z
 
 
 def unary_round(x: ArrayLike, resolution: int | Sequence[int], rng: np.random.Generator) -> np.ndarray:

@@ -133,7 +133,8 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
         z += 1.0
         z /= 2.0
         return np.clip(z, 0.0, 1.0, out=z)
-    xt = np.ascontiguousarray(np.moveaxis(x, 2, 0))  # (d, c, R) (the learner passes transposed views)
+    # (np.moveaxis's views, as transposes: they run every period, and moveaxis checks its axes in Python)
+    xt = np.ascontiguousarray(x.transpose(2, 0, 1))  # (d, c, R) (the learner passes transposed views)
     zt = np.empty((half_range.size, c, R))
     np.multiply(xt, y, out=zt[:d])
     k = d
@@ -144,7 +145,7 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
     zt += 1.0
     zt /= 2.0
     np.clip(zt, 0.0, 1.0, out=zt)
-    return np.ascontiguousarray(np.moveaxis(zt, 0, 2))
+    return np.ascontiguousarray(zt.transpose(1, 2, 0))
 
 
 def _unary_round_parts(z01: np.ndarray, g: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
