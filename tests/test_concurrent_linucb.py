@@ -260,6 +260,41 @@ def test_block_and_lean_paths_agree_for_one_user_batches():
         np.testing.assert_allclose(res[0].regret, res[1].regret, atol=1e-12)
 
 
+def test_lean_path_matches_block_path_when_rewards_clip():
+    """The lean one-user loop (block arrays broadcast over runs once, the clip as max-then-min, the
+    inverse without numpy's wrapper) against the general block loop, user by user and bit for bit:
+    rewards that clip often (noise 1.5, reward bound 0.3), contexts shared by the runs (Rc = 1) or
+    the same contexts given per run (Rc = R; the block loop scores those with the lean loop's
+    arithmetic), a federated instance served in sequence, and the noise-free twin (whose exact sums a
+    stray in-place update of the Gram would corrupt)."""
+    from fedbandit.envs.users import UsersEnv
+
+    d, K, R = 3, 6, 3
+    rng = np.random.default_rng(5)
+
+    def env(T, agents, shared):
+        x = rng_x[:T, :, :agents]  # (T, 1, M, K, d)
+        x = x if shared else np.repeat(x, R, axis=1)
+        means = x @ np.array([0.5, -0.4, 0.3])
+        return UsersEnv(x, means, noise[:T, :, :agents], n_runs=R, block_size=16)
+
+    rng_x = rng.normal(size=(96, 1, 3, K, d)) / math.sqrt(d)
+    noise = 1.5 * rng.standard_normal((96, R, 3))
+    for name, kw in (("concurrent-shuffle", dict(k="log")), ("central", dict(relation="replace"))):
+        for agents, free in ((1, False), (3, False), (1, True)):
+            n = 96 if agents == 1 else 32 * agents
+            per_user = {}
+            for lean, shared in ((True, True), (True, False), (False, False)):
+                lr = ConcurrentShuffleLinUCB(create(name, epsilon=3.0, delta=1e-6, **kw), n_users=n, dim=d, lean=lean,
+                                             reward_bound=0.3, noise_free=free, agents_per_round=agents)
+                assert lr.period == 1
+                res = lr.run(env(n // agents, agents, shared), np.random.default_rng(7), per_user=True)
+                per_user[lean, shared] = res.extras["user_regret"]
+            case = str((name, agents, free))
+            np.testing.assert_array_equal(per_user[True, True], per_user[True, False], err_msg=case)
+            np.testing.assert_array_equal(per_user[True, False], per_user[False, False], err_msg=case)
+
+
 def test_bandit_trial_outputs():
     cfg = dict(n=300, epsilon=10.0, delta=1e-6, dim=2, runs=2, n_arms=10,
                protocols=[{"label": "concurrent-1", "protocol": "concurrent-shuffle", "k": 1},

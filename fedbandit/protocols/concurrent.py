@@ -407,7 +407,8 @@ class RandomizedResponseRecords(RecordRandomizer):
         in any order), and each level whose batch closes with this user (b_i divides t), finest
         first, releases its count and restarts from 0.
         """
-        self._ones += low[:, 0].astype(np.int64)
+        # the user's ones added to the int64 running counts (integer-valued floats: exact)
+        np.add(self._ones, low[:, 0], out=self._ones, casting="unsafe")
         self._ones += up[:, 0]
         t = self._t
         out = {}
