@@ -85,6 +85,27 @@ def test_protocol_matches_reference_loop(sizes):
     np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-9)
 
 
+def test_one_user_counts_carry_into_a_longer_period(monkeypatch):
+    """Randomized response's running counts of one-user periods (kept in floats) enter the batches a
+    longer period closes: with records at the top of their range (rounding without draws) and the
+    count sampler replaced by the identity, level b's batch count is b·g ones per coordinate, the
+    users of the one-user periods included."""
+    import fedbandit.protocols.concurrent as concurrent
+
+    monkeypatch.setattr(concurrent, "_sample_counts", lambda batch, m, q0, q1, rng: batch)
+    proto = _configured((4, 2, 1), 8).reset(n_runs=2, rng=np.random.default_rng(0))
+    r, rng = proto.randomizer, np.random.default_rng(1)
+    x, y = np.full((1, 2, 2), 5.0), np.full((1, 2), 5.0)  # every coordinate clipped to 1
+    for _ in range(3):
+        r.encode((x, y), rng)
+    g = r.resolutions
+    out = r.encode((np.repeat(x, 2, axis=0), np.repeat(y, 2, axis=0)), rng)  # users 4 and 5
+    times, counts = out[0]
+    assert list(times) == [4] and np.all(counts == 4 * g[0]), (times, counts)
+    times, counts = out[1]
+    assert list(times) == [4] and np.all(counts == 2 * g[1]), (times, counts)
+
+
 @pytest.mark.parametrize("sizes", [(12, 4), (8, 4, 2, 1), (5,), (1,)])
 def test_protocol_unbiased_with_stated_variance(sizes):
     """Released sums are unbiased, with variance between the privacy noise and the stated bound.
