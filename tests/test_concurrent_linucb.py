@@ -85,6 +85,27 @@ def test_protocol_matches_reference_loop(sizes):
     np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-9)
 
 
+def test_one_user_counts_carry_into_a_longer_period(monkeypatch):
+    """Randomized response's running counts of one-user periods (kept in floats) enter the batches a
+    longer period closes: with records at the top of their range (rounding without draws) and the
+    count sampler replaced by the identity, level b's batch count is b·g ones per coordinate, the
+    users of the one-user periods included."""
+    import fedbandit.protocols.concurrent as concurrent
+
+    monkeypatch.setattr(concurrent, "_sample_counts", lambda batch, m, q0, q1, rng: batch)
+    proto = _configured((4, 2, 1), 8).reset(n_runs=2, rng=np.random.default_rng(0))
+    r, rng = proto.randomizer, np.random.default_rng(1)
+    x, y = np.full((1, 2, 2), 5.0), np.full((1, 2), 5.0)  # every coordinate clipped to 1
+    for _ in range(3):
+        r.encode((x, y), rng)
+    g = r.resolutions
+    out = r.encode((np.repeat(x, 2, axis=0), np.repeat(y, 2, axis=0)), rng)  # users 4 and 5
+    times, counts = out[0]
+    assert list(times) == [4] and np.all(counts == 4 * g[0]), (times, counts)
+    times, counts = out[1]
+    assert list(times) == [4] and np.all(counts == 2 * g[1]), (times, counts)
+
+
 @pytest.mark.parametrize("sizes", [(12, 4), (8, 4, 2, 1), (5,), (1,)])
 def test_protocol_unbiased_with_stated_variance(sizes):
     """Released sums are unbiased, with variance between the privacy noise and the stated bound.
@@ -258,6 +279,41 @@ def test_block_and_lean_paths_agree_for_one_user_batches():
             for lean in (True, False)
         ]
         np.testing.assert_allclose(res[0].regret, res[1].regret, atol=1e-12)
+
+
+def test_lean_path_matches_block_path_when_rewards_clip():
+    """The lean one-user loop (block arrays broadcast over runs once, the clip as max-then-min, the
+    inverse without numpy's wrapper) against the general block loop, user by user and bit for bit:
+    rewards that clip often (noise 1.5, reward bound 0.3), contexts shared by the runs (Rc = 1) or
+    the same contexts given per run (Rc = R; the block loop scores those with the lean loop's
+    arithmetic), a federated instance served in sequence, and the noise-free twin (whose exact sums a
+    stray in-place update of the Gram would corrupt)."""
+    from fedbandit.envs.users import UsersEnv
+
+    d, K, R = 3, 6, 3
+    rng = np.random.default_rng(5)
+
+    def env(T, agents, shared):
+        x = rng_x[:T, :, :agents]  # (T, 1, M, K, d)
+        x = x if shared else np.repeat(x, R, axis=1)
+        means = x @ np.array([0.5, -0.4, 0.3])
+        return UsersEnv(x, means, noise[:T, :, :agents], n_runs=R, block_size=16)
+
+    rng_x = rng.normal(size=(96, 1, 3, K, d)) / math.sqrt(d)
+    noise = 1.5 * rng.standard_normal((96, R, 3))
+    for name, kw in (("concurrent-shuffle", dict(k="log")), ("central", dict(relation="replace"))):
+        for agents, free in ((1, False), (3, False), (1, True)):
+            n = 96 if agents == 1 else 32 * agents
+            per_user = {}
+            for lean, shared in ((True, True), (True, False), (False, False)):
+                lr = ConcurrentShuffleLinUCB(create(name, epsilon=3.0, delta=1e-6, **kw), n_users=n, dim=d, lean=lean,
+                                             reward_bound=0.3, noise_free=free, agents_per_round=agents)
+                assert lr.period == 1
+                res = lr.run(env(n // agents, agents, shared), np.random.default_rng(7), per_user=True)
+                per_user[lean, shared] = res.extras["user_regret"]
+            case = str((name, agents, free))
+            np.testing.assert_array_equal(per_user[True, True], per_user[True, False], err_msg=case)
+            np.testing.assert_array_equal(per_user[True, False], per_user[False, False], err_msg=case)
 
 
 def test_bandit_trial_outputs():

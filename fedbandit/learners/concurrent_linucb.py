@@ -52,6 +52,7 @@ import math
 import time
 
 import numpy as np
+from numpy.linalg import _umath_linalg
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -112,6 +113,17 @@ def linucb_parameters(protocol, n: int, dim: int, *, alpha=0.01, noise_bound=0.1
         "param_bound": check_nonnegative_float("param_bound", param_bound),
         "feature_bound": check_positive_float("feature_bound", feature_bound),
     }
+
+
+def _raise_singular(err, flag):
+    raise np.linalg.LinAlgError("Singular matrix")
+
+
+def _inverse(a):
+    """np.linalg.inv of a stack of float64 matrices (its LAPACK call and its error on a singular
+    matrix), without the wrapper's shape and type checks: the lean loop inverts one stack per user."""
+    with np.errstate(call=_raise_singular, invalid="call", over="ignore", divide="ignore", under="ignore"):
+        return _umath_linalg.inv(a, signature="d->d")
 
 
 def _tie_argmax(scores):
@@ -478,35 +490,51 @@ class ConcurrentShuffleLinUCB:
             noise_b = block.noise[:, :, 0]
             mask_b = None if block.mask is None else block.mask[:, :, 0]  # (rounds, Rc, K): real arms
             if period == 1 and self.lean:
-                # One user at a time (local, tree, central): the lean path.
-                for s in range(block.n_rounds):
-                    feats_s = block.round_features(s)[:, 0] if by_rows else feats_b[s]  # (Rc, K, d)
-                    X = np.broadcast_to(feats_s, (R,) + feats_s.shape[1:])  # (R, K, d)
+                # One user at a time (local, tree, central): the lean path.  The block's arrays are
+                # broadcast over the runs once (views: the same values and strides as broadcasting
+                # each user's), so a user costs no broadcast of its own.
+                n_b, K = block.n_rounds, means_b.shape[-1]
+                X_b = None if by_rows else np.broadcast_to(feats_b, (n_b, R) + feats_b.shape[2:])  # (rounds, R, K, d)
+                means_R = np.broadcast_to(means_b, (n_b, R, K))
+                best_R = np.broadcast_to(best_b, (n_b, R))
+                noise_R = np.broadcast_to(noise_b, (n_b, R))
+                mask_R = None if mask_b is None else np.broadcast_to(mask_b, (n_b, R, K))
+                for s in range(n_b):
+                    if by_rows:
+                        feats_s = block.round_features(s)[:, 0]  # (Rc, K, d)
+                        X = np.broadcast_to(feats_s, (R,) + feats_s.shape[1:])  # (R, K, d)
+                    else:
+                        X = X_b[s]
                     # the operations of linucb.ucb_scores, without its per-call overhead (same
                     # floating-point results, so ties among arms break the same way)
                     quad = np.einsum("rkd,rkd->rk", np.matmul(X, v_inv), X)
-                    scores = np.matmul(X, theta[..., None])[..., 0] + betas[t] * np.sqrt(np.maximum(quad, 0.0))
-                    if mask_b is not None:
-                        scores = np.where(np.broadcast_to(mask_b[s], scores.shape), scores, -np.inf)
+                    np.maximum(quad, 0.0, out=quad)
+                    np.sqrt(quad, out=quad)
+                    quad *= betas[t]
+                    scores = np.matmul(X, theta[..., None])[..., 0]
+                    scores += quad
+                    if mask_R is not None:
+                        scores = np.where(mask_R[s], scores, -np.inf)
                     arms = np.argmax(scores, axis=1)
                     x = X[runs_idx, arms]  # (R, d)
-                    mean = np.broadcast_to(means_b[s], (R, means_b.shape[-1]))[runs_idx, arms]
-                    regret[:, t] = np.broadcast_to(best_b[s], (R,)) - mean
-                    y = np.clip(mean + noise_b[s], -Y, Y)
+                    mean = means_R[s][runs_idx, arms]
+                    regret[:, t] = best_R[s] - mean
+                    # np.clip's values (max, then min), without its wrapper
+                    y = np.minimum(np.maximum(mean + noise_R[s], -Y), Y)
                     t += 1
-                    xy = x * y[:, None]
                     if exact:
-                        exact_bias += xy
+                        exact_bias += x * y[:, None]
                         exact_gram += x[:, :, None] * x[:, None, :]
                         bias, gram = exact_bias, exact_gram
                     elif fast_release:  # the concurrent shuffle: the user's record, without the argument checks
                         bias, gram = protocol.release(x[None], y[None])
                     else:
                         bias, gram = protocol.synchronize(
-                            xy[:, None], (x[:, :, None] * x[:, None, :])[:, None],
+                            (x * y[:, None])[:, None], (x[:, :, None] * x[:, None, :])[:, None],
                             users=(x[None, :, None], y[None, :, None]) if needs_users else None,
                         )
-                    v_inv = np.linalg.inv(gram + lam_eye)
+                    gram = gram + lam_eye
+                    v_inv = _inverse(gram)
                     theta = np.matmul(v_inv, bias[..., None])[..., 0]
                 continue
             # a block whose rounds all show the same arms (fixed-arm instances broadcast one

@@ -343,6 +343,10 @@ class RandomizedResponseRecords(RecordRandomizer):
 
     def reset(self, setting: RecordSetting, n_runs: int) -> None:
         self._ones = np.zeros((len(self.levels), n_runs, self.n_coords), dtype=np.int64)
+        # one-user periods (:meth:`_encode_one`) count in floats: integer-valued, so exact, and
+        # adding the rounded ones to them needs no cast; folded into the int64 counts at a release
+        self._ones_f = np.zeros(self._ones.shape)
+        self._pending_f = False
         self._t = 0
 
     def bits_per_user(self) -> int:
@@ -360,6 +364,10 @@ class RandomizedResponseRecords(RecordRandomizer):
         x, y = users
         z01 = _records01(x, y, self.half_range)  # (c, R, D)
         c = z01.shape[0]
+        if c > 1 and self._pending_f:  # counts of one-user periods, still in floats
+            self._ones += self._ones_f.astype(np.int64)
+            self._ones_f[:] = 0.0
+            self._pending_f = False
         t0 = self._t
         self._t += c
         # every level's randomizer rounds independently (unary_round with one g per level:
@@ -408,16 +416,19 @@ class RandomizedResponseRecords(RecordRandomizer):
         in any order), and each level whose batch closes with this user (b_i divides t), finest
         first, releases its count and restarts from 0.
         """
-        self._ones += low[:, 0].astype(np.int64)
-        self._ones += up[:, 0]
+        ones = self._ones_f  # the running counts in floats (integers below 2**53: exact)
+        ones += low[:, 0]
+        ones += up[:, 0]
+        self._pending_f = True
         t = self._t
         out = {}
         for i in reversed(range(len(self.levels))):
             lvl = self.levels[i]
             if t % lvl.n_users:
                 continue
-            batch = self._ones[i][None].copy()
+            batch = (self._ones[i] + ones[i].astype(np.int64))[None]
             self._ones[i] = 0
+            ones[i] = 0.0
             out[i] = (np.array([t]), _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
         return out
 
