@@ -314,7 +314,7 @@ def hybrid_sd_factor_unchecked(n: ArrayLike) -> np.ndarray:
         t = np.arange(1 << _TABLE_BITS, dtype=np.int64)
         _SD_TABLE = _sd_factor_direct(t)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
-        return _SD_TABLE[n]
+        return _SD_TABLE.take(n)
     return _sd_factor_direct(n)
 
 
