@@ -398,3 +398,16 @@ def test_hybrid_counter_level_bound_at_real_counts_matches_floor_log2():
     assert np.array_equal(bound.sd_factor_float(n_hat), want)
     state = np.stack([n_hat[:300].reshape(3, 100), np.zeros((3, 100))], axis=1)  # (A, 2, n): the counts are a view
     assert np.array_equal(bound.sd_factor_float(state[:, 0]), want[:300].reshape(3, 100))
+
+
+def test_hybrid_tree_column_tables_match_the_bits():
+    """The hybrid mechanism's column tables against tau and rest computed count by count with Python
+    integers (level j in column j + 1, column 0 for "none"), including counts around powers of two."""
+    ns = sorted({1, 2, 3, 5, 6, 7, 12, 255, 256, 257, 1000, (1 << 19) + 1, (1 << 20) - 1}
+                | set(np.random.default_rng(0).integers(1, 1 << cc._TABLE_BITS, 300).tolist()))
+    for n in ns:
+        tau = n - (1 << (n.bit_length() - 1))
+        rest = tau & (tau - 1)
+        want_write = 0 if tau == 0 else (tau & -tau).bit_length()  # lowest set bit index + 1
+        want_read = 0 if rest == 0 else (rest & -rest).bit_length()
+        assert (cc._HYB_WRITE_COL[n], cc._HYB_READ_COL[n]) == (want_write, want_read), n
