@@ -381,3 +381,33 @@ def test_hybrid_counter_exact_width_uses_the_exact_sd():
     assert np.allclose(exact.sd_factor_float(np.array([300.7, 1.0])), np.sqrt([402.0, 2.0]))
     with pytest.raises(ValueError, match="width_sd"):
         create("counter-hybrid", epsilon=1.0, width_sd="max")
+
+
+def test_hybrid_counter_level_bound_at_real_counts_matches_floor_log2():
+    """sd_factor_float (the level bound, read from the float's exponent bits) against g(floor(log2 n̂))
+    computed count by count with math.frexp, on counts n̂ >= 1 around every power of two and on a
+    non-contiguous view (the decentralized learner passes one slice of its consensus state)."""
+    from fedbandit.protocols import create
+
+    bound = create("counter-hybrid", epsilon=1.0).randomizer
+    g = hybrid_sd_bound_by_level()
+    pows = 2.0 ** np.arange(0, 64)
+    n_hat = np.concatenate([[1.0], pows, np.nextafter(pows[1:], 0.0), np.nextafter(pows, np.inf), 1.5 * pows,
+                            np.random.default_rng(3).uniform(1.0, 5e4, 500)])
+    want = np.array([g[math.frexp(float(x))[1] - 1] for x in n_hat])
+    assert np.array_equal(bound.sd_factor_float(n_hat), want)
+    state = np.stack([n_hat[:300].reshape(3, 100), np.zeros((3, 100))], axis=1)  # (A, 2, n): the counts are a view
+    assert np.array_equal(bound.sd_factor_float(state[:, 0]), want[:300].reshape(3, 100))
+
+
+def test_hybrid_tree_column_tables_match_the_bits():
+    """The hybrid mechanism's column tables against tau and rest computed count by count with Python
+    integers (level j in column j + 1, column 0 for "none"), including counts around powers of two."""
+    ns = sorted({1, 2, 3, 5, 6, 7, 12, 255, 256, 257, 1000, (1 << 19) + 1, (1 << 20) - 1}
+                | set(np.random.default_rng(0).integers(1, 1 << cc._TABLE_BITS, 300).tolist()))
+    for n in ns:
+        tau = n - (1 << (n.bit_length() - 1))
+        rest = tau & (tau - 1)
+        want_write = 0 if tau == 0 else (tau & -tau).bit_length()  # lowest set bit index + 1
+        want_read = 0 if rest == 0 else (rest & -rest).bit_length()
+        assert (cc._HYB_WRITE_COL[n], cc._HYB_READ_COL[n]) == (want_write, want_read), n

@@ -658,7 +658,7 @@ class MasterWorkerUCB(_CounterLearner):
                 g2[flat] = proto.sd_factor_float(n_flat) ** 2  # counts >= 1: equal to sd_factor's
             if t > K:
                 remaining -= 1
-            cum += gaps[arm].sum(axis=1)
+            cum += np.add.reduce(gaps[arm], axis=1)  # ndarray.sum without its Python wrapper
             rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         return self._result(env, sigma, rec, counts.astype(np.int64), actions,
                             calibration=self._calibration(sigma, doubling=self.doubling,
@@ -760,6 +760,7 @@ class DecentralizedUCB(_CounterLearner):
         ns0_base = ((mm * 2) * R + rr) * K  # (R, M): flat index of NS[m, 0, r, 0]
         ns1_base = ((mm * 2 + 1) * R + rr) * K
         arms = np.zeros((R, M), dtype=np.int64)
+        arms_rm = np.empty((R, M), dtype=np.int64)  # exact averaging: the run's arm for every agent
         regret_arms = None
         Q = np.empty((A, R, K))
         inv = np.empty((A, R, K))
@@ -769,6 +770,13 @@ class DecentralizedUCB(_CounterLearner):
         rows = np.arange(R)
         shift_lo = self.private and self.lo != 0.0
         std_width = self.privacy_width == "std"
+        # Per-run factors of the index spread over the arms, (1, R, K): multiplying the (A, R, K)
+        # terms by a (1, R, 1) factor runs numpy's inner loop over K = 10 entries at a time, by a
+        # contiguous (1, R, K) one over R K (the same products).
+        rho_rk = np.ascontiguousarray(np.broadcast_to(rho_b, (1, R, K)))
+        coef_rk = np.empty((1, R, K))
+        width_rk = np.empty((1, R, K))
+        sqrt_c0 = np.sqrt(c_0)
 
         # One slot is a (M x M) @ (M x 2RK) product: BLAS threads only add overhead here.
         with _single_thread_blas():
@@ -787,18 +795,21 @@ class DecentralizedUCB(_CounterLearner):
                     np.multiply(s_hat, inv, out=Q)
                     if shift_lo:
                         Q += self.lo
-                    np.multiply(v, rho_b * (2.0 * sigma**2 * np.log(t) / c_0), out=tmp)
+                    np.multiply(rho_rk, 2.0 * sigma**2 * np.log(t) / c_0, out=coef_rk)
+                    np.multiply(v, coef_rk, out=tmp)
                     np.sqrt(tmp, out=tmp)
                     Q += tmp
                     num = self.width_numerator(t)
                     if num is not None:
                         # The consensus averages M independent noises: width / sqrt(c_0).
-                        np.multiply(v, (num / np.sqrt(c_0)).reshape(1, R, 1), out=tmp)
+                        np.copyto(width_rk, (num / sqrt_c0).reshape(1, R, 1))
+                        np.multiply(v, width_rk, out=tmp)
                         if std_width:
                             tmp *= proto.sd_factor_float(n_hat)
                         Q += tmp
                     if exact_avg:
-                        arms = np.broadcast_to(Q[0].argmax(axis=1)[:, None], (R, M))
+                        np.copyto(arms_rm, Q[0].argmax(axis=1)[:, None])  # every agent plays its run's arm
+                        arms = arms_rm
                     else:
                         by_agent = Q.argmax(axis=2)  # (M, R)
                         arms = np.ascontiguousarray(by_agent.T)  # (R, M), contiguous for the gathers
@@ -812,7 +823,7 @@ class DecentralizedUCB(_CounterLearner):
                 if exact_avg:
                     a = arms[:, 0]
                     NS[0, 0, rows, a] += 1.0
-                    NS[0, 1, rows, a] += inc.reshape(R, M).sum(axis=1) / M
+                    NS[0, 1, rows, a] += np.add.reduce(inc.reshape(R, M), axis=1) / M
                     proto.communicate(None, n_messages=n_msgs_per_slot, payload=payload_per_slot)
                 else:
                     NSf[(ns0_base + arms).reshape(-1)] += 1.0
@@ -822,7 +833,7 @@ class DecentralizedUCB(_CounterLearner):
                     np.matmul(P, sent.reshape(M, -1), out=NS_next.reshape(M, -1))
                     NS, NS_next = NS_next, NS  # the mixed state; the old buffer takes the next product
                     NSf = NS.reshape(-1)
-                cum += gaps[arms if regret_arms is None else regret_arms].sum(axis=1)
+                cum += np.add.reduce(gaps[arms if regret_arms is None else regret_arms], axis=1)
                 rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         network = {"graph": graph.name, "kappa": self.kappa, "lambda_2": terms.lambda_2, "epsilon_n": terms.epsilon_n,
                    "c_i": terms.c_i.tolist(), "c_0": terms.c_0, "n_edges": graph.n_edges,
@@ -925,7 +936,7 @@ class IndependentUCB(_CounterLearner):
             mean_f[f] = m_f
             if std_width:
                 g_f[f] = proto.sd_factor_float(n_f)  # the counts' factor (n_f >= 1: equal to sd_factor's)
-            cum += gaps[arms].sum(axis=1)
+            cum += np.add.reduce(gaps[arms], axis=1)
             rec.record(t, cum, 0, 0)
         return self._result(env, sigma, rec, counts.astype(np.int64), actions)
 

@@ -92,7 +92,15 @@ _FLOOR_LOG2 = (np.frexp(np.maximum(_t, 1).astype(np.float64))[1] - 1).astype(np.
 _FLOOR_LOG2[0] = 0
 _LSB = (np.frexp((_t & -_t).astype(np.float64))[1] - 1).astype(np.int8)
 _LSB[0] = 0
-del _t
+# The hybrid mechanism's binary-tree columns at count n (level j in column j + 1, column 0 the
+# zero "empty" column): where the node that n closes is written (tau = n - 2^floor(log2 n);
+# 0 at tau = 0) and where the prefix it extends is read (rest = tau - lowbit(tau); 0 when
+# rest = 0).  One lookup each instead of the five integer passes that derive them per step.
+_tau = _t - (np.int64(1) << _FLOOR_LOG2.astype(np.int64))
+_rest = _tau & (_tau - 1)
+_HYB_WRITE_COL = np.where(_tau > 0, _LSB[_tau].astype(np.int64) + 1, 0).astype(np.int8)
+_HYB_READ_COL = np.where(_rest > 0, _LSB[_rest].astype(np.int64) + 1, 0).astype(np.int8)
+del _t, _tau, _rest
 
 
 def lowest_set_bit_index(n: ArrayLike) -> np.ndarray:
@@ -314,7 +322,7 @@ def hybrid_sd_factor_unchecked(n: ArrayLike) -> np.ndarray:
         t = np.arange(1 << _TABLE_BITS, dtype=np.int64)
         _SD_TABLE = _sd_factor_direct(t)
     if n.size == 0 or n.max() < (1 << _TABLE_BITS):
-        return _SD_TABLE[n]
+        return _SD_TABLE.take(n)
     return _sd_factor_direct(n)
 
 
@@ -570,12 +578,10 @@ class HybridMechanism(_BatchedStreams):
             self.epsilon if self._eps_flat is None else self._eps_flat, self.sensitivity)
         self._steps = 0  # number of step calls: an upper bound on every count
         self._W = 8  # binary-tree levels stored so far (grows on demand: unbounded horizon)
-        # Column W of H stays 0: the lowest-set-bit table of this instance maps 0 to W, so
-        # reading the "empty prefix" (tau a power of two) and writing at tau = 0 (where the
-        # binary noise is 0) both hit it without masks.
+        # Level j of the binary tree is column j + 1 of H; column 0 stays 0, so reading the
+        # "empty prefix" (tau a power of two) and writing at tau = 0 (where the binary noise is
+        # 0) both hit it without masks.
         self._H = np.zeros((self.size, self._W + 1))
-        self._lsb = _LSB.copy()
-        self._lsb[0] = self._W
 
     def _value_flat(self) -> np.ndarray:
         return self._log + self._since + self._bin
@@ -586,13 +592,12 @@ class HybridMechanism(_BatchedStreams):
     def _grow(self, levels: int) -> None:
         W = max(levels, 2 * self._W)
         H = np.zeros((self.size, W + 1))
-        H[:, : self._W] = self._H[:, : self._W]
+        H[:, : self._W + 1] = self._H
         self._H, self._W = H, W
-        self._lsb[0] = W
 
     def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        log, since, noise, _ = self._step(idx, x, rng)
-        return log + since + noise
+        since, noise, _ = self._step(idx, x, rng)
+        return self._log.take(idx) + since + noise
 
     def step_flat_increment(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """As :meth:`step_flat` but return the *change* of each advancing stream's output.
@@ -600,11 +605,12 @@ class HybridMechanism(_BatchedStreams):
         The change is ``x + Z + N(tau - lowbit(tau)) - N_old`` (``Z`` the step's noise), so
         consensus algorithms that broadcast output increments need no extra gathers.
         """
-        return self._step(idx, x, rng)[3]
+        return self._step(idx, x, rng)[2]
 
-    def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # The learners' hot path (one call per slot on R M streams): ``take`` gathers, no
-        # reductions, and each mask computed once.
+        # reductions, each mask computed once, the tree's columns read from tables, and the
+        # logarithmic part touched only where a count reaches a power of two.
         idx = np.asarray(idx, dtype=np.int64)
         n = self._count.take(idx)
         n += 1
@@ -620,12 +626,15 @@ class HybridMechanism(_BatchedStreams):
                 self._grow(k_max)
         if self._steps < (1 << _TABLE_BITS):  # every count is below the tables' range
             k = _FLOOR_LOG2.take(n)
-            lsb = self._lsb
+            col = _HYB_WRITE_COL.take(n)
+            read_col = _HYB_READ_COL.take(n)
         else:
             k = floor_log2_unchecked(n)
-            lsb = None
-        tau = n - (np.int64(1) << k)
-        pow2 = tau == 0
+            tau = n - (np.int64(1) << k)
+            rest = tau & (tau - 1)
+            col = np.where(tau > 0, _lowest_set_bit_index(np.maximum(tau, 1)) + 1, 0)
+            read_col = np.where(rest > 0, _lowest_set_bit_index(np.maximum(rest, 1)) + 1, 0)
+        pow2 = col == 0  # tau = 0: n is a power of two
         not_pow2 = ~pow2
         if self._eps_flat is None:
             c, c_level = self._c, self._c_level
@@ -638,24 +647,20 @@ class HybridMechanism(_BatchedStreams):
         z *= np.where(pow2, c, c_level * k)
         since = self._since.take(idx)
         since += x
-        # Logarithmic mechanism: release at n = 2^k; the binary tree then restarts.
-        log = self._log.take(idx)
-        log += pow2 * (since + z)
-        self._log[idx] = log
+        # Logarithmic mechanism: release at n = 2^k (L(2^k) += the items since and the noise);
+        # the binary tree then restarts.
+        at = np.flatnonzero(pow2)
+        if at.size:
+            li = idx.take(at)
+            self._log[li] = self._log.take(li) + (since.take(at) + z.take(at))
         since *= not_pow2
         self._since[idx] = since
         # Binary mechanism of interval k: N(tau) = N(tau - lowbit(tau)) + Z, stored in the
-        # slot of level lowbit(tau); N(tau - lowbit(tau)) sits in the slot of its own
+        # column of level lowbit(tau); N(tau - lowbit(tau)) sits in the column of its own
         # lowest level, untouched since (all counts in between have lower lowest bits).
         row0 = idx * (self._W + 1)
         Hf = self._H.reshape(-1)
-        rest = tau & (tau - 1)
-        if lsb is not None:
-            base = Hf.take(row0 + lsb.take(rest))
-            col = lsb.take(tau)
-        else:
-            base = Hf.take(row0 + np.where(rest > 0, _lowest_set_bit_index(np.maximum(rest, 1)), self._W))
-            col = np.where(pow2, self._W, _lowest_set_bit_index(np.maximum(tau, 1)))
+        base = Hf.take(row0 + read_col)
         noise = base + z
         noise *= not_pow2
         Hf[row0 + col] = noise  # at tau = 0 this writes 0 into the zero column
@@ -663,7 +668,7 @@ class HybridMechanism(_BatchedStreams):
         self._bin[idx] = noise
         # Output change: x + z + base - old binary noise (at 2^k, base = 0 too).
         inc = x + z + base - old_bin
-        return log, since, noise, inc
+        return since, noise, inc
 
 
 class PerItemLaplaceMechanism(_BatchedStreams):
