@@ -52,7 +52,11 @@ import math
 import time
 
 import numpy as np
-from numpy.linalg import _umath_linalg
+
+try:  # numpy's private LAPACK gufuncs (numpy 1.x and 2.x); _inverse falls back to np.linalg.inv without them
+    from numpy.linalg import _umath_linalg
+except ImportError:  # pragma: no cover - a numpy that moved them
+    _umath_linalg = None
 
 from fedbandit._validation import (
     MAX_STEPS,
@@ -121,7 +125,10 @@ def _raise_singular(err, flag):
 
 def _inverse(a):
     """np.linalg.inv of a stack of float64 matrices (its LAPACK call and its error on a singular
-    matrix), without the wrapper's shape and type checks: the lean loop inverts one stack per user."""
+    matrix), without the wrapper's shape and type checks: the lean loop inverts one stack per user.
+    A numpy whose private module has moved gets np.linalg.inv itself (the same call, with its checks)."""
+    if _umath_linalg is None:  # pragma: no cover
+        return np.linalg.inv(a)
     with np.errstate(call=_raise_singular, invalid="call", over="ignore", divide="ignore", under="ignore"):
         return _umath_linalg.inv(a, signature="d->d")
 
