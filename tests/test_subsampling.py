@@ -181,3 +181,48 @@ def test_bad_arguments(kwargs, match):
         ddg_epsilon(1.0, c=1.0, gamma=0.01, beta=0.5, n=10, d=16, delta=1e-5, sampling_rate=0.5, method="zcdp")
     with pytest.raises(ValueError, match="base_rdp"):
         subsampled_epsilon(lambda a: -np.ones_like(a), 0.1, 10, 1e-5)
+
+
+def _lse_cases():
+    g = np.random.default_rng(7)
+    for n in (1, 2, 5, 1001, 2400):
+        a = g.normal(size=n) * 30.0
+        yield a, None
+        yield a, np.where(g.random(n) < 0.5, 1.0, -1.0)  # signed weights, as the fractional-order series
+        yield a, g.normal(size=n)
+    for k in range(4):  # a dominant term at 0 (the result is then the log1p of a small sum: its last bits show)
+        a = np.concatenate([[0.0], g.normal(size=40) - 18.0 - 4 * k])
+        yield a, None
+        yield a, np.where(g.random(a.size) < 0.5, 1.0, -1.0)
+        yield np.concatenate([[0.0, 0.0], a[1:]]), None  # and a tie at it
+        yield np.concatenate([[0.0, 0.0], a[1:]]), np.concatenate([[1.0, -0.5], np.ones(a.size - 1)])
+    a = np.array([3.0, 3.0, -1.0, 2.5])  # a tie at the maximum
+    yield a, None
+    yield a, np.array([1.0, -1.0, 1.0, 1.0])
+    yield a, np.array([0.0, 1.0, -1.0, 1.0])  # a zero weight on a maximal term
+    yield np.array([-np.inf, -np.inf]), None  # nothing to sum
+    yield np.array([-np.inf, 0.5, -np.inf]), np.array([1.0, 1.0, -1.0])
+    yield np.array([1.0, 1.0]), np.array([1.0, -1.0])  # a sum that cancels exactly
+    yield np.array([800.0, 700.0, -np.inf]), np.array([-1.0, 1.0, 1.0])  # a negative sum, exp overflows alone
+    yield np.array([np.inf, 1.0]), None
+    yield np.array([np.nan, 1.0]), np.array([1.0, 1.0])
+    yield np.array([np.inf, 1.0]), np.array([0.0, 1.0])
+
+
+@pytest.mark.parametrize("case", range(len(list(_lse_cases()))))
+def test_lean_logsumexp_is_scipys_bit_for_bit(case):
+    """The accounting's 1-d log-sum-exp returns scipy's value and sign as the same floats (the calibrations and
+    the golden record depend on every bit), on ties, signed and zero weights, cancellations and infinities."""
+    from scipy import special
+
+    from fedbandit.accounting.subsampling import _logsumexp_1d
+
+    a, b = list(_lse_cases())[case]
+    with np.errstate(all="ignore"):
+        want, want_sign = special.logsumexp(a, b=b, return_sign=True)
+        got, got_sign = _logsumexp_1d(a, b)
+    assert np.array_equal(np.float64(got), np.float64(want), equal_nan=True), (got, want)
+    assert np.array_equal(np.float64(got_sign), np.float64(want_sign), equal_nan=True), (got_sign, want_sign)
+    if b is None:
+        with np.errstate(all="ignore"):
+            assert np.array_equal(np.float64(_logsumexp_1d(a)[0]), np.float64(special.logsumexp(a)), equal_nan=True)
