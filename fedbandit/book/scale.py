@@ -61,34 +61,34 @@ BOOK_JOBS = 2
 #: runs it on 2 cores (two notebooks at a time, each sharing the machine with the other), in
 #: seconds: the one place the chapters' experiments are designed to.  Each is the page's wall
 #: time in one cold paper-scale ``make book`` from a fresh clone on two idle cores (2026-12-07,
-#: AMD EPYC with AVX2, 1 MB L2 per core, OpenBLAS single-threaded per process: 26 min 16 s in all,
-#: 1,550 s of notebook execution; a page that runs beside another gets about one core), times 1.5 for a
+#: AMD EPYC with AVX2, 1 MB L2 per core, OpenBLAS single-threaded per process: 23 min 19 s in all,
+#: 1,373 s of notebook execution; a page that runs beside another gets about one core), times 1.5 for a
 #: machine 1.5 times slower, rounded up to 5 s (at least 15 s).  The execution-status page reports
 #: each page's measured time against its budget; ``make book`` runs the pages with the largest
 #: budgets first.
 CHAPTER_BUDGETS = {
-    "chapters/intro": 15,  # 4 s
-    "chapters/01_dp20_gaps": 165,  # 107 s
+    "chapters/intro": 15,  # 5 s
+    "chapters/01_dp20_gaps": 145,  # 96 s
     "chapters/02_fixed_batch": 15,  # 5 s
     "chapters/02_2_amplification": 55,  # 35 s
-    "chapters/02_3_leak_and_experiments": 620,  # 412 s
-    "chapters/02_4_scaling": 165,  # 107 s
-    "chapters/02_5_better_mechanisms": 290,  # 191 s
+    "chapters/02_3_leak_and_experiments": 440,  # 293 s
+    "chapters/02_4_scaling": 165,  # 108 s
+    "chapters/02_5_better_mechanisms": 250,  # 166 s
     "chapters/03_consensus_ucb": 15,  # 10 s
-    "chapters/03_2_experiments": 570,  # 377 s
-    "chapters/03_3_agents_explorer": 100,  # 66 s
-    "chapters/04_concurrent_shuffle": 295,  # 195 s
+    "chapters/03_2_experiments": 530,  # 350 s
+    "chapters/03_3_agents_explorer": 95,  # 61 s
+    "chapters/04_concurrent_shuffle": 175,  # 114 s
     "chapters/04_2_composition_lower_bound": 55,  # 35 s
-    "chapters/04_3_linear_bandits": 440,  # 292 s
-    "chapters/05_distributed_discrete_gaussian": 150,  # 98 s
-    "chapters/05_2_federated_learning": 245,  # 163 s
-    "chapters/05_3_flower_and_bandits": 340,  # 223 s
-    "chapters/06_side_by_side": 310,  # 206 s
-    "chapters/06_2_regret": 855,  # 567 s
+    "chapters/04_3_linear_bandits": 435,  # 289 s
+    "chapters/05_distributed_discrete_gaussian": 210,  # 138 s
+    "chapters/05_2_federated_learning": 240,  # 159 s
+    "chapters/05_3_flower_and_bandits": 365,  # 243 s
+    "chapters/06_side_by_side": 300,  # 199 s
+    "chapters/06_2_regret": 650,  # 431 s
     "chapters/performance": 15,  # 2 s
 }
 
 #: The whole book's execution budget at paper scale, cold, on 2 cores (seconds): at most
 #: ``BOOK_JOBS`` times this in chapter budgets, which run two at a time.  The chapters' measured
-#: times (above) add up to 3,095 s, 26 minutes of execution two at a time.
-BOOK_BUDGET = 40 * 60
+#: times (above) add up to 2,739 s, 23 minutes of execution two at a time.
+BOOK_BUDGET = 35 * 60
