@@ -46,6 +46,7 @@ index, so that decisions do not depend on floating-point rounding.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -210,7 +211,7 @@ def _scores(features, theta_hat, v_inv, beta, mask):
     except (TypeError, ValueError):
         raise TypeError(f"beta must be a number or an array broadcastable to (runs, agents) = {(R, M)}, "
                         f"got {beta!r:.80}") from None
-    if not np.isfinite(b).all():  # a NaN or infinite radius makes every score NaN or inf
+    if not (math.isfinite(b) if b.ndim == 0 else np.isfinite(b).all()):  # a NaN or infinite radius makes every score NaN or inf
         raise ValueError(f"beta must be finite (a confidence radius in [0, inf)), got {b if b.ndim else float(b)!r:.80}")
     if mask is not None:
         _require_arrays(mask=mask)
@@ -299,7 +300,7 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
     """
     _require_arrays(arrays_by_arm=arrays_by_arm)
     arms = np.asarray(arms)
-    if arms.ndim != 2 or not np.issubdtype(arms.dtype, np.integer):
+    if arms.ndim != 2 or arms.dtype.kind not in "iu":  # (dtype.kind: ~20x cheaper than issubdtype)
         raise ValueError(f"arms must have shape (runs, agents), got {arms.shape}")
     R, M = arms.shape
     a = arrays_by_arm
