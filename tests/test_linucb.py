@@ -140,3 +140,42 @@ def test_ucb_scores_refuse_a_non_finite_beta(beta):
     for f in (ucb_scores, select_arms):
         with pytest.raises(ValueError, match="beta"):
             f(X, theta, v_inv, beta)
+
+
+@pytest.mark.parametrize("rc_shared", [False, True])
+@pytest.mark.parametrize("R", [1, 3])
+def test_scalar_beta_fast_path_is_bit_identical(R, rc_shared):
+    # select_arms/ucb_scores multiply a scalar beta as it is and skip broadcasting features with R runs:
+    # the scores must be the very floats of the plain form (beta broadcast to (R, M), features broadcast)
+    rng = np.random.default_rng(11)
+    M, K, d = 4, 20, 5
+    X = rng.standard_normal((1 if rc_shared else R, M, K, d))
+    theta = rng.standard_normal((R, M, d))
+    v_inv = np.linalg.inv(_spd(rng, (R, M), d))
+    for beta in (0.0, 1.3, 7.25):
+        plain = np.broadcast_to(X, (R, M, K, d))
+        quad = np.maximum(np.einsum("rmkd,rmkd->rmk", np.matmul(plain, v_inv), plain), 0.0)
+        want = np.matmul(plain, theta[..., None])[..., 0] + np.full((R, M), beta)[..., None] * np.sqrt(quad)
+        got = ucb_scores(X, theta, v_inv, beta)
+        assert np.array_equal(got, ucb_scores(X, theta, v_inv, np.full((R, M), beta)))
+        if not (rc_shared and R > 1):  # the shared-features GEMM layout rounds differently (tested above)
+            assert np.array_equal(got, want)
+        arms = select_arms(X, theta, v_inv, beta)
+        assert np.array_equal(arms, select_arms(X, theta, v_inv, np.full((R, M), beta)))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_argmax_with_ties_along_any_axis(axis):
+    # _argmax_with_ties skips moveaxis for the last axis: every axis must agree with a plain loop
+    from fedbandit.learners.linucb import _argmax_with_ties
+
+    rng = np.random.default_rng(5)
+    scores = np.round(rng.standard_normal((3, 4, 6)), 1)  # rounded: many exact ties
+    got = _argmax_with_ties(scores, axis, 1e-9)
+    moved = np.moveaxis(scores, axis, -1)
+    want = np.empty(moved.shape[:-1], dtype=np.int64)
+    for idx in np.ndindex(*moved.shape[:-1]):
+        row = moved[idx]
+        best = row.max()
+        want[idx] = np.flatnonzero(row >= best - 1e-9 * max(1.0, abs(best)))[0]
+    assert np.array_equal(got, want)

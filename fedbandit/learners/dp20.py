@@ -498,14 +498,13 @@ class FedUCB:
             for s in range(block.n_rounds):
                 t = block.start + s + 1
                 feats = block.round_features(s)  # this round's arms only, when formed from the table
-                served = u[:, None, :] + U if local else np.broadcast_to(u[:, None, :], U.shape)
+                served = u[:, None, :] + U if local else u[:, None, :]  # (R, M or 1, d): matmul broadcasts
                 theta = np.matmul(v_inv, served[..., None])[..., 0]
                 mask = None if block.mask is None else block.mask[s]
                 arms = select_arms(feats, theta, v_inv, betas[t - 1], mask)
                 x = gather_played(feats, arms)
                 mean = gather_played(block.means[s], arms)
-                best = np.broadcast_to(block.best[s], (R, M))
-                regret[:, t - 1] = (best - mean).sum(axis=1)
+                regret[:, t - 1] = (block.best[s] - mean).sum(axis=1)  # best (1 or R, M) broadcasts
                 if record_arms:
                     arms_rec[:, t - 1] = arms
                 y = mean + noise_blk[s]
@@ -522,14 +521,14 @@ class FedUCB:
                     # Sherman–Morrison with the z = V⁻¹x just computed (linucb's helper would redo it).
                     v_inv -= z[..., :, None] * (z / (1.0 + q)[..., None])[..., None, :]
                     since += 1
-                stale = since >= self.refresh
-                if local and stale.any():
-                    # Long epochs: recompute V⁻¹ and log det exactly so rounding does not accumulate.
-                    st = ridx[stale]
-                    V = S[st, None] + W[st] + self.lam0 * eye
-                    v_inv[st] = np.linalg.inv(V)
-                    logdet_loc[st] = np.linalg.slogdet(V)[1]
-                    since[st] = 0
+                    stale = since >= self.refresh
+                    if stale.any():
+                        # Long epochs: recompute V⁻¹ and log det exactly so rounding does not accumulate.
+                        st = ridx[stale]
+                        V = S[st, None] + W[st] + self.lam0 * eye
+                        v_inv[st] = np.linalg.inv(V)
+                        logdet_loc[st] = np.linalg.slogdet(V)[1]
+                        since[st] = 0
 
                 if adaptive:
                     gap = logdet_loc - logdet_sync[:, None]

@@ -46,6 +46,7 @@ index, so that decisions do not depend on floating-point rounding.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -205,11 +206,12 @@ def _scores(features, theta_hat, v_inv, beta, mask):
     R, M, d = _check_shapes(features, theta_hat, v_inv)
     try:
         b = np.asarray(beta, dtype=float)
-        beta = np.broadcast_to(b, (R, M))
+        # a scalar radius multiplies as it is (the same products); an array is checked and broadcast
+        beta = b if b.ndim == 0 else np.broadcast_to(b, (R, M))
     except (TypeError, ValueError):
         raise TypeError(f"beta must be a number or an array broadcastable to (runs, agents) = {(R, M)}, "
                         f"got {beta!r:.80}") from None
-    if not np.isfinite(b).all():  # a NaN or infinite radius makes every score NaN or inf
+    if not (math.isfinite(b) if b.ndim == 0 else np.isfinite(b).all()):  # a NaN or infinite radius makes every score NaN or inf
         raise ValueError(f"beta must be finite (a confidence radius in [0, inf)), got {b if b.ndim else float(b)!r:.80}")
     if mask is not None:
         _require_arrays(mask=mask)
@@ -230,17 +232,17 @@ def _scores(features, theta_hat, v_inv, beta, mask):
         scores = np.matmul(np.ascontiguousarray(theta_hat.transpose(1, 0, 2)), XT)  # (M, R, K)
         np.maximum(quad, 0.0, out=quad)
         np.sqrt(quad, out=quad)
-        quad *= beta.T[:, :, None]
+        quad *= beta if beta.ndim == 0 else beta.T[:, :, None]
         scores += quad
         if mask is not None:
             scores = np.where(mask[0][:, None, :], scores, -np.inf)
         return scores, True
-    X = np.broadcast_to(features, (R,) + features.shape[1:])
+    X = features if features.shape[0] == R else np.broadcast_to(features, (R,) + features.shape[1:])
     XV = np.matmul(X, v_inv)  # (R, M, K, d)
     quad = np.einsum("rmkd,rmkd->rmk", XV, X)
     scores = np.matmul(X, theta_hat[..., None])[..., 0]
     np.maximum(quad, 0.0, out=quad)
-    scores += beta[..., None] * np.sqrt(quad)
+    scores += (beta if beta.ndim == 0 else beta[..., None]) * np.sqrt(quad)
     if mask is not None:
         scores = np.where(np.broadcast_to(mask, (R,) + mask.shape[1:]), scores, -np.inf)
     return scores, False
@@ -298,7 +300,7 @@ def gather_played(arrays_by_arm: np.ndarray, arms: np.ndarray) -> np.ndarray:
     """
     _require_arrays(arrays_by_arm=arrays_by_arm)
     arms = np.asarray(arms)
-    if arms.ndim != 2 or not np.issubdtype(arms.dtype, np.integer):
+    if arms.ndim != 2 or arms.dtype.kind not in "iu":  # (dtype.kind: ~20x cheaper than issubdtype)
         raise ValueError(f"arms must have shape (runs, agents), got {arms.shape}")
     R, M = arms.shape
     a = arrays_by_arm
@@ -327,14 +329,16 @@ def _argmax_with_ties(scores, axis, tie_tol, nan_fill=None):
     score is then the linear term alone.  ``argmax`` returns a row's first NaN, so the rows
     holding one are found from the best scores alone and only those are rewritten.
     """
-    scores = np.moveaxis(scores, axis, -1)
+    last = axis in (-1, scores.ndim - 1)  # (moveaxis costs ~10 µs per call even when it moves nothing)
+    if not last:
+        scores = np.moveaxis(scores, axis, -1)
     flat = scores.reshape(-1, scores.shape[-1])
     rows = np.arange(flat.shape[0])
     best = flat[rows, flat.argmax(axis=1)]
     if nan_fill is not None:
         bad = np.flatnonzero(np.isnan(best))
         if bad.size:
-            fill = np.moveaxis(nan_fill, axis, -1).reshape(flat.shape)[bad]
+            fill = (nan_fill if last else np.moveaxis(nan_fill, axis, -1)).reshape(flat.shape)[bad]
             part = flat[bad]
             np.copyto(part, fill, where=np.isnan(part))
             flat[bad] = part
