@@ -716,3 +716,39 @@ def ch4_order_verdict(c, hi, lo):
 def test_order_text_equals_chapter_4s_order_verdict(slope_a, se_a, se_b, dof):
     c = claim_slope_gap("gap", (slope_a, se_a), (0.0, se_b), dof, alternatives={"no difference": 0.0, "slack": -0.02})
     assert c.order_text("hi", "lo") == ch4_order_verdict(c, "hi", "lo")
+
+
+# ---------------------------------------------------------------------------------------
+# Claim.half_widths_above: how far a verdict is from changing (the chapters' run-count notes)
+# ---------------------------------------------------------------------------------------
+
+
+def test_half_widths_above_uses_the_half_width_on_the_values_side():
+    # an asymmetric interval, estimate 1 in [0.5, 3]: 0.5 below, 2 above
+    c = claim("q", 1.0, 0.5, 3.0, confidence=0.95, method="m")
+    assert c.half_widths_above(0.0) == 1.0 / 0.5  # a value below the estimate: (1 − 0) / (1 − 0.5)
+    assert c.half_widths_above(5.0) == -4.0 / 2.0  # above it: (1 − 5) / (3 − 1)
+    assert c.half_widths_above(1.0) == 0.0
+    # beyond ±1 exactly when the interval excludes the value, on the sign's side
+    for v in (-1.0, 0.4, 0.5, 0.6, 2.9, 3.0, 3.1, 7.0):
+        h = c.half_widths_above(v)
+        assert (h > 1.0) == (c.low > v) and (h < -1.0) == (c.high < v), v
+    point = claim("q", 2.0, 2.0, 2.0, confidence=0.95, method="m")
+    assert point.half_widths_above(1.0) == math.inf and point.half_widths_above(3.0) == -math.inf
+    assert point.half_widths_above(2.0) == 0.0
+    with pytest.raises(ValueError, match="value"):
+        c.half_widths_above(math.nan)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.floats(-5.0, 5.0), st.floats(1e-3, 2.0), st.integers(1, 30), st.floats(-5.0, 5.0))
+def test_half_widths_above_equals_the_chapters_inline_margins(slope, se, dof, thr):
+    c = claim_slope("q", slope, se, dof)
+    # the formulas chapters 1 and 2 computed inline before, verbatim: chapter 1's runs_margin, chapter 2's
+    # orderings against no difference (02_3, 02_4's M sweep), its exponents below a threshold (02_4's T sweep)
+    # and its regret differences of either sign (02_5)
+    close = dict(rel=1e-9, abs=1e-12)
+    assert abs(c.half_widths_above(thr)) == pytest.approx(abs(c.estimate - thr) / ((c.high - c.low) / 2), **close)
+    assert c.half_widths_above(0.0) == pytest.approx(c.estimate / (c.estimate - c.low), **close)
+    assert -c.half_widths_above(thr) == pytest.approx((thr - c.estimate) / (c.high - c.estimate), **close)
+    assert abs(c.half_widths_above(0.0)) == pytest.approx(abs(c.estimate) / (c.high - c.estimate), **close)

@@ -471,6 +471,38 @@ class Claim:
         """At most one candidate is admitted: the measurement tells the candidates apart."""
         return len(self.admitted) <= 1
 
+    def half_widths_above(self, value: float) -> float:
+        """The estimate's signed distance above ``value``, in half-widths of the interval on ``value``'s side.
+
+        How far a verdict is from changing: above 1, the interval (without the allowance)
+        lies above ``value``; below −1, it lies below; in between, it admits ``value``.  The
+        half-width is ``estimate − low`` for a value below the estimate and ``high − estimate``
+        otherwise (equal for the symmetric intervals of :func:`claim_slope` and
+        :func:`claim_difference`).
+
+        Parameters
+        ----------
+        value : float
+            The threshold the verdict is about, e.g. 0 for "no difference".
+
+        Returns
+        -------
+        float
+            ``(estimate − value) / half-width``; ±``inf`` for a zero-width interval not at
+            ``value``, 0 at it.
+
+        Raises
+        ------
+        ValueError
+            If ``value`` is not finite.
+        """
+        value = check_finite_float("value", value)
+        gap = self.estimate - value
+        half_width = self.estimate - self.low if gap > 0 else self.high - self.estimate
+        if half_width == 0.0:
+            return math.copysign(math.inf, gap) if gap != 0 else 0.0
+        return gap / half_width
+
     def interval_text(self) -> str:
         d = self.digits
         conf = f"{100 * self.confidence:.4g} %"
