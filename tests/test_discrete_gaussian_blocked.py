@@ -9,12 +9,63 @@ undecided candidates by counts; the plain loop below is the previous implementat
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 
 import fedbandit.mechanisms.discrete_gaussian as dg
-from fedbandit.mechanisms.discrete_gaussian import _U64, _as_fraction, _build_tables, _resolve_candidate
+from fractions import Fraction
+
+from fedbandit.mechanisms.discrete_gaussian import _FIX, _U64, _as_fraction, _build_tables, _exp_bounds, _resolve_candidate
+
+
+def _ceil_div(a, b):
+    return -((-a) // b)
+
+
+def plain_tables(sigma2):
+    """The threshold tables' recurrences as first written (Fraction comparison, divisions)."""
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    s = sigma2 / t
+    P = _FIX
+    one = 1 << P
+    q_lo, q_hi = _exp_bounds(Fraction(-1, t), P)
+    a_lo, a_hi = _exp_bounds(-s * s / (2 * sigma2), P)
+    r_lo, r_hi = _exp_bounds((2 * s - 1) / (2 * sigma2), P)
+    b_lo, b_hi = _exp_bounds(-1 / sigma2, P)
+    pq_lo = pq_hi = one
+    lq, hq, la, ha = [], [], [], []
+    sh64, sh63 = P - 64, P - 63
+    g = 0
+    while True:
+        lq.append(min(pq_lo >> sh64, _U64 - 1))
+        hq.append(min(_ceil_div(pq_hi, 1 << sh64), _U64 - 1))
+        la.append(min(a_lo >> sh63, _U64 - 1))
+        ha.append(min(_ceil_div(a_hi, 1 << sh63), _U64 - 1))
+        if g > s and ha[-1] <= 1:
+            break
+        pq_lo = (pq_lo * q_lo) >> P
+        pq_hi = _ceil_div(pq_hi * q_hi, one)
+        a_lo = (a_lo * r_lo) >> P
+        a_hi = _ceil_div(a_hi * r_hi, one)
+        r_lo = (r_lo * b_lo) >> P
+        r_hi = _ceil_div(r_hi * b_hi, one)
+        g += 1
+    la[-1] = 0
+    return t, s, g - 1, lq + [0], hq + [0], la + [0], ha + [0]
+
+
+@pytest.mark.parametrize("sigma2", [_as_fraction(v) ** 2 for v in (0.01, 0.3, 1.0, 1.93, 3.0, 8.06, 141.27, 5766.8)]
+                         + [Fraction(9), Fraction(49, 4), Fraction(1, 3)])
+def test_the_tables_are_those_of_the_plain_recurrences(sigma2):
+    """The table loop (shifts for the divisions by powers of two, floor(s) for the Fraction s)
+    builds the same brackets as the plain recurrences, at integer and non-integer s."""
+    tab = _build_tables.__wrapped__(sigma2)
+    t, s, gtab, lq, hq, la, ha = plain_tables(sigma2)
+    assert (tab.t, tab.s, tab.gtab) == (t, s, gtab)
+    for got, want in ((tab.lq, lq), (tab.hq, hq), (tab.la, la), (tab.ha, ha)):
+        assert got.dtype == np.uint64 and got.tolist() == want
 
 
 def plain_sample(tab, n, rng):

@@ -188,20 +188,28 @@ def _build_tables(sigma2: Fraction) -> _Tables:
     pq_lo = pq_hi = one  # q^g
     lq, hq, la, ha = [], [], [], []
     sh64, sh63 = P - 64, P - 63
+    top = _U64 - 1
+    s_floor = s.numerator // s.denominator  # for an integer g, g > s iff g > floor(s)
+    # (the loop runs ~10 sigma times: _ceil_div(a, b) is written out as -((-a) // b), and the
+    # divisions by powers of two as shifts, -((-a) >> k), which round the same way)
     g = 0
     while True:
-        lq.append(min(pq_lo >> sh64, _U64 - 1))
-        hq.append(min(_ceil_div(pq_hi, 1 << sh64), _U64 - 1))
-        la.append(min(a_lo >> sh63, _U64 - 1))
-        ha.append(min(_ceil_div(a_hi, 1 << sh63), _U64 - 1))
-        if g > s and ha[-1] <= 1:
+        v = pq_lo >> sh64
+        lq.append(v if v < top else top)
+        v = -((-pq_hi) >> sh64)
+        hq.append(v if v < top else top)
+        v = a_lo >> sh63
+        la.append(v if v < top else top)
+        v = -((-a_hi) >> sh63)
+        ha.append(v if v < top else top)
+        if g > s_floor and v <= 1:
             break
         pq_lo = (pq_lo * q_lo) >> P
-        pq_hi = _ceil_div(pq_hi * q_hi, one)
+        pq_hi = -((-(pq_hi * q_hi)) >> P)
         a_lo = (a_lo * r_lo) >> P
-        a_hi = _ceil_div(a_hi * r_hi, one)
+        a_hi = -((-(a_hi * r_hi)) >> P)
         r_lo = (r_lo * b_lo) >> P
-        r_hi = _ceil_div(r_hi * b_hi, one)
+        r_hi = -((-(r_hi * b_hi)) >> P)
         g += 1
     gtab = g - 1
     la[-1] = 0  # "beyond the table": never a certain acceptance
