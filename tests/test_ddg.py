@@ -170,6 +170,18 @@ def test_vectorized_encode_decode_match_the_loop_reference():
     np.testing.assert_allclose(mech.decode(total), ref.decode(list(total), p, mech.flattener.signs), atol=1e-9)
 
 
+@pytest.mark.parametrize("bits", [2, 3, 10, 16, 31, 62])
+def test_encode_residues_are_np_mod_of_the_noised_vectors(bits):
+    """The residues (the low B bits of the int64 noised vector) are np.mod(noised, 2^B), for
+    negative entries and entries beyond the modulus too."""
+    p = ddg_params_from_gamma(bits, gamma=0.05, sigma=2.0, n=6, d=13, c=1.0, delta=1e-5, beta=0.0)
+    res, st_ = DDGMechanism(p, 3).encode(np.random.default_rng(2).normal(size=(6, 13)), np.random.default_rng(5),
+                                         stages=True)
+    noised = st_["noised"]
+    assert (noised < 0).any() and (bits > 4 or (noised >= p.modulus).any())
+    assert res.dtype == np.int64 and np.array_equal(res, np.mod(noised, p.modulus))
+
+
 def test_conditional_rounding_is_unbiased_and_bounded():
     """Unconditional rounding (worst-case bound) is unbiased within 5 s.e. (false alarm < 1e-5);
     a tight bound is always met (at the price of a bias toward small norms)."""

@@ -259,7 +259,8 @@ class DDGMechanism:
                 noise[rows] = sample_discrete_gaussian(p.sigma_int * math.sqrt(int(m)), (int(rows.sum()), p.d_pad),
                                                        rng)
         noised = rounded + noise
-        residues = np.mod(noised, p.modulus)
+        # mod 2^B of int64 two's complement: the low B bits (np.mod's value, without an integer division)
+        residues = np.bitwise_and(noised, p.modulus - 1)
         if stages:
             return residues, {
                 "input": x,
