@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import fedbandit.mechanisms.discrete_gaussian as dg
-from fractions import Fraction
-
-from fedbandit.mechanisms.discrete_gaussian import _FIX, _U64, _as_fraction, _build_tables, _exp_bounds, _resolve_candidate
+from fedbandit.mechanisms.discrete_gaussian import (
+    _FIX,
+    _U64,
+    _as_fraction,
+    _build_tables,
+    _exp_bounds,
+    _resolve_candidate,
+)
 
 
 def _ceil_div(a, b):
