@@ -170,6 +170,50 @@ def test_vectorized_encode_decode_match_the_loop_reference():
     np.testing.assert_allclose(mech.decode(total), ref.decode(list(total), p, mech.flattener.signs), atol=1e-9)
 
 
+@pytest.mark.parametrize("bits", [2, 3, 10, 16, 31, 62])
+def test_encode_residues_are_np_mod_of_the_noised_vectors(bits):
+    """The residues (the low B bits of the int64 noised vector) are np.mod(noised, 2^B), for
+    negative entries and entries beyond the modulus too."""
+    p = ddg_params_from_gamma(bits, gamma=0.05, sigma=2.0, n=6, d=13, c=1.0, delta=1e-5, beta=0.0)
+    res, st_ = DDGMechanism(p, 3).encode(np.random.default_rng(2).normal(size=(6, 13)), np.random.default_rng(5),
+                                         stages=True)
+    noised = st_["noised"]
+    assert (noised < 0).any() and (bits > 4 or (noised >= p.modulus).any())
+    assert res.dtype == np.int64 and np.array_equal(res, np.mod(noised, p.modulus))
+
+
+def _plain_conditional_round(z, bound, rng):
+    """Conditional rounding as first written: floors kept aside, a fresh array per step."""
+    flat = z.reshape(-1, z.shape[-1])
+    fl = np.floor(flat)
+    frac = flat - fl
+    base = fl.astype(np.int64)
+    out = base + (rng.random(flat.shape) < frac)
+    limit = math.floor(bound * bound * (1.0 - 1e-12))
+    todo = np.flatnonzero(np.einsum("ij,ij->i", out, out) > limit)
+    while todo.size:
+        redo = base[todo] + (rng.random((todo.size, flat.shape[1])) < frac[todo])
+        out[todo] = redo
+        todo = todo[np.einsum("ij,ij->i", redo, redo) > limit]
+    return out.reshape(z.shape)
+
+
+@pytest.mark.parametrize("tight", [False, True])
+def test_conditional_rounding_draws_what_the_plain_loop_draws(tight):
+    """In-place rounding (uniforms written over the floors, floors recomputed for the redone rows)
+    gives the plain loop's vectors and leaves the generator in the same state, with and without redos."""
+    z = np.random.default_rng(6).normal(size=(3, 500, 16))
+    z *= 12.0 / np.linalg.norm(z, axis=-1, keepdims=True)  # every vector of norm 12: about half are redone when tight
+    bound = 12.5 if tight else 12.0 + 4.0
+    r_fast, r_plain = np.random.default_rng(8), np.random.default_rng(8)
+    got = conditional_randomized_round(z, bound, r_fast)
+    want = _plain_conditional_round(z, bound, r_plain)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert r_fast.bit_generator.state == r_plain.bit_generator.state
+    with pytest.raises(ValueError, match="2\\^52"):
+        conditional_randomized_round(np.array([1.0, -(2.0**53)]), 1e20, r_fast)
+
+
 def test_conditional_rounding_is_unbiased_and_bounded():
     """Unconditional rounding (worst-case bound) is unbiased within 5 s.e. (false alarm < 1e-5);
     a tight bound is always met (at the price of a bias toward small norms)."""

@@ -29,6 +29,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 
 from fedbandit._validation import (
@@ -76,9 +77,20 @@ def composed_gaussian_sigma(epsilon: float, delta: float, sensitivity: float, n_
     sensitivity = check_positive_float("sensitivity", sensitivity)
     n_releases = check_positive_int("n_releases", n_releases)
     check_choice("calibration", calibration, COMPOSED_GAUSSIAN_CALIBRATIONS)
+    # A deterministic root search (milliseconds): cached on the exact validated arguments, as a
+    # grid configures the same (ε, δ, Δ, T) once per seed.
+    return _composed_gaussian_sigma_cached(epsilon, delta, sensitivity, n_releases, calibration)
+
+
+def _composed_gaussian_sigma(epsilon: float, delta: float, sensitivity: float, n_releases: int,
+                             calibration: str) -> float:
+    """:func:`composed_gaussian_sigma` on validated arguments (uncached)."""
     if calibration == "analytic":
         return analytic_gaussian_sigma(epsilon, delta, sensitivity * math.sqrt(n_releases))
     return calibrate_gaussian_sigma(epsilon, delta, sensitivity, n_compositions=n_releases)
+
+
+_composed_gaussian_sigma_cached = functools.lru_cache(maxsize=1024, typed=True)(_composed_gaussian_sigma)
 
 
 def exact_gaussian_epsilon(event: DpEvent, delta: float) -> float:

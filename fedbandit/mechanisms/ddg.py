@@ -132,13 +132,13 @@ def conditional_randomized_round(z: ArrayLike, bound: float, rng: np.random.Gene
     bound = check_positive_float("bound", bound)
     max_tries = check_positive_int("max_tries", max_tries, max_value=MAX_STEPS, reason="each try costs a pass")
     z = check_array("z", z)
-    if z.ndim < 1 or (z.size and np.max(np.abs(z)) > 2.0**52):
+    if z.ndim < 1 or (z.size and (np.max(z) > 2.0**52 or np.min(z) < -(2.0**52))):  # (no |z| temporary)
         raise ValueError(f"z must have at least one axis and entries of magnitude at most 2^52, got shape {z.shape}")
     flat = z.reshape(-1, z.shape[-1])
     fl = np.floor(flat)
     frac = flat - fl
-    base = fl.astype(np.int64)
-    out = base + (rng.random(flat.shape) < frac)
+    out = fl.astype(np.int64)  # the floors, then the rounded vectors (in place)
+    out += rng.random(flat.shape, out=fl) < frac  # the uniforms overwrite the floors (no longer needed)
     limit = math.floor(bound * bound * (1.0 - 1e-12))
     todo = np.flatnonzero(np.einsum("ij,ij->i", out, out) > limit)
     tries = 0
@@ -149,7 +149,7 @@ def conditional_randomized_round(z: ArrayLike, bound: float, rng: np.random.Gene
                 f"bound={bound!r} is too small for z: conditional rounding did not meet it after max_tries={max_tries} "
                 "tries (bound must be at least the norm of z plus the largest rounding, sqrt(d))"
             )
-        redo = base[todo] + (rng.random((todo.size, flat.shape[1])) < frac[todo])
+        redo = np.floor(flat[todo]).astype(np.int64) + (rng.random((todo.size, flat.shape[1])) < frac[todo])
         out[todo] = redo
         todo = todo[np.einsum("ij,ij->i", redo, redo) > limit]
     return out.reshape(z.shape)
@@ -258,8 +258,9 @@ class DDGMechanism:
                 rows = counts == m
                 noise[rows] = sample_discrete_gaussian(p.sigma_int * math.sqrt(int(m)), (int(rows.sum()), p.d_pad),
                                                        rng)
-        noised = rounded + noise
-        residues = np.mod(noised, p.modulus)
+        noised = np.add(rounded, noise, out=noise)  # (noise itself is not kept)
+        # mod 2^B of int64 two's complement: the low B bits (np.mod's value, without an integer division)
+        residues = np.bitwise_and(noised, p.modulus - 1)
         if stages:
             return residues, {
                 "input": x,

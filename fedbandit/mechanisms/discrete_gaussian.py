@@ -100,6 +100,7 @@ _FIX = 160  # fixed-point bits of the table recurrences (error ~ table size * 2^
 _U64 = 1 << 64
 _U63 = 1 << 63
 _CHUNK = 1 << 20  # candidates per vectorized batch (bounds temporary memory)
+_BLOCK = 1 << 15  # candidates decided at a time within a batch (the buffers stay in L2)
 
 
 # ---------------------------------------------------------------------------
@@ -187,20 +188,28 @@ def _build_tables(sigma2: Fraction) -> _Tables:
     pq_lo = pq_hi = one  # q^g
     lq, hq, la, ha = [], [], [], []
     sh64, sh63 = P - 64, P - 63
+    top = _U64 - 1
+    s_floor = s.numerator // s.denominator  # for an integer g, g > s iff g > floor(s)
+    # (the loop runs ~10 sigma times: _ceil_div(a, b) is written out as -((-a) // b), and the
+    # divisions by powers of two as shifts, -((-a) >> k), which round the same way)
     g = 0
     while True:
-        lq.append(min(pq_lo >> sh64, _U64 - 1))
-        hq.append(min(_ceil_div(pq_hi, 1 << sh64), _U64 - 1))
-        la.append(min(a_lo >> sh63, _U64 - 1))
-        ha.append(min(_ceil_div(a_hi, 1 << sh63), _U64 - 1))
-        if g > s and ha[-1] <= 1:
+        v = pq_lo >> sh64
+        lq.append(v if v < top else top)
+        v = -((-pq_hi) >> sh64)
+        hq.append(v if v < top else top)
+        v = a_lo >> sh63
+        la.append(v if v < top else top)
+        v = -((-a_hi) >> sh63)
+        ha.append(v if v < top else top)
+        if g > s_floor and v <= 1:
             break
         pq_lo = (pq_lo * q_lo) >> P
-        pq_hi = _ceil_div(pq_hi * q_hi, one)
+        pq_hi = -((-(pq_hi * q_hi)) >> P)
         a_lo = (a_lo * r_lo) >> P
-        a_hi = _ceil_div(a_hi * r_hi, one)
+        a_hi = -((-(a_hi * r_hi)) >> P)
         r_lo = (r_lo * b_lo) >> P
-        r_hi = _ceil_div(r_hi * b_hi, one)
+        r_hi = -((-(r_hi * b_hi)) >> P)
         g += 1
     gtab = g - 1
     la[-1] = 0  # "beyond the table": never a certain acceptance
@@ -284,47 +293,84 @@ def _sample_exact_tables(tab: _Tables, n: int, rng: np.random.Generator) -> np.n
     tf = float(tab.t)
     one = np.uint64(1)
     s11 = np.uint64(11)
+    hq_next = tab.hq[1:]  # hq_next[g] = hq[g + 1]
+    # A batch of m candidates is drawn whole (two uniform 64-bit integers each, r1 then r2:
+    # the stream), then decided _BLOCK candidates at a time in preallocated buffers.
+    size = min(_BLOCK, int(n / tab.accept_rate * 1.03) + 64)
+    gf_buf = np.empty(size, dtype=np.float64)
+    g_buf = np.empty(size, dtype=np.intp)
+    u_buf = np.empty(size, dtype=np.uint64)
+    x_buf = np.empty(size, dtype=np.int64)
+    ok_buf = np.empty(size, dtype=bool)
+    sure_buf = np.empty(size, dtype=bool)
+    b_buf = np.empty(size, dtype=bool)
     while filled < n:
         need = n - filled
         m = min(int(need / tab.accept_rate * 1.03) + 64, _CHUNK)
-        r1 = rng.integers(0, _U64, size=m, dtype=np.uint64)
-        r2 = rng.integers(0, _U64, size=m, dtype=np.uint64)
-        # Float guess of G = floor(-t log U1); only a guess, verified exactly below.  (The top
-        # 53 bits of r1 convert to float64 exactly; the passes write in place.)
-        gf = (r1 >> s11).astype(np.float64)
-        gf += 0.5
-        gf *= 2.0**-53
-        np.log(gf, out=gf)
-        gf *= -tf
-        np.minimum(gf, gcap, out=gf)
-        g = gf.astype(np.intp)
-        # Exact verification: U1 < q^G (certain) and U1 >= q^(G+1) (certain).
-        ok = r1 < tab.lq[g]
-        ok &= r1 >= tab.hq[g + 1]
-        a = r2 >> one
-        acc_sure = a < tab.la[g]
-        undecided = a < tab.ha[g]  # acceptance possible ...
-        undecided &= ~acc_sure  # ... but not certain
-        undecided |= ~ok
-        negative = (r2 & one).astype(bool)
-        accept = ok & acc_sure
-        accept &= ~(negative & (g == 0))
-        slow = np.flatnonzero(undecided)
-        if slow.size:
-            vals = np.where(negative, -g, g).astype(np.int64)
-            for i in slow:  # probability ~1e-18 per candidate unless a float guess is off
-                y = _resolve_candidate(tab, int(r1[i]), int(r2[i]), rng)
-                accept[i] = y is not None
-                if y is not None:
-                    vals[i] = y
-            got = vals[accept]
-        else:  # the usual case: sign only the accepted candidates
-            got = g[accept].astype(np.int64, copy=False)
-            np.negative(got, out=got, where=negative[accept])
+        r1_all = rng.integers(0, _U64, size=m, dtype=np.uint64)
+        r2_all = rng.integers(0, _U64, size=m, dtype=np.uint64)
+        parts = []
+        for lo in range(0, m, _BLOCK):
+            r1, r2 = r1_all[lo : lo + _BLOCK], r2_all[lo : lo + _BLOCK]
+            nb = r1.size
+            gf, g, u, x = gf_buf[:nb], g_buf[:nb], u_buf[:nb], x_buf[:nb]
+            ok, acc_sure, scratch = ok_buf[:nb], sure_buf[:nb], b_buf[:nb]
+            # Float guess of G = floor(-t log U1); only a guess, verified exactly below.  (The top
+            # 53 bits of r1 convert to float64 exactly.)
+            np.right_shift(r1, s11, out=u)
+            np.add(u, 0.5, out=gf)
+            gf *= 2.0**-53
+            np.log(gf, out=gf)
+            gf *= -tf
+            np.minimum(gf, gcap, out=gf)
+            np.copyto(g, gf, casting="unsafe")  # truncation toward 0, as astype; 0 <= g <= gcap
+            # Exact verification: U1 < q^G (certain) and U1 >= q^(G+1) (certain).
+            np.take(tab.lq, g, out=u, mode="clip")  # (g is in range: clip never clips)
+            np.less(r1, u, out=ok)
+            np.take(hq_next, g, out=u, mode="clip")
+            np.greater_equal(r1, u, out=scratch)
+            ok &= scratch
+            # Acceptance U2 < A_G: certain when a < la[G]; possible when a < ha[G] (la <= ha).
+            a = np.right_shift(r2, one, out=x.view(np.uint64))
+            np.take(tab.la, g, out=u, mode="clip")
+            np.less(a, u, out=acc_sure)
+            n_sure = np.count_nonzero(acc_sure)
+            np.take(tab.ha, g, out=u, mode="clip")
+            np.less(a, u, out=scratch)
+            if np.count_nonzero(scratch) != n_sure or np.count_nonzero(ok) != nb:
+                # rare: an undecided acceptance or an off float guess; the plain loop below
+                parts.append(_finish_block(tab, r1, r2, g, ok, acc_sure, scratch, rng))
+                continue
+            # Sign: s = low bit of r2; x = g ^ -s is g (s = 0) or -g - 1 (s = 1), so x = -1 marks
+            # the rejected (negative, G = 0) pair and x + s is the signed value.
+            s = np.bitwise_and(r2, one, out=u).view(np.int64)
+            np.negative(s, out=x)
+            np.bitwise_xor(x, g, out=x)
+            np.not_equal(x, -1, out=scratch)
+            acc_sure &= scratch
+            x += s
+            parts.append(x[acc_sure])
+        got = parts[0] if len(parts) == 1 else np.concatenate(parts)
         take = min(got.size, need)
         out[filled : filled + take] = got[:take]
         filled += take
     return out
+
+
+def _finish_block(tab: _Tables, r1: np.ndarray, r2: np.ndarray, g: np.ndarray, ok: np.ndarray, acc_sure: np.ndarray,
+                  possible: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The accepted values of a block with undecided candidates, each finished exactly in order."""
+    undecided = ~ok | (possible & ~acc_sure)
+    negative = (r2 & np.uint64(1)).astype(bool)
+    accept = ok & acc_sure
+    accept &= ~(negative & (g == 0))
+    vals = np.where(negative, -g, g).astype(np.int64)
+    for i in np.flatnonzero(undecided):  # probability ~1e-18 per candidate unless a float guess is off
+        y = _resolve_candidate(tab, int(r1[i]), int(r2[i]), rng)
+        accept[i] = y is not None
+        if y is not None:
+            vals[i] = y
+    return vals[accept]
 
 
 def _sample_float(sigma: float, n: int, rng: np.random.Generator) -> np.ndarray:
