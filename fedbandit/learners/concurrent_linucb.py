@@ -153,7 +153,8 @@ def _static_arms(feats, theta, v_inv, betas, mask):
     only the runs that fail either test are scored user by user.  Returns the arms (R, c).
     """
     R, c = theta.shape[0], betas.shape[0]
-    X = np.broadcast_to(feats, (R,) + feats.shape[1:])  # (R, K, d)
+    # (R, K, d); the gap family's feats already are (a run axis of stride 0): no broadcast_to call
+    X = feats if feats.shape[0] == R else np.broadcast_to(feats, (R,) + feats.shape[1:])
     mean = np.matmul(X, theta[:, :, None])[..., 0]  # (R, K)
     quad = np.einsum("rkd,rkd->rk", np.matmul(X, v_inv), X)
     width = np.sqrt(np.maximum(quad, 0.0))
@@ -575,8 +576,11 @@ class ConcurrentShuffleLinUCB:
                 else:
                     x = _played(fb, arms)  # (R, c, d)
                     mean = _played(means_b[s : s + c], arms)  # (R, c)
-                regret[:, t : t + c] = best_b[s : s + c].T - mean
-                y = np.clip(mean + noise_b[s : s + c].T, -Y, Y)
+                np.subtract(best_b[s : s + c].T, mean, out=regret[:, t : t + c])
+                # np.clip's values (max, then min), without its wrapper
+                y = np.add(mean, noise_b[s : s + c].T)
+                np.maximum(y, -Y, out=y)
+                np.minimum(y, Y, out=y)
                 pend_x.append(x)
                 pend_y.append(y)
                 filled += c
