@@ -925,11 +925,13 @@ class VectorSumRecords(RecordRandomizer):
         """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
         x, y = users
         c = x.shape[0]
-        iu, ju = _triu(x.shape[-1])
-        z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
-        scaled = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0) * self.g
+        # the records in [0, 1], clip((z/s + 1)/2, 0, 1): the same products and divisions as formed here
+        # entry by entry (z = (x y, x_i x_j)), computed coordinate-major (_records01) for a long period
+        scaled = _records01(x, y, self.half_range)
+        scaled *= self.g
         low = np.floor(scaled)
-        ones = low + (rng.random(scaled.shape) < scaled - low)  # (c, R, D): every user's rounding
+        frac = np.subtract(scaled, low, out=scaled)
+        ones = np.add(low, rng.random(frac.shape) < frac, out=low)  # (c, R, D): every user's rounding
         b = self.mech.n_users
         t0 = self._t
         self._t += c
