@@ -834,3 +834,105 @@ def test_records_in_unit_units_equal_the_formula_on_both_layouts(c, R):
             expected[a, r] = [min(1.0, max(0.0, (v / s[k] + 1.0) / 2.0)) for k, v in enumerate(z)]
     got = _records01(np.moveaxis(np.moveaxis(x, 2, 0).copy(), 0, 2), y, s)  # a transposed view, as the learner passes
     np.testing.assert_array_equal(got, expected)
+
+
+# ---------------------------------------------------------------------------------------
+# Fast paths of the gap family's periods against their plain forms
+# ---------------------------------------------------------------------------------------
+
+
+def test_aligned_is_no_batch_closing_inside_the_period():
+    """RandomizedResponseRecords.aligned(t0, t) is the definition: every level's batch boundaries
+    (multiples of b_i) in (t0, t] are t itself or none, checked by enumeration."""
+    proto = _configured_period((24, 12, 4), 96, 4)
+    r = proto.randomizer
+    for t0 in range(0, 60):
+        for t in range(t0 + 1, t0 + 30):
+            inside = [m for b in (24, 12, 4) for m in range(t0 + 1, t + 1) if m % b == 0]
+            assert r.aligned(t0, t) == all(m == t for m in inside), (t0, t)
+
+
+@pytest.mark.parametrize("sizes,period", [((32, 16, 8, 4), 4), ((64, 8), 8), ((12, 4), 8), ((16, 4, 1), 6)])
+def test_aligned_periods_release_what_the_level_loop_releases(monkeypatch, sizes, period):
+    """A period whose batches close at its end only (_encode_aligned: one add for all levels) gives the
+    counts, the draws and the carried state of the general loop over the levels (_encode_levels), release
+    by release, bit for bit; the periods are aligned when the finest batch is the period (the last two
+    schedules close a finest batch inside every period: the general loop).  (A coarse-first release order,
+    or a level not restarted from 0 after its release, fails it.)"""
+    from fedbandit.protocols.concurrent import RandomizedResponseRecords
+
+    dim, n, runs = 2, 96, 3
+    x, y, _ = _users(np.random.default_rng(5), n, runs, dim)
+    fast = _configured_period(sizes, n, period).reset(n_runs=runs, rng=np.random.default_rng(11))
+    plain = _configured_period(sizes, n, period).reset(n_runs=runs, rng=np.random.default_rng(11))
+    used = []
+    aligned = RandomizedResponseRecords.aligned
+
+    def spy(self, t0, t):
+        used.append(self is fast.randomizer and aligned(self, t0, t))
+        return self is fast.randomizer and aligned(self, t0, t)
+
+    monkeypatch.setattr(RandomizedResponseRecords, "aligned", spy)
+    for t in range(period, n + 1, period):
+        xs, ys = x[t - period : t], y[t - period : t]
+        a = fast.randomizer.encode((xs, ys), fast._noise_rng)
+        b = plain.randomizer.encode((xs, ys), plain._noise_rng)
+        assert list(a) == list(b)
+        for i in a:
+            np.testing.assert_array_equal(a[i][0], b[i][0])
+            np.testing.assert_array_equal(a[i][1], b[i][1])
+        np.testing.assert_array_equal(fast.randomizer._ones, plain.randomizer._ones)
+    assert any(used) == (sizes[-1] == period)
+    assert fast._noise_rng.bit_generator.state == plain._noise_rng.bit_generator.state
+
+
+@pytest.mark.parametrize("layout", ["one", "broadcast", "per-run"])
+def test_static_played_is_the_fancy_indexed_gather(layout):
+    """_static_played's take of one table's rows equals feats[runs[:, None] or 0, arms] for the three layouts
+    of a static block: one run axis entry, a run axis broadcast with stride 0 (the gap family), and
+    per-run arms (a take from run 0's table there would fail it)."""
+    from fedbandit.learners.concurrent_linucb import _static_played
+
+    rng = np.random.default_rng(2)
+    R, K, d, c = 5, 4, 3, 7
+    table = rng.standard_normal((1 if layout != "per-run" else R, K, d))
+    feats = np.broadcast_to(table, (R, K, d)) if layout == "broadcast" else table
+    arms = rng.integers(0, K, (R, c))
+    runs = np.arange(R)
+    plain = feats[runs[:, None] if feats.shape[0] > 1 else 0, arms]
+    np.testing.assert_array_equal(_static_played(feats, arms, runs), plain)
+
+
+@pytest.mark.parametrize("c", [3, 40])
+def test_vector_sum_encode_is_the_plain_formula(c):
+    """The vector-sum randomizer's records and rounding (through _records01, in place) give the counts and
+    draws of the formula written entry by entry: z = (x y, x_i x_j), clip((z/s + 1)/2, 0, 1) g, rounded up
+    with probability its fraction (a missing clip, or g applied before the mapping, fails it)."""
+    from fedbandit.protocols.concurrent import _triu
+
+    dim, runs, B = 3, 4, 12
+    x, y, _ = _users(np.random.default_rng(8), c, runs, dim)
+    x *= 1.5  # some records outside [-s, s]: the clip matters
+    proto = _configured_period((B,), 120, B, dim=dim, name="sequential-vector-sum").reset(
+        n_runs=runs, rng=np.random.default_rng(3))
+    r = proto.randomizer
+    rng = np.random.default_rng(4)
+    got = r.encode((x, y), rng)
+    # the plain formula, with the same generator state
+    ref_rng = np.random.default_rng(4)
+    iu, ju = _triu(dim)
+    z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
+    scaled = np.clip((z / r.half_range + 1.0) / 2.0, 0.0, 1.0) * r.g
+    low = np.floor(scaled)
+    ones = low + (ref_rng.random(scaled.shape) < scaled - low)
+    if c < B:
+        assert got == {}
+        np.testing.assert_array_equal(r._ones, ones.sum(axis=0))
+    else:
+        times, counts = got[0]
+        cum = np.cumsum(ones, axis=0)
+        batch = np.diff(cum[times - 1], axis=0, prepend=0.0)
+        noise = ref_rng.binomial(B * r.mech.b, r.mech.p, batch.shape)
+        np.testing.assert_array_equal(counts, batch + noise)
+        np.testing.assert_array_equal(r._ones, cum[-1] - cum[times[-1] - 1])
+    assert rng.bit_generator.state == ref_rng.bit_generator.state

@@ -153,7 +153,8 @@ def _static_arms(feats, theta, v_inv, betas, mask):
     only the runs that fail either test are scored user by user.  Returns the arms (R, c).
     """
     R, c = theta.shape[0], betas.shape[0]
-    X = np.broadcast_to(feats, (R,) + feats.shape[1:])  # (R, K, d)
+    # (R, K, d); the gap family's feats already are (a run axis of stride 0): no broadcast_to call
+    X = feats if feats.shape[0] == R else np.broadcast_to(feats, (R,) + feats.shape[1:])
     mean = np.matmul(X, theta[:, :, None])[..., 0]  # (R, K)
     quad = np.einsum("rkd,rkd->rk", np.matmul(X, v_inv), X)
     width = np.sqrt(np.maximum(quad, 0.0))
@@ -205,6 +206,19 @@ def _played(by_arm, arms):
     if by_arm.shape[1] == 1:
         return by_arm[:, 0][users, arms]
     return by_arm[users, np.arange(R)[:, None], arms]
+
+
+def _static_played(feats, arms, runs_idx):
+    """``feats`` (Rc, K, d) at the played arms (R, c): (R, c, d), the values of
+    ``feats[runs_idx[:, None] if Rc > 1 else 0, arms]``.
+
+    When every run has the same arms (Rc = 1, or a run axis broadcast with stride 0, as the gap
+    family's), a take of the rows of one run's table: the same copied values, without fancy
+    indexing's broadcast of the run index (~8 times faster for the gap family's periods).
+    """
+    if feats.shape[0] == 1 or feats.strides[0] == 0:
+        return np.take(feats[0], arms, axis=0)
+    return feats[runs_idx[:, None], arms]
 
 
 def _beta(t, params, dim, scale):
@@ -557,13 +571,16 @@ class ConcurrentShuffleLinUCB:
                 else:
                     arms = _period_arms(fb, theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s : s + c])
                 if static:  # every user of the period faces the arms of its first round
-                    x = feats_b[s][runs_idx[:, None] if feats_b.shape[1] > 1 else 0, arms]  # (R, c, d)
+                    x = _static_played(feats_b[s], arms, runs_idx)  # (R, c, d)
                     mean = means_b[s][runs_idx[:, None] if means_b.shape[1] > 1 else 0, arms]  # (R, c)
                 else:
                     x = _played(fb, arms)  # (R, c, d)
                     mean = _played(means_b[s : s + c], arms)  # (R, c)
-                regret[:, t : t + c] = best_b[s : s + c].T - mean
-                y = np.clip(mean + noise_b[s : s + c].T, -Y, Y)
+                np.subtract(best_b[s : s + c].T, mean, out=regret[:, t : t + c])
+                # np.clip's values (max, then min), without its wrapper
+                y = np.add(mean, noise_b[s : s + c].T)
+                np.maximum(y, -Y, out=y)
+                np.minimum(y, Y, out=y)
                 pend_x.append(x)
                 pend_y.append(y)
                 filled += c
@@ -574,7 +591,7 @@ class ConcurrentShuffleLinUCB:
                         bias, gram = synchronize(pend_x[0], pend_y[0])
                     else:
                         bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1))
-                    v_inv = np.linalg.inv(gram + lam_eye)  # linucb.regularized_inverse, without its checks
+                    v_inv = _inverse(gram + lam_eye)  # linucb.regularized_inverse, without its checks
                     theta = np.matmul(v_inv, bias[..., None])[..., 0]
                     pend_x, pend_y, filled = [], [], 0
         c = protocol.communication

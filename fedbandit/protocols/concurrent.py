@@ -335,6 +335,7 @@ class RandomizedResponseRecords(RecordRandomizer):
             p.epsilon, p.delta, len(sizes) * self.n_coords, composition=p.composition
         )
         self.levels = [RRShuffleSummation(b, self.eps0, self.delta0, resolution=unary_resolution(b)) for b in sizes]
+        self._sizes = tuple(int(lvl.n_users) for lvl in self.levels)
         self.resolutions = tuple(lvl.resolution for lvl in self.levels)
         self.certified = tuple(lvl.certified_delta <= lvl.delta_message for lvl in self.levels)
         self._g = np.array(self.resolutions, dtype=float)[:, None, None, None]
@@ -376,6 +377,37 @@ class RandomizedResponseRecords(RecordRandomizer):
         low, up = _unary_round_parts(z01, self._g, rng)
         if c == 1:
             return self._encode_one(low, up, rng)
+        if self.aligned(t0, self._t):
+            return self._encode_aligned(low, up, rng)
+        return self._encode_levels(t0, low, up, rng)
+
+    def aligned(self, t0: int, t: int) -> bool:
+        """Whether no level's batch closes inside the period (t0, t], only at its end t (or none at all)."""
+        return all(t // b == t0 // b or t % b == 0 and t0 // b + 1 == t // b for b in self._sizes)
+
+    def _encode_aligned(self, low: np.ndarray, up: np.ndarray, rng: np.random.Generator) -> dict:
+        """:meth:`_encode_levels` for a period whose batches all close at its end, if at all (every period of a
+        schedule whose finest batch divides the period: the gap family's hot loop).
+
+        The same counts and draws: every level's running count takes the period's ones in one integer add
+        (instead of one add per level), then each level whose batch closes at t (b_i divides t), finest
+        first, releases its count and restarts from 0.
+        """
+        # integer-valued sums over the users (exact in any order): the int64 counts of _encode_levels
+        self._ones += np.add.reduce(low, axis=1).astype(np.int64) + np.add.reduce(up, axis=1, dtype=np.int64)
+        t = self._t
+        out = {}
+        for i in reversed(range(len(self.levels))):
+            lvl = self.levels[i]
+            if t % lvl.n_users:
+                continue
+            batch = self._ones[i : i + 1].copy()
+            self._ones[i] = 0
+            out[i] = (np.array([t]), _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
+        return out
+
+    def _encode_levels(self, t0: int, low: np.ndarray, up: np.ndarray, rng: np.random.Generator) -> dict:
+        """:meth:`encode`'s loop over the levels (any period: batches may close inside it, several per level)."""
         whole = None  # every level's sum over the period's users (k, R, D), formed once if needed
         out = {}
         # Finest level first (the analyzer then lets a coarser release at the same time
@@ -893,11 +925,13 @@ class VectorSumRecords(RecordRandomizer):
         """The period's users in; {0: (times, counts (m, R, D))} for the m batches closing in it."""
         x, y = users
         c = x.shape[0]
-        iu, ju = _triu(x.shape[-1])
-        z = np.concatenate([x * y[..., None], x[..., iu] * x[..., ju]], axis=-1)
-        scaled = np.clip((z / self.half_range + 1.0) / 2.0, 0.0, 1.0) * self.g
+        # the records in [0, 1], clip((z/s + 1)/2, 0, 1): the same products and divisions as formed here
+        # entry by entry (z = (x y, x_i x_j)), computed coordinate-major (_records01) for a long period
+        scaled = _records01(x, y, self.half_range)
+        scaled *= self.g
         low = np.floor(scaled)
-        ones = low + (rng.random(scaled.shape) < scaled - low)  # (c, R, D): every user's rounding
+        frac = np.subtract(scaled, low, out=scaled)
+        ones = np.add(low, rng.random(frac.shape) < frac, out=low)  # (c, R, D): every user's rounding
         b = self.mech.n_users
         t0 = self._t
         self._t += c
