@@ -482,7 +482,8 @@ def test_a_period_of_several_batches_releases_the_mixed_radix_estimate(monkeypat
     import fedbandit.protocols.concurrent as pc
 
     monkeypatch.setattr(pc, "_unary_round_parts",
-                        lambda arr, g, rng: (np.floor(arr[None] * g + 0.5), np.zeros((len(g),) + arr.shape, dtype=bool)))
+                        lambda arr, g, rng, out=None: (np.floor(arr[None] * g + 0.5),
+                                                       np.zeros((len(g),) + arr.shape, dtype=bool)))
     monkeypatch.setattr(pc, "_sample_counts", lambda ones, m, q0, q1, rng: ones * q1 + (m - ones) * q0)
     dim, n, runs = 2, 96, 2
     x, y, z = _users(np.random.default_rng(3), n, runs, dim)
@@ -936,3 +937,83 @@ def test_vector_sum_encode_is_the_plain_formula(c):
         np.testing.assert_array_equal(counts, batch + noise)
         np.testing.assert_array_equal(r._ones, cum[-1] - cum[times[-1] - 1])
     assert rng.bit_generator.state == ref_rng.bit_generator.state
+
+
+def _plain_one_user_releases(proto, x, y, rng):
+    """The concurrent shuffle's releases of one-user periods, written out plainly (the protocol's code before its
+    one-user fast paths): np.clip and fancy indexing for the records, a new rounding array per user, every
+    closing count sampled column by column (m ≤ 16) or by two binomials, the analyzer's masked sums, the Gram
+    prefix unpacked by two fancy assignments.  Returns [(bias (R, d), gram (R, d, d))] per user."""
+    from fedbandit.mechanisms.randomized_response import _SMALL_BATCH, _small_count_cdf
+
+    r = proto.randomizer
+    levels, s = r.levels, r.half_range
+    n, R, d = x.shape
+    iu, ju = np.triu_indices(d)
+    g = np.array(r.resolutions, dtype=float)[:, None, None, None]
+    ones = np.zeros((len(levels), R, s.size))
+    since = np.zeros((len(levels), R, s.size))
+    out = []
+    for t in range(1, n + 1):
+        xt, yt = x[t - 1 : t], y[t - 1 : t]
+        z = np.concatenate([xt * yt[..., None], xt[..., iu] * xt[..., ju]], axis=-1)
+        z01 = np.clip((z / s + 1.0) / 2.0, 0.0, 1.0)
+        scaled = z01[None] * g
+        low = np.floor(scaled)
+        up = rng.random(scaled.shape) < scaled - low
+        ones += low[:, 0]
+        ones += up[:, 0]
+        decoded = {}
+        for i in reversed(range(len(levels))):
+            lvl = levels[i]
+            if t % lvl.n_users:
+                continue
+            batch = ones[i].astype(np.int64)[None]
+            ones[i] = 0.0
+            m = lvl.n_messages
+            if m <= _SMALL_BATCH:
+                table, u = _small_count_cdf(m, lvl.q0, lvl.q1), rng.random(batch.shape)
+                count = np.zeros(batch.shape, dtype=np.int64)
+                for j in range(m):
+                    count += u > table[batch, j]
+            else:
+                count = rng.binomial(batch, lvl.q1) + rng.binomial(m - batch, lvl.q0)
+            b, gi, p = lvl.n_users, lvl.resolution, lvl.p
+            decoded[i] = (np.array([t]), (count - b * gi * p / 2.0) / ((1.0 - p) * gi))
+        last_clear = -1
+        for i in range(len(levels)):
+            if i not in decoded:
+                continue
+            times, sums = decoded[i]
+            if last_clear >= 0:
+                since[i] = sums[times > last_clear].sum(axis=0)
+            else:
+                since[i] += sums.sum(axis=0)
+            last_clear = max(last_clear, int(times[-1]))
+        prefix = s * (2.0 * since.sum(axis=0) - t)
+        gram = np.empty((R, d, d))
+        gram[:, iu, ju] = prefix[:, d:]
+        gram[:, ju, iu] = prefix[:, d:]
+        out.append((prefix[:, :d], gram))
+    return out
+
+
+@pytest.mark.parametrize("sizes,dim", [((8, 4, 2, 1), 2), ((64, 32, 16, 8, 4, 2, 1), 3), ((16, 4, 1), 4)])
+def test_one_user_periods_release_the_plain_implementations_floats(sizes, dim):
+    """The one-user release path (the dyadic schedule's hot loop: record by take and maximum/minimum, rounding in
+    kept work arrays, counts of small batches by one take, the analyzer without masks for single releases, the
+    Gram prefix by one take) gives, with the same generator, the plain implementation's floats bit for bit, user
+    after user, and leaves the generator in the same state (so the same later draws).  Levels of m ≤ 16 and of
+    m > 16 messages both occur; records at and beyond their range's ends (clipped) too."""
+    n, runs = 2 * sizes[0], 3
+    x, y, _ = _users(np.random.default_rng(dim), n, runs, dim)
+    x[::5] *= 3.0  # some records beyond their range: clipped
+    proto = _configured(sizes, n, dim=dim).reset(n_runs=runs, rng=np.random.default_rng(3))
+    assert {lvl.n_messages <= 16 for lvl in proto.randomizer.levels} == {True, False}
+    fast = [proto.release(x[t - 1 : t], y[t - 1 : t]) for t in range(1, n + 1)]
+    ref_rng = np.random.default_rng(3)
+    plain = _plain_one_user_releases(proto, x, y, ref_rng)
+    for t, ((fb, fg), (pb, pg)) in enumerate(zip(fast, plain), start=1):
+        np.testing.assert_array_equal(fb, pb, err_msg=f"bias after user {t}")
+        np.testing.assert_array_equal(fg, pg, err_msg=f"gram after user {t}")
+    assert proto._noise_rng.random() == ref_rng.random()

@@ -536,7 +536,7 @@ class ConcurrentShuffleLinUCB:
                     scores += quad
                     if mask_R is not None:
                         scores = np.where(mask_R[s], scores, -np.inf)
-                    arms = np.argmax(scores, axis=1)
+                    arms = scores.argmax(axis=1)  # (the method: np.argmax without its wrapper)
                     x = X[runs_idx, arms]  # (R, d)
                     mean = means_R[s][runs_idx, arms]
                     regret[:, t] = best_R[s] - mean

@@ -210,18 +210,24 @@ def _small_count_cdf(m: int, q0: float, q1: float) -> np.ndarray:
     return table
 
 
+@functools.lru_cache(maxsize=256)
+def _small_count_columns(m: int, q0: float, q1: float) -> np.ndarray:
+    """The first m columns of :func:`_small_count_cdf` as rows: cols[z, c] = F_c(z), contiguous."""
+    cols = np.ascontiguousarray(_small_count_cdf(m, q0, q1)[:, :m].T)
+    cols.flags.writeable = False
+    return cols
+
+
 def _sample_small_counts(ones: np.ndarray, m: int, q0: float, q1: float, rng: np.random.Generator) -> np.ndarray:
-    table = _small_count_cdf(m, q0, q1)
+    cols = _small_count_columns(m, q0, q1)
     u = rng.random(ones.shape)
     # Z = #{z < m : u > F_c(z)}
     if m == 1:
-        return (u > table[ones, 0]).astype(np.int64)
-    # the m comparisons counted column by column: the same count as
-    # (u[..., None] > table[ones, :m]).sum(axis=-1), whose reduction over a short last axis is slow
-    z = np.zeros(ones.shape, dtype=np.int64)
-    for j in range(m):
-        z += u > np.ascontiguousarray(table[:, j])[ones]
-    return z
+        return (u > cols[0].take(ones)).astype(np.int64)
+    # the m thresholds of every batch gathered in one take (z leading), then the m comparisons counted
+    # over that leading axis: the same count as (u[..., None] > table[ones, :m]).sum(axis=-1), whose
+    # reduction over a short last axis is slow, and as m gathers and comparisons column by column
+    return (u > cols.take(ones, axis=1)).sum(axis=0, dtype=np.int64)
 
 
 def unary_round(x: ArrayLike, resolution: int | Sequence[int], rng: np.random.Generator) -> np.ndarray:

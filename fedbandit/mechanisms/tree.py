@@ -257,7 +257,7 @@ class TreeRandomizer:
         """
         rng = check_rng("rng", rng)
         gamma = np.asarray(gamma, dtype=float)
-        if runs is None and self.batch_shape and np.any(self.steps != self.k):
+        if runs is None and self.batch_shape and (self.steps != self.k).any():
             runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             if gamma.shape != self.shape:
@@ -377,7 +377,7 @@ class TreeAnalyzer:
     def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
-        if runs is None and self.batch_shape and np.any(self.steps != self.k):
+        if runs is None and self.batch_shape and (self.steps != self.k).any():
             runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             shape = self.batch_shape + self.item_shape

@@ -111,6 +111,19 @@ def _triu(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(dim)
 
 
+@functools.lru_cache(maxsize=64)
+def _symmetric_index(dim: int) -> np.ndarray:
+    """For every entry (i, j) of a d × d matrix, row-major, the packed index of its upper-triangle entry
+    (min(i, j), max(i, j)) among the Gram coordinates (np.triu_indices' order): unpacking is then one take."""
+    square = np.empty((dim, dim), dtype=np.intp)
+    iu, ju = _triu(dim)
+    square[iu, ju] = np.arange(iu.size)
+    square[ju, iu] = square[iu, ju]
+    packed = square.ravel()
+    packed.flags.writeable = False
+    return packed
+
+
 def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarray:
     """Every user's record z = (x y, upper triangle of x xᵀ), mapped to [0, 1] as (z/s + 1)/2, clipped: (c, R, D).
 
@@ -124,15 +137,18 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
     if c * R <= 64:
         # few users (one per period, the dyadic schedule's hot loop): in the (c, R, D) layout, the
         # upper-triangle products as one product of the gathered pairs (the same products and divisions)
+        # (gathers by take, faster than fancy indexing; np.clip's values as maximum then minimum,
+        # without its wrapper: the same floats, NaN included)
         x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
         iu, ju = _triu(d)
         z = np.empty((c, R, half_range.size))
         np.multiply(x, y[..., None], out=z[..., :d])
-        np.multiply(x[..., iu], x[..., ju], out=z[..., d:])
+        np.multiply(x.take(iu, axis=-1), x.take(ju, axis=-1), out=z[..., d:])
         z /= half_range
         z += 1.0
         z /= 2.0
-        return np.clip(z, 0.0, 1.0, out=z)
+        np.maximum(z, 0.0, out=z)
+        return np.minimum(z, 1.0, out=z)
     # (np.moveaxis's views, as transposes: they run every period, and moveaxis checks its axes in Python)
     xt = np.ascontiguousarray(x.transpose(2, 0, 1))  # (d, c, R) (the learner passes transposed views)
     zt = np.empty((half_range.size, c, R))
@@ -148,12 +164,22 @@ def _records01(x: np.ndarray, y: np.ndarray, half_range: np.ndarray) -> np.ndarr
     return np.ascontiguousarray(zt.transpose(1, 2, 0))
 
 
-def _unary_round_parts(z01: np.ndarray, g: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _unary_round_parts(z01: np.ndarray, g: np.ndarray, rng: np.random.Generator,
+                       out: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`fedbandit.mechanisms.randomized_response.unary_round_unchecked` (z01 (c, R, D), g (k, 1, 1, 1)) in two parts.
 
     Returns (⌊g z⌋ as floats, 1{U < g z − ⌊g z⌋} as bools), both (k, c, R, D), from the same
     single draw of uniforms: their sum is unary_round_unchecked's result, draw for draw.
+    ``out`` = (scaled, low, u, up), work arrays of that shape (three float, one bool), kept by a
+    caller that rounds one user at a time: the same values, computed in place.
     """
+    if out is not None:
+        scaled, low, u, up = out
+        np.multiply(z01, g, out=scaled)  # z01[None] * g
+        np.floor(scaled, out=low)
+        np.subtract(scaled, low, out=scaled)
+        rng.random(out=u)  # the uniforms of rng.random(shape), in the same order
+        return low, np.less(u, scaled, out=up)
     scaled = z01[None] * g
     low = np.floor(scaled)
     frac = np.subtract(scaled, low, out=scaled)
@@ -348,6 +374,7 @@ class RandomizedResponseRecords(RecordRandomizer):
         # adding the rounded ones to them needs no cast; folded into the int64 counts at a release
         self._ones_f = np.zeros(self._ones.shape)
         self._pending_f = False
+        self._one_buffers: tuple[np.ndarray, ...] | None = None  # :meth:`_encode_one`'s work arrays (first call)
         self._t = 0
 
     def bits_per_user(self) -> int:
@@ -371,12 +398,12 @@ class RandomizedResponseRecords(RecordRandomizer):
             self._pending_f = False
         t0 = self._t
         self._t += c
+        if c == 1:
+            return self._encode_one(z01, rng)
         # every level's randomizer rounds independently (unary_round with one g per level:
         # one draw for all levels at once); only the levels' sums over users are formed,
         # never the (k, c, R, D) array of integer ones
         low, up = _unary_round_parts(z01, self._g, rng)
-        if c == 1:
-            return self._encode_one(low, up, rng)
         if self.aligned(t0, self._t):
             return self._encode_aligned(low, up, rng)
         return self._encode_levels(t0, low, up, rng)
@@ -441,13 +468,23 @@ class RandomizedResponseRecords(RecordRandomizer):
             out[i] = (times, _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
         return out
 
-    def _encode_one(self, low: np.ndarray, up: np.ndarray, rng: np.random.Generator) -> dict:
-        """:meth:`encode`'s loop over the levels for a period of one user (the dyadic schedule's hot loop).
+    def _encode_one(self, z01: np.ndarray, rng: np.random.Generator) -> dict:
+        """:meth:`encode`'s rounding and loop over the levels for a period of one user (the dyadic
+        schedule's hot loop).
 
-        The same counts and draws: every level's running count takes the user's ones (integers, so
-        in any order), and each level whose batch closes with this user (b_i divides t), finest
-        first, releases its count and restarts from 0.
+        The same counts and draws: the user's record z01 (1, R, D) is rounded at every level as
+        :func:`_unary_round_parts` does (the same products, floor, fractions and one draw of
+        uniforms of the same shape), in work arrays kept between users instead of new ones;
+        every level's running count takes the user's ones (integers, so in any order), and each
+        level whose batch closes with this user (b_i divides t), finest first, releases its
+        count and restarts from 0.
         """
+        buffers = self._one_buffers
+        if buffers is None or buffers[0].shape[1:] != z01.shape:
+            shape = (len(self.levels),) + z01.shape
+            buffers = (np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool))
+            self._one_buffers = buffers
+        low, up = _unary_round_parts(z01, self._g, rng, out=buffers)
         ones = self._ones_f  # the running counts in floats (integers below 2**53: exact)
         ones += low[:, 0]
         ones += up[:, 0]
@@ -550,6 +587,17 @@ class MixedRadixAnalyzer(RecordAnalyzer):
                 # without releases saw no coarser one either and keeps its sum)
                 continue
             times, sums = decoded[i]
+            if times.size == 1:  # one release (one-user periods: every release): no mask, no reduction
+                # (0.0 + sums[0] is the sum over the one release, as the reduction forms it: a −0.0 becomes 0.0)
+                t_i = int(times[0])
+                if last_clear < 0:
+                    self._since_parent[i] += sums[0] + 0.0
+                elif t_i > last_clear:
+                    np.add(sums[0], 0.0, out=self._since_parent[i])
+                else:
+                    self._since_parent[i] = 0.0
+                last_clear = max(last_clear, t_i)
+                continue
             if last_clear >= 0:
                 self._since_parent[i] = sums[times > last_clear].sum(axis=0)
             else:
@@ -780,11 +828,9 @@ class ConcurrentShuffleProtocol(Protocol):
         bits = self.period * self.randomizer.bits_per_user()
         c.messages += bits
         c.payload += float(bits)
-        # fedbandit.protocols.statistics.unpack_statistics, with the cached indices
-        iu, ju = _triu(d)
-        gram_prefix = np.empty((R, d, d))
-        gram_prefix[:, iu, ju] = prefix[:, d:]
-        gram_prefix[:, ju, iu] = prefix[:, d:]
+        # fedbandit.protocols.statistics.unpack_statistics (entry (i, j) and (j, i) both the packed
+        # upper-triangle entry), as one take with the cached indices: the same copied values
+        gram_prefix = prefix[:, d:].take(_symmetric_index(d), axis=1).reshape(R, d, d)
         return prefix[:, :d], gram_prefix
 
     # ------------------------------------------------------------ privacy
