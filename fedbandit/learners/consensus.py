@@ -766,6 +766,7 @@ class DecentralizedUCB(_CounterLearner):
         inv = np.empty((A, R, K))
         v = np.empty((A, R, K))
         tmp = np.empty((A, R, K))
+        n_hat = np.empty((A, R, K))  # n̂, contiguous: read three times a slot (a strided read costs more)
         NSf = NS.reshape(-1)
         rows = np.arange(R)
         shift_lo = self.private and self.lo != 0.0
@@ -784,7 +785,7 @@ class DecentralizedUCB(_CounterLearner):
                 if t <= K:
                     arms[:] = t - 1
                 else:
-                    n_hat = NS[:, 0]
+                    np.copyto(n_hat, NS[:, 0])
                     s_hat = NS[:, 1]
                     # v = (n̂ + c_i) / n̂^2;  Q = ŝ/n̂ + sigma sqrt(2 rho ln t v / c_0) + nu
                     # (one reciprocal, then products: divisions are the slow passes here)
