@@ -656,7 +656,7 @@ class MasterWorkerUCB(_CounterLearner):
                 else:
                     if t == K + 1:
                         ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
-                    d = np.flatnonzero(remaining == 0)
+                    d = (remaining == 0).reshape(-1).nonzero()[0]  # np.flatnonzero without its Python wrapper
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
                         f = base.reshape(-1).take(d) + arm.reshape(-1).take(d)

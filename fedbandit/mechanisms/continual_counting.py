@@ -612,11 +612,11 @@ class HybridMechanism(_BatchedStreams):
         return self._step(idx, x, rng, True)[2]
 
     def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator,
-              increment: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+              increment: bool = True) -> tuple[np.ndarray, np.ndarray, Any]:
         # The learners' hot path (one call per slot on R M streams): ``take`` gathers (``put`` is
         # slower than the indexed assignment here), no reductions, each mask computed once, the tree's
         # columns read from tables, and the logarithmic part touched only where a count reaches
-        # a power of two.  The output change (``increment``) is computed only when asked for.
+        # a power of two.  The output change (``increment``) is computed only when asked for (else None).
         idx = np.asarray(idx, dtype=np.int64)
         n = self._count.take(idx)
         n += 1
