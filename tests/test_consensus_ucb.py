@@ -490,3 +490,35 @@ def test_draws_are_one_laplace_per_agent_and_slot():
     for _ in range(T):
         draw_standard_laplace(ref, R * M)
     assert rng.random() == ref.random()
+
+
+def test_clip_skipped_only_where_it_changes_no_reward(monkeypatch):
+    """The learners skip the clip and shift of a private counter's items when every reward value of
+    the environment lies in [0, high] with low = 0: bit for bit the plain clip's items and regret;
+    any clip that moves a value or shifts is applied."""
+    from fedbandit.envs import ranker_bandit
+    from fedbandit.learners import consensus
+
+    rankers = ranker_bandit(4)
+    cases = [(rankers, (0.0, 1.0), True), (BERN, (0.0, 1.0), True), (rankers, (0.0, 2.0), True),
+             (rankers, (0.0, 0.8), False), (rankers, (0.25, 1.0), False), (BERN, (-0.5, 1.0), False),
+             (GAUSS, (0.0, 1.0), False)]
+    for env, (lo, hi), noop in cases:
+        assert consensus._clip_is_noop(env, lo, hi) is noop, (env.kind, lo, hi)
+        if noop:
+            vals = consensus._reward_values(env)
+            assert np.array_equal(np.minimum(np.maximum(vals, lo), hi) - lo, vals)
+    kw = dict(n_agents=3, n_arms=4, horizon=300, n_runs=2, rho=2.0)
+    runs = {}
+    for plain in (False, True):
+        if plain:
+            monkeypatch.setattr(consensus, "_clip_is_noop", lambda env, lo, hi: False)
+        learner = IndependentUCB(counter(0.8), **kw)
+        runs[plain] = learner.run(rankers, np.random.default_rng(5), record_actions=True)
+        assert learner._clip_noop is not plain
+    assert np.array_equal(runs[False].extras["actions"], runs[True].extras["actions"])
+    assert np.array_equal(runs[False].cum_regret, runs[True].cum_regret)
+    monkeypatch.undo()
+    moved = IndependentUCB(counter(0.8), **dict(kw, clip=(0.25, 1.0)))
+    moved.run(rankers, np.random.default_rng(5))
+    assert np.array_equal(moved.clip_shift(np.array([[0.0, 0.5, 1.0]])), [0.0, 0.25, 0.75])

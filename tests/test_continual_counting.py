@@ -411,3 +411,24 @@ def test_hybrid_tree_column_tables_match_the_bits():
         want_write = 0 if tau == 0 else (tau & -tau).bit_length()  # lowest set bit index + 1
         want_read = 0 if rest == 0 else (rest & -rest).bit_length()
         assert (cc._HYB_WRITE_COL[n], cc._HYB_READ_COL[n]) == (want_write, want_read), n
+
+
+@pytest.mark.parametrize("eps", [1.3, np.array([0.5, 1.0, 2.0, 4.0, 8.0, 16.0])[:, None]])
+def test_hybrid_level_table_path_equals_the_where_path(eps):
+    """The step's noise scale from the level table (log releases and nodes sharing one b) equals,
+    bit for bit, the plain where(power of two, b, b k) path, for outputs and increments alike."""
+    fast = HybridMechanism(eps, (6, 4), track_true=False)
+    plain = HybridMechanism(eps, (6, 4), track_true=False)
+    assert fast._c_level is fast._c
+    plain._c_level = np.array(plain._c, dtype=float, copy=True)  # equal values, another object: the where path
+    data, rng_f, rng_p = np.random.default_rng(3), np.random.default_rng(8), np.random.default_rng(8)
+    for s in range(600):
+        idx = data.choice(24, size=10, replace=False)
+        x = data.random(10)
+        step = "step_flat" if s % 3 else "step_flat_increment"
+        assert np.array_equal(getattr(fast, step)(idx, x, rng_f), getattr(plain, step)(idx, x, rng_p)), s
+    assert fast.count.max() > 256  # counts through several levels and powers of two
+    assert np.array_equal(fast.value, plain.value)
+    ns = np.arange(1, 5000)
+    want = [1.0 if n & (n - 1) == 0 else float(n.bit_length() - 1) for n in ns.tolist()]
+    assert np.array_equal(cc._HYB_NOISE_LEVEL[ns], want)

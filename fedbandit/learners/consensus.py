@@ -100,7 +100,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
-from fedbandit.envs.multi_armed import KArmedBandit, RewardStream
+from fedbandit.envs.multi_armed import BernoulliBandit, CategoricalBandit, KArmedBandit, RewardStream
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
@@ -185,6 +185,25 @@ def privacy_width_numerator(kind: str, t: int, scale, rho):
     if np.any(rho <= 1.0):
         raise ValueError(f"rho must lie in (1, inf), got {rho!r}")
     return _privacy_width_numerator(kind, t, scale, rho)
+
+
+def _reward_values(env):
+    """The finitely many reward values of ``env`` (an array), or None (e.g. Gaussian rewards)."""
+    if isinstance(env, BernoulliBandit):
+        return np.array([0.0, 1.0])
+    if isinstance(env, CategoricalBandit) and len(env._thresholds):
+        return np.asarray(env.values, dtype=float)
+    return None
+
+
+def _clip_is_noop(env, lo, hi):
+    """Whether clipping ``env``'s rewards to [lo, hi] and subtracting lo returns every reward as it is:
+    lo = 0 and every reward value in [0, hi], none of them -0.0 (max(-0.0, 0.0) and -0.0 - 0.0 keep
+    no sign bit for sure)."""
+    vals = _reward_values(env)
+    if vals is None or lo != 0.0:
+        return False
+    return bool(vals.min() >= lo and vals.max() <= hi and not np.signbit(vals).any())
 
 
 def _privacy_width_numerator(kind, t, scale, rho):
@@ -382,12 +401,14 @@ class _CounterLearner:
                                   run_keys=np.arange(self.n_runs) % self.grid["runs"])
         if self.protocol is not None:
             self.protocol.reset(n_runs=self.n_runs, rng=rng)
+        self._clip_noop = self.private and _clip_is_noop(env, self.lo, self.hi)
         return env, sigma, stream
 
     def clip_shift(self, r):
         """Rewards clipped to [low, high] and shifted to [0, high - low] (flat), for a private counter;
-        the rewards themselves for the exact one."""
-        if not self.private:
+        the rewards themselves for the exact one (and for a private one when every reward value of
+        the environment already lies in [0, high] with low = 0: the clip and the shift change no float)."""
+        if not self.private or getattr(self, "_clip_noop", False):
             return r.reshape(-1)
         # two ufuncs: np.clip's Python wrapper costs more than the work at this size
         return np.minimum(np.maximum(r.reshape(-1), self.lo), self.hi) - self.lo
@@ -635,7 +656,7 @@ class MasterWorkerUCB(_CounterLearner):
                 else:
                     if t == K + 1:
                         ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
-                    d = np.flatnonzero(remaining == 0)
+                    d = (remaining == 0).reshape(-1).nonzero()[0]  # np.flatnonzero without its Python wrapper
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
                         f = base.reshape(-1).take(d) + arm.reshape(-1).take(d)
@@ -766,6 +787,7 @@ class DecentralizedUCB(_CounterLearner):
         inv = np.empty((A, R, K))
         v = np.empty((A, R, K))
         tmp = np.empty((A, R, K))
+        n_hat = np.empty((A, R, K))  # n̂, contiguous: read three times a slot (a strided read costs more)
         NSf = NS.reshape(-1)
         rows = np.arange(R)
         shift_lo = self.private and self.lo != 0.0
@@ -784,7 +806,7 @@ class DecentralizedUCB(_CounterLearner):
                 if t <= K:
                     arms[:] = t - 1
                 else:
-                    n_hat = NS[:, 0]
+                    np.copyto(n_hat, NS[:, 0])
                     s_hat = NS[:, 1]
                     # v = (n̂ + c_i) / n̂^2;  Q = ŝ/n̂ + sigma sqrt(2 rho ln t v / c_0) + nu
                     # (one reciprocal, then products: divisions are the slow passes here)

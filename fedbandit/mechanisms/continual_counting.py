@@ -100,6 +100,10 @@ _tau = _t - (np.int64(1) << _FLOOR_LOG2.astype(np.int64))
 _rest = _tau & (_tau - 1)
 _HYB_WRITE_COL = np.where(_tau > 0, _LSB[_tau].astype(np.int64) + 1, 0).astype(np.int8)
 _HYB_READ_COL = np.where(_rest > 0, _LSB[_rest].astype(np.int64) + 1, 0).astype(np.int8)
+# The level factor of the step's noise scale at count n: 1 at the powers of two (the log release's
+# Lap(b)), floor(log2 n) elsewhere (the node's Lap(k b)); exact small integers as floats, so
+# b * factor equals the where(power of two, b, b * k) it replaces when both parts share b.
+_HYB_NOISE_LEVEL = np.where(_tau == 0, 1, _FLOOR_LOG2).astype(np.float64)
 del _t, _tau, _rest
 
 
@@ -596,7 +600,7 @@ class HybridMechanism(_BatchedStreams):
         self._H, self._W = H, W
 
     def step_flat(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        since, noise, _ = self._step(idx, x, rng)
+        since, noise, _ = self._step(idx, x, rng, False)
         return self._log.take(idx) + since + noise
 
     def step_flat_increment(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -605,12 +609,14 @@ class HybridMechanism(_BatchedStreams):
         The change is ``x + Z + N(tau - lowbit(tau)) - N_old`` (``Z`` the step's noise), so
         consensus algorithms that broadcast output increments need no extra gathers.
         """
-        return self._step(idx, x, rng)[2]
+        return self._step(idx, x, rng, True)[2]
 
-    def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # The learners' hot path (one call per slot on R M streams): ``take`` gathers, no
-        # reductions, each mask computed once, the tree's columns read from tables, and the
-        # logarithmic part touched only where a count reaches a power of two.
+    def _step(self, idx: np.ndarray, x: np.ndarray, rng: np.random.Generator,
+              increment: bool = True) -> tuple[np.ndarray, np.ndarray, Any]:
+        # The learners' hot path (one call per slot on R M streams): ``take`` gathers (``put`` is
+        # slower than the indexed assignment here), no reductions, each mask computed once, the tree's
+        # columns read from tables, and the logarithmic part touched only where a count reaches
+        # a power of two.  The output change (``increment``) is computed only when asked for (else None).
         idx = np.asarray(idx, dtype=np.int64)
         n = self._count.take(idx)
         n += 1
@@ -624,8 +630,15 @@ class HybridMechanism(_BatchedStreams):
             k_max = self._steps.bit_length() - 1
             if k_max > self._W:
                 self._grow(k_max)
+        # hybrid_counter_scales gives the log releases and the nodes the same b (one object):
+        # then the step's scale is b times the tabled level factor (1 at powers of two, else k).
+        shared_b = self._c_level is self._c
+        level = k = None
         if self._steps < (1 << _TABLE_BITS):  # every count is below the tables' range
-            k = _FLOOR_LOG2.take(n)
+            if shared_b:
+                level = _HYB_NOISE_LEVEL.take(n)
+            else:
+                k = _FLOOR_LOG2.take(n)
             col = _HYB_WRITE_COL.take(n)
             read_col = _HYB_READ_COL.take(n)
         else:
@@ -636,20 +649,21 @@ class HybridMechanism(_BatchedStreams):
             read_col = np.where(rest > 0, _lowest_set_bit_index(np.maximum(rest, 1)) + 1, 0)
         pow2 = col == 0  # tau = 0: n is a power of two
         not_pow2 = ~pow2
-        if self._eps_flat is None:
-            c, c_level = self._c, self._c_level
-        else:
-            c = self._c.take(idx)
-            c_level = c if self._c_level is self._c else self._c_level.take(idx)
+        c = self._c if self._eps_flat is None else self._c.take(idx)
         # One draw per step: the log release's Lap(2s/eps) at powers of two, otherwise the
         # node noise Lap(2ks/eps) of the binary node that tau closes.
         z = _draw_standard_laplace(rng, idx.size)
-        z *= np.where(pow2, c, c_level * k)
+        if level is not None:
+            level *= c  # b * 1 = b at powers of two, b * k elsewhere: where(pow2, b, b * k)'s values
+            z *= level
+        else:
+            c_level = c if shared_b else (self._c_level if self._eps_flat is None else self._c_level.take(idx))
+            z *= np.where(pow2, c, c_level * k)
         since = self._since.take(idx)
         since += x
         # Logarithmic mechanism: release at n = 2^k (L(2^k) += the items since and the noise);
         # the binary tree then restarts.
-        at = np.flatnonzero(pow2)
+        at = pow2.nonzero()[0]
         if at.size:
             li = idx.take(at)
             self._log[li] = self._log.take(li) + (since.take(at) + z.take(at))
@@ -664,6 +678,9 @@ class HybridMechanism(_BatchedStreams):
         noise = base + z
         noise *= not_pow2
         Hf[row0 + col] = noise  # at tau = 0 this writes 0 into the zero column
+        if not increment:
+            self._bin[idx] = noise
+            return since, noise, None
         old_bin = self._bin.take(idx)
         self._bin[idx] = noise
         # Output change: x + z + base - old binary noise (at 2^k, base = 0 too).
