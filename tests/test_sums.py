@@ -511,3 +511,32 @@ def test_poisson_ddg_noise_has_the_declared_variance_whatever_the_number_of_clie
         lo = stats.chi2.ppf(0.5e-4, m) / m * var
         hi = stats.chi2.ppf(1 - 0.5e-4, m) / m * (var + k * g2 / 4)
         assert lo < np.mean(err**2) < hi, (k, np.mean(err**2) / var)
+
+
+def test_poisson_ddg_wrap_count_is_the_per_run_sums_of_the_noised_vectors():
+    """The wrap diagnostic of a Poisson round (one integer sum per run's block of clients, computed run by run)
+    counts what np.add.reduceat of the noised vectors over the runs' blocks counts (the plain form it replaced),
+    with runs where nobody joined and few enough bits that sums wrap."""
+    from fedbandit.accounting.sampled_ddg import client_shares
+
+    p = create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits=9, k=1, norm_growth="optimistic").configure(
+        n_parties=400, dim=30, n_rounds=3, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    x = _vectors(np.random.default_rng(3), (4, 400, 30))  # with 9 bits about a third of the sums wrap
+    mask = np.random.default_rng(4).random((4, 400)) < 0.1
+    mask[0] = mask[2] = False
+    p.reset(n_runs=4, rng=np.random.default_rng(9))
+    p.aggregate(x, mask=mask)
+    rng = np.random.default_rng(9)
+    mech = DDGMechanism(p.params, rng, runs=4)
+    idx = [np.flatnonzero(mask[r]) for r in range(4)]
+    rows = np.concatenate([x[r, i] for r, i in enumerate(idx)])
+    shares = np.concatenate([client_shares(p.params.n, i.size) for i in idx if i.size])
+    which = np.concatenate([np.full(i.size, r) for r, i in enumerate(idx)])
+    _, st = mech.encode(rows, rng, stages=True, noise_shares=shares, run=which)
+    counts = mask.sum(1)
+    starts = np.cumsum(counts) - counts
+    int_sum = np.add.reduceat(st["noised"], starts[counts > 0], axis=0)
+    half = p.params.modulus // 2
+    wrapped = np.count_nonzero((int_sum < -half) | (int_sum >= half))
+    assert 0 < wrapped < int_sum.size
+    assert p.randomizer.wrapped == wrapped and p.randomizer.coordinates == int_sum.size
