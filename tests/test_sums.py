@@ -540,3 +540,36 @@ def test_poisson_ddg_wrap_count_is_the_per_run_sums_of_the_noised_vectors():
     wrapped = np.count_nonzero((int_sum < -half) | (int_sum >= half))
     assert 0 < wrapped < int_sum.size
     assert p.randomizer.wrapped == wrapped and p.randomizer.coordinates == int_sum.size
+
+
+@pytest.mark.parametrize("name", ["sum-non-private", "sum-central-gaussian"])
+def test_masked_clear_sum_is_the_plain_form_bit_for_bit(name):
+    """A masked round of a protocol that sends its vectors in the clear (exact or clipped) encodes only the rows
+    that joined: the release is the plain form's, aggregate(x·mask) without a mask, bit for bit (same noise draws,
+    signs of zeros included) -- many rows of mixed magnitudes (an order of the sum other than row by row shows),
+    columns that are zero or −0 everywhere, present rows that cancel, a run where nobody joined, one where all did."""
+    rng = np.random.default_rng(21)
+    R, n, d = 5, 300, 40
+    x = rng.normal(size=(R, n, d)) * np.exp(rng.uniform(-20, 20, size=(R, n, 1)))
+    x[rng.random((R, n)) < 0.5] *= 1e-3  # some rows inside the clipping ball
+    mask = rng.random((R, n)) < 0.3
+    mask[1] = False
+    mask[3] = True
+    x[:, :, 0] = 0.0
+    x[:, :, 1] = -0.0
+    x[:, :, 2] = np.where(mask, -0.0, 0.0)  # −0 where present, +0 where absent: the sum is +0
+    x[:, :, 3] = np.where(mask, 0.0, -0.0)
+    x[:, :, 4] = np.where(mask, -0.0, -1.0)  # absent rows negative: x·0 = −0, so the plain sum is −0
+    p, q = _make(name, n=n, d=d, c=3.0), _make(name, n=n, d=d, c=3.0)
+    for t in range(3):
+        if t == 1:
+            x[:, :, 5] = 0.0
+            first = np.argmax(mask, axis=1)
+            x[np.arange(R), first, 5] = 1.5  # one present row's entry and its negation: they cancel to +0
+            x[np.arange(R), n - 1 - np.argmax(mask[:, ::-1], axis=1), 5] = -1.5
+        if t == 0:
+            p.reset(n_runs=R, rng=np.random.default_rng(5))
+            q.reset(n_runs=R, rng=np.random.default_rng(5))
+        got = p.aggregate(x, mask=mask)
+        ref = q.aggregate(x * mask[..., None])
+        assert got.tobytes() == ref.tobytes()
