@@ -180,3 +180,38 @@ def test_rounds_run_outside_one_to_rounds_is_refused():
             FederatedLearner(create("sum-non-private"), n_clients=5, n_features=4, rounds=2, rounds_run=bad)
     with pytest.raises(TypeError, match="rounds_run"):
         FederatedLearner(create("sum-non-private"), n_clients=5, n_features=4, rounds=2, rounds_run=1.0)
+
+
+def _plain_local_updates(W, X, Y, mask, count, *, lr, local_steps):
+    """The plain expression of local training (fresh temporaries each step), as it was written before the in-place
+    form: the reference of test_local_updates_in_place_matches_the_plain_expression."""
+    Wc = W.copy()
+    for _ in range(local_steps):
+        z = np.einsum("nlf,nfk->nlk", X, Wc)
+        z -= z.max(-1, keepdims=True)
+        prob = np.exp(z)
+        prob /= prob.sum(-1, keepdims=True)
+        Wc -= lr * np.einsum("nlf,nlk->nfk", X, (prob - Y) * mask[..., None]) / count
+    return (Wc - W).reshape(W.shape[0], -1)
+
+
+def test_local_updates_in_place_matches_the_plain_expression():
+    """local_updates (in place, one reused gradient buffer) returns the plain expression's floats bit for bit,
+    signs of zeros included: clients with several examples, padding, an all-zero feature (zero gradients), and a
+    learning rate that is not a power of two (so the order of the products and divisions shows)."""
+    from fedbandit.learners.federated import local_updates
+
+    rng = np.random.default_rng(11)
+    n, L, f, C = 37, 6, 9, 5
+    X = rng.normal(size=(n, L, f))
+    X[..., 3] = 0.0  # a feature that is always zero: exactly zero gradients
+    counts = rng.integers(1, L + 1, size=n)
+    mask = np.arange(L)[None, :] < counts[:, None]
+    X *= mask[..., None]
+    Y = np.eye(C)[rng.integers(0, C, size=(n, L))] * mask[..., None]
+    count = counts.astype(float)[:, None, None]
+    W = rng.normal(size=(n, f, C)) * 0.3
+    for lr, steps in ((0.3, 4), (0.5, 1), (1.7, 3)):
+        got = local_updates(W, X, Y, mask, count, lr=lr, local_steps=steps)
+        ref = _plain_local_updates(W, X, Y, mask, count, lr=lr, local_steps=steps)
+        assert got.tobytes() == ref.tobytes()

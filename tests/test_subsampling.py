@@ -226,3 +226,20 @@ def test_lean_logsumexp_is_scipys_bit_for_bit(case):
     if b is None:
         with np.errstate(all="ignore"):
             assert np.array_equal(np.float64(_logsumexp_1d(a)[0]), np.float64(special.logsumexp(a)), equal_nan=True)
+
+
+def test_remembered_noise_multiplier_is_the_root_search_s():
+    """sampled_gaussian_noise_multiplier remembers its root search: every call, first or repeated, interleaved with
+    calls that differ in one argument, returns the float of the search itself (the uncached function)."""
+    from fedbandit.accounting import subsampling as S
+
+    plain = S._sampled_gaussian_noise_multiplier.__wrapped__
+    args = [(2.0, 1e-5, 0.07, 50, "poisson"), (2.0, 1e-5, 0.07, 80, "poisson"), (2.0, 1e-6, 0.07, 50, "poisson"),
+            (2.0, 1e-5, 0.05, 50, "poisson"), (3.0, 1e-5, 0.07, 50, "poisson"),
+            (2.0, 1e-5, 0.07, 50, "without-replacement")]
+    want = [plain(*a) for a in args]
+    assert len(set(want)) == len(want)
+    for _ in range(2):
+        for a, w in zip(args, want):
+            assert S.sampled_gaussian_noise_multiplier(*a) == w
+    assert S.sampled_gaussian_noise_multiplier(2, 1e-5, 0.07, 50) == want[0]  # an int ε: the same key and float

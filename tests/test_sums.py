@@ -511,3 +511,65 @@ def test_poisson_ddg_noise_has_the_declared_variance_whatever_the_number_of_clie
         lo = stats.chi2.ppf(0.5e-4, m) / m * var
         hi = stats.chi2.ppf(1 - 0.5e-4, m) / m * (var + k * g2 / 4)
         assert lo < np.mean(err**2) < hi, (k, np.mean(err**2) / var)
+
+
+def test_poisson_ddg_wrap_count_is_the_per_run_sums_of_the_noised_vectors():
+    """The wrap diagnostic of a Poisson round (one integer sum per run's block of clients, computed run by run)
+    counts what np.add.reduceat of the noised vectors over the runs' blocks counts (the plain form it replaced),
+    with runs where nobody joined and few enough bits that sums wrap."""
+    from fedbandit.accounting.sampled_ddg import client_shares
+
+    p = create("sum-ddg-secagg", epsilon=2.0, delta=1e-5, bits=9, k=1, norm_growth="optimistic").configure(
+        n_parties=400, dim=30, n_rounds=3, clip=1.0, sampling_rate=0.1, sampling="poisson")
+    x = _vectors(np.random.default_rng(3), (4, 400, 30))  # with 9 bits about a third of the sums wrap
+    mask = np.random.default_rng(4).random((4, 400)) < 0.1
+    mask[0] = mask[2] = False
+    p.reset(n_runs=4, rng=np.random.default_rng(9))
+    p.aggregate(x, mask=mask)
+    rng = np.random.default_rng(9)
+    mech = DDGMechanism(p.params, rng, runs=4)
+    idx = [np.flatnonzero(mask[r]) for r in range(4)]
+    rows = np.concatenate([x[r, i] for r, i in enumerate(idx)])
+    shares = np.concatenate([client_shares(p.params.n, i.size) for i in idx if i.size])
+    which = np.concatenate([np.full(i.size, r) for r, i in enumerate(idx)])
+    _, st = mech.encode(rows, rng, stages=True, noise_shares=shares, run=which)
+    counts = mask.sum(1)
+    starts = np.cumsum(counts) - counts
+    int_sum = np.add.reduceat(st["noised"], starts[counts > 0], axis=0)
+    half = p.params.modulus // 2
+    wrapped = np.count_nonzero((int_sum < -half) | (int_sum >= half))
+    assert 0 < wrapped < int_sum.size
+    assert p.randomizer.wrapped == wrapped and p.randomizer.coordinates == int_sum.size
+
+
+@pytest.mark.parametrize("name", ["sum-non-private", "sum-central-gaussian"])
+def test_masked_clear_sum_is_the_plain_form_bit_for_bit(name):
+    """A masked round of a protocol that sends its vectors in the clear (exact or clipped) encodes only the rows
+    that joined: the release is the plain form's, aggregate(x·mask) without a mask, bit for bit (same noise draws,
+    signs of zeros included) -- many rows of mixed magnitudes (an order of the sum other than row by row shows),
+    columns that are zero or −0 everywhere, present rows that cancel, a run where nobody joined, one where all did."""
+    rng = np.random.default_rng(21)
+    R, n, d = 5, 300, 40
+    x = rng.normal(size=(R, n, d)) * np.exp(rng.uniform(-20, 20, size=(R, n, 1)))
+    x[rng.random((R, n)) < 0.5] *= 1e-3  # some rows inside the clipping ball
+    mask = rng.random((R, n)) < 0.3
+    mask[1] = False
+    mask[3] = True
+    x[:, :, 0] = 0.0
+    x[:, :, 1] = -0.0
+    x[:, :, 2] = np.where(mask, -0.0, 0.0)  # −0 where present, +0 where absent: the sum is +0
+    x[:, :, 3] = np.where(mask, 0.0, -0.0)
+    x[:, :, 4] = np.where(mask, -0.0, -1.0)  # absent rows negative: x·0 = −0, so the plain sum is −0
+    p, q = _make(name, n=n, d=d, c=3.0), _make(name, n=n, d=d, c=3.0)
+    for t in range(3):
+        if t == 1:
+            x[:, :, 5] = 0.0
+            first = np.argmax(mask, axis=1)
+            x[np.arange(R), first, 5] = 1.5  # one present row's entry and its negation: they cancel to +0
+            x[np.arange(R), n - 1 - np.argmax(mask[:, ::-1], axis=1), 5] = -1.5
+        if t == 0:
+            p.reset(n_runs=R, rng=np.random.default_rng(5))
+            q.reset(n_runs=R, rng=np.random.default_rng(5))
+        got = p.aggregate(x, mask=mask)
+        ref = q.aggregate(x * mask[..., None])
+        assert got.tobytes() == ref.tobytes()

@@ -536,6 +536,14 @@ def sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, st
     q = _check_q(q)
     steps = check_positive_int("steps", steps, max_value=MAX_COUNT)
     amplification = check_choice("amplification", amplification, AMPLIFICATIONS)
+    return _sampled_gaussian_noise_multiplier(float(epsilon), float(delta), float(q), int(steps), amplification)
+
+
+@functools.lru_cache(maxsize=256)
+def _sampled_gaussian_noise_multiplier(epsilon: float, delta: float, q: float, steps: int, amplification: str) -> float:
+    """:func:`sampled_gaussian_noise_multiplier` on checked arguments, remembered: a pure function of them (a root
+    search of ~100 RDP curves, about a CPU-second), which the configurations of one process often repeat (the
+    central Gaussian and the sampled DDG at one ε, the DDG's bit and k sweeps) -- the same float each time."""
 
     def gap(log_z: float) -> float:
         return sampled_gaussian_epsilon(math.exp(log_z), q, steps, delta, amplification) - epsilon

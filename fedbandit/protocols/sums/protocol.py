@@ -19,11 +19,13 @@ from fedbandit._validation import (
 from fedbandit.accounting.events import ConditionalEvent, DpEvent, SelfComposedEvent, check_relation
 from fedbandit.accounting.subsampling import SAMPLING_RELATIONS, SAMPLING_SCHEMES
 from fedbandit.protocols.base import Communication, Intermediary, Protocol
+from fedbandit.protocols.intermediaries import Identity
 from fedbandit.protocols.sums.binomial_decoder import BinomialDecoder
 from fedbandit.protocols.sums.binomial_vectors import BinomialVectors
 from fedbandit.protocols.sums.clipped_vectors import ClippedVectors
 from fedbandit.protocols.sums.ddg_decoder import DDGDecoder
 from fedbandit.protocols.sums.ddg_vectors import DDGVectors
+from fedbandit.protocols.sums.exact_vectors import ExactVectors
 from fedbandit.protocols.sums.gaussian_sum import GaussianSum
 from fedbandit.protocols.sums.parts import SumAnalyzer, SumRandomizer
 from fedbandit.protocols.sums.setting import SumSetting
@@ -252,7 +254,7 @@ class SumProtocol(Protocol):
                 raise ValueError(f"mask must have shape (n_parties,) = {(n,)} or (n_runs, n_parties) = {(R, n)}, "
                                  f"got {mask.shape}")
             mask = np.broadcast_to(mask[None] if mask.ndim == 1 else mask, (R, n))
-            if not poisson_rounds:
+            if not poisson_rounds and not self._sums_rows_in_the_clear():
                 x = x * mask[..., None]
         elif poisson_rounds:
             raise ValueError(f"protocol {self.name!r} was configured for Poisson rounds: pass mask, the clients that "
@@ -263,13 +265,16 @@ class SumProtocol(Protocol):
             )
         self._round += 1
         rng = self._noise_rng
-        if poisson_rounds:  # the noise shares dealt over the clients that joined
-            messages = self._capability(self.randomizer, "encode_sample", "deals no noise shares over Poisson rounds")(
-                x, mask, rng)
+        if mask is not None and not poisson_rounds and self._sums_rows_in_the_clear():
+            out = self.analyzer.analyze(self._masked_sum(x, mask, rng), rng, return_noise)
         else:
-            messages = self.randomizer.encode(x, rng)
-        delivered = self.intermediary.deliver(messages, rng, modulus=self.randomizer.modulus)
-        out = self.analyzer.analyze(self.randomizer.decode(delivered), rng, return_noise)
+            if poisson_rounds:  # the noise shares dealt over the clients that joined
+                messages = self._capability(self.randomizer, "encode_sample",
+                                            "deals no noise shares over Poisson rounds")(x, mask, rng)
+            else:
+                messages = self.randomizer.encode(x, rng)
+            delivered = self.intermediary.deliver(messages, rng, modulus=self.randomizer.modulus)
+            out = self.analyzer.analyze(self.randomizer.decode(delivered), rng, return_noise)
         c = self.communication
         c.rounds += 1
         senders: float = n if mask is None else float(mask.sum()) / R
@@ -278,6 +283,29 @@ class SumProtocol(Protocol):
         if single:
             return (out[0][0], out[1][0]) if return_noise else out[0]
         return out
+
+    def _sums_rows_in_the_clear(self) -> bool:
+        """Whether a round is the plain sum of row-wise messages: each vector sent as it is or clipped (no draws),
+        delivered with its sender and added up -- so a masked round need only encode the rows that joined."""
+        return (type(self.randomizer) in (ExactVectors, ClippedVectors) and type(self.intermediary) is Identity
+                and type(self.randomizer).decode is SumRandomizer.decode)
+
+    def _masked_sum(self, x: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The decoded sum of a masked round, ``decode(encode(x * mask))``, from the rows that joined only.
+
+        The same floats as the plain form (which encodes and adds up every row, R·n of them, most absent in a
+        Poisson round): each row is encoded on its own (clipping is row-wise, an absent row x·0 = ±0 stays ±0), and
+        NumPy's sum over the parties' axis starts from +0 and adds the rows one after the other in their order, so
+        the absent rows' ±0 terms change no partial sum (a zero sum is +0 in both forms)
+        (tests/test_sums.py::test_masked_clear_sum_is_the_plain_form_bit_for_bit).
+        """
+        R, n, d = x.shape
+        total = np.zeros((R, d))
+        for r in range(R):
+            rows = np.flatnonzero(mask[r])
+            if rows.size:
+                total[r] = self.randomizer.decode(self.randomizer.encode(x[r, rows][None], rng))[0]
+        return total
 
     def event(self, relation: str | None = None) -> DpEvent:
         """What the server learns about one party over the T rounds (see the module docstring).
