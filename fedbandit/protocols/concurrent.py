@@ -422,13 +422,23 @@ class RandomizedResponseRecords(RecordRandomizer):
         """
         # integer-valued sums over the users (exact in any order): the int64 counts of _encode_levels
         self._ones += np.add.reduce(low, axis=1).astype(np.int64) + np.add.reduce(up, axis=1, dtype=np.int64)
+        return self._release_closing(rng)
+
+    def _release_closing(self, rng: np.random.Generator, pending: np.ndarray | None = None) -> dict:
+        """Release every level whose batch closes at the current time t (b_i divides t), finest first: its
+        running count (plus ``pending``'s, the one-user periods' counts kept in floats, which restart too) is
+        randomized and restarts from 0.  {level i: (array([t]), counts (1, R, D))}."""
         t = self._t
         out = {}
         for i in reversed(range(len(self.levels))):
             lvl = self.levels[i]
             if t % lvl.n_users:
                 continue
-            batch = self._ones[i : i + 1].copy()
+            if pending is None:
+                batch = self._ones[i : i + 1].copy()
+            else:
+                batch = (self._ones[i] + pending[i].astype(np.int64))[None]
+                pending[i] = 0.0
             self._ones[i] = 0
             out[i] = (np.array([t]), _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
         return out
@@ -489,17 +499,7 @@ class RandomizedResponseRecords(RecordRandomizer):
         ones += low[:, 0]
         ones += up[:, 0]
         self._pending_f = True
-        t = self._t
-        out = {}
-        for i in reversed(range(len(self.levels))):
-            lvl = self.levels[i]
-            if t % lvl.n_users:
-                continue
-            batch = (self._ones[i] + ones[i].astype(np.int64))[None]
-            self._ones[i] = 0
-            ones[i] = 0.0
-            out[i] = (np.array([t]), _sample_counts(batch, lvl.n_messages, lvl.q0, lvl.q1, rng))
-        return out
+        return self._release_closing(rng, ones)
 
     def decode(self, delivered: dict) -> dict:
         """Debias every released count: level i's count Z of a batch of b users with g messages each
