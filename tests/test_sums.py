@@ -573,3 +573,44 @@ def test_masked_clear_sum_is_the_plain_form_bit_for_bit(name):
         got = p.aggregate(x, mask=mask)
         ref = q.aggregate(x * mask[..., None])
         assert got.tobytes() == ref.tobytes()
+
+
+def test_the_masked_clear_path_rests_on_the_parts_declarations():
+    """The masked fast path (encode only the rows that joined) is taken on the parts' word: the randomizer's
+    ``row_wise_clear_sum`` and the intermediary's ``delivers_as_sent``.  A subclass that overrides ``encode`` (here: a
+    draw per row) or ``deliver`` (here: doubled messages) without declaring again loses the declaration, so its
+    masked round is the plain form's, aggregate(x·mask), bit for bit.  The same noisy randomizer declared clear
+    (wrongly) takes the fast path and its release differs: the check can fail."""
+
+    class NoisyRows(ExactVectors):
+        def encode(self, x, rng):
+            return x + rng.normal(size=x.shape)
+
+    class DeclaredNoisyRows(NoisyRows):
+        row_wise_clear_sum = True
+
+    class Doubling(Identity):
+        def deliver(self, messages, rng=None, *, modulus=None):
+            return 2.0 * messages
+
+    assert ExactVectors.row_wise_clear_sum and ClippedVectors.row_wise_clear_sum and Identity.delivers_as_sent
+    assert not DDGVectors.row_wise_clear_sum and not Shuffler.delivers_as_sent
+    assert not SecureAggregation.delivers_as_sent
+    assert not NoisyRows.row_wise_clear_sum and DeclaredNoisyRows.row_wise_clear_sum and not Doubling.delivers_as_sent
+    rng = np.random.default_rng(8)
+    R, n, d = 3, 50, 6
+    x = rng.normal(size=(R, n, d))
+    mask = rng.random((R, n)) < 0.4
+
+    def masked_and_plain(randomizer_type, intermediary_type):
+        p, q = (SumProtocol(randomizer_type(), intermediary_type(), PlainSum(), name="test").configure(
+            n_parties=n, dim=d, n_rounds=2, clip=1.0) for _ in range(2))
+        p.reset(n_runs=R, rng=np.random.default_rng(5))
+        q.reset(n_runs=R, rng=np.random.default_rng(5))
+        return p.aggregate(x, mask=mask), q.aggregate(x * mask[..., None])
+
+    for parts in ((NoisyRows, Identity), (ExactVectors, Doubling)):
+        got, ref = masked_and_plain(*parts)
+        assert got.tobytes() == ref.tobytes(), parts
+    got, ref = masked_and_plain(DeclaredNoisyRows, Identity)
+    assert not np.allclose(got, ref)

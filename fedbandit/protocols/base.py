@@ -170,6 +170,14 @@ class Intermediary(abc.ABC):
     name: ClassVar[str] = "intermediary"
     view: ClassVar[str] = "messages"
     trusted: ClassVar[str] = ""
+    #: Whether :meth:`deliver` hands the server the messages exactly as sent, each with its sender (no draws, no
+    #: reordering, no arithmetic).  A subclass that overrides ``deliver`` loses it unless it declares it again.
+    delivers_as_sent: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "delivers_as_sent" not in cls.__dict__ and "deliver" in cls.__dict__:
+            cls.delivers_as_sent = False
 
     def supports(self, randomizer: Randomizer) -> str | None:
         """Why ``randomizer``'s messages cannot go through this intermediary, naming both parts; None if they can."""

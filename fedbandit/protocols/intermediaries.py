@@ -57,6 +57,7 @@ class Identity(Intermediary):
     name: ClassVar[str] = "identity"
     view: ClassVar[str] = "messages"
     trusted: ClassVar[str] = "no intermediary"
+    delivers_as_sent: ClassVar[bool] = True
 
     def deliver(self, messages: np.ndarray, rng: np.random.Generator | None = None, *,
                 modulus: int | None = None) -> np.ndarray:

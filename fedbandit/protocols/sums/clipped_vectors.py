@@ -24,6 +24,7 @@ class ClippedVectors(ExactVectors):
 
     name: ClassVar[str] = "clipped-vectors"
     message: ClassVar[str] = "exact"
+    row_wise_clear_sum: ClassVar[bool] = True  # clip_l2 clips each row alone, without draws
 
     def describe(self) -> str:
         return "send the vector clipped to ℓ2 norm c (in the clear, to a trusted server)"

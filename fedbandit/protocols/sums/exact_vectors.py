@@ -19,6 +19,7 @@ class ExactVectors(SumRandomizer):
 
     name: ClassVar[str] = "exact-vectors"
     message: ClassVar[str] = "exact"
+    row_wise_clear_sum: ClassVar[bool] = True  # each row sent as it is, the delivered rows added up
 
     def describe(self) -> str:
         return "send the vector as it is"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -62,7 +62,20 @@ class SumRandomizer(Randomizer, SumNoise):
     ``poisson_rounds(setting) -> bool`` (whether it was configured so) and
     ``encode_sample(x, mask, rng)`` (the messages of the clients in ``mask``), as
     :class:`~fedbandit.protocols.sums.DDGVectors` does, and its ``event`` covers both relations.
+
+    ``row_wise_clear_sum`` (class attribute, default False) declares that :meth:`encode` maps each
+    party's row to its message alone and without draws, and :meth:`decode` adds the delivered rows
+    up: the sum of a masked round is then the sum of the joined rows' messages, and the protocol
+    encodes only those.  A subclass that overrides ``encode`` or ``decode`` loses the declaration
+    unless it makes it again in its own body.
     """
+
+    row_wise_clear_sum: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "row_wise_clear_sum" not in cls.__dict__ and not {"encode", "decode"}.isdisjoint(cls.__dict__):
+            cls.row_wise_clear_sum = False
 
     @abc.abstractmethod
     def reset(self, setting: SumSetting, n_runs: int, rng: np.random.Generator) -> None:

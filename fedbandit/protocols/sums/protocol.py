@@ -19,13 +19,11 @@ from fedbandit._validation import (
 from fedbandit.accounting.events import ConditionalEvent, DpEvent, SelfComposedEvent, check_relation
 from fedbandit.accounting.subsampling import SAMPLING_RELATIONS, SAMPLING_SCHEMES
 from fedbandit.protocols.base import Communication, Intermediary, Protocol
-from fedbandit.protocols.intermediaries import Identity
 from fedbandit.protocols.sums.binomial_decoder import BinomialDecoder
 from fedbandit.protocols.sums.binomial_vectors import BinomialVectors
 from fedbandit.protocols.sums.clipped_vectors import ClippedVectors
 from fedbandit.protocols.sums.ddg_decoder import DDGDecoder
 from fedbandit.protocols.sums.ddg_vectors import DDGVectors
-from fedbandit.protocols.sums.exact_vectors import ExactVectors
 from fedbandit.protocols.sums.gaussian_sum import GaussianSum
 from fedbandit.protocols.sums.parts import SumAnalyzer, SumRandomizer
 from fedbandit.protocols.sums.setting import SumSetting
@@ -286,9 +284,9 @@ class SumProtocol(Protocol):
 
     def _sums_rows_in_the_clear(self) -> bool:
         """Whether a round is the plain sum of row-wise messages: each vector sent as it is or clipped (no draws),
-        delivered with its sender and added up -- so a masked round need only encode the rows that joined."""
-        return (type(self.randomizer) in (ExactVectors, ClippedVectors) and type(self.intermediary) is Identity
-                and type(self.randomizer).decode is SumRandomizer.decode)
+        delivered with its sender and added up -- so a masked round need only encode the rows that joined.  The parts
+        declare it: the randomizer's ``row_wise_clear_sum``, the intermediary's ``delivers_as_sent``."""
+        return self.randomizer.row_wise_clear_sum and self.intermediary.delivers_as_sent
 
     def _masked_sum(self, x: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The decoded sum of a masked round, ``decode(encode(x * mask))``, from the rows that joined only.
