@@ -692,6 +692,20 @@ def _run_serial(func: Callable, units: list[list[_Task]], run_together: _RunToge
         yield _evaluate_unit(func, unit, run_together)
 
 
+# loky's warning when a worker that left after idling (its idle_worker_timeout) is replaced while jobs wait: a clean
+# exit, not a failure (a worker that dies raises TerminatedWorkerError instead).  It is issued by the executor's
+# management thread of the calling process, so it reached the pages' output with the build's paths.
+_LOKY_IDLE_EXIT = "A worker stopped while some jobs were given to the executor"
+
+
+@contextlib.contextmanager
+def _quiet_loky_idle_exits() -> Iterator[None]:
+    """Ignore loky's warning about a replaced idle worker (only that message) while a joblib grid runs."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=re.escape(_LOKY_IDLE_EXIT), category=UserWarning)
+        yield
+
+
 def _run_joblib(func: Callable, units: list[list[_Task]], n_jobs: int,
                 run_together: _RunTogether) -> Iterator[list[_Outcome]]:
     from joblib import Parallel, delayed
@@ -935,6 +949,7 @@ def run_grid(
             if backend == "serial":
                 stream = _run_serial(func, units, run_together)
             elif backend == "joblib":
+                stack.enter_context(_quiet_loky_idle_exits())
                 stream = _run_joblib(func, units, n_jobs, run_together)
             else:
                 client = stack.enter_context(_dask_client(scheduler, n_jobs, len(units)))
