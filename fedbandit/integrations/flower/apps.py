@@ -65,6 +65,7 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 try:
     import flwr.compat.common.recorddict_compat as _compat
     from flwr.app import ConfigRecord
+    from flwr.client import NumPyClient
     from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.common.logger import log as _flwr_log
     from flwr.server.strategy import Strategy
@@ -342,6 +343,39 @@ def _pending_message_pickup():
         vce_api.add_messages_to_queue = original
 
 
+class _SimulatedClientFn:
+    """``client_fn(context)`` of a simulated federation: client ``partition-id`` trains with ``train`` and fails in
+    the ``(round, partition_id)`` pairs of ``drop`` (picklable by reference: see :func:`run_ddg_simulation`)."""
+
+    def __init__(self, train, drop: frozenset):
+        self.train, self.drop = train, drop
+
+    def __call__(self, context):
+        return _SimulatedClient(int(context.node_config["partition-id"]), self.train, self.drop).to_client()
+
+
+class _SimulatedClient(NumPyClient):
+    def __init__(self, pid: int, train, drop: frozenset):
+        self.pid, self.train, self.drop = pid, train, drop
+
+    def fit(self, parameters, config):
+        if (int(config["ddg.round"]), self.pid) in self.drop:
+            raise RuntimeError(f"simulated dropout of client {self.pid} in round {config['ddg.round']}")
+        update = np.asarray(self.train(self.pid, parameters[0]), dtype=np.float64)
+        return [update], 1, {"partition-id": self.pid}
+
+
+class _KeyedDDGMod:
+    """:func:`ddg_mod` with each simulated client's own key, ``keys(partition_id)`` (None: fresh OS keys)."""
+
+    def __init__(self, setting: DDGSetting, keys):
+        self.setting, self.keys = setting, keys
+
+    def __call__(self, msg, ctxt, call_next):
+        key = None if self.keys is None else self.keys(int(ctxt.node_config["partition-id"]))
+        return ddg_mod(self.setting, key=key)(msg, ctxt, call_next)
+
+
 def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_shares=1.0, reconstruction_threshold=0.5,
                        momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, dropouts=(),
                        num_cpus=2, verbose=False) -> dict:
@@ -376,7 +410,6 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         ``evaluate``), ``W`` (the final model), ``seconds`` (wall clock of the run).
     """
     # flwr (the optional flower extra, with Ray) loads only when a federation runs
-    from flwr.client import NumPyClient
     from flwr.client.mod import secaggplus_mod
     from flwr.clientapp import ClientApp
     from flwr.server import LegacyContext, ServerConfig
@@ -390,24 +423,10 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     strategy = DDGFedAvgM(setting, initial, momentum=momentum, server_lr=server_lr, sampling_seed=sampling_seed,
                           evaluate=evaluate)
 
-    class _Client(NumPyClient):
-        def __init__(self, pid):
-            self.pid = pid
-
-        def fit(self, parameters, config):
-            if (int(config["ddg.round"]), self.pid) in drop:
-                raise RuntimeError(f"simulated dropout of client {self.pid} in round {config['ddg.round']}")
-            update = np.asarray(train(self.pid, parameters[0]), dtype=np.float64)
-            return [update], 1, {"partition-id": self.pid}
-
-    def client_fn(context):
-        return _Client(int(context.node_config["partition-id"])).to_client()
-
-    def key_mod(msg, ctxt, call_next):  # each simulated client's own key (deployment: keys=None, fresh OS keys)
-        key = None if keys is None else keys(int(ctxt.node_config["partition-id"]))
-        return ddg_mod(setting, key=key)(msg, ctxt, call_next)
-
-    client_app = ClientApp(client_fn=client_fn, mods=[secaggplus_mod, key_mod])
+    # The client function and the mod are instances of module-level classes: Flower's Ray backend pickles the
+    # client app with every message it hands to a worker, and cloudpickle rebuilds local functions and classes
+    # by value each time (a search of sys.modules per function, on the driver and again in the worker).
+    client_app = ClientApp(client_fn=_SimulatedClientFn(train, drop), mods=[secaggplus_mod, _KeyedDDGMod(setting, keys)])
     server_app = ServerApp()
 
     @server_app.main()
