@@ -259,3 +259,41 @@ def test_pending_message_pickup_delivers_what_flowers_loop_delivers():
     assert flower == [[(0, "3"), (3, "0"), (17, "1"), (22, "5"), (39, "4")], [(17, "2")], []]
     assert sweeps(apps._add_pending_messages_to_queue, 3) == flower
     assert sweeps(apps._add_pending_messages_to_queue, 3, first_pending_only=True) != flower
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_the_simulated_client_app_pickles_without_closures_and_rebuilds_the_same_app(monkeypatch):
+    """Flower's Ray backend pickles the client app with every message it hands to a worker: the app that
+    run_ddg_simulation builds pickles with the standard pickle (no closure or local class, which cloudpickle would
+    rebuild by value each time) and unpickles to an app with the same client function and mods, which trains and
+    drops out as the original does.  An app built from closures (as before) fails the first check."""
+    import pickle
+
+    import flwr.simulation
+    from flwr.client.mod import secaggplus_mod
+
+    from fedbandit.integrations.flower import DigitsClients, apps
+
+    captured = {}
+    monkeypatch.setattr(flwr.simulation, "run_simulation", lambda server_app, client_app, **kw: captured.update(app=client_app))
+    clients = DigitsClients(SETTING["n_clients"])
+    s = DDGSetting(**dict(SETTING, dim=clients.dim))
+    with pytest.raises(RuntimeError, match="completed 0 of 2 rounds"):
+        apps.run_ddg_simulation(s, clients, initial=np.zeros(s.dim), keys=_key, dropouts=[(2, 5)])
+    app = captured["app"]
+    copy = pickle.loads(pickle.dumps(app))
+    assert type(copy) is type(app) and len(copy._mods) == 2 and copy._mods[0] is secaggplus_mod
+    mod, fn = copy._mods[1], copy._arguments[0]
+    assert (mod.setting, mod.keys(4)) == (s, _key(4)) and fn.drop == frozenset({(2, 5)})
+    W = np.random.default_rng(1).normal(size=s.dim) * 0.01
+    from flwr.app import Context, RecordDict
+
+    def fit(client_fn, pid, round_):
+        ctxt = Context(run_id=0, node_id=1, node_config={"partition-id": pid}, state=RecordDict(), run_config={})
+        return client_fn(ctxt).numpy_client.fit([W], {"ddg.round": round_})
+
+    for pid, round_ in ((4, 1), (5, 1), (4, 2)):
+        (got,), n, metrics = fit(fn, pid, round_)
+        assert np.array_equal(got, clients(pid, W)) and n == 1 and metrics == {"partition-id": pid}
+    with pytest.raises(RuntimeError, match="simulated dropout of client 5 in round 2"):
+        fit(fn, 5, 2)

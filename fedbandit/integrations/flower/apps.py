@@ -66,6 +66,7 @@ try:
     import flwr.compat.common.recorddict_compat as _compat
     from flwr.app import ConfigRecord
     from flwr.client import NumPyClient
+    from flwr.clientapp import ClientApp
     from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.common.logger import log as _flwr_log
     from flwr.server.strategy import Strategy
@@ -343,6 +344,24 @@ def _pending_message_pickup():
         vce_api.add_messages_to_queue = original
 
 
+class _SimulatedClientApp(ClientApp):
+    """``ClientApp(client_fn=client_fn, mods=list(mods))`` that pickles as its arguments.
+
+    Flower's Ray backend pickles the client app with every message it hands to a worker.  A
+    ``ClientApp`` holds closures that cloudpickle rebuilds by value each time (a search of
+    ``sys.modules`` per function, on the driver and again in the worker), as it would local
+    functions or classes of ours; this one pickles as its class and arguments (module-level
+    objects: by reference), and the worker builds the same app from them.
+    """
+
+    def __init__(self, client_fn, mods):
+        super().__init__(client_fn=client_fn, mods=list(mods))
+        self._arguments = (client_fn, tuple(mods))
+
+    def __reduce__(self):
+        return type(self), self._arguments
+
+
 class _SimulatedClientFn:
     """``client_fn(context)`` of a simulated federation: client ``partition-id`` trains with ``train`` and fails in
     the ``(round, partition_id)`` pairs of ``drop`` (picklable by reference: see :func:`run_ddg_simulation`)."""
@@ -411,7 +430,6 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     """
     # flwr (the optional flower extra, with Ray) loads only when a federation runs
     from flwr.client.mod import secaggplus_mod
-    from flwr.clientapp import ClientApp
     from flwr.server import LegacyContext, ServerConfig
     from flwr.server.workflow import DefaultWorkflow
     from flwr.serverapp import ServerApp
@@ -423,10 +441,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     strategy = DDGFedAvgM(setting, initial, momentum=momentum, server_lr=server_lr, sampling_seed=sampling_seed,
                           evaluate=evaluate)
 
-    # The client function and the mod are instances of module-level classes: Flower's Ray backend pickles the
-    # client app with every message it hands to a worker, and cloudpickle rebuilds local functions and classes
-    # by value each time (a search of sys.modules per function, on the driver and again in the worker).
-    client_app = ClientApp(client_fn=_SimulatedClientFn(train, drop), mods=[secaggplus_mod, _KeyedDDGMod(setting, keys)])
+    client_app = _SimulatedClientApp(_SimulatedClientFn(train, drop), (secaggplus_mod, _KeyedDDGMod(setting, keys)))
     server_app = ServerApp()
 
     @server_app.main()
