@@ -297,3 +297,41 @@ def test_the_simulated_client_app_pickles_without_closures_and_rebuilds_the_same
         assert np.array_equal(got, clients(pid, W)) and n == 1 and metrics == {"partition-id": pid}
     with pytest.raises(RuntimeError, match="simulated dropout of client 5 in round 2"):
         fit(fn, 5, 2)
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_cached_lagrange_reconstruction_recovers_what_flowers_combine_shares_recovers():
+    """The server's unmask stage reconstructs every survivor's secret with apps._lagrange_combine_shares (Lagrange
+    coefficients computed once per set of share indices): on secrets of 1-48 bytes shared by Flower's own
+    create_shares, thresholds 2-8 of up to 12 shares, any subset of at least the threshold, it returns the bytes
+    Flower's combine_shares returns (the secret); a duplicate index is refused; the swap lasts only while the
+    stage runs.  Coefficients cached by the number of shares instead of their indices fail here, and so
+    does a cache keyed by the indices in arrival order (a miss per secret: ~12 ms each)."""
+    import random
+
+    from flwr.common.secure_aggregation.crypto.shamir import combine_shares, create_shares
+    from flwr.server.workflow.secure_aggregation import secaggplus_workflow
+
+    from fedbandit.integrations.flower import apps
+
+    rnd = random.Random(0)
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        secret = rng.bytes(int(rnd.choice([1, 16, 31, 32, 48])))
+        t = rnd.randint(2, 8)
+        shares = create_shares(secret, t, rnd.randint(t, 12))
+        some = rnd.sample(shares, rnd.randint(t, len(shares)))
+        assert apps._lagrange_combine_shares(some) == combine_shares(some) == secret
+    with pytest.raises(ValueError, match="Duplicate share"):
+        apps._lagrange_combine_shares([shares[0], shares[1], shares[0]])
+    # the coefficients of a set of indices are computed once, whatever the order of the shares (as they arrive)
+    shares = create_shares(b"k" * 32, 6, 11)
+    apps._lagrange_tables.cache_clear()
+    for _ in range(5):
+        rnd.shuffle(shares)
+        assert apps._lagrange_combine_shares(shares) == b"k" * 32
+    assert apps._lagrange_tables.cache_info().misses == 1
+    flowers = secaggplus_workflow.combine_shares
+    with apps._cached_lagrange_reconstruction():
+        assert secaggplus_workflow.combine_shares is apps._lagrange_combine_shares
+    assert secaggplus_workflow.combine_shares is flowers
