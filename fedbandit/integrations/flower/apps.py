@@ -227,7 +227,7 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
 _GF128_MODULUS = (1 << 128) | 0x87
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)  # ~2 MB a set of 11 indices; a round without dropouts has one set
 def _lagrange_tables(xs: tuple) -> tuple:
     """For share indices ``xs`` (sorted): per index j, the map y -> l_j(0)·y of GF(2^128) as 16 byte-window tables.
 
