@@ -170,7 +170,9 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
     Every check runs here, before any round.  After each round :attr:`records` gains a
     :class:`RoundRecord` (the modular sum, the decoded sum Σ_i Δ_i, ε so far), and the
     strategy's ``aggregate_fit`` receives the decoded *sum* (one result, ``num_examples``
-    = the survivors), which :class:`DDGFedAvgM` turns into the model update.
+    = the survivors), which :class:`DDGFedAvgM` turns into the model update.  The unmask
+    stage is Flower's, its Shamir reconstructions computed with the Lagrange coefficients of
+    each set of share indices computed once (:func:`_lagrange_combine_shares`: the same secrets).
     """
 
     def __init__(self, setting: DDGSetting, num_shares, reconstruction_threshold, *, modulus_range=None, clip=None,
