@@ -259,3 +259,79 @@ def test_pending_message_pickup_delivers_what_flowers_loop_delivers():
     assert flower == [[(0, "3"), (3, "0"), (17, "1"), (22, "5"), (39, "4")], [(17, "2")], []]
     assert sweeps(apps._add_pending_messages_to_queue, 3) == flower
     assert sweeps(apps._add_pending_messages_to_queue, 3, first_pending_only=True) != flower
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_the_simulated_client_app_pickles_without_closures_and_rebuilds_the_same_app(monkeypatch):
+    """Flower's Ray backend pickles the client app with every message it hands to a worker: the app that
+    run_ddg_simulation builds pickles with the standard pickle (no closure or local class, which cloudpickle would
+    rebuild by value each time) and unpickles to an app with the same client function and mods, which trains and
+    drops out as the original does.  An app built from closures (as before) fails the first check."""
+    import pickle
+
+    import flwr.simulation
+    from flwr.client.mod import secaggplus_mod
+
+    from fedbandit.integrations.flower import DigitsClients, apps
+
+    captured = {}
+    monkeypatch.setattr(flwr.simulation, "run_simulation", lambda server_app, client_app, **kw: captured.update(app=client_app))
+    clients = DigitsClients(SETTING["n_clients"])
+    s = DDGSetting(**dict(SETTING, dim=clients.dim))
+    with pytest.raises(RuntimeError, match="completed 0 of 2 rounds"):
+        apps.run_ddg_simulation(s, clients, initial=np.zeros(s.dim), keys=_key, dropouts=[(2, 5)])
+    app = captured["app"]
+    copy = pickle.loads(pickle.dumps(app))
+    assert type(copy) is type(app) and len(copy._mods) == 2 and copy._mods[0] is secaggplus_mod
+    mod, fn = copy._mods[1], copy._arguments[0]
+    assert (mod.setting, mod.keys(4)) == (s, _key(4)) and fn.drop == frozenset({(2, 5)})
+    W = np.random.default_rng(1).normal(size=s.dim) * 0.01
+    from flwr.app import Context, RecordDict
+
+    def fit(client_fn, pid, round_):
+        ctxt = Context(run_id=0, node_id=1, node_config={"partition-id": pid}, state=RecordDict(), run_config={})
+        return client_fn(ctxt).numpy_client.fit([W], {"ddg.round": round_})
+
+    for pid, round_ in ((4, 1), (5, 1), (4, 2)):
+        (got,), n, metrics = fit(fn, pid, round_)
+        assert np.array_equal(got, clients(pid, W)) and n == 1 and metrics == {"partition-id": pid}
+    with pytest.raises(RuntimeError, match="simulated dropout of client 5 in round 2"):
+        fit(fn, 5, 2)
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_cached_lagrange_reconstruction_recovers_what_flowers_combine_shares_recovers():
+    """The server's unmask stage reconstructs every survivor's secret with apps._lagrange_combine_shares (Lagrange
+    coefficients computed once per set of share indices): on secrets of 1-48 bytes shared by Flower's own
+    create_shares, thresholds 2-8 of up to 12 shares, any subset of at least the threshold, it returns the bytes
+    Flower's combine_shares returns (the secret); a duplicate index is refused; the swap lasts only while the
+    stage runs.  Coefficients cached by the number of shares instead of their indices fail here, and so
+    does a cache keyed by the indices in arrival order (a miss per secret: ~12 ms each)."""
+    import random
+
+    from flwr.common.secure_aggregation.crypto.shamir import combine_shares, create_shares
+    from flwr.server.workflow.secure_aggregation import secaggplus_workflow
+
+    from fedbandit.integrations.flower import apps
+
+    rnd = random.Random(0)
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        secret = rng.bytes(int(rnd.choice([1, 16, 31, 32, 48])))
+        t = rnd.randint(2, 8)
+        shares = create_shares(secret, t, rnd.randint(t, 12))
+        some = rnd.sample(shares, rnd.randint(t, len(shares)))
+        assert apps._lagrange_combine_shares(some) == combine_shares(some) == secret
+    with pytest.raises(ValueError, match="Duplicate share"):
+        apps._lagrange_combine_shares([shares[0], shares[1], shares[0]])
+    # the coefficients of a set of indices are computed once, whatever the order of the shares (as they arrive)
+    shares = create_shares(b"k" * 32, 6, 11)
+    apps._lagrange_tables.cache_clear()
+    for _ in range(5):
+        rnd.shuffle(shares)
+        assert apps._lagrange_combine_shares(shares) == b"k" * 32
+    assert apps._lagrange_tables.cache_info().misses == 1
+    flowers = secaggplus_workflow.combine_shares
+    with apps._cached_lagrange_reconstruction():
+        assert secaggplus_workflow.combine_shares is apps._lagrange_combine_shares
+    assert secaggplus_workflow.combine_shares is flowers

@@ -35,6 +35,7 @@ References
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -65,6 +66,8 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 try:
     import flwr.compat.common.recorddict_compat as _compat
     from flwr.app import ConfigRecord
+    from flwr.client import NumPyClient
+    from flwr.clientapp import ClientApp
     from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.common.logger import log as _flwr_log
     from flwr.server.strategy import Strategy
@@ -167,7 +170,9 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
     Every check runs here, before any round.  After each round :attr:`records` gains a
     :class:`RoundRecord` (the modular sum, the decoded sum Σ_i Δ_i, ε so far), and the
     strategy's ``aggregate_fit`` receives the decoded *sum* (one result, ``num_examples``
-    = the survivors), which :class:`DDGFedAvgM` turns into the model update.
+    = the survivors), which :class:`DDGFedAvgM` turns into the model update.  The unmask
+    stage is Flower's, its Shamir reconstructions computed with the Lagrange coefficients of
+    each set of share indices computed once (:func:`_lagrange_combine_shares`: the same secrets).
     """
 
     def __init__(self, setting: DDGSetting, num_shares, reconstruction_threshold, *, modulus_range=None, clip=None,
@@ -195,6 +200,11 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
         if self.records:
             self.records[-1].seconds = time.perf_counter() - t0
 
+    def unmask_stage(self, grid, context, state):
+        """Flower's unmask stage, its Shamir reconstructions with :func:`_lagrange_combine_shares` (the same secrets)."""
+        with _cached_lagrange_reconstruction():
+            return super().unmask_stage(grid, context, state)
+
     def decode(self, server_round: int, results):
         """Recover the survivors' modular sum from SecAgg+'s output, decode it and account the round."""
         s = self.setting
@@ -212,6 +222,98 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
         _flwr_log(logging.INFO, "[DDG] round %d: sum of %d clients decoded; epsilon so far %.4g (delta %g)",
                   server_round, n_alive, eps, s.delta)
         return total
+
+
+#: pycryptodome's GF(2^128) (``Crypto.Protocol.SecretSharing._Element``, Flower's Shamir field): an element is a
+#: 128-bit integer, bit k the coefficient of x^k, modulo x^128 + x^7 + x^2 + x + 1.
+_GF128_MODULUS = (1 << 128) | 0x87
+
+
+@functools.lru_cache(maxsize=8)  # ~2 MB a set of 11 indices; a round without dropouts has one set
+def _lagrange_tables(xs: tuple) -> tuple:
+    """For share indices ``xs`` (sorted): per index j, the map y -> l_j(0)·y of GF(2^128) as 16 byte-window tables.
+
+    l_j(0) = Π_{m≠j} x_m / Π_{m≠j} (x_m + x_j) is computed with pycryptodome's own field arithmetic,
+    as ``Shamir.combine`` does for every chunk of every secret; it depends only on the indices, which
+    every secret of a round shares (the neighbours' positions), so it is computed once per set.  l_j(0) is
+    symmetric in the other indices: the tables of a set serve its shares in any order.
+    """
+    from Crypto.Protocol.SecretSharing import _Element
+
+    tables = []
+    for j, xj in enumerate(xs):
+        num, den = _Element(1), _Element(1)
+        for m, xm in enumerate(xs):
+            if m != j:
+                num *= _Element(xm)
+                den *= _Element(xm) + _Element(xj)
+        v = int(num * den.inverse())
+        powers = []  # l_j(0)·x^k, k = 0..127
+        for _ in range(128):
+            powers.append(v)
+            v <<= 1
+            if v >> 128:
+                v ^= _GF128_MODULUS
+        windows = []  # windows[w][b] = l_j(0)·(b x^{8w}), byte w counted from the least significant
+        for w in range(16):
+            t = [0] * 256
+            for b in range(1, 256):
+                low = b & -b
+                t[b] = t[b ^ low] ^ powers[8 * w + low.bit_length() - 1]
+            windows.append(t[:])
+        tables.append(tuple(reversed(windows)))  # indexed by the position of the byte in the 16-byte big-endian chunk
+    return tuple(tables)
+
+
+def _lagrange_combine_shares(share_list: list) -> bytes:
+    """``flwr.common.secure_aggregation.crypto.shamir.combine_shares`` (flwr 1.42.0), with the Lagrange
+    coefficients of the share indices computed once per set of indices (:func:`_lagrange_tables`).
+
+    A share is <4-byte little-endian index><16-byte share of chunk 1><...of chunk 2>...; every chunk is
+    interpolated at 0 in pycryptodome's GF(2^128) as ``Shamir.combine(shares, ssss=False)`` does (exact
+    field arithmetic: the same bytes), and the chunks, concatenated, are unpadded (PKCS#7, 16).
+    """
+    from Crypto.Util.Padding import unpad
+
+    chunk_num = (len(share_list[0]) - 4) >> 4
+    xs = tuple(int.from_bytes(share[:4], "little", signed=False) for share in share_list)
+    if len(set(xs)) != len(xs):
+        raise ValueError("Duplicate share")
+    indices = tuple(sorted(xs))  # one set of indices, in whatever order the neighbours' shares arrived
+    by_index = dict(zip(indices, _lagrange_tables(indices)))
+    tables = [by_index[x] for x in xs]
+    secret_padded = bytearray(0)
+    for i in range(chunk_num):
+        start = (i << 4) + 4
+        acc = 0
+        for windows, share in zip(tables, share_list):
+            for table, byte in zip(windows, share[start:start + 16]):
+                acc ^= table[byte]
+        secret_padded += acc.to_bytes(16, "big")
+    try:
+        return unpad(bytes(secret_padded), 16)
+    except ValueError:
+        raise ValueError("Failed to combine shares") from None
+
+
+@contextlib.contextmanager
+def _cached_lagrange_reconstruction():
+    """Flower 1.42.0's SecAgg+ server unmask stage with :func:`_lagrange_combine_shares` for the duration (any
+    other version keeps its own).  Flower's ``combine_shares`` interpolates every 16-byte chunk of every
+    survivor's secret from scratch (an inversion per share, bit-serial multiplications in pure Python):
+    at 100 clients a round, 11 shares each, ~2.5 s of the server's CPU per round."""
+    import flwr
+    from flwr.server.workflow.secure_aggregation import secaggplus_workflow
+
+    original = getattr(secaggplus_workflow, "combine_shares", None)
+    if flwr.__version__ != "1.42.0" or original is None:
+        yield
+        return
+    secaggplus_workflow.combine_shares = _lagrange_combine_shares
+    try:
+        yield
+    finally:
+        secaggplus_workflow.combine_shares = original
 
 
 class _DecodingStrategy:
@@ -342,6 +444,57 @@ def _pending_message_pickup():
         vce_api.add_messages_to_queue = original
 
 
+class _SimulatedClientApp(ClientApp):
+    """``ClientApp(client_fn=client_fn, mods=list(mods))`` that pickles as its arguments.
+
+    Flower's Ray backend pickles the client app with every message it hands to a worker.  A
+    ``ClientApp`` holds closures that cloudpickle rebuilds by value each time (a search of
+    ``sys.modules`` per function, on the driver and again in the worker), as it would local
+    functions or classes of ours; this one pickles as its class and arguments (module-level
+    objects: by reference), and the worker builds the same app from them.
+    """
+
+    def __init__(self, client_fn, mods):
+        super().__init__(client_fn=client_fn, mods=list(mods))
+        self._arguments = (client_fn, tuple(mods))
+
+    def __reduce__(self):
+        return type(self), self._arguments
+
+
+class _SimulatedClientFn:
+    """``client_fn(context)`` of a simulated federation: client ``partition-id`` trains with ``train`` and fails in
+    the ``(round, partition_id)`` pairs of ``drop`` (picklable by reference: see :func:`run_ddg_simulation`)."""
+
+    def __init__(self, train, drop: frozenset):
+        self.train, self.drop = train, drop
+
+    def __call__(self, context):
+        return _SimulatedClient(int(context.node_config["partition-id"]), self.train, self.drop).to_client()
+
+
+class _SimulatedClient(NumPyClient):
+    def __init__(self, pid: int, train, drop: frozenset):
+        self.pid, self.train, self.drop = pid, train, drop
+
+    def fit(self, parameters, config):
+        if (int(config["ddg.round"]), self.pid) in self.drop:
+            raise RuntimeError(f"simulated dropout of client {self.pid} in round {config['ddg.round']}")
+        update = np.asarray(self.train(self.pid, parameters[0]), dtype=np.float64)
+        return [update], 1, {"partition-id": self.pid}
+
+
+class _KeyedDDGMod:
+    """:func:`ddg_mod` with each simulated client's own key, ``keys(partition_id)`` (None: fresh OS keys)."""
+
+    def __init__(self, setting: DDGSetting, keys):
+        self.setting, self.keys = setting, keys
+
+    def __call__(self, msg, ctxt, call_next):
+        key = None if self.keys is None else self.keys(int(ctxt.node_config["partition-id"]))
+        return ddg_mod(self.setting, key=key)(msg, ctxt, call_next)
+
+
 def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_shares=1.0, reconstruction_threshold=0.5,
                        momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, dropouts=(),
                        num_cpus=2, verbose=False) -> dict:
@@ -376,9 +529,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         ``evaluate``), ``W`` (the final model), ``seconds`` (wall clock of the run).
     """
     # flwr (the optional flower extra, with Ray) loads only when a federation runs
-    from flwr.client import NumPyClient
     from flwr.client.mod import secaggplus_mod
-    from flwr.clientapp import ClientApp
     from flwr.server import LegacyContext, ServerConfig
     from flwr.server.workflow import DefaultWorkflow
     from flwr.serverapp import ServerApp
@@ -390,24 +541,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     strategy = DDGFedAvgM(setting, initial, momentum=momentum, server_lr=server_lr, sampling_seed=sampling_seed,
                           evaluate=evaluate)
 
-    class _Client(NumPyClient):
-        def __init__(self, pid):
-            self.pid = pid
-
-        def fit(self, parameters, config):
-            if (int(config["ddg.round"]), self.pid) in drop:
-                raise RuntimeError(f"simulated dropout of client {self.pid} in round {config['ddg.round']}")
-            update = np.asarray(train(self.pid, parameters[0]), dtype=np.float64)
-            return [update], 1, {"partition-id": self.pid}
-
-    def client_fn(context):
-        return _Client(int(context.node_config["partition-id"])).to_client()
-
-    def key_mod(msg, ctxt, call_next):  # each simulated client's own key (deployment: keys=None, fresh OS keys)
-        key = None if keys is None else keys(int(ctxt.node_config["partition-id"]))
-        return ddg_mod(setting, key=key)(msg, ctxt, call_next)
-
-    client_app = ClientApp(client_fn=client_fn, mods=[secaggplus_mod, key_mod])
+    client_app = _SimulatedClientApp(_SimulatedClientFn(train, drop), (secaggplus_mod, _KeyedDDGMod(setting, keys)))
     server_app = ServerApp()
 
     @server_app.main()
