@@ -887,6 +887,72 @@ def test_aligned_periods_release_what_the_level_loop_releases(monkeypatch, sizes
     assert fast._noise_rng.bit_generator.state == plain._noise_rng.bit_generator.state
 
 
+@pytest.mark.parametrize("c", [1, 2, 3, 7, 64, 65, 255, 256])
+@pytest.mark.parametrize("threshold", [0, None])
+def test_level_user_sums_are_the_plain_sums(monkeypatch, c, threshold):
+    """_level_user_sums (floors by one product with ones, increments as bytes added in halves) against the plain
+    sums over the users, low.sum(axis=1) + the count of True, at every c (odd ones leave a remainder at some
+    halving; 256 users overflow a byte: the plain path), with the product path forced (threshold 0) or not.
+    (Dropping the odd remainder, or a byte count past 255, fails it.)"""
+    import fedbandit.protocols.concurrent as pc
+
+    if threshold is not None:
+        monkeypatch.setattr(pc, "_SUMS_BY_PRODUCT", threshold)
+    rng = np.random.default_rng(c)
+    k, R, D = 3, 4, 5
+    low = np.floor(rng.random((k, c, R, D)) * np.array([1.0, 23.0, 725.0])[:, None, None, None])
+    up = rng.random(low.shape) < 0.5
+    up[1] = True  # every increment set: a level's count reaches c
+    plain = np.zeros((k, R, D), dtype=np.int64)
+    for i in range(k):
+        for u in range(c):
+            plain[i] += low[i, u].astype(np.int64) + up[i, u]
+    got = pc._level_user_sums(low, up)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, plain)
+
+
+@pytest.mark.parametrize("sizes,period,runs", [((256, 128, 64), 64, 60), ((195, 65), 65, 80)])
+def test_periods_of_many_users_release_the_plain_implementations_counts(sizes, period, runs):
+    """Periods of c > 1 users (work arrays kept between periods; the levels' sums by _level_user_sums, whose
+    product path these sizes take: k·c·R·D ≥ 50 000) release the counts and leave the generator state of the
+    plain form written out here: a new rounding array per period (⌊g z⌋ + 1{U < g z − ⌊g z⌋}, one draw of
+    uniforms (k, c, R, D)), every level's running count summed over the users, and each level whose batch
+    closes at t, finest first, sampled as Bin(ones, q1) + Bin(m − ones, q0) and restarted.  (Rounding with the
+    previous period's uniforms, or a sum that drops a user, fails it.)"""
+    from fedbandit.protocols.concurrent import _records01
+
+    dim, n = 2, 4 * sizes[0]
+    x, y, _ = _users(np.random.default_rng(9), n, runs, dim)
+    proto = _configured_period(sizes, n, period).reset(n_runs=runs, rng=np.random.default_rng(1))
+    r = proto.randomizer
+    assert all(lvl.n_messages > 16 for lvl in r.levels)  # two binomials per count (no small-batch table)
+    assert len(sizes) * period * runs * r.n_coords >= 50_000
+    rng, ref_rng = np.random.default_rng(21), np.random.default_rng(21)
+    g = np.array(r.resolutions, dtype=float)[:, None, None, None]
+    ones = np.zeros((len(sizes), runs, r.n_coords), dtype=np.int64)
+    for t in range(period, n + 1, period):
+        xs, ys = x[t - period : t], y[t - period : t]
+        got = r.encode((xs, ys), rng)
+        scaled = _records01(xs, ys, r.half_range)[None] * g
+        low = np.floor(scaled)
+        rounded = low + (ref_rng.random(scaled.shape) < scaled - low)
+        ones += rounded.sum(axis=1).astype(np.int64)
+        want = {}
+        for i in reversed(range(len(sizes))):
+            lvl = r.levels[i]
+            if t % lvl.n_users == 0:
+                batch = ones[i : i + 1].copy()
+                ones[i] = 0
+                want[i] = ref_rng.binomial(batch, lvl.q1) + ref_rng.binomial(lvl.n_messages - batch, lvl.q0)
+        assert list(got) == list(want)
+        for i in want:
+            np.testing.assert_array_equal(got[i][0], [t])
+            np.testing.assert_array_equal(got[i][1], want[i])
+        np.testing.assert_array_equal(r._ones, ones)
+    assert rng.bit_generator.state == ref_rng.bit_generator.state
+
+
 @pytest.mark.parametrize("layout", ["one", "broadcast", "per-run"])
 def test_static_played_is_the_fancy_indexed_gather(layout):
     """_static_played's take of one table's rows equals feats[runs[:, None] or 0, arms] for the three layouts
