@@ -953,6 +953,51 @@ def test_periods_of_many_users_release_the_plain_implementations_counts(sizes, p
     assert rng.bit_generator.state == ref_rng.bit_generator.state
 
 
+@pytest.mark.parametrize("shape", [(4, 64, 20), (27, 2, 2), (3, 5, 1), (6, 7)])
+def test_tie_argmax_is_the_plain_tie_rule(shape):
+    """_tie_argmax (the row's largest score read at its arg-max) against the rule written out with the
+    reduction: threshold max − TIE_TOL·max(1, |max|), the first arm at or above it; on rows with exact ties,
+    ties within the tolerance, signed zeros, a NaN, masked (−inf) arms, a row of −inf only, and +inf, for a
+    C-ordered array, a transposed view and a given arg-max.  (Reading the score at the last arg-max, or a
+    threshold without the max(1, |max|) factor, fails it.)"""
+    from fedbandit.learners.concurrent_linucb import _tie_argmax
+    from fedbandit.learners.linucb import TIE_TOL
+
+    def plain(scores):
+        best = scores.max(axis=-1, keepdims=True)
+        best -= TIE_TOL * np.maximum(1.0, np.abs(best))
+        return np.argmax(scores >= best, axis=-1)
+
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1])
+    scores = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
+    rows = scores.reshape(-1, shape[-1])
+    K, n = shape[-1], rows.shape[0]
+    rows[rng.random(rows.shape) < 0.1] = -np.inf
+    for r in range(0, n, 5):
+        j = rng.integers(K)
+        kind = (r // 5) % 7
+        if kind == 0:
+            rows[r, j:] = rows[r].max() if np.isfinite(rows[r].max()) else 1.0  # exact ties
+        elif kind == 1:
+            rows[r, :] = 5.0 - 5.0 * TIE_TOL * rng.random(K)  # ties within the tolerance, |max| > 1
+        elif kind == 2:
+            rows[r, :] = rng.choice([0.0, -0.0], K)  # signed zeros
+        elif kind == 3:
+            rows[r, j] = np.nan
+        elif kind == 4:
+            rows[r, :] = -np.inf
+        elif kind == 5:
+            rows[r, j] = np.inf
+        else:
+            rows[r, :] = 0.5 - 0.5 * TIE_TOL * rng.random(K)  # ties within the tolerance, |max| < 1
+    with np.errstate(invalid="ignore"):  # inf − inf in the threshold of the +inf rows (NaN: no arm above it)
+        want = plain(scores)
+        np.testing.assert_array_equal(_tie_argmax(scores), want)
+        np.testing.assert_array_equal(_tie_argmax(scores, np.argmax(scores, axis=-1)), want)
+        swapped = np.ascontiguousarray(np.swapaxes(scores, 0, -1))
+        np.testing.assert_array_equal(_tie_argmax(np.swapaxes(swapped, 0, -1)), want)  # not C-ordered
+
+
 @pytest.mark.parametrize("layout", ["one", "broadcast", "per-run"])
 def test_static_played_is_the_fancy_indexed_gather(layout):
     """_static_played's take of one table's rows equals feats[runs[:, None] or 0, arms] for the three layouts
