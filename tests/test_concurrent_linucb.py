@@ -998,6 +998,67 @@ def test_tie_argmax_is_the_plain_tie_rule(shape):
         np.testing.assert_array_equal(_tie_argmax(np.swapaxes(swapped, 0, -1)), want)  # not C-ordered
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_period_arms_on_a_blocks_products_are_the_periods_own(masked):
+    """_period_arms given the period's columns of the block's table products (formed once per block by the
+    learner, shared contexts) chooses the arms it chooses from the period's own table_products, every period of
+    the block, bit for bit (the quadratic forms' floats included, so ties break alike).  (A slice offset by one
+    user, or the block's products not copied to the period's layout, would fail it.)"""
+    from fedbandit.learners.concurrent_linucb import _period_arms
+    from fedbandit.learners.linucb import table_products
+
+    rng = np.random.default_rng(4 + masked)
+    n_b, K, d, R, c = 192, 20, 3, 4, 16
+    feats = rng.standard_normal((n_b, 1, K, d)) / np.sqrt(d)
+    feats[:, :, 3] = feats[:, :, 5]  # tied arms
+    mask = rng.random((n_b, 1, K)) < 0.8 if masked else None
+    if masked:
+        mask[:, :, 0] = True
+    block = table_products(feats[:, 0].reshape(-1, d))
+    a = rng.standard_normal((R, d, d))
+    v_inv = np.linalg.inv(a @ np.swapaxes(a, 1, 2) + np.eye(d))
+    theta = rng.standard_normal((R, d))
+    for s in range(0, n_b, c):
+        betas = np.linspace(1.0, 1.5, c) + s
+        m = None if mask is None else mask[s : s + c]
+        plain = _period_arms(feats[s : s + c], theta, v_inv, betas, m)
+        got = _period_arms(feats[s : s + c], theta, v_inv, betas, m,
+                           np.ascontiguousarray(block[:, s * K : (s + c) * K]))
+        np.testing.assert_array_equal(got, plain)
+
+
+@pytest.mark.parametrize("min_period", [16, 24, 1000])
+def test_shared_context_runs_on_block_products_are_the_runs_on_each_periods_own(monkeypatch, min_period):
+    """A learner on shared contexts (the block's table products formed once, each period given its columns)
+    regrets, bit for bit, what it regrets when every period forms its own products (the plain form: the
+    products argument dropped); periods that straddle blocks (24, 1000 users) included.  (The products of
+    the wrong users, e.g. the previous period's, fail it.)"""
+    import fedbandit.learners.concurrent_linucb as cl
+
+    def env():
+        return SyntheticLinearEnv(1, n_arms=7, dim=3, n_runs=3, noise_std=0.1, shared_contexts=True,
+                                  means_from_raw=False, seed=5, block_size=200)
+
+    def run():
+        lr = ConcurrentShuffleLinUCB(create("central", epsilon=2.0, delta=1e-5, relation="replace"), n_users=3000,
+                                     dim=3, min_period=min_period)
+        return lr.run(env(), np.random.default_rng(8), per_user=True).extras["user_regret"]
+
+    plain_arms = cl._period_arms
+    given = []
+
+    def spy(*args):
+        given.append(args[-1] is not None)
+        return plain_arms(*args)
+
+    monkeypatch.setattr(cl, "_period_arms", spy)
+    fast = run()
+    assert given and all(given)
+    monkeypatch.setattr(cl, "_period_arms", lambda feats, theta, v_inv, betas, mask, products=None:
+                        plain_arms(feats, theta, v_inv, betas, mask))
+    np.testing.assert_array_equal(fast, run())
+
+
 @pytest.mark.parametrize("layout", ["one", "broadcast", "per-run"])
 def test_static_played_is_the_fancy_indexed_gather(layout):
     """_static_played's take of one table's rows equals feats[runs[:, None] or 0, arms] for the three layouts

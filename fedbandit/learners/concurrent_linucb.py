@@ -192,7 +192,7 @@ def _static_arms(feats, theta, v_inv, betas, mask):
     return arms
 
 
-def _period_arms(feats, theta, v_inv, betas, mask):
+def _period_arms(feats, theta, v_inv, betas, mask, products=None):
     """LinUCB's choice for the c users of one period, who share θ̂ and V⁻¹: arms (R, c).
 
     ``feats`` (c, Rc, K, d) with Rc = 1 (every run sees the same contexts) or R, ``betas``
@@ -200,12 +200,16 @@ def _period_arms(feats, theta, v_inv, betas, mask):
     (⟨x, θ̂⟩ + β_t sqrt(max(xᵀ V⁻¹ x, 0)), the same tie rule) in a few large products: with
     shared contexts, x xᵀ's upper triangle of every user's arms once and one (R × q)(q × cK)
     product for all quadratic forms; otherwise one (cK × d)(d × d) product per run.
+    ``products`` (Rc = 1 only): ``table_products`` of the period's cK arms, if the caller formed
+    them (for a whole block at once: the same products, column by column).
     """
     c, Rc, K, d = feats.shape
     R = theta.shape[0]
     if Rc == 1:
         table = feats[:, 0].reshape(c * K, d)
-        quad = np.matmul(weighted_upper(v_inv), table_products(table))  # (R, cK)
+        if products is None:
+            products = table_products(table)
+        quad = np.matmul(weighted_upper(v_inv), products)  # (R, cK)
         lin = np.matmul(theta, np.ascontiguousarray(table.T))
     else:
         xr = np.moveaxis(feats, 1, 0).reshape(R, c * K, d)
@@ -583,6 +587,12 @@ class ConcurrentShuffleLinUCB:
             # a block whose rounds all show the same arms (fixed-arm instances broadcast one
             # context over the rounds): the users of a period differ only through β_t
             static = feats_b.shape[0] > 1 and feats_b.strides[0] == 0 and (mask_b is None or mask_b.strides[0] == 0)
+            # shared contexts (one run axis entry): the upper-triangle products of the block's arms in one call, not
+            # one per period (each period's are a contiguous copy of its columns: the same values and layout)
+            block_products = None
+            if not static and feats_b.shape[1] == 1:
+                block_products = table_products(feats_b[:, 0].reshape(-1, feats_b.shape[-1]))
+                K_b = feats_b.shape[2]
             s = 0
             while s < block.n_rounds:
                 # the next c users share the current statistics: one vectorized step
@@ -591,7 +601,10 @@ class ConcurrentShuffleLinUCB:
                 if static:
                     arms = _static_arms(feats_b[s], theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s])
                 else:
-                    arms = _period_arms(fb, theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s : s + c])
+                    products = None if block_products is None else np.ascontiguousarray(
+                        block_products[:, s * K_b : (s + c) * K_b])
+                    arms = _period_arms(fb, theta, v_inv, betas[t : t + c], None if mask_b is None else mask_b[s : s + c],
+                                        products)
                 if static:  # every user of the period faces the arms of its first round
                     x = _static_played(feats_b[s], arms, runs_idx)  # (R, c, d)
                     mean = means_b[s][runs_idx[:, None] if means_b.shape[1] > 1 else 0, arms]  # (R, c)
