@@ -1059,6 +1059,65 @@ def test_shared_context_runs_on_block_products_are_the_runs_on_each_periods_own(
     np.testing.assert_array_equal(fast, run())
 
 
+def test_gram_of_zero_one_records_is_the_einsum():
+    """_gram's matrix product for x of 1.0/+0.0 entries equals np.einsum("rbd,rbe->rde", x, x) bit for bit
+    (exact integers), at the gap family's shapes and beyond; _zero_one admits only 1.0 and +0.0 (−0.0, NaN,
+    0.5 and 2.0 refused); and for general x _gram is the einsum itself."""
+    from fedbandit.learners.concurrent_linucb import _gram, _zero_one
+
+    rng = np.random.default_rng(6)
+    for R, b, d in ((27, 64, 2), (4, 4096, 5), (3, 1, 3)):
+        x = (rng.random((R, b, d)) < 0.4).astype(float)
+        assert _zero_one(x)
+        np.testing.assert_array_equal(_gram(x, True), np.einsum("rbd,rbe->rde", x, x))
+        np.testing.assert_array_equal(np.signbit(_gram(x, True)), False)
+        xr = rng.standard_normal((R, b, d))
+        np.testing.assert_array_equal(_gram(xr, False), np.einsum("rbd,rbe->rde", xr, xr))
+    assert _zero_one(np.broadcast_to(np.eye(3), (5, 3, 3)))
+    for bad in (-0.0, np.nan, 0.5, 2.0):
+        a = np.eye(3)
+        a[1, 2] = bad
+        assert not _zero_one(a), bad
+
+
+@pytest.mark.parametrize("arms", ["orthogonal", "general"])
+def test_fixed_arm_runs_sum_the_gram_as_the_einsum_does(monkeypatch, arms):
+    """A fixed-arm run (the gap family's static blocks, the central protocol: the learner sums the period's
+    Gram matrices itself) regrets, bit for bit, what it regrets with every Gram sum by the einsum (the plain
+    form); on orthogonal arms (1.0/+0.0: the matrix product taken) and on general fixed arms (the einsum kept:
+    a product there sums in another order, so treating every static block as 0/1 fails it)."""
+    import dataclasses
+
+    import fedbandit.learners.concurrent_linucb as cl
+    from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+
+    base = OrthogonalArmsEnv(np.geomspace(0.05, 0.5, 6), 3, noise_std=0.1, seed=3)
+    table = np.random.default_rng(2).uniform(0.05, 0.6, (base.n_runs, 1, 3, 3))  # general fixed arms (R, 1, K, d)
+
+    class Env:
+        n_agents, dim, n_runs = 1, base.dim, base.n_runs
+
+        def iter_blocks(self, horizon):
+            for blk in base.iter_blocks(horizon):
+                if arms == "general":
+                    blk = dataclasses.replace(blk, _features=np.broadcast_to(table, blk.features.shape))
+                yield blk
+
+    def run(exact=False):
+        lr = ConcurrentShuffleLinUCB(create("central", epsilon=2.0, delta=1e-5, relation="replace"), n_users=4000,
+                                     dim=3, min_period=64, noise_free=exact)
+        return lr.run(Env(), np.random.default_rng(8), per_user=True).extras["user_regret"]
+
+    taken = []
+    plain_gram = cl._gram
+    monkeypatch.setattr(cl, "_gram", lambda x, zero_one: taken.append(zero_one) or plain_gram(x, zero_one))
+    fast, fast_twin = run(), run(exact=True)
+    assert taken and all(taken) == (arms == "orthogonal")
+    monkeypatch.setattr(cl, "_gram", lambda x, zero_one: np.einsum("rbd,rbe->rde", x, x))
+    np.testing.assert_array_equal(fast, run())
+    np.testing.assert_array_equal(fast_twin, run(exact=True))
+
+
 @pytest.mark.parametrize("layout", ["one", "broadcast", "per-run"])
 def test_static_played_is_the_fancy_indexed_gather(layout):
     """_static_played's take of one table's rows equals feats[runs[:, None] or 0, arms] for the three layouts

@@ -247,6 +247,24 @@ def _static_played(feats, arms, runs_idx):
     return feats[runs_idx[:, None], arms]
 
 
+def _zero_one(a) -> bool:
+    """Whether every entry of ``a`` is 1.0 or +0.0 (not −0.0, not NaN)."""
+    return bool(np.all((a == 1.0) | ((a == 0.0) & ~np.signbit(a))))
+
+
+def _gram(x, zero_one: bool):
+    """Σ_b x_b x_bᵀ of every run, x (R, b, d) → (R, d, d): ``np.einsum("rbd,rbe->rde", x, x)``.
+
+    When every entry of x is 1.0 or +0.0 (``zero_one``: the gap family's orthogonal arms), one
+    batched matrix product instead: every product is 0 or 1 and every partial sum an integer
+    below 2**53, so both compute the same exact integers whatever their order of summation (and
+    no −0.0 arises from +0.0 and 1.0): ~5 times cheaper at 27 runs of 64 users.
+    """
+    if zero_one:
+        return np.matmul(x.transpose(0, 2, 1), x)
+    return np.einsum("rbd,rbe->rde", x, x)
+
+
 def _beta(t, params, dim, scale):
     rho_min, rho_max = params["rho_min"], params["rho_max"]
     L = params["feature_bound"]
@@ -507,20 +525,22 @@ class ConcurrentShuffleLinUCB:
         regret = np.zeros((R, n))
         needs_users = protocol.needs_user_data
         pend_x, pend_y = [], []
+        pend_zero_one = True  # every pending user's x of 1.0/+0.0 entries
         filled = 0
         t = 0
 
-        def synchronize(x, y):
+        def synchronize(x, y, zero_one=False):
             # x (R, b, d), y (R, b): the period's users; their sums and (if needed) their records
+            # (zero_one: every entry of x is 1.0 or +0.0, see _gram)
             if exact:
                 exact_bias[:] += np.einsum("rbd,rb->rd", x, y)
-                exact_gram[:] += np.einsum("rbd,rbe->rde", x, x)
+                exact_gram[:] += _gram(x, zero_one)
                 return exact_bias, exact_gram
             if fast_release:
                 # the views np.moveaxis(x, 1, 0) and np.moveaxis(y, 1, 0), without its per-call axis checks
                 return protocol.release(x.transpose(1, 0, 2), y.T)
             bias = np.einsum("rbd,rb->rd", x, y)[:, None]
-            gram = np.einsum("rbd,rbe->rde", x, x)[:, None]
+            gram = _gram(x, zero_one)[:, None]
             users = (np.moveaxis(x, 1, 0)[:, :, None], np.moveaxis(y, 1, 0)[:, :, None]) if needs_users else None
             return protocol.synchronize(bias, gram, users=users)
 
@@ -587,6 +607,8 @@ class ConcurrentShuffleLinUCB:
             # a block whose rounds all show the same arms (fixed-arm instances broadcast one
             # context over the rounds): the users of a period differ only through β_t
             static = feats_b.shape[0] > 1 and feats_b.strides[0] == 0 and (mask_b is None or mask_b.strides[0] == 0)
+            # a static block's arms of 1.0/+0.0 entries only (the played x are rows of them): see _gram
+            zero_one = static and (exact or not fast_release) and _zero_one(feats_b[0])
             # shared contexts (one run axis entry): the upper-triangle products of the block's arms in one call, not
             # one per period (each period's are a contiguous copy of its columns: the same values and layout)
             block_products = None
@@ -618,17 +640,19 @@ class ConcurrentShuffleLinUCB:
                 np.minimum(y, Y, out=y)
                 pend_x.append(x)
                 pend_y.append(y)
+                pend_zero_one = pend_zero_one and zero_one
                 filled += c
                 t += c
                 s += c
                 if filled == period:
                     if len(pend_x) == 1:  # the period's users in one step (no copy needed)
-                        bias, gram = synchronize(pend_x[0], pend_y[0])
+                        bias, gram = synchronize(pend_x[0], pend_y[0], pend_zero_one)
                     else:
-                        bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1))
+                        bias, gram = synchronize(np.concatenate(pend_x, axis=1), np.concatenate(pend_y, axis=1),
+                                                 pend_zero_one)
                     v_inv = _inverse(gram + lam_eye)  # linucb.regularized_inverse, without its checks
                     theta = np.matmul(v_inv, bias[..., None])[..., 0]
-                    pend_x, pend_y, filled = [], [], 0
+                    pend_x, pend_y, filled, pend_zero_one = [], [], 0, True
         c = protocol.communication
         per_round = regret if M == 1 else regret.reshape(R, n // M, M).sum(axis=2)
         extras = {"user_regret": regret} if per_user else {}
