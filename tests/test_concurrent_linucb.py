@@ -887,6 +887,237 @@ def test_aligned_periods_release_what_the_level_loop_releases(monkeypatch, sizes
     assert fast._noise_rng.bit_generator.state == plain._noise_rng.bit_generator.state
 
 
+@pytest.mark.parametrize("c", [1, 2, 3, 7, 64, 65, 255, 256])
+@pytest.mark.parametrize("threshold", [0, None])
+def test_level_user_sums_are_the_plain_sums(monkeypatch, c, threshold):
+    """_level_user_sums (floors by one product with ones, increments as bytes added in halves) against the plain
+    sums over the users, low.sum(axis=1) + the count of True, at every c (odd ones leave a remainder at some
+    halving; 256 users overflow a byte: the plain path), with the product path forced (threshold 0) or not.
+    (Dropping the odd remainder, or a byte count past 255, fails it.)"""
+    import fedbandit.protocols.concurrent as pc
+
+    if threshold is not None:
+        monkeypatch.setattr(pc, "_SUMS_BY_PRODUCT", threshold)
+    rng = np.random.default_rng(c)
+    k, R, D = 3, 4, 5
+    low = np.floor(rng.random((k, c, R, D)) * np.array([1.0, 23.0, 725.0])[:, None, None, None])
+    up = rng.random(low.shape) < 0.5
+    up[1] = True  # every increment set: a level's count reaches c
+    plain = np.zeros((k, R, D), dtype=np.int64)
+    for i in range(k):
+        for u in range(c):
+            plain[i] += low[i, u].astype(np.int64) + up[i, u]
+    got = pc._level_user_sums(low, up)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, plain)
+
+
+@pytest.mark.parametrize("sizes,period,runs", [((256, 128, 64), 64, 60), ((195, 65), 65, 80)])
+def test_periods_of_many_users_release_the_plain_implementations_counts(sizes, period, runs):
+    """Periods of c > 1 users (work arrays kept between periods; the levels' sums by _level_user_sums, whose
+    product path these sizes take: k·c·R·D ≥ 50 000) release the counts and leave the generator state of the
+    plain form written out here: a new rounding array per period (⌊g z⌋ + 1{U < g z − ⌊g z⌋}, one draw of
+    uniforms (k, c, R, D)), every level's running count summed over the users, and each level whose batch
+    closes at t, finest first, sampled as Bin(ones, q1) + Bin(m − ones, q0) and restarted.  (Rounding with the
+    previous period's uniforms, or a sum that drops a user, fails it.)"""
+    from fedbandit.protocols.concurrent import _records01
+
+    dim, n = 2, 4 * sizes[0]
+    x, y, _ = _users(np.random.default_rng(9), n, runs, dim)
+    proto = _configured_period(sizes, n, period).reset(n_runs=runs, rng=np.random.default_rng(1))
+    r = proto.randomizer
+    assert all(lvl.n_messages > 16 for lvl in r.levels)  # two binomials per count (no small-batch table)
+    assert len(sizes) * period * runs * r.n_coords >= 50_000
+    rng, ref_rng = np.random.default_rng(21), np.random.default_rng(21)
+    g = np.array(r.resolutions, dtype=float)[:, None, None, None]
+    ones = np.zeros((len(sizes), runs, r.n_coords), dtype=np.int64)
+    for t in range(period, n + 1, period):
+        xs, ys = x[t - period : t], y[t - period : t]
+        got = r.encode((xs, ys), rng)
+        scaled = _records01(xs, ys, r.half_range)[None] * g
+        low = np.floor(scaled)
+        rounded = low + (ref_rng.random(scaled.shape) < scaled - low)
+        ones += rounded.sum(axis=1).astype(np.int64)
+        want = {}
+        for i in reversed(range(len(sizes))):
+            lvl = r.levels[i]
+            if t % lvl.n_users == 0:
+                batch = ones[i : i + 1].copy()
+                ones[i] = 0
+                want[i] = ref_rng.binomial(batch, lvl.q1) + ref_rng.binomial(lvl.n_messages - batch, lvl.q0)
+        assert list(got) == list(want)
+        for i in want:
+            np.testing.assert_array_equal(got[i][0], [t])
+            np.testing.assert_array_equal(got[i][1], want[i])
+        np.testing.assert_array_equal(r._ones, ones)
+    assert rng.bit_generator.state == ref_rng.bit_generator.state
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 20), (27, 2, 2), (3, 5, 1), (6, 7)])
+def test_tie_argmax_is_the_plain_tie_rule(shape):
+    """_tie_argmax (the row's largest score read at its arg-max) against the rule written out with the
+    reduction: threshold max − TIE_TOL·max(1, |max|), the first arm at or above it; on rows with exact ties,
+    ties within the tolerance, signed zeros, a NaN, masked (−inf) arms, a row of −inf only, and +inf, for a
+    C-ordered array, a transposed view and a given arg-max.  (Reading the score at the last arg-max, or a
+    threshold without the max(1, |max|) factor, fails it.)"""
+    from fedbandit.learners.concurrent_linucb import _tie_argmax
+    from fedbandit.learners.linucb import TIE_TOL
+
+    def plain(scores):
+        best = scores.max(axis=-1, keepdims=True)
+        best -= TIE_TOL * np.maximum(1.0, np.abs(best))
+        return np.argmax(scores >= best, axis=-1)
+
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1])
+    scores = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
+    rows = scores.reshape(-1, shape[-1])
+    K, n = shape[-1], rows.shape[0]
+    rows[rng.random(rows.shape) < 0.1] = -np.inf
+    for r in range(0, n, 5):
+        j = rng.integers(K)
+        kind = (r // 5) % 7
+        if kind == 0:
+            rows[r, j:] = rows[r].max() if np.isfinite(rows[r].max()) else 1.0  # exact ties
+        elif kind == 1:
+            rows[r, :] = 5.0 - 5.0 * TIE_TOL * rng.random(K)  # ties within the tolerance, |max| > 1
+        elif kind == 2:
+            rows[r, :] = rng.choice([0.0, -0.0], K)  # signed zeros
+        elif kind == 3:
+            rows[r, j] = np.nan
+        elif kind == 4:
+            rows[r, :] = -np.inf
+        elif kind == 5:
+            rows[r, j] = np.inf
+        else:
+            rows[r, :] = 0.5 - 0.5 * TIE_TOL * rng.random(K)  # ties within the tolerance, |max| < 1
+    with np.errstate(invalid="ignore"):  # inf − inf in the threshold of the +inf rows (NaN: no arm above it)
+        want = plain(scores)
+        np.testing.assert_array_equal(_tie_argmax(scores), want)
+        np.testing.assert_array_equal(_tie_argmax(scores, np.argmax(scores, axis=-1)), want)
+        swapped = np.ascontiguousarray(np.swapaxes(scores, 0, -1))
+        np.testing.assert_array_equal(_tie_argmax(np.swapaxes(swapped, 0, -1)), want)  # not C-ordered
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_period_arms_on_a_blocks_products_are_the_periods_own(masked):
+    """_period_arms given the period's columns of the block's table products (formed once per block by the
+    learner, shared contexts) chooses the arms it chooses from the period's own table_products, every period of
+    the block, bit for bit (the quadratic forms' floats included, so ties break alike).  (A slice offset by one
+    user, or the block's products not copied to the period's layout, would fail it.)"""
+    from fedbandit.learners.concurrent_linucb import _period_arms
+    from fedbandit.learners.linucb import table_products
+
+    rng = np.random.default_rng(4 + masked)
+    n_b, K, d, R, c = 192, 20, 3, 4, 16
+    feats = rng.standard_normal((n_b, 1, K, d)) / np.sqrt(d)
+    feats[:, :, 3] = feats[:, :, 5]  # tied arms
+    mask = rng.random((n_b, 1, K)) < 0.8 if masked else None
+    if masked:
+        mask[:, :, 0] = True
+    block = table_products(feats[:, 0].reshape(-1, d))
+    a = rng.standard_normal((R, d, d))
+    v_inv = np.linalg.inv(a @ np.swapaxes(a, 1, 2) + np.eye(d))
+    theta = rng.standard_normal((R, d))
+    for s in range(0, n_b, c):
+        betas = np.linspace(1.0, 1.5, c) + s
+        m = None if mask is None else mask[s : s + c]
+        plain = _period_arms(feats[s : s + c], theta, v_inv, betas, m)
+        got = _period_arms(feats[s : s + c], theta, v_inv, betas, m,
+                           np.ascontiguousarray(block[:, s * K : (s + c) * K]))
+        np.testing.assert_array_equal(got, plain)
+
+
+@pytest.mark.parametrize("min_period", [16, 24, 1000])
+def test_shared_context_runs_on_block_products_are_the_runs_on_each_periods_own(monkeypatch, min_period):
+    """A learner on shared contexts (the block's table products formed once, each period given its columns)
+    regrets, bit for bit, what it regrets when every period forms its own products (the plain form: the
+    products argument dropped); periods that straddle blocks (24, 1000 users) included.  (The products of
+    the wrong users, e.g. the previous period's, fail it.)"""
+    import fedbandit.learners.concurrent_linucb as cl
+
+    def env():
+        return SyntheticLinearEnv(1, n_arms=7, dim=3, n_runs=3, noise_std=0.1, shared_contexts=True,
+                                  means_from_raw=False, seed=5, block_size=200)
+
+    def run():
+        lr = ConcurrentShuffleLinUCB(create("central", epsilon=2.0, delta=1e-5, relation="replace"), n_users=3000,
+                                     dim=3, min_period=min_period)
+        return lr.run(env(), np.random.default_rng(8), per_user=True).extras["user_regret"]
+
+    plain_arms = cl._period_arms
+    given = []
+
+    def spy(*args):
+        given.append(args[-1] is not None)
+        return plain_arms(*args)
+
+    monkeypatch.setattr(cl, "_period_arms", spy)
+    fast = run()
+    assert given and all(given)
+    monkeypatch.setattr(cl, "_period_arms", lambda feats, theta, v_inv, betas, mask, products=None:
+                        plain_arms(feats, theta, v_inv, betas, mask))
+    np.testing.assert_array_equal(fast, run())
+
+
+def test_gram_of_zero_one_records_is_the_einsum():
+    """_gram's matrix product for x of 1.0/+0.0 entries equals np.einsum("rbd,rbe->rde", x, x) bit for bit
+    (exact integers), at the gap family's shapes and beyond; _zero_one admits only 1.0 and +0.0 (−0.0, NaN,
+    0.5 and 2.0 refused); and for general x _gram is the einsum itself."""
+    from fedbandit.learners.concurrent_linucb import _gram, _zero_one
+
+    rng = np.random.default_rng(6)
+    for R, b, d in ((27, 64, 2), (4, 4096, 5), (3, 1, 3)):
+        x = (rng.random((R, b, d)) < 0.4).astype(float)
+        assert _zero_one(x)
+        np.testing.assert_array_equal(_gram(x, True), np.einsum("rbd,rbe->rde", x, x))
+        np.testing.assert_array_equal(np.signbit(_gram(x, True)), False)
+        xr = rng.standard_normal((R, b, d))
+        np.testing.assert_array_equal(_gram(xr, False), np.einsum("rbd,rbe->rde", xr, xr))
+    assert _zero_one(np.broadcast_to(np.eye(3), (5, 3, 3)))
+    for bad in (-0.0, np.nan, 0.5, 2.0):
+        a = np.eye(3)
+        a[1, 2] = bad
+        assert not _zero_one(a), bad
+
+
+@pytest.mark.parametrize("arms", ["orthogonal", "general"])
+def test_fixed_arm_runs_sum_the_gram_as_the_einsum_does(monkeypatch, arms):
+    """A fixed-arm run (the gap family's static blocks, the central protocol: the learner sums the period's
+    Gram matrices itself) regrets, bit for bit, what it regrets with every Gram sum by the einsum (the plain
+    form); on orthogonal arms (1.0/+0.0: the matrix product taken) and on general fixed arms (the einsum kept:
+    a product there sums in another order, so treating every static block as 0/1 fails it)."""
+    import dataclasses
+
+    import fedbandit.learners.concurrent_linucb as cl
+    from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+
+    base = OrthogonalArmsEnv(np.geomspace(0.05, 0.5, 6), 3, noise_std=0.1, seed=3)
+    table = np.random.default_rng(2).uniform(0.05, 0.6, (base.n_runs, 1, 3, 3))  # general fixed arms (R, 1, K, d)
+
+    class Env:
+        n_agents, dim, n_runs = 1, base.dim, base.n_runs
+
+        def iter_blocks(self, horizon):
+            for blk in base.iter_blocks(horizon):
+                if arms == "general":
+                    blk = dataclasses.replace(blk, _features=np.broadcast_to(table, blk.features.shape))
+                yield blk
+
+    def run(exact=False):
+        lr = ConcurrentShuffleLinUCB(create("central", epsilon=2.0, delta=1e-5, relation="replace"), n_users=4000,
+                                     dim=3, min_period=64, noise_free=exact)
+        return lr.run(Env(), np.random.default_rng(8), per_user=True).extras["user_regret"]
+
+    taken = []
+    plain_gram = cl._gram
+    monkeypatch.setattr(cl, "_gram", lambda x, zero_one: taken.append(zero_one) or plain_gram(x, zero_one))
+    fast, fast_twin = run(), run(exact=True)
+    assert taken and all(taken) == (arms == "orthogonal")
+    monkeypatch.setattr(cl, "_gram", lambda x, zero_one: np.einsum("rbd,rbe->rde", x, x))
+    np.testing.assert_array_equal(fast, run())
+    np.testing.assert_array_equal(fast_twin, run(exact=True))
+
+
 @pytest.mark.parametrize("layout", ["one", "broadcast", "per-run"])
 def test_static_played_is_the_fancy_indexed_gather(layout):
     """_static_played's take of one table's rows equals feats[runs[:, None] or 0, arms] for the three layouts
