@@ -218,3 +218,40 @@ def test_planted_noise_patches_the_code_and_restores_it():
     with pytest.raises(ValueError, match="factor"):
         with planted_noise(math.inf):
             pass
+
+
+@pytest.mark.parametrize("name", TIGHT)
+def test_tight_audit_power_check_reusing_the_noise_free_views_is_the_audit_recomputing_them(name, monkeypatch):
+    # the power check's TightAudit takes the correct variant's noise-free views where their feed drew nothing
+    # (a Gaussian or central tree at σ = 0, no shuffle) and takes from rng what the feed would (two spawned
+    # streams): every field of the report but its timing is the one of recomputing them, bit for bit
+    import fedbandit.audit.tight as tight_module
+
+    if name == "sdp-amplification":
+        p = create(name, epsilon=2.0, delta=1e-5, force=True, variant="ideal")
+        p.configure(n_agents=3, dim=2, n_batches=8, batch_size=5)
+    else:
+        p = _tight_protocol(name)
+
+    def report():
+        d = tight_audit(p, 20_000, rng=np.random.default_rng(5), check_runs=CHECK_RUNS).as_dict()
+        return {k: v for k, v in d.items() if k not in ("seconds", "cpu_seconds")}
+
+    got = report()
+    monkeypatch.setattr(tight_module, "_REUSE_QUIET", False)
+    want = report()
+    assert got.keys() == want.keys()
+    for k in want:
+        same = got[k] == want[k] or (isinstance(want[k], float) and math.isnan(want[k]) and math.isnan(got[k]))
+        assert same, (k, got[k], want[k])
+
+
+def test_the_noise_free_views_are_reused_only_where_their_feed_drew_nothing():
+    import fedbandit.audit.tight as tight_module
+
+    for name, reused in (("central", True), ("silo-ldp", True), ("ddg-secagg", False)):
+        ta = tight_module.TightAudit(_tight_protocol(name), np.random.default_rng(0), check_runs=1000)
+        assert (ta.quiet_views is not None) == reused, name
+    p = create("sdp-amplification", epsilon=2.0, delta=1e-5, force=True, variant="ideal")
+    p.configure(n_agents=3, dim=2, n_batches=8, batch_size=5)
+    assert tight_module.TightAudit(p, np.random.default_rng(0), check_runs=1000).quiet_views is None  # shuffled

@@ -306,6 +306,19 @@ class _DDGTrials:
         return out
 
 
+def _never_drawn(g) -> bool:
+    """Whether a spawned generator is still at its starting state (nothing was drawn from it)."""
+    if g is None:
+        return True
+    bg = g.bit_generator
+    return bg.state == type(bg)(bg.seed_seq).state
+
+
+#: Whether :func:`tight_audit`'s power check reuses the correct variant's noise-free views (when its feed drew
+#: nothing: the same floats); ``tests/test_planted_noise.py`` compares both ways.
+_REUSE_QUIET = True
+
+
 def _exact_samplers():
     return conditional_randomized_round, sample_discrete_gaussian
 
@@ -326,6 +339,11 @@ class TightAudit:
         Runs of the real protocol (world 1, every attacked release) in the noise-law check
         and the noise measurement (at least :data:`MIN_CHECK_RUNS`; on a long tree, exactly
         :data:`LONG_TREE_CHECK_RUNS`).
+    quiet : tuple of arrays, optional
+        The ``quiet_views`` of an earlier TightAudit of the same protocol (the power check's
+        is the correct variant's): used instead of running the noise-free twin again, the same
+        floats (its feed drew no noise and shuffled nothing), and ``rng`` advanced as that run
+        would (two spawned streams).  Not for the discrete Gaussian (its twin draws).
 
     Attributes
     ----------
@@ -337,9 +355,12 @@ class TightAudit:
     noise_check_p, noise_ratio, noise_ratio_upper : float
         The KS p-value (against the declared law), the measured ratio of the real noise to
         the declared one, and its (1 − α) upper confidence bound.
+    quiet_views : tuple of arrays or None
+        The noise-free twin's views (run 0, run 1) where its feed drew nothing from either of
+        its streams (a Gaussian or central tree at σ = 0, no shuffle), else None.
     """
 
-    def __init__(self, protocol, rng, *, check_runs=2000):
+    def __init__(self, protocol, rng, *, check_runs=2000, quiet=None):
         if not isinstance(protocol, StatisticsProtocol):
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
@@ -362,9 +383,20 @@ class TightAudit:
                                                   protocol.reward_bound or 1.0)
         # 1. the exact change, through the implementation (noise removed)
         # (the discrete Gaussian keeps a negligible noise: its sampler needs σ > 0)
-        quiet = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
-        both = _views(*_feed(quiet, [self.users0, self.users1], last, 2, rng), self.view)  # run 0, run 1
-        v0, v1 = both[:, 0], both[:, 1]
+        # ``quiet``: the noise-free views (run 0, run 1) of an earlier TightAudit of the same protocol whose
+        # feed drew nothing (quiet_views): recomputing them would give the same floats
+        self.quiet_views = None
+        if quiet is not None and _REUSE_QUIET and not self.ddg:
+            v0, v1 = quiet
+            rng.spawn(2)  # what the feed's reset takes from rng: the streams spawned after it are the same
+        else:
+            twin = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
+            fed = _feed(twin, [self.users0, self.users1], last, 2, rng)
+            both = _views(*fed, self.view)  # run 0, run 1
+            v0, v1 = both[:, 0], both[:, 1]
+            if not self.ddg and _never_drawn(fed[0]._noise_rng) and _never_drawn(fed[0]._shuffle_rng):
+                # no noise drawn, no shuffle: the views are a function of the protocol and the users only
+                self.quiet_views = (v0.copy(), v1.copy())
         if self.ddg:
             m = protocol.randomizer.params.modulus
             v0 = np.mod(v0 + m // 2, m) - m // 2
@@ -574,7 +606,10 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     if broken_factor is not None:
         # the power check mutates the code: the randomizer's own draws × broken_factor, σ declared as before
         with planted_noise(max(broken_factor, 1e-12)):
-            tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS_DDG if ta.ddg else MIN_CHECK_RUNS)
+            # (its noise-free views are the correct variant's when their feed drew no noise: the planted bug
+            # scales noise draws, and there were none)
+            tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS_DDG if ta.ddg else MIN_CHECK_RUNS,
+                            quiet=ta.quiet_views)
         broken_res = audit_epsilon_split(tb.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select,
                                          delta=delta, confidence=confidence, rng=rng, neighbouring=worlds_relation,
                                          vectorized=True, slack=tb.slack)
