@@ -386,6 +386,11 @@ class TightAudit:
         # ``quiet``: the noise-free views (run 0, run 1) of an earlier TightAudit of the same protocol whose
         # feed drew nothing (quiet_views): recomputing them would give the same floats
         self.quiet_views = None
+        if quiet is not None and not (isinstance(quiet, tuple) and len(quiet) == 2 and all(
+                isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2 and v.shape[0] == last
+                for v in quiet) and quiet[0].shape == quiet[1].shape):
+            raise TypeError(f"quiet must be None or the quiet_views of a TightAudit of the same protocol (two float "
+                            f"arrays of {last} rows), got {quiet!r:.80}")
         if quiet is not None and _REUSE_QUIET and not self.ddg:
             v0, v1 = quiet
             rng.spawn(2)  # what the feed's reset takes from rng: the streams spawned after it are the same
