@@ -255,3 +255,28 @@ def test_the_noise_free_views_are_reused_only_where_their_feed_drew_nothing():
     p = create("sdp-amplification", epsilon=2.0, delta=1e-5, force=True, variant="ideal")
     p.configure(n_agents=3, dim=2, n_batches=8, batch_size=5)
     assert tight_module.TightAudit(p, np.random.default_rng(0), check_runs=1000).quiet_views is None  # shuffled
+
+
+@pytest.mark.parametrize("slack", [50.0, 1.0, 0.3])
+def test_ddg_trials_rounding_of_copies_is_the_conditional_rounding_of_the_broadcast(slack):
+    # the DDG trials round c copies of one scaled record: the floor and fraction are taken once, the coins and
+    # the re-roundings (a bound just above ‖u‖ forces many) are the same draws in the same order
+    import fedbandit.audit.tight as tight_module
+    from fedbandit.mechanisms.ddg import conditional_randomized_round
+
+    u = np.random.default_rng(3).normal(0.0, 4.0, 37)
+    bound = float(np.linalg.norm(u)) + slack
+    for c in (1, 5, 2_000):
+        got_rng, want_rng = np.random.default_rng(8), np.random.default_rng(8)
+        got = tight_module._round_copies(u, bound, c, got_rng)
+        want = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), bound, want_rng)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert got_rng.bit_generator.state == want_rng.bit_generator.state  # the same draws, no more
+        # and the rounding written out: floor plus a coin below the fraction, redrawn for a vector over the bound
+        plain_rng = np.random.default_rng(8)
+        plain = np.floor(u).astype(np.int64) + (plain_rng.random((c, u.size)) < u - np.floor(u))
+        over = np.flatnonzero((plain**2).sum(axis=1) > math.floor(bound * bound * (1 - 1e-12)))
+        while over.size:
+            plain[over] = np.floor(u).astype(np.int64) + (plain_rng.random((over.size, u.size)) < u - np.floor(u))
+            over = over[(plain[over] ** 2).sum(axis=1) > math.floor(bound * bound * (1 - 1e-12))]
+        assert np.array_equal(got, plain)
