@@ -10,6 +10,7 @@ from scipy import optimize, stats
 
 from fedbandit.audit.epsilon import (
     AuditResult,
+    _one_sided_bounds,
     audit_epsilon,
     audit_epsilon_split,
     clopper_pearson,
@@ -151,6 +152,55 @@ def test_select_threshold_separate_split():
     # any threshold >= 1 (or <= 0, by symmetry) attains e^eps; the chosen one scores near 1
     k1, k0 = np.sum(s1 > t), np.sum(s0 > t)
     assert epsilon_lower_bound(k1, s1.size, k0, s0.size)[0] > 0.85
+
+
+def _select_threshold_plain(s0, s1, *, delta=0.0, confidence=0.95, n_candidates=200, slack=0.0):
+    """select_threshold as first written: every candidate scored by epsilon_lower_bound, one by one."""
+    s0, s1 = np.asarray(s0, dtype=float).reshape(-1), np.asarray(s1, dtype=float).reshape(-1)
+    pooled = np.concatenate([s0, s1])
+    q = np.linspace(0.0, 1.0, n_candidates + 2)[1:-1]
+    low = 5.0 / pooled.size
+    if low < q[0]:
+        tail = np.geomspace(low, q[0], 40)
+        q = np.concatenate([tail, q, 1.0 - tail])
+    cand = np.quantile(pooled, q)
+    gaps = [(s0.max() + s1.min()) / 2.0, (s1.max() + s0.min()) / 2.0]
+    cand = np.unique(np.concatenate([cand, gaps]))
+    s0s, s1s = np.sort(s0), np.sort(s1)
+    best, best_t = -1.0, float(cand[0])
+    for t in cand:
+        k0 = s0.size - np.searchsorted(s0s, t, side="right")
+        k1 = s1.size - np.searchsorted(s1s, t, side="right")
+        eps, _, _ = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence, slack=slack)
+        if eps > best:
+            best, best_t = eps, float(t)
+    return best_t
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_select_threshold_is_the_plain_candidate_loop(case):
+    # the vectorized scoring (both Clopper–Pearson bounds of every candidate in one beta.ppf call each)
+    # picks the same threshold, bit for bit, as scoring the candidates one by one: continuous and tied
+    # statistics, separated splits (k = 0 and k = n), unequal sizes, δ and slack
+    rng = np.random.default_rng(100 + case)
+    n0, n1 = [(40, 40), (2_000, 2_000), (50_000, 50_000), (300, 700)][case % 4]
+    kind = case % 3
+    if kind == 0:
+        s0, s1 = rng.standard_normal(n0), 0.7 + rng.standard_normal(n1)
+    elif kind == 1:  # integer statistics: many ties
+        s0, s1 = rng.poisson(3.0, n0).astype(float), rng.poisson(4.0, n1).astype(float)
+    else:  # separated: a perfect threshold exists
+        s0, s1 = rng.uniform(0, 1, n0), rng.uniform(2, 3, n1)
+    kw = [dict(), dict(delta=1e-5, confidence=0.995), dict(confidence=0.99, slack=0.003)][case // 4]
+    got, want = select_threshold(s0, s1, **kw), _select_threshold_plain(s0, s1, **kw)
+    assert got == want and type(got) is float
+    # and each candidate's scoring bounds are the scalar ones
+    alpha = (1 - kw.get("confidence", 0.95)) / 2
+    k1 = np.unique(np.concatenate([[0, 1, 2, n1 - 1, n1], rng.integers(0, n1 + 1, 100)]))
+    k0 = np.unique(np.concatenate([[0, 1, 2, n0 - 1, n0], rng.integers(0, n0 + 1, 100)]))
+    lo, hi = _one_sided_bounds(k1, n1, k0, n0, alpha)
+    assert lo.tolist() == [clopper_pearson(int(k), n1, alpha)[0] for k in k1]
+    assert hi.tolist() == [clopper_pearson(int(k), n0, alpha)[1] for k in k0]
 
 
 def test_neighbouring_relations():

@@ -29,3 +29,21 @@ def test_validation_still_runs_on_every_call():
         composed_gaussian_sigma(1.0, 1e-5, -1.0)
     with pytest.raises(ValueError):
         composed_gaussian_sigma(1.0, 1e-5, 1.0, calibration="nope")
+
+
+def test_cached_zcdp_conversion_is_the_uncached_solvers():
+    # approx_dp_to_zcdp (every zCDP-calibrated tree's ρ) is solved once per (typed) (ε, δ): bit for bit the
+    # root search as written, on the second pass from the cache; arguments are still validated on every call
+    import fedbandit.accounting.zcdp as zcdp
+
+    zcdp._approx_dp_to_zcdp_cached.cache_clear()
+    grid = list(itertools.product((0.1, 0.75, 1.0, 4.0, 16.0), (1e-9, 1e-5, 1e-3)))
+    for _ in range(2):
+        for eps, delta in grid:
+            assert zcdp.approx_dp_to_zcdp(eps, delta) == zcdp._approx_dp_to_zcdp(eps, delta)
+    info = zcdp._approx_dp_to_zcdp_cached.cache_info()
+    assert info.misses == len(grid) and info.hits == len(grid)
+    with pytest.raises(ValueError):
+        zcdp.approx_dp_to_zcdp(0.0, 1e-5)
+    with pytest.raises(ValueError):
+        zcdp.approx_dp_to_zcdp(1.0, 1.5)

@@ -284,6 +284,47 @@ def test_common_random_numbers():
     assert np.array_equal(a.extras["actions"][:4], b.extras["actions"][:4])
 
 
+@pytest.mark.parametrize("env", [BERN, GAUSS], ids=["bernoulli", "gaussian"])
+@pytest.mark.parametrize("keys", [None, "repeated"])
+@pytest.mark.parametrize("n_slots", [1, 5, 16, 23, 40])
+def test_reward_stream_drawn_up_to_n_slots_is_the_whole_blocks_prefix(env, keys, n_slots):
+    # a stream told its last slot (the learners pass their horizon) draws each block only up to it:
+    # every slot it serves is the float of the whole block's table, and a slot past it is refused
+    R, M = 5, 3
+    run_keys = None if keys is None else np.arange(R) % 2
+    whole = RewardStream(env, R, M, np.random.default_rng(4), block=16, run_keys=run_keys)
+    short = RewardStream(env, R, M, np.random.default_rng(4), block=16, run_keys=run_keys, n_slots=n_slots)
+    arms = np.arange(R * M).reshape(R, M) % env.n_arms
+    for t in range(1, n_slots + 1):
+        assert np.array_equal(short.variates(t), whole.variates(t))
+        assert np.array_equal(short.rewards_unchecked(t, arms), whole.rewards_unchecked(t, arms))
+    if n_slots % 16:
+        with pytest.raises(IndexError):
+            short.variates(n_slots + 1)
+
+
+def test_consensus_runs_with_the_short_table_are_the_runs_with_whole_blocks(monkeypatch):
+    # the learners pass their horizon (n_slots); with whole 1024-slot blocks, as before, every float is the same
+    import fedbandit.learners.consensus as consensus_module
+
+    def run(env):
+        return IndependentUCB(counter(None), n_agents=3, n_arms=K, horizon=37, n_runs=4).run(
+            env, np.random.default_rng(5), record_actions=True)
+
+    for env in (BERN, GAUSS):
+        short = run(env)
+
+        class Whole(RewardStream):
+            def __init__(self, *args, n_slots=None, **kwargs):
+                super().__init__(*args, **kwargs)
+
+        with monkeypatch.context() as mp:
+            mp.setattr(consensus_module, "RewardStream", Whole)
+            whole = run(env)
+        assert np.array_equal(short.regret, whole.regret)
+        assert np.array_equal(short.extras["actions"], whole.extras["actions"])
+
+
 def test_reward_stream_marginals():
     """Statistical: 4e5 draws per arm; means within 5 s.e. (false-alarm rate < 1e-5)."""
     for env in (BERN, GAUSS):

@@ -218,3 +218,65 @@ def test_planted_noise_patches_the_code_and_restores_it():
     with pytest.raises(ValueError, match="factor"):
         with planted_noise(math.inf):
             pass
+
+
+@pytest.mark.parametrize("name", TIGHT)
+def test_tight_audit_power_check_reusing_the_noise_free_views_is_the_audit_recomputing_them(name, monkeypatch):
+    # the power check's TightAudit takes the correct variant's noise-free views where their feed drew nothing
+    # (a Gaussian or central tree at σ = 0, no shuffle) and takes from rng what the feed would (two spawned
+    # streams): every field of the report but its timing is the one of recomputing them, bit for bit
+    import fedbandit.audit.tight as tight_module
+
+    if name == "sdp-amplification":
+        p = create(name, epsilon=2.0, delta=1e-5, force=True, variant="ideal")
+        p.configure(n_agents=3, dim=2, n_batches=8, batch_size=5)
+    else:
+        p = _tight_protocol(name)
+
+    def report():
+        d = tight_audit(p, 20_000, rng=np.random.default_rng(5), check_runs=CHECK_RUNS).as_dict()
+        return {k: v for k, v in d.items() if k not in ("seconds", "cpu_seconds")}
+
+    got = report()
+    monkeypatch.setattr(tight_module, "_REUSE_QUIET", False)
+    want = report()
+    assert got.keys() == want.keys()
+    for k in want:
+        same = got[k] == want[k] or (isinstance(want[k], float) and math.isnan(want[k]) and math.isnan(got[k]))
+        assert same, (k, got[k], want[k])
+
+
+def test_the_noise_free_views_are_reused_only_where_their_feed_drew_nothing():
+    import fedbandit.audit.tight as tight_module
+
+    for name, reused in (("central", True), ("silo-ldp", True), ("ddg-secagg", False)):
+        ta = tight_module.TightAudit(_tight_protocol(name), np.random.default_rng(0), check_runs=1000)
+        assert (ta.quiet_views is not None) == reused, name
+    p = create("sdp-amplification", epsilon=2.0, delta=1e-5, force=True, variant="ideal")
+    p.configure(n_agents=3, dim=2, n_batches=8, batch_size=5)
+    assert tight_module.TightAudit(p, np.random.default_rng(0), check_runs=1000).quiet_views is None  # shuffled
+
+
+@pytest.mark.parametrize("slack", [50.0, 1.0, 0.3])
+def test_ddg_trials_rounding_of_copies_is_the_conditional_rounding_of_the_broadcast(slack):
+    # the DDG trials round c copies of one scaled record: the floor and fraction are taken once, the coins and
+    # the re-roundings (a bound just above ‖u‖ forces many) are the same draws in the same order
+    import fedbandit.audit.tight as tight_module
+    from fedbandit.mechanisms.ddg import conditional_randomized_round
+
+    u = np.random.default_rng(3).normal(0.0, 4.0, 37)
+    bound = float(np.linalg.norm(u)) + slack
+    for c in (1, 5, 2_000):
+        got_rng, want_rng = np.random.default_rng(8), np.random.default_rng(8)
+        got = tight_module._round_copies(u, bound, c, got_rng)
+        want = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), bound, want_rng)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert got_rng.bit_generator.state == want_rng.bit_generator.state  # the same draws, no more
+        # and the rounding written out: floor plus a coin below the fraction, redrawn for a vector over the bound
+        plain_rng = np.random.default_rng(8)
+        plain = np.floor(u).astype(np.int64) + (plain_rng.random((c, u.size)) < u - np.floor(u))
+        over = np.flatnonzero((plain**2).sum(axis=1) > math.floor(bound * bound * (1 - 1e-12)))
+        while over.size:
+            plain[over] = np.floor(u).astype(np.int64) + (plain_rng.random((over.size, u.size)) < u - np.floor(u))
+            over = over[(plain[over] ** 2).sum(axis=1) > math.floor(bound * bound * (1 - 1e-12))]
+        assert np.array_equal(got, plain)

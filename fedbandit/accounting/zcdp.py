@@ -19,6 +19,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from typing import Any
@@ -213,8 +214,11 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
     float
         ρ.
     """
-    epsilon = check_epsilon("epsilon", epsilon)
-    delta = check_delta("delta", delta)
+    return _approx_dp_to_zcdp_cached(check_epsilon("epsilon", epsilon), check_delta("delta", delta))
+
+
+def _approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
+    """:func:`approx_dp_to_zcdp` on validated arguments (uncached)."""
 
     def gap(log_rho: float) -> float:
         return zcdp_to_approx_dp(math.exp(log_rho), delta) - epsilon
@@ -229,6 +233,12 @@ def approx_dp_to_zcdp(epsilon: float, delta: float) -> float:
         if lo < -690.0:
             raise ValueError(f"epsilon={epsilon!r} is too small to convert to zCDP (rho would be below 1e-300)")
     return math.exp(optimize.brentq(gap, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500))
+
+
+#: :func:`approx_dp_to_zcdp` is a pure function of (ε, δ), and every learner built with a zCDP-calibrated
+#: tree asks for it again (an end-to-end audit builds its learner a dozen times, ~4 ms each): each (typed)
+#: pair is solved once per process.
+_approx_dp_to_zcdp_cached = functools.lru_cache(maxsize=1024, typed=True)(_approx_dp_to_zcdp)
 
 
 def rdp_to_approx_dp(

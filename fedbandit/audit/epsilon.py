@@ -454,15 +454,41 @@ def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 
     # where the two splits do not overlap, the gap's middle separates them perfectly
     gaps = [(s0.max() + s1.min()) / 2.0, (s1.max() + s0.min()) / 2.0]
     cand = np.unique(np.concatenate([cand, gaps]))
-    s0s, s1s = np.sort(s0), np.sort(s1)
+    # every candidate scored as epsilon_lower_bound scores it, with its two Clopper–Pearson bounds
+    # computed for all candidates in one call each (_one_sided_bounds: the same floats)
+    confidence = check_probability("confidence", confidence)
+    delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
+    slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
+    k0 = s0.size - np.searchsorted(np.sort(s0), cand, side="right")
+    k1 = s1.size - np.searchsorted(np.sort(s1), cand, side="right")
+    tpr_lo, fpr_hi = _one_sided_bounds(k1, s1.size, k0, s0.size, (1 - confidence) / 2)
     best, best_t = -1.0, float(cand[0])
-    for t in cand:
-        k0 = s0.size - np.searchsorted(s0s, t, side="right")
-        k1 = s1.size - np.searchsorted(s1s, t, side="right")
-        eps, _, _ = epsilon_lower_bound(k1, s1.size, k0, s0.size, delta=delta, confidence=confidence, slack=slack)
+    for t, lo, hi in zip(cand.tolist(), tpr_lo.tolist(), fpr_hi.tolist()):
+        if slack:
+            lo, hi = max(0.0, lo - slack), min(1.0, hi + slack)
+        eps = max(0.0, _eps_from_rates(lo, hi, delta))
         if eps > best:
-            best, best_t = eps, float(t)
+            best, best_t = eps, t
     return best_t
+
+
+def _one_sided_bounds(k1: np.ndarray, n1: int, k0: np.ndarray, n0: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """For arrays of counts: the Clopper–Pearson lower bounds of k1/n1 and upper bounds of k0/n0.
+
+    Elementwise the floats of ``clopper_pearson(k1, n1, alpha)[0]`` and ``clopper_pearson(k0, n0,
+    alpha)[1]`` (the same ``beta.ppf`` ufunc, on arrays; ``tests/test_audit.py`` compares them), the
+    two bounds :func:`epsilon_lower_bound` reads, without the two it does not.
+    """
+    k1, k0 = np.asarray(k1, dtype=np.int64), np.asarray(k0, dtype=np.int64)
+    lo = np.zeros(k1.shape)
+    some = k1 > 0
+    if some.any():
+        lo[some] = _stats.beta.ppf(alpha, k1[some], n1 - k1[some] + 1)
+    hi = np.ones(k0.shape)
+    short = k0 < n0
+    if short.any():
+        hi[short] = _stats.beta.ppf(1 - alpha, k0[short] + 1, n0 - k0[short])
+    return lo, hi
 
 
 class _Outputs:

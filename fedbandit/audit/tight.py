@@ -300,10 +300,26 @@ class _DDGTrials:
         chunk = max(1, 4_000_000 // max(1, u.size))
         for start in range(0, n, chunk):
             c = min(chunk, n - start)
-            r = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), self.bound_int, rng)
+            if conditional_randomized_round is _EXACT_SAMPLERS_AT_IMPORT[0]:
+                r = _round_copies(u, self.bound_int, c, rng)  # the same draws and integers, from u's one floor
+            else:
+                r = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), self.bound_int, rng)
             w = sample_discrete_gaussian(self.sigma_sum, (c, u.size), rng)
             out[start:start + c] = (self.n_nodes * r + w) @ self.direction
         return out
+
+
+def _never_drawn(g) -> bool:
+    """Whether a spawned generator is still at its starting state (nothing was drawn from it)."""
+    if g is None:
+        return True
+    bg = g.bit_generator
+    return bg.state == type(bg)(bg.seed_seq).state
+
+
+#: Whether :func:`tight_audit`'s power check reuses the correct variant's noise-free views (when its feed drew
+#: nothing: the same floats); ``tests/test_planted_noise.py`` compares both ways.
+_REUSE_QUIET = True
 
 
 def _exact_samplers():
@@ -311,6 +327,32 @@ def _exact_samplers():
 
 
 _EXACT_SAMPLERS = _exact_samplers()
+_EXACT_SAMPLERS_AT_IMPORT = _EXACT_SAMPLERS
+
+
+def _round_copies(u, bound, c, rng):
+    """``conditional_randomized_round(np.broadcast_to(u, (c, u.size)), bound, rng)``: the same draws, in
+    the same order, and the same integers, with the floor and fraction of the one vector ``u`` taken
+    once instead of per copy (``tests/test_planted_noise.py`` compares the two)."""
+    u = np.asarray(u, dtype=float)
+    if u.ndim != 1 or not np.all(np.isfinite(u)) or (u.size and (np.max(u) > 2.0**52 or np.min(u) < -(2.0**52))):
+        raise ValueError(f"u must be one vector of finite entries of magnitude at most 2^52, got shape {u.shape}")
+    fl = np.floor(u)
+    frac = u - fl
+    fl = fl.astype(np.int64)
+    out = rng.random((c, u.size)) < frac
+    out = out + fl  # (c, d) int64: the floors plus the coins
+    limit = math.floor(bound * bound * (1.0 - 1e-12))
+    todo = np.flatnonzero(np.einsum("ij,ij->i", out, out) > limit)
+    tries = 0
+    while todo.size:
+        tries += 1
+        if tries > 10_000:
+            raise ValueError(f"bound={bound!r} is too small for u: conditional rounding did not meet it after 10000 tries")
+        redo = fl + (rng.random((todo.size, u.size)) < frac)
+        out[todo] = redo
+        todo = todo[np.einsum("ij,ij->i", redo, redo) > limit]
+    return out
 
 
 class TightAudit:
@@ -326,6 +368,11 @@ class TightAudit:
         Runs of the real protocol (world 1, every attacked release) in the noise-law check
         and the noise measurement (at least :data:`MIN_CHECK_RUNS`; on a long tree, exactly
         :data:`LONG_TREE_CHECK_RUNS`).
+    quiet : tuple of arrays, optional
+        The ``quiet_views`` of an earlier TightAudit of the same protocol (the power check's
+        is the correct variant's): used instead of running the noise-free twin again, the same
+        floats (its feed drew no noise and shuffled nothing), and ``rng`` advanced as that run
+        would (two spawned streams).  Not for the discrete Gaussian (its twin draws).
 
     Attributes
     ----------
@@ -337,9 +384,12 @@ class TightAudit:
     noise_check_p, noise_ratio, noise_ratio_upper : float
         The KS p-value (against the declared law), the measured ratio of the real noise to
         the declared one, and its (1 − α) upper confidence bound.
+    quiet_views : tuple of arrays or None
+        The noise-free twin's views (run 0, run 1) where its feed drew nothing from either of
+        its streams (a Gaussian or central tree at σ = 0, no shuffle), else None.
     """
 
-    def __init__(self, protocol, rng, *, check_runs=2000):
+    def __init__(self, protocol, rng, *, check_runs=2000, quiet=None):
         if not isinstance(protocol, StatisticsProtocol):
             raise TypeError(f"protocol must be a configured StatisticsProtocol, got {type(protocol).__name__}")
         protocol._require()
@@ -362,9 +412,25 @@ class TightAudit:
                                                   protocol.reward_bound or 1.0)
         # 1. the exact change, through the implementation (noise removed)
         # (the discrete Gaussian keeps a negligible noise: its sampler needs σ > 0)
-        quiet = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
-        both = _views(*_feed(quiet, [self.users0, self.users1], last, 2, rng), self.view)  # run 0, run 1
-        v0, v1 = both[:, 0], both[:, 1]
+        # ``quiet``: the noise-free views (run 0, run 1) of an earlier TightAudit of the same protocol whose
+        # feed drew nothing (quiet_views): recomputing them would give the same floats
+        self.quiet_views = None
+        if quiet is not None and not (isinstance(quiet, tuple) and len(quiet) == 2 and all(
+                isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2 and v.shape[0] == last
+                for v in quiet) and quiet[0].shape == quiet[1].shape):
+            raise TypeError(f"quiet must be None or the quiet_views of a TightAudit of the same protocol (two float "
+                            f"arrays of {last} rows), got {quiet!r:.80}")
+        if quiet is not None and _REUSE_QUIET and not self.ddg:
+            v0, v1 = quiet
+            rng.spawn(2)  # what the feed's reset takes from rng: the streams spawned after it are the same
+        else:
+            twin = with_noise_scale(protocol, 1e-9 if self.ddg else 0.0)
+            fed = _feed(twin, [self.users0, self.users1], last, 2, rng)
+            both = _views(*fed, self.view)  # run 0, run 1
+            v0, v1 = both[:, 0], both[:, 1]
+            if not self.ddg and _never_drawn(fed[0]._noise_rng) and _never_drawn(fed[0]._shuffle_rng):
+                # no noise drawn, no shuffle: the views are a function of the protocol and the users only
+                self.quiet_views = (v0.copy(), v1.copy())
         if self.ddg:
             m = protocol.randomizer.params.modulus
             v0 = np.mod(v0 + m // 2, m) - m // 2
@@ -574,7 +640,10 @@ def tight_audit(protocol, n_trials, *, rng, n_select=None, confidence=0.95, delt
     if broken_factor is not None:
         # the power check mutates the code: the randomizer's own draws × broken_factor, σ declared as before
         with planted_noise(max(broken_factor, 1e-12)):
-            tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS_DDG if ta.ddg else MIN_CHECK_RUNS)
+            # (its noise-free views are the correct variant's when their feed drew no noise: the planted bug
+            # scales noise draws, and there were none)
+            tb = TightAudit(protocol, rng, check_runs=MIN_CHECK_RUNS_DDG if ta.ddg else MIN_CHECK_RUNS,
+                            quiet=ta.quiet_views)
         broken_res = audit_epsilon_split(tb.trials, (key, 0), (key, 1), _identity, n_trials, n_select=n_select,
                                          delta=delta, confidence=confidence, rng=rng, neighbouring=worlds_relation,
                                          vectorized=True, slack=tb.slack)

@@ -260,6 +260,9 @@ class RewardStream:
         that key (and of ``run_keys``).
     block : int, default 1024
         Number of slots drawn at once (memory ``block * R * M`` floats).
+    n_slots : int, optional
+        The last slot that will be read (the horizon): a block is drawn only up to it (the
+        same values as the whole block's first slots; reading a later slot raises IndexError).
     run_keys : array of int (n_runs,), optional
         If given, run ``r``'s variates are drawn from its own stream keyed by
         ``run_keys[r]``, so that two batches built from equal keys give equal rewards to
@@ -273,13 +276,15 @@ class RewardStream:
     references in ``tests/``.  Both read the same table.
     """
 
-    def __init__(self, env, n_runs: int, n_agents: int, rng, *, block: int = 1024, run_keys=None):
+    def __init__(self, env, n_runs: int, n_agents: int, rng, *, block: int = 1024, run_keys=None,
+                 n_slots: int | None = None):
         if not isinstance(env, _KArmedBandit):
             raise TypeError(f"env must be a K-armed bandit (Bernoulli, Gaussian, categorical), got {type(env).__name__}")
         self.env = env
         self.n_runs = check_positive_int("n_runs", n_runs)
         self.n_agents = check_positive_int("n_agents", n_agents)
         self.block = check_positive_int("block", block)
+        self.n_slots = None if n_slots is None else check_positive_int("n_slots", n_slots)
         if run_keys is not None:
             run_keys = np.asarray(run_keys)
             if run_keys.shape != (self.n_runs,) or not np.issubdtype(run_keys.dtype, np.integer) or run_keys.min() < 0:
@@ -304,19 +309,23 @@ class RewardStream:
         return g.random(shape) if self.env._variate == "uniform" else g.standard_normal(shape)
 
     def _load(self, c: int) -> np.ndarray:
-        # Block c's table: (block, R, M), or (block, n_keys, M) with run keys (see __init__).
+        # Block c's table: (block, R, M), or (block, n_keys, M) with run keys (see __init__).  With
+        # n_slots, only its slots up to n_slots: the first rows of the whole block's draw, the same
+        # floats (the Generator fills an array in order, and the rows are the slowest axis); a slot
+        # past n_slots is then not in the table (IndexError), never a different value.
         if c != self._cached_block:
+            rows = self.block if self.n_slots is None else max(1, min(self.block, self.n_slots - c * self.block))
             if self.run_keys is None:
                 g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c,)))
-                self._table = self._draw(g, (self.block, self.n_runs, self.n_agents))
+                self._table = self._draw(g, (rows, self.n_runs, self.n_agents))
             else:
                 # Run r's variates depend on (key, run_keys[r], block) only: runs with equal keys
                 # see equal rewards whatever the rest of the batch (common random numbers across
                 # configurations of different sizes).  Each distinct key is drawn once.
-                by_key = np.empty((self._keys.size, self.block, self.n_agents))
+                by_key = np.empty((self._keys.size, rows, self.n_agents))
                 for i, k in enumerate(self._keys):
                     g = np.random.default_rng(np.random.SeedSequence(entropy=self.key, spawn_key=(c, int(k))))
-                    by_key[i] = self._draw(g, (self.block, self.n_agents))
+                    by_key[i] = self._draw(g, (rows, self.n_agents))
                 self._table = np.ascontiguousarray(by_key.transpose(1, 0, 2))
             self._cached_block = c
         return self._table

@@ -393,12 +393,12 @@ class _CounterLearner:
         sigma = env.sigma if self.sigma is None else self.sigma
         reward_seed = getattr(self, "reward_seed", None)
         if reward_seed is None:
-            stream = RewardStream(env, self.n_runs, self.n_agents, rng)
+            stream = RewardStream(env, self.n_runs, self.n_agents, rng, n_slots=self.horizon)
         else:
             # Common random numbers across configurations: the rewards depend on the seed and
             # on each run's replicate number within its (epsilon, rho) cell only.
             stream = RewardStream(env, self.n_runs, self.n_agents, np.random.default_rng(reward_seed),
-                                  run_keys=np.arange(self.n_runs) % self.grid["runs"])
+                                  run_keys=np.arange(self.n_runs) % self.grid["runs"], n_slots=self.horizon)
         if self.protocol is not None:
             self.protocol.reset(n_runs=self.n_runs, rng=rng)
         self._clip_noop = self.private and _clip_is_noop(env, self.lo, self.hi)
