@@ -222,6 +222,7 @@ class TreeRandomizer:
         self.kappa = tree_depth(self.n_steps)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
+        self._apart = False  # runs at different steps (after calls with runs=; kept by advance_runs)
         self._alpha = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
     @property
@@ -267,7 +268,7 @@ class TreeRandomizer:
         """
         rng = check_rng("rng", rng)
         gamma = np.asarray(gamma, dtype=float)
-        if runs is None and self.batch_shape and (self.steps != self.k).any():
+        if runs is None and self._apart:
             runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             if gamma.shape != self.shape:
@@ -341,7 +342,8 @@ def advance_together(analyzer: Any, j: int | np.ndarray) -> int:
         raise ValueError(f"the tree covers n_steps={analyzer.n_steps} steps; step {analyzer.k + 1} is past its end")
     analyzer.k += 1
     analyzer.steps += 1
-    expected = lowest_set_bit(analyzer.k)
+    k = analyzer.k  # the analyzer's own step counter, an int >= 1: ν(k) without lowest_set_bit's argument check
+    expected = (k & -k).bit_length() - 1
     if j != expected:
         raise ValueError(f"j must be the lowest set bit of k={analyzer.k}, i.e. {expected}, got {j!r}")
     return expected
@@ -373,6 +375,7 @@ def advance_runs(mech: Any, runs: ArrayLike, values: np.ndarray, name: str, what
         raise ValueError(f"a run would exceed {what}'s n_steps={mech.n_steps} steps")
     mech.steps[idx] += 1
     mech.k = int(mech.steps.max())
+    mech._apart = bool((mech.steps != mech.k).any())  # read by the calls without runs= (tree randomizer, analyzer)
     return idx, mech.steps[idx]
 
 
@@ -398,6 +401,7 @@ class TreeAnalyzer:
         self.n_steps, self.item_shape, self.batch_shape, self.kappa = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
+        self._apart = False  # runs at different steps (after calls with runs=; kept by advance_runs)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
     @property
@@ -408,7 +412,7 @@ class TreeAnalyzer:
     def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
-        if runs is None and self.batch_shape and (self.steps != self.k).any():
+        if runs is None and self._apart:
             runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             shape = self.batch_shape + self.item_shape
