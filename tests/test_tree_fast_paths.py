@@ -115,3 +115,29 @@ def test_pack_and_unpack_match_the_plain_triangle(d, lead):
     b, g = unpack_unchecked(packed, d)
     assert np.array_equal(bits(b), bits(packed[..., :d]))
     assert g.shape == want_g.shape and g.dtype == np.float64 and np.array_equal(bits(g), bits(want_g))
+
+
+def test_calls_without_runs_follow_runs_apart_and_together_again():
+    """Whether the runs are at different steps is a flag kept by the per-run calls: a call without
+    ``runs`` must advance each run by its own step while they are apart (the same as ``runs`` =
+    every run) and step in lockstep once they are together again."""
+    R, shape = 3, (4,)
+    rng = np.random.default_rng(2)
+    masks = [[0], [1, 2], [0, 1, 2], [0], [1], [2], [0, 1, 2]]  # apart, apart, ..., together after [2]
+    for sigma in (0.0, 0.5):
+        a_rand, b_rand = (TreeRandomizer(16, shape, sigma, batch_shape=(R,)) for _ in range(2))
+        a_tree, b_tree = (TreeAnalyzer(16, shape, batch_shape=(R,)) for _ in range(2))
+        ra, rb = np.random.default_rng(9), np.random.default_rng(9)
+        for runs in masks:
+            g = rng.standard_normal((len(runs),) + shape)
+            for rand, tree, r in ((a_rand, a_tree, ra), (b_rand, b_tree, rb)):
+                j, noisy = rand.release(g, r, runs=np.array(runs))
+                tree.update(j, noisy, runs=np.array(runs))
+            g = rng.standard_normal((R,) + shape)
+            j_a, noisy_a = a_rand.release(g, ra)  # no runs=
+            pa = a_tree.update(j_a, noisy_a)
+            j_b, noisy_b = b_rand.release(g, rb, runs=np.arange(R))
+            pb = b_tree.update(j_b, noisy_b, runs=np.arange(R))
+            np.testing.assert_array_equal(np.asarray(j_a) + np.zeros(R, dtype=int), j_b)
+            assert np.array_equal(bits(noisy_a), bits(noisy_b)) and np.array_equal(bits(pa), bits(pb))
+            np.testing.assert_array_equal(a_rand.steps, b_rand.steps)
