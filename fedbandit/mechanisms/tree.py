@@ -222,6 +222,7 @@ class TreeRandomizer:
         self.kappa = tree_depth(self.n_steps)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
+        self._apart = False  # runs at different steps (after calls with runs=; kept by advance_runs)
         self._alpha = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
     @property
@@ -237,7 +238,17 @@ class TreeRandomizer:
     def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.segments is None:
             return draw_noise_unchecked(rng, shape, self.sigma0, self.noise, self.symmetric)
-        return np.concatenate([draw_noise_unchecked(rng, shape[:-1] + (s,), self.sigma0, self.noise) for s in self.segments], axis=-1)
+        if self.noise == "discrete_gaussian" or self.sigma0 == 0.0:
+            return np.concatenate([draw_noise_unchecked(rng, shape[:-1] + (s,), self.sigma0, self.noise)
+                                   for s in self.segments], axis=-1)
+        # each segment's draws scaled straight into its columns: the values of concatenating
+        # draw_noise_unchecked's segments (the same draws in the same order, each times σ₀ once)
+        z = np.empty(shape)
+        start = 0
+        for s in self.segments:
+            np.multiply(_draw(rng, shape[:-1] + (s,), self.noise), self.sigma0, out=z[..., start:start + s])
+            start += s
+        return z
 
     def release(self, gamma: ArrayLike, rng: np.random.Generator, *, runs: ArrayLike | None = None,
                 return_noise: bool = False) -> tuple[Any, ...]:
@@ -257,7 +268,7 @@ class TreeRandomizer:
         """
         rng = check_rng("rng", rng)
         gamma = np.asarray(gamma, dtype=float)
-        if runs is None and self.batch_shape and (self.steps != self.k).any():
+        if runs is None and self._apart:
             runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             if gamma.shape != self.shape:
@@ -267,9 +278,8 @@ class TreeRandomizer:
             self.k += 1
             self.steps += 1
             j = (self.k & -self.k).bit_length() - 1
-            alpha_j = self._alpha[:j].sum(axis=0) + gamma
+            alpha_j = _fold_levels(self._alpha, range(j), gamma, out=self._alpha[j])
             self._alpha[:j] = 0.0
-            self._alpha[j] = alpha_j
             z = self._noise(rng, self.shape)
             return (j, alpha_j + z, z) if return_noise else (j, alpha_j + z)
         idx, kk = advance_runs(self, runs, gamma, "gamma", "the tree")
@@ -282,6 +292,28 @@ class TreeRandomizer:
         self._alpha[:, idx] = a
         z = self._noise(rng, gamma.shape)
         return (jr, alpha_j + z, z) if return_noise else (jr, alpha_j + z)
+
+
+def _fold_levels(stored: np.ndarray, levels: Any, last: np.ndarray | None = None, *,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """``stored[levels].sum(axis=0)`` (+ ``last``), the same floats without the gathered copy.
+
+    NumPy reduces a C-ordered array's leading axis by adding its rows in order into an output
+    that starts at 0.0 (so a lone -0.0 row sums to +0.0): ((0.0 + s_0) + s_1) + ..., then
+    ``+ last``; this adds the rows in that order into ``out`` (a fresh array by default; it
+    must not be one of the rows read).  ``levels`` empty: 0.0 + ``last``.
+    """
+    it = iter(levels)
+    first = next(it, None)
+    if first is None:
+        assert last is not None
+        return np.add(0.0, last, out=out)
+    acc = np.add(stored[first], 0.0, out=out)
+    for level in it:
+        np.add(acc, stored[level], out=acc)
+    if last is not None:
+        np.add(acc, last, out=acc)
+    return acc
 
 
 def _check_segments(segments: int | tuple[int, ...] | None, item_shape: tuple[int, ...], symmetric: bool) -> tuple[int, ...] | None:
@@ -310,7 +342,8 @@ def advance_together(analyzer: Any, j: int | np.ndarray) -> int:
         raise ValueError(f"the tree covers n_steps={analyzer.n_steps} steps; step {analyzer.k + 1} is past its end")
     analyzer.k += 1
     analyzer.steps += 1
-    expected = lowest_set_bit(analyzer.k)
+    k = analyzer.k  # the analyzer's own step counter, an int >= 1: ν(k) without lowest_set_bit's argument check
+    expected = (k & -k).bit_length() - 1
     if j != expected:
         raise ValueError(f"j must be the lowest set bit of k={analyzer.k}, i.e. {expected}, got {j!r}")
     return expected
@@ -342,6 +375,7 @@ def advance_runs(mech: Any, runs: ArrayLike, values: np.ndarray, name: str, what
         raise ValueError(f"a run would exceed {what}'s n_steps={mech.n_steps} steps")
     mech.steps[idx] += 1
     mech.k = int(mech.steps.max())
+    mech._apart = bool((mech.steps != mech.k).any())  # read by the calls without runs= (tree randomizer, analyzer)
     return idx, mech.steps[idx]
 
 
@@ -367,6 +401,7 @@ class TreeAnalyzer:
         self.n_steps, self.item_shape, self.batch_shape, self.kappa = _check_tree_shapes(n_steps, item_shape, batch_shape)
         self.k = 0
         self.steps = np.zeros(self.batch_shape[0] if self.batch_shape else 1, dtype=np.int64)
+        self._apart = False  # runs at different steps (after calls with runs=; kept by advance_runs)
         self._alpha_tilde = np.zeros((self.kappa,) + self.batch_shape + self.item_shape)
 
     @property
@@ -377,7 +412,7 @@ class TreeAnalyzer:
     def update(self, j: int | np.ndarray, alpha_tilde: ArrayLike, *, runs: ArrayLike | None = None) -> np.ndarray:
         """Store the synchronized p-sum α̃_j of step k and return s̃_k."""
         alpha_tilde = np.asarray(alpha_tilde, dtype=float)
-        if runs is None and self.batch_shape and (self.steps != self.k).any():
+        if runs is None and self._apart:
             runs = np.arange(self.steps.size)  # every run advances its own step
         if runs is None:
             shape = self.batch_shape + self.item_shape
@@ -385,8 +420,7 @@ class TreeAnalyzer:
                 raise ValueError(f"alpha_tilde must have shape {shape}, got {alpha_tilde.shape}")
             advance_together(self, j)
             self._alpha_tilde[j] = alpha_tilde
-            bits = [level for level in range(self.kappa) if self.k >> level & 1]
-            return self._alpha_tilde[bits].sum(axis=0)
+            return _fold_levels(self._alpha_tilde, [level for level in range(self.kappa) if self.k >> level & 1])
         idx, kk = advance_runs(self, runs, alpha_tilde, "alpha_tilde", "the tree")
         expected = lowest_set_bits(kk)
         if not np.array_equal(np.asarray(j), expected):

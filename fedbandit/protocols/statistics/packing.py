@@ -60,12 +60,33 @@ def _upper_triangle(d: int) -> tuple[np.ndarray, np.ndarray]:
     return iu, ju
 
 
+@functools.lru_cache(maxsize=64)
+def _flat_triangle(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """(upper, full), read-only: ``upper`` the flat indices i·d + j of the upper triangle (the
+    packed order, as ``np.triu_indices(d)``), ``full`` for every flat entry (i, j) of a d × d
+    matrix the packed coordinate that holds it: d + the triangle position of (min, max)."""
+    iu, ju = _upper_triangle(d)
+    upper = iu * d + ju
+    full = np.empty(d * d, dtype=np.intp)
+    full[upper] = d + np.arange(iu.size)
+    full[ju * d + iu] = d + np.arange(iu.size)
+    upper.flags.writeable = False
+    full.flags.writeable = False
+    return upper, full
+
+
 def pack_unchecked(bias: np.ndarray, gram: np.ndarray) -> np.ndarray:
     """:func:`pack_statistics` without the checks: the protocols' per-synchronization path
-    (the shapes are checked by ``synchronize``)."""
+    (the shapes are checked by ``synchronize``).  The same values as
+    ``np.concatenate([bias, gram[..., iu, ju]], axis=-1)``: the triangle gathered by one flat
+    index and both parts written into the output (no concatenation)."""
     d = bias.shape[-1]
-    iu, ju = _upper_triangle(d)
-    return np.concatenate([bias, gram[..., iu, ju]], axis=-1)
+    upper, _ = _flat_triangle(d)
+    lead = bias.shape[:-1]
+    out = np.empty(lead + (d + upper.size,), dtype=np.result_type(bias, gram))
+    out[..., :d] = bias
+    out[..., d:] = gram.reshape(lead + (d * d,))[..., upper]
+    return out
 
 
 def user_records(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -107,9 +128,9 @@ def unpack_statistics(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarra
 
 def unpack_unchecked(packed: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`unpack_statistics` without the checks (the protocols' path)."""
-    iu, ju = _upper_triangle(d)
+    # one gather of every entry (i, j) from its packed coordinate: the same values as writing the
+    # upper triangle and its mirror into zeros
+    _, full = _flat_triangle(d)
     bias = packed[..., :d]
-    gram = np.zeros(packed.shape[:-1] + (d, d))
-    gram[..., iu, ju] = packed[..., d:]
-    gram[..., ju, iu] = packed[..., d:]
+    gram = packed[..., full].reshape(packed.shape[:-1] + (d, d)).astype(np.float64, copy=False)
     return bias, gram

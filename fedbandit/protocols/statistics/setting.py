@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from fedbandit.accounting.events import record_sensitivities
@@ -73,9 +74,10 @@ class StatisticsSetting:
         """κ = ⌊log₂ K⌋ + 1: the tree levels, which bound the nodes a record enters (:func:`fedbandit.mechanisms.tree.tree_depth`)."""
         return tree_depth(self.n_batches)
 
-    @property
+    @functools.cached_property
     def coordinates(self) -> int:
-        """D = d + d(d+1)/2 packed coordinates of one record."""
+        """D = d + d(d+1)/2 packed coordinates of one record (computed once: the payload of every
+        synchronization reads it)."""
         return n_coordinates(self.dim)
 
     @property
