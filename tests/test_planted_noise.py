@@ -259,17 +259,19 @@ def test_the_noise_free_views_are_reused_only_where_their_feed_drew_nothing():
 
 @pytest.mark.parametrize("slack", [50.0, 1.0, 0.3])
 def test_ddg_trials_rounding_of_copies_is_the_conditional_rounding_of_the_broadcast(slack):
-    # the DDG trials round c copies of one scaled record: the floor and fraction are taken once, the coins and
-    # the re-roundings (a bound just above ‖u‖ forces many) are the same draws in the same order
-    import fedbandit.audit.tight as tight_module
+    # the DDG trials round c copies of one scaled record, a broadcast view: conditional_randomized_round takes its
+    # floor and fraction once; the coins and the re-roundings (a bound just above ‖u‖ forces many) are the same
+    # draws in the same order as for the copies written out
     from fedbandit.mechanisms.ddg import conditional_randomized_round
 
     u = np.random.default_rng(3).normal(0.0, 4.0, 37)
     bound = float(np.linalg.norm(u)) + slack
     for c in (1, 5, 2_000):
         got_rng, want_rng = np.random.default_rng(8), np.random.default_rng(8)
-        got = tight_module._round_copies(u, bound, c, got_rng)
-        want = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), bound, want_rng)
+        view = np.broadcast_to(u, (c, u.size))
+        assert c == 1 or view.strides[0] == 0
+        got = conditional_randomized_round(view, bound, got_rng)
+        want = conditional_randomized_round(np.ascontiguousarray(view), bound, want_rng)  # the copies, materialized
         assert got.dtype == want.dtype and np.array_equal(got, want)
         assert got_rng.bit_generator.state == want_rng.bit_generator.state  # the same draws, no more
         # and the rounding written out: floor plus a coin below the fraction, redrawn for a vector over the bound

@@ -300,10 +300,7 @@ class _DDGTrials:
         chunk = max(1, 4_000_000 // max(1, u.size))
         for start in range(0, n, chunk):
             c = min(chunk, n - start)
-            if conditional_randomized_round is _EXACT_SAMPLERS_AT_IMPORT[0]:
-                r = _round_copies(u, self.bound_int, c, rng)  # the same draws and integers, from u's one floor
-            else:
-                r = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), self.bound_int, rng)
+            r = conditional_randomized_round(np.broadcast_to(u, (c, u.size)), self.bound_int, rng)
             w = sample_discrete_gaussian(self.sigma_sum, (c, u.size), rng)
             out[start:start + c] = (self.n_nodes * r + w) @ self.direction
         return out
@@ -327,32 +324,6 @@ def _exact_samplers():
 
 
 _EXACT_SAMPLERS = _exact_samplers()
-_EXACT_SAMPLERS_AT_IMPORT = _EXACT_SAMPLERS
-
-
-def _round_copies(u, bound, c, rng):
-    """``conditional_randomized_round(np.broadcast_to(u, (c, u.size)), bound, rng)``: the same draws, in
-    the same order, and the same integers, with the floor and fraction of the one vector ``u`` taken
-    once instead of per copy (``tests/test_planted_noise.py`` compares the two)."""
-    u = np.asarray(u, dtype=float)
-    if u.ndim != 1 or not np.all(np.isfinite(u)) or (u.size and (np.max(u) > 2.0**52 or np.min(u) < -(2.0**52))):
-        raise ValueError(f"u must be one vector of finite entries of magnitude at most 2^52, got shape {u.shape}")
-    fl = np.floor(u)
-    frac = u - fl
-    fl = fl.astype(np.int64)
-    out = rng.random((c, u.size)) < frac
-    out = out + fl  # (c, d) int64: the floors plus the coins
-    limit = math.floor(bound * bound * (1.0 - 1e-12))
-    todo = np.flatnonzero(np.einsum("ij,ij->i", out, out) > limit)
-    tries = 0
-    while todo.size:
-        tries += 1
-        if tries > 10_000:
-            raise ValueError(f"bound={bound!r} is too small for u: conditional rounding did not meet it after 10000 tries")
-        redo = fl + (rng.random((todo.size, u.size)) < frac)
-        out[todo] = redo
-        todo = todo[np.einsum("ij,ij->i", redo, redo) > limit]
-    return out
 
 
 class TightAudit:

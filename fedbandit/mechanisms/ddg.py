@@ -135,10 +135,17 @@ def conditional_randomized_round(z: ArrayLike, bound: float, rng: np.random.Gene
     if z.ndim < 1 or (z.size and (np.max(z) > 2.0**52 or np.min(z) < -(2.0**52))):  # (no |z| temporary)
         raise ValueError(f"z must have at least one axis and entries of magnitude at most 2^52, got shape {z.shape}")
     flat = z.reshape(-1, z.shape[-1])
-    fl = np.floor(flat)
-    frac = flat - fl
-    out = fl.astype(np.int64)  # the floors, then the rounded vectors (in place)
-    out += rng.random(flat.shape, out=fl) < frac  # the uniforms overwrite the floors (no longer needed)
+    if flat.shape[0] > 1 and flat.strides[0] == 0:
+        # one vector repeated (a broadcast view, as an audit's trials of one record): its floor and
+        # fraction taken once; the same uniforms in the same order, the same integers
+        fl = np.floor(flat[0])
+        frac = np.broadcast_to(flat[0] - fl, flat.shape)
+        out = fl.astype(np.int64) + (rng.random(flat.shape) < frac)
+    else:
+        fl = np.floor(flat)
+        frac = flat - fl
+        out = fl.astype(np.int64)  # the floors, then the rounded vectors (in place)
+        out += rng.random(flat.shape, out=fl) < frac  # the uniforms overwrite the floors (no longer needed)
     limit = math.floor(bound * bound * (1.0 - 1e-12))
     todo = np.flatnonzero(np.einsum("ij,ij->i", out, out) > limit)
     tries = 0
