@@ -10,7 +10,8 @@ from scipy import optimize, stats
 
 from fedbandit.audit.epsilon import (
     AuditResult,
-    _one_sided_bounds,
+    _cp_lower,
+    _cp_upper,
     audit_epsilon,
     audit_epsilon_split,
     clopper_pearson,
@@ -194,11 +195,13 @@ def test_select_threshold_is_the_plain_candidate_loop(case):
     kw = [dict(), dict(delta=1e-5, confidence=0.995), dict(confidence=0.99, slack=0.003)][case // 4]
     got, want = select_threshold(s0, s1, **kw), _select_threshold_plain(s0, s1, **kw)
     assert got == want and type(got) is float
-    # and each candidate's scoring bounds are the scalar ones
+    # and each candidate's scoring bounds are the scalar Clopper–Pearson ones, written out (and clopper_pearson's)
     alpha = (1 - kw.get("confidence", 0.95)) / 2
     k1 = np.unique(np.concatenate([[0, 1, 2, n1 - 1, n1], rng.integers(0, n1 + 1, 100)]))
     k0 = np.unique(np.concatenate([[0, 1, 2, n0 - 1, n0], rng.integers(0, n0 + 1, 100)]))
-    lo, hi = _one_sided_bounds(k1, n1, k0, n0, alpha)
+    lo, hi = _cp_lower(k1, n1, alpha), _cp_upper(k0, n0, alpha)
+    assert lo.tolist() == [0.0 if k == 0 else float(stats.beta.ppf(alpha, int(k), n1 - int(k) + 1)) for k in k1]
+    assert hi.tolist() == [1.0 if k == n0 else float(stats.beta.ppf(1 - alpha, int(k) + 1, n0 - int(k))) for k in k0]
     assert lo.tolist() == [clopper_pearson(int(k), n1, alpha)[0] for k in k1]
     assert hi.tolist() == [clopper_pearson(int(k), n0, alpha)[1] for k in k0]
 

@@ -113,9 +113,25 @@ def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     if not k <= n:
         raise ValueError(f"k must lie in [0, n={n}], got {k!r}")
     alpha = check_probability("alpha", alpha)
-    lo = 0.0 if k == 0 else float(_stats.beta.ppf(alpha, k, n - k + 1))
-    hi = 1.0 if k == n else float(_stats.beta.ppf(1 - alpha, k + 1, n - k))
-    return lo, hi
+    return float(_cp_lower(np.array([k]), n, alpha)[0]), float(_cp_upper(np.array([k]), n, alpha)[0])
+
+
+def _cp_lower(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    """The one-sided Clopper–Pearson lower bounds of counts ``k`` (int array) out of ``n``: 0 at k = 0."""
+    lo = np.zeros(k.shape)
+    some = k > 0
+    if some.any():
+        lo[some] = _stats.beta.ppf(alpha, k[some], n - k[some] + 1)
+    return lo
+
+
+def _cp_upper(k: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    """The one-sided Clopper–Pearson upper bounds of counts ``k`` (int array) out of ``n``: 1 at k = n."""
+    hi = np.ones(k.shape)
+    short = k < n
+    if short.any():
+        hi[short] = _stats.beta.ppf(1 - alpha, k[short] + 1, n - k[short])
+    return hi
 
 
 def _eps_from_rates(tpr: float, fpr: float, delta: float) -> float:
@@ -454,14 +470,15 @@ def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 
     # where the two splits do not overlap, the gap's middle separates them perfectly
     gaps = [(s0.max() + s1.min()) / 2.0, (s1.max() + s0.min()) / 2.0]
     cand = np.unique(np.concatenate([cand, gaps]))
-    # every candidate scored as epsilon_lower_bound scores it, with its two Clopper–Pearson bounds
-    # computed for all candidates in one call each (_one_sided_bounds: the same floats)
+    # every candidate scored as epsilon_lower_bound scores it, with the two Clopper–Pearson bounds it reads
+    # computed for all candidates in one call each (clopper_pearson's own _cp_lower and _cp_upper)
     confidence = check_probability("confidence", confidence)
     delta = check_float_in_range("delta", delta, 0.0, 1.0, high_inclusive=False)
     slack = check_float_in_range("slack", slack, 0.0, 1.0, high_inclusive=False)
     k0 = s0.size - np.searchsorted(np.sort(s0), cand, side="right")
     k1 = s1.size - np.searchsorted(np.sort(s1), cand, side="right")
-    tpr_lo, fpr_hi = _one_sided_bounds(k1, s1.size, k0, s0.size, (1 - confidence) / 2)
+    alpha = (1 - confidence) / 2
+    tpr_lo, fpr_hi = _cp_lower(k1, s1.size, alpha), _cp_upper(k0, s0.size, alpha)
     best, best_t = -1.0, float(cand[0])
     for t, lo, hi in zip(cand.tolist(), tpr_lo.tolist(), fpr_hi.tolist()):
         if slack:
@@ -470,25 +487,6 @@ def select_threshold(stats0, stats1, *, delta: float = 0.0, confidence: float = 
         if eps > best:
             best, best_t = eps, t
     return best_t
-
-
-def _one_sided_bounds(k1: np.ndarray, n1: int, k0: np.ndarray, n0: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """For arrays of counts: the Clopper–Pearson lower bounds of k1/n1 and upper bounds of k0/n0.
-
-    Elementwise the floats of ``clopper_pearson(k1, n1, alpha)[0]`` and ``clopper_pearson(k0, n0,
-    alpha)[1]`` (the same ``beta.ppf`` ufunc, on arrays; ``tests/test_audit.py`` compares them), the
-    two bounds :func:`epsilon_lower_bound` reads, without the two it does not.
-    """
-    k1, k0 = np.asarray(k1, dtype=np.int64), np.asarray(k0, dtype=np.int64)
-    lo = np.zeros(k1.shape)
-    some = k1 > 0
-    if some.any():
-        lo[some] = _stats.beta.ppf(alpha, k1[some], n1 - k1[some] + 1)
-    hi = np.ones(k0.shape)
-    short = k0 < n0
-    if short.any():
-        hi[short] = _stats.beta.ppf(1 - alpha, k0[short] + 1, n0 - k0[short])
-    return lo, hi
 
 
 class _Outputs:
