@@ -547,7 +547,7 @@ def test_clip_skipped_only_where_it_changes_no_reward(monkeypatch):
     for env, (lo, hi), noop in cases:
         assert consensus._clip_is_noop(env, lo, hi) is noop, (env.kind, lo, hi)
         if noop:
-            vals = consensus._reward_values(env)
+            vals = env.reward_values
             assert np.array_equal(np.minimum(np.maximum(vals, lo), hi) - lo, vals)
     kw = dict(n_agents=3, n_arms=4, horizon=300, n_runs=2, rho=2.0)
     runs = {}

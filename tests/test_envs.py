@@ -229,3 +229,17 @@ def test_mslr_instance_ships_with_a_non_editable_install(tmp_path):
     (wheel,) = tmp_path.glob("fedbandit-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".data/data/share/fedbandit/data/mslr_rankeval_sample.npz") for n in names), names
+
+
+def test_reward_values_hold_every_reward_drawn():
+    """A K-armed bandit's reward_values (what the consensus learners read to skip a clip that moves nothing) hold
+    every reward its stream pays, and each of them is paid; None for Gaussian rewards."""
+    from fedbandit.envs import ranker_bandit
+    from fedbandit.envs.multi_armed import BernoulliBandit, GaussianBandit
+
+    for env in (BernoulliBandit(np.array([0.2, 0.5, 0.9])), ranker_bandit(6)):
+        stream = env.stream(4, 3, np.random.default_rng(0))
+        arms = np.random.default_rng(1).integers(0, env.n_arms, size=(4, 3))
+        paid = np.unique(np.concatenate([stream.rewards(t, arms).reshape(-1) for t in range(1, 3001)]))
+        assert set(paid.tolist()) == set(env.reward_values.tolist()), env.kind
+    assert GaussianBandit(np.array([0.0, 1.0])).reward_values is None

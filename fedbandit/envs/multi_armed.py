@@ -80,6 +80,11 @@ class _KArmedBandit:
         pos = g[g > 0]
         return float(pos.min()) if pos.size else 0.0
 
+    @property
+    def reward_values(self) -> np.ndarray | None:
+        """Every value a reward can take (a finite set, as floats), or None where they are not finitely many."""
+        return None
+
     def stream(self, n_runs: int, n_agents: int, rng, *, block: int = 1024) -> RewardStream:
         """A :class:`RewardStream` of this environment for ``n_runs x n_agents`` agents."""
         return RewardStream(self, n_runs, n_agents, rng, block=block)
@@ -109,6 +114,11 @@ class BernoulliBandit(_KArmedBandit):
     def sigma(self) -> float:
         """Sub-Gaussian scale of the rewards (1/2)."""
         return 0.5
+
+    @property
+    def reward_values(self) -> np.ndarray:
+        """0.0 and 1.0."""
+        return np.array([0.0, 1.0])
 
     def _rewards(self, u: np.ndarray, arms: np.ndarray) -> np.ndarray:
         return (u < self.means.take(arms)).astype(float)
@@ -200,6 +210,11 @@ class CategoricalBandit(_KArmedBandit):
     def sigma(self) -> float:
         """Sub-Gaussian scale of the bounded rewards: half the width of their range."""
         return 0.5 * float(self.values.max() - self.values.min())
+
+    @property
+    def reward_values(self) -> np.ndarray:
+        """The reward values (``values``)."""
+        return self.values
 
     @property
     def reward_std(self) -> np.ndarray:

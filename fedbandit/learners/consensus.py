@@ -100,7 +100,7 @@ from fedbandit._validation import (
 from fedbandit.accounting.accountant import account
 from fedbandit.accounting.events import NonPrivateEvent
 from fedbandit.envs.graphs import Graph, consensus_matrix, make_graph, network_terms
-from fedbandit.envs.multi_armed import BernoulliBandit, CategoricalBandit, KArmedBandit, RewardStream
+from fedbandit.envs.multi_armed import KArmedBandit, RewardStream
 from fedbandit.learners.registry import register_learner, split_params
 from fedbandit.learners.result import CommunicationRecord, RunResult
 from fedbandit.protocols.counting import PRIVACY_WIDTH_KINDS, CounterProtocol
@@ -187,20 +187,11 @@ def privacy_width_numerator(kind: str, t: int, scale, rho):
     return _privacy_width_numerator(kind, t, scale, rho)
 
 
-def _reward_values(env):
-    """The finitely many reward values of ``env`` (an array), or None (e.g. Gaussian rewards)."""
-    if isinstance(env, BernoulliBandit):
-        return np.array([0.0, 1.0])
-    if isinstance(env, CategoricalBandit) and len(env._thresholds):
-        return np.asarray(env.values, dtype=float)
-    return None
-
-
 def _clip_is_noop(env, lo, hi):
     """Whether clipping ``env``'s rewards to [lo, hi] and subtracting lo returns every reward as it is:
     lo = 0 and every reward value in [0, hi], none of them -0.0 (max(-0.0, 0.0) and -0.0 - 0.0 keep
     no sign bit for sure)."""
-    vals = _reward_values(env)
+    vals = env.reward_values
     if vals is None or lo != 0.0:
         return False
     return bool(vals.min() >= lo and vals.max() <= hi and not np.signbit(vals).any())
