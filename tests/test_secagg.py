@@ -1,24 +1,29 @@
 """Tests of secure aggregation (fedbandit.secagg.protocol).
 
-The statistical test (uniformity of one masked vector) uses a chi-square test at
-false-alarm rate 1e-3; the masks come from the OS CSPRNG, so that test is not seeded and
-fails a correct implementation with probability 1e-3.
+The statistical tests (uniformity of a masked vector) use a chi-square test at false-alarm
+rate 1e-3. The protocol draws its keys, seeds and session from the operating system's CSPRNG,
+so those tests replace that source with a seeded one (:func:`_seeded_crypto`): each run is
+then the same, and a correct implementation fails it with probability 1e-3 over the choice of
+seed, once, not on every CI run.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from fedbandit.accounting.ddg import ddg_params
 from fedbandit.mechanisms.ddg import DDGMechanism
+from fedbandit.secagg import protocol
 from fedbandit.secagg.errors import SecAggAbort, SecAggError
 from fedbandit.secagg.protocol import (
     ROUND_NAMES,
@@ -31,6 +36,34 @@ from fedbandit.secagg.protocol import (
     run_secagg,
 )
 from fedbandit.secagg.shamir import is_share, shamir_reconstruct, shamir_share
+
+
+class _SeededX25519:
+    """Stands in for ``X25519PrivateKey`` in the protocol module: ``generate`` draws the key from a seeded stream."""
+
+    def __init__(self, draw):
+        self._draw = draw
+
+    def generate(self):
+        return X25519PrivateKey.from_private_bytes(self._draw(32))
+
+    @staticmethod
+    def from_private_bytes(data):
+        return X25519PrivateKey.from_private_bytes(data)
+
+
+def _seeded_crypto(monkeypatch, seed):
+    """Make :func:`run_secagg` reproducible: ``os.urandom`` and the X25519 key generation draw from ``seed``.
+
+    The Ed25519 identity keys stay random; they only sign, and no masked value depends on them.
+    """
+    rng = np.random.default_rng(seed)
+
+    def draw(n):
+        return rng.bytes(n)
+
+    monkeypatch.setattr(os, "urandom", draw)
+    monkeypatch.setattr(protocol, "X25519PrivateKey", _SeededX25519(draw))
 
 
 def _expected(x, survivors, bits):
@@ -96,13 +129,29 @@ def test_fewer_than_t_survivors_is_an_error(round_):
         run_secagg(x, bits=8, threshold=4, dropouts={round_: [1, 2]})
 
 
-def test_single_masked_vector_is_uniform():
-    """Chi-square test that one client's masked input is uniform mod 2^8 (false alarm 1e-3)."""
+def _masked_input_pvalue(monkeypatch, seed):
     x = np.zeros((4, 2**14), dtype=np.int64)  # a very non-uniform input
+    _seeded_crypto(monkeypatch, seed)
     res = run_secagg(x, bits=8, threshold=3)
+    np.testing.assert_array_equal(res.total, 0)
     y = res.server.masked[2].astype(np.int64)
-    counts = np.bincount(y, minlength=256)
-    assert stats.chisquare(counts).pvalue > 1e-3
+    return stats.chisquare(np.bincount(y, minlength=256)).pvalue, y
+
+
+def test_single_masked_vector_is_uniform(monkeypatch):
+    """Chi-square test that one client's masked input is uniform mod 2^8 (false alarm 1e-3, seeded)."""
+    p, y = _masked_input_pvalue(monkeypatch, 20261207)
+    assert p > 1e-3
+    # seeded: the same seed gives the same masked vector
+    assert np.array_equal(_masked_input_pvalue(monkeypatch, 20261207)[1], y)
+
+
+def test_uniformity_test_catches_masks_one_bit_short(monkeypatch):
+    """The test's power: masks from a PRG that loses its top bit leave the masked input non-uniform."""
+    honest = protocol.prg_mask
+    monkeypatch.setattr(protocol, "prg_mask", lambda seed, length, bits: honest(seed, length, bits) % (1 << (bits - 1)))
+    p, _ = _masked_input_pvalue(monkeypatch, 20261207)
+    assert p < 1e-3
 
 
 def test_prg_is_deterministic_and_full_range():
@@ -112,8 +161,9 @@ def test_prg_is_deterministic_and_full_range():
     assert prg_mask(bytes(32), 10, 64).dtype == np.uint64
 
 
-def test_late_input_of_dropped_client_stays_hidden():
-    """Client 3 is declared dropped in round 2; its masked input arriving late is never unmasked."""
+def test_late_input_of_dropped_client_stays_hidden(monkeypatch):
+    """Client 3 is declared dropped in round 2; its masked input arriving late is never unmasked (seeded)."""
+    _seeded_crypto(monkeypatch, 2)
     rng = np.random.default_rng(2)
     n, t, bits, L = 5, 3, 8, 4096
     x = rng.integers(0, 2**bits, size=(n, L))
