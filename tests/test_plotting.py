@@ -10,6 +10,7 @@ everything would fail here too.
 
 from __future__ import annotations
 
+import functools
 import io
 
 import matplotlib
@@ -306,3 +307,89 @@ def test_finish_refuses_a_figure_with_overlapping_text_and_shows_nothing(monkeyp
     with pytest.raises(FigureTextError, match="overlaps"):
         finish(fig)
     assert not shown and not plt.fignum_exists(fig.number)
+
+
+# ---------------------------------------------------------------- shared math-text layouts
+
+
+def _math_figure():
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 3.0), layout="constrained")
+    ax.loglog([1e3, 1e5, 1e7], [2.0, 30.0, 400.0], label=r"$\varepsilon = 1$, $\sqrt{n}$")
+    ax.set_title(r"error at $\hat S_t - S_t$")
+    ax.set_xlabel(r"$n$")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def counted_mathtext(monkeypatch):
+    """Matplotlib's own ``_parse_cached`` (an lru_cache(50) keyed by the parser), counting its layouts."""
+    from matplotlib import mathtext
+
+    current = mathtext.MathTextParser.__dict__["_parse_cached"]
+    original = current.__wrapped__
+    calls = []
+
+    def counting(self, s, dpi, prop, antialiased, load_glyph_flags):
+        calls.append(s)
+        return original(self, s, dpi, prop, antialiased, load_glyph_flags)
+
+    counting_cached = functools.lru_cache(50)(counting)
+    monkeypatch.setattr(mathtext.MathTextParser, "_parse_cached", counting_cached)
+    return mathtext.MathTextParser, counting_cached, calls
+
+
+def test_mathtext_layouts_are_shared_across_figures_with_the_same_bytes(counted_mathtext):
+    """A second figure parses no math text again, and every figure is the same PNG as matplotlib's own."""
+    parser_class, own, calls = counted_mathtext
+    matplotlib.rcParams.update(plotting.BOOK_STYLE)  # the style without the sharing
+
+    def parses_per_figure(n):
+        counts, pngs = [], []
+        for _ in range(n):
+            before = len(calls)
+            pngs.append(_png(_math_figure()))
+            counts.append(len(calls) - before)
+        return counts, pngs
+
+    own_counts, own_pngs = parses_per_figure(2)
+    # matplotlib's cache is per parser, and every figure has its own renderers and parsers
+    assert own_counts[0] > 0 and own_counts[1] > 0
+    assert plotting.share_mathtext_layouts()
+    assert parser_class.__dict__["_parse_cached"] is not own and plotting.share_mathtext_layouts()  # idempotent
+    shared_counts, shared_pngs = parses_per_figure(3)
+    assert shared_counts[0] > 0 and shared_counts[1:] == [0, 0]  # nothing parsed again
+    assert own_pngs[0] == own_pngs[1] and shared_pngs == [own_pngs[0]] * 3
+
+
+def test_mathtext_layouts_follow_the_mathtext_rcparams(counted_mathtext):
+    """A layout depends on rcParams outside its arguments: the shared cache keys them, so a change is honoured."""
+    parser_class, own, calls = counted_mathtext
+    matplotlib.rcParams.update(plotting.BOOK_STYLE)
+    with matplotlib.rc_context({"mathtext.default": "it"}):
+        own_italic = _png(_math_figure())
+    assert plotting.share_mathtext_layouts()
+    plain = _png(_math_figure())
+    with matplotlib.rc_context({"mathtext.default": "it"}):
+        shared_italic = _png(_math_figure())
+    assert shared_italic == own_italic and shared_italic != plain
+
+
+def test_mathtext_sharing_leaves_an_unknown_matplotlib_alone(monkeypatch):
+    """A ``_parse_cached`` of another shape (a future matplotlib) is not replaced."""
+    from matplotlib import mathtext
+
+    def other(self, s, dpi, prop, antialiased):
+        raise AssertionError("not called")
+
+    other_cached = functools.lru_cache(50)(other)
+    monkeypatch.setattr(mathtext.MathTextParser, "_parse_cached", other_cached)
+    assert plotting.share_mathtext_layouts() is False
+    assert mathtext.MathTextParser.__dict__["_parse_cached"] is other_cached
