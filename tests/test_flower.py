@@ -384,13 +384,38 @@ def test_seeded_node_ids_repeat_with_the_seed_only_in_the_registering_thread():
     assert secaggplus_workflow.random is random
 
 
+def _predicted_samples(setting, seed, sampling_seed, rounds):
+    """The partition ids DDGFedAvgM samples each round when the SuperNodes were registered under
+    apps._seeded_node_ids(seed): Flower's own registration and client proxies, the strategy's configure_fit,
+    no simulation."""
+    from flwr.server.client_manager import SimpleClientManager
+    from flwr.server.compat.grid_client_proxy import GridClientProxy
+    from flwr.server.superlink.fleet.vce import vce_api
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.superlink.federation import NoOpFederationManager
+
+    from fedbandit.integrations.flower import DDGFedAvgM, apps
+
+    factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(), ObjectStoreFactory())
+    with apps._seeded_node_ids(seed):
+        nodes = vce_api._register_nodes(num_nodes=setting.n_clients, state_factory=factory)
+    manager = SimpleClientManager()
+    for nid in nodes:
+        manager.register(GridClientProxy(node_id=nid, grid=None, run_id=0))
+    strategy = DDGFedAvgM(setting, np.zeros(setting.dim), sampling_seed=sampling_seed)
+    return [sorted(nodes[c.node_id] for c, _ in strategy.configure_fit(t, None, manager)) for t in range(1, rounds + 1)]
+
+
 @pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
 def test_flower_run_is_a_function_of_its_seeds():
     """Two Flower simulations with the same arguments sample the same clients, draw the same SecAgg+
-    neighbourhoods, decode the same sums and print the same accuracy, bit for bit; another seed (the same
-    sampling seed) samples other clients.  Flower's own node ids (os.urandom, seed=None) or its global shuffle
-    give the two runs other samples or other neighbourhoods (the check fails without apps._seeded_node_ids or
-    apps._seeded_neighbour_shuffle)."""
+    neighbourhoods, decode the same sums and print the same accuracy, bit for bit.  The clients they sample are
+    those the seeds predict (node ids registered under the seed, the strategy's sampler; no simulation), and
+    another seed (the same sampling seed) predicts others.  Flower's own node ids (os.urandom) or its global
+    shuffle give the two runs other samples or other neighbourhoods: the check fails without
+    apps._seeded_node_ids or apps._seeded_neighbour_shuffle."""
     from fedbandit.integrations.flower import DigitsClients, run_ddg_simulation
 
     clients = DigitsClients(SETTING["n_clients"])
@@ -403,11 +428,11 @@ def test_flower_run_is_a_function_of_its_seeds():
         return ([r.partitions for r in recs], [r.neighbours for r in recs], out["accuracy"], out["W"],
                 [r.modular_sum for r in recs], [r.epsilon for r in recs])
 
-    a, b, c = run(3), run(3), run(4)
+    a, b = run(3), run(3)
     assert a[0] == b[0] and a[1] == b[1] and all(len(n) == s.clients_per_round for n in a[1])
     assert np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])  # accuracy after every round, final model
     assert all(np.array_equal(x, y) for x, y in zip(a[4], b[4])) and a[5] == b[5]  # decoded sums, epsilons
-    assert a[0] != c[0] and not np.array_equal(a[2], c[2])
+    assert a[0] == _predicted_samples(s, 3, 11, s.rounds) != _predicted_samples(s, 4, 11, s.rounds)
 
 
 def test_flower_trial_draws_every_seed_from_its_rng(monkeypatch):
