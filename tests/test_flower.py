@@ -335,3 +335,122 @@ def test_cached_lagrange_reconstruction_recovers_what_flowers_combine_shares_rec
     with apps._cached_lagrange_reconstruction():
         assert secaggplus_workflow.combine_shares is apps._lagrange_combine_shares
     assert secaggplus_workflow.combine_shares is flowers
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_seeded_node_ids_repeat_with_the_seed_only_in_the_registering_thread():
+    """Flower 1.42 draws a SuperNode's node id from os.urandom; under apps._seeded_node_ids(seed) the nodes that
+    vce_api._register_nodes registers (node i: partition i) get ids from the seed: the same seed the same ids,
+    another seed others.  Draws outside the registration (run and task ids, other threads) and everything after
+    the context are Flower's own; seed None leaves Flower's ids.  The same for SecAgg+'s neighbourhood shuffle
+    (apps._seeded_neighbour_shuffle).  A no-op context (Flower's random ids) fails the first check."""
+    import random
+
+    from flwr.server.superlink.fleet.vce import vce_api
+    from flwr.server.superlink.linkstate import LinkStateFactory, in_memory_linkstate
+    from flwr.server.workflow.secure_aggregation import secaggplus_workflow
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.superlink.federation import NoOpFederationManager
+
+    from fedbandit.integrations.flower import apps
+
+    def node_ids(seed=None, context=True):
+        factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(), ObjectStoreFactory())
+        if not context:
+            return vce_api._register_nodes(num_nodes=30, state_factory=factory)
+        with apps._seeded_node_ids(seed):
+            return vce_api._register_nodes(num_nodes=30, state_factory=factory)
+
+    first = node_ids(5)
+    assert list(first.values()) == list(range(30)) and len(set(first)) == 30 and not {0, 1} & set(first)
+    assert node_ids(5) == first
+    assert not set(node_ids(6)) & set(first)
+    assert not set(node_ids(None)) & set(first) and not set(node_ids(context=False)) & set(first)
+    flowers, register = in_memory_linkstate.generate_rand_int_from_bytes, vce_api._register_nodes
+    with apps._seeded_node_ids(5):
+        assert in_memory_linkstate.generate_rand_int_from_bytes(8) not in first  # not registering: os.urandom
+    assert in_memory_linkstate.generate_rand_int_from_bytes is flowers and vce_api._register_nodes is register
+    # SecAgg+'s shuffle of the sampled node ids
+    ids = list(range(40))
+
+    def shuffled(rng):
+        out = list(ids)
+        with apps._seeded_neighbour_shuffle(rng):
+            secaggplus_workflow.random.shuffle(out)
+        return out
+
+    assert shuffled(random.Random(3)) == shuffled(random.Random(3)) != shuffled(random.Random(4))
+    assert secaggplus_workflow.random is random
+
+
+def _predicted_samples(setting, seed, sampling_seed, rounds):
+    """The partition ids DDGFedAvgM samples each round when the SuperNodes were registered under
+    apps._seeded_node_ids(seed): Flower's own registration and client proxies, the strategy's configure_fit,
+    no simulation."""
+    from flwr.server.client_manager import SimpleClientManager
+    from flwr.server.compat.grid_client_proxy import GridClientProxy
+    from flwr.server.superlink.fleet.vce import vce_api
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.superlink.federation import NoOpFederationManager
+
+    from fedbandit.integrations.flower import DDGFedAvgM, apps
+
+    factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(), ObjectStoreFactory())
+    with apps._seeded_node_ids(seed):
+        nodes = vce_api._register_nodes(num_nodes=setting.n_clients, state_factory=factory)
+    manager = SimpleClientManager()
+    for nid in nodes:
+        manager.register(GridClientProxy(node_id=nid, grid=None, run_id=0))
+    strategy = DDGFedAvgM(setting, np.zeros(setting.dim), sampling_seed=sampling_seed)
+    return [sorted(nodes[c.node_id] for c, _ in strategy.configure_fit(t, None, manager)) for t in range(1, rounds + 1)]
+
+
+@pytest.mark.skipif(not HAVE_FLWR, reason="flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+def test_flower_run_is_a_function_of_its_seeds():
+    """Two Flower simulations with the same arguments sample the same clients, draw the same SecAgg+
+    neighbourhoods, decode the same sums and print the same accuracy, bit for bit.  The clients they sample are
+    those the seeds predict (node ids registered under the seed, the strategy's sampler; no simulation), and
+    another seed (the same sampling seed) predicts others.  Flower's own node ids (os.urandom) or its global
+    shuffle give the two runs other samples or other neighbourhoods: the check fails without
+    apps._seeded_node_ids or apps._seeded_neighbour_shuffle."""
+    from fedbandit.integrations.flower import DigitsClients, run_ddg_simulation
+
+    clients = DigitsClients(SETTING["n_clients"])
+    s = DDGSetting(**dict(SETTING, clients_per_round=6, dim=clients.dim))
+
+    def run(seed):
+        out = run_ddg_simulation(s, clients, initial=np.zeros(s.dim), keys=_key, evaluate=clients.accuracy,
+                                 num_shares=3, reconstruction_threshold=2, sampling_seed=11, seed=seed)
+        recs = out["records"]
+        return ([r.partitions for r in recs], [r.neighbours for r in recs], out["accuracy"], out["W"],
+                [r.modular_sum for r in recs], [r.epsilon for r in recs])
+
+    a, b = run(3), run(3)
+    assert a[0] == b[0] and a[1] == b[1] and all(len(n) == s.clients_per_round for n in a[1])
+    assert np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])  # accuracy after every round, final model
+    assert all(np.array_equal(x, y) for x, y in zip(a[4], b[4])) and a[5] == b[5]  # decoded sums, epsilons
+    assert a[0] == _predicted_samples(s, 3, 11, s.rounds) != _predicted_samples(s, 4, 11, s.rounds)
+
+
+def test_flower_trial_draws_every_seed_from_its_rng(monkeypatch):
+    """flower_digits_trial passes run_ddg_simulation seeds (noise keys, sampling seed, Flower's seed) drawn from
+    its rng: the same rng the same arguments, another rng others."""
+    if not HAVE_FLWR:
+        pytest.skip("flwr[simulation] is not installed (pip install 'fedbandit[flower]')")
+    from fedbandit.integrations.flower import apps
+
+    calls = []
+
+    def fake(setting, train, **kw):
+        calls.append((kw["sampling_seed"], kw["seed"], kw["keys"](0), kw["keys"](1)))
+        return {"records": [], "accuracy": np.zeros(0), "W": None, "seconds": 0.0}
+
+    monkeypatch.setattr(apps, "run_ddg_simulation", fake)
+    cfg = dict(n_clients=12, clients_per_round=6, rounds=2, epsilon=4.0, delta=1e-5, clip=0.3)
+    for seed in (1, 1, 2):
+        apps.flower_digits_trial(cfg, np.random.default_rng(seed))
+    assert calls[0] == calls[1] and all(x != y for x, y in zip(calls[0], calls[2]))
+    assert calls[0][1] is not None and calls[0][2] != calls[0][3]

@@ -39,6 +39,8 @@ import functools
 import hashlib
 import logging
 import os
+import random
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -138,7 +140,11 @@ def ddg_mod(setting: DDGSetting, *, key: bytes | None = None):
 
 @dataclass
 class RoundRecord:
-    """What the server workflow learnt in one round."""
+    """What the server workflow learnt in one round.
+
+    ``partitions``: the survivors' partition ids (sorted; simulation only); ``neighbours``: SecAgg+'s
+    neighbourhoods of the round (node id -> sorted node ids of its neighbours, itself included).
+    """
 
     round: int
     n_survivors: int
@@ -148,6 +154,7 @@ class RoundRecord:
     delta: float
     partitions: list = field(default_factory=list)
     seconds: float = 0.0
+    neighbours: dict = field(default_factory=dict)
 
 
 class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
@@ -166,6 +173,12 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
         (:func:`check_expected_calibration`).
     timeout : float or None
         Flower's per-stage timeout.
+    seed : int or None
+        Seed of the shuffle that draws SecAgg+'s neighbourhoods every round (flwr 1.42.0:
+        a ``random.Random(seed)`` of the workflow's own in place of Python's global ``random``,
+        :func:`_seeded_neighbour_shuffle`).  None: Flower's global ``random``.  The
+        neighbourhoods decide which masks are shared with whom, not the sum (the masks
+        cancel), so a seed makes runs reproducible, not more or less private.
 
     Every check runs here, before any round.  After each round :attr:`records` gains a
     :class:`RoundRecord` (the modular sum, the decoded sum Σ_i Δ_i, ε so far), and the
@@ -176,7 +189,7 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
     """
 
     def __init__(self, setting: DDGSetting, num_shares, reconstruction_threshold, *, modulus_range=None, clip=None,
-                 sigma=None, timeout=None):
+                 sigma=None, timeout=None, seed=None):
         if not isinstance(setting, DDGSetting):
             raise TypeError(f"setting must be a DDGSetting, got {type(setting).__name__}")
         self.setting = setting
@@ -186,6 +199,8 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
         check_expected_calibration(setting, clip=clip, sigma=sigma)
         self.records: list[RoundRecord] = []
         self._n_min = setting.clients_per_round
+        self._shuffle_rng = None if seed is None else random.Random(check_int_in_range("seed", seed, 0, None))
+        self._neighbours: dict = {}
         # Flower resolves fractional shares and threshold against the sampled clients as checked above.
         super().__init__(num_shares, reconstruction_threshold, timeout=timeout, **flower_quantization(setting.bits))
 
@@ -199,6 +214,14 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
             context.strategy = inner
         if self.records:
             self.records[-1].seconds = time.perf_counter() - t0
+
+    def setup_stage(self, grid, context, state):
+        """Flower's setup stage, its neighbourhoods drawn from the workflow's seeded shuffle (if ``seed`` was given)."""
+        with _seeded_neighbour_shuffle(self._shuffle_rng):
+            ok = super().setup_stage(grid, context, state)
+        self._neighbours = {int(nid): tuple(sorted(int(m) for m in ms))
+                            for nid, ms in getattr(state, "nid_to_neighbours", {}).items()}
+        return ok
 
     def unmask_stage(self, grid, context, state):
         """Flower's unmask stage, its Shamir reconstructions with :func:`_lagrange_combine_shares` (the same secrets)."""
@@ -218,7 +241,7 @@ class DDGSecAggPlusWorkflow(SecAggPlusWorkflow):
         eps = s.epsilon_after(len(self.records) + 1, self._n_min)
         parts = sorted(int(r.metrics["partition-id"]) for _, r in results if "partition-id" in r.metrics)
         self.records.append(RoundRecord(round=server_round, n_survivors=n_alive, modular_sum=modsum, total=total,
-                                        epsilon=eps, delta=s.delta, partitions=parts))
+                                        epsilon=eps, delta=s.delta, partitions=parts, neighbours=self._neighbours))
         _flwr_log(logging.INFO, "[DDG] round %d: sum of %d clients decoded; epsilon so far %.4g (delta %g)",
                   server_round, n_alive, eps, s.delta)
         return total
@@ -339,10 +362,12 @@ class DDGFedAvgM(Strategy):
 
     Every round samples exactly n of the N clients without replacement (the sampler of
     :class:`fedbandit.learners.FederatedLearner`: the n smallest of N uniform keys, from
-    ``sampling_seed``, over the clients in node-id order), sends them the model with the
-    setting's ``ddg.*`` parameters, and applies :func:`fedbandit.learners.federated.server_momentum_step`
-    to the decoded sum.  ``evaluate(parameters) -> float`` (optional) is called on the model
-    after every round; its values are :attr:`accuracy`.
+    ``sampling_seed``, over the clients in the order of Flower's client ids, the node ids as
+    strings), sends them the model with the setting's ``ddg.*`` parameters, and applies
+    :func:`fedbandit.learners.federated.server_momentum_step` to the decoded sum.  The sample is
+    a function of ``sampling_seed`` and the node ids (in :func:`run_ddg_simulation`, drawn from
+    its ``seed``).  ``evaluate(parameters) -> float`` (optional) is called on the model after
+    every round; its values are :attr:`accuracy`.
     """
 
     def __init__(self, setting: DDGSetting, initial, *, momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None,
@@ -444,6 +469,85 @@ def _pending_message_pickup():
         vce_api.add_messages_to_queue = original
 
 
+@contextlib.contextmanager
+def _seeded_neighbour_shuffle(rng: random.Random | None):
+    """SecAgg+'s setup stage shuffles the sampled node ids with ``rng`` for the duration (flwr 1.42.0 only: the
+    module ``flwr.server.workflow.secure_aggregation.secaggplus_workflow`` calls ``random.shuffle`` of the global
+    ``random``; here its name ``random`` is ``rng``).  None, or any other version: Flower's own shuffle."""
+    import flwr
+    from flwr.server.workflow.secure_aggregation import secaggplus_workflow
+
+    original = getattr(secaggplus_workflow, "random", None)
+    if rng is None or flwr.__version__ != "1.42.0" or original is not random:
+        yield
+        return
+    secaggplus_workflow.random = rng
+    try:
+        yield
+    finally:
+        secaggplus_workflow.random = original
+
+
+#: The seeded stream of node ids of the thread that registers a simulation's SuperNodes (:func:`_seeded_node_ids`).
+_NODE_ID_STREAM = threading.local()
+
+
+def _node_id_from_stream(original):
+    """Flower's ``generate_rand_int_from_bytes(num_bytes, exclude)``, drawing from :data:`_NODE_ID_STREAM` in a
+    thread that has one (the same rule: ``num_bytes`` little-endian bytes, redrawn while in ``exclude``), else
+    Flower's own (``os.urandom``)."""
+
+    def generate_rand_int_from_bytes(num_bytes, exclude=None):
+        rng = getattr(_NODE_ID_STREAM, "rng", None)
+        if rng is None:
+            return original(num_bytes, exclude)
+        num = int.from_bytes(rng.bytes(num_bytes), "little", signed=False)
+        while exclude and num in exclude:
+            num = int.from_bytes(rng.bytes(num_bytes), "little", signed=False)
+        return num
+
+    return generate_rand_int_from_bytes
+
+
+@contextlib.contextmanager
+def _seeded_node_ids(seed: int | None):
+    """The simulation engine's SuperNodes get node ids drawn from ``np.random.default_rng(seed)`` for the duration.
+
+    Flower 1.42.0 draws a node id from ``os.urandom`` (``generate_rand_int_from_bytes``, imported by name into
+    ``in_memory_linkstate``, called by ``InMemoryLinkState.create_node``) when ``vce_api._register_nodes``
+    registers node i, i = 0..N-1, with partition id i.  The strategy orders the clients by node id, so random ids
+    are a random relabelling of the clients before the seeded sample, which a rerun could not repeat.  Here
+    ``_register_nodes`` draws its ids from the seeded stream: only in the thread that registers the nodes (the
+    stream is thread-local; run and task ids, drawn by other threads meanwhile, stay Flower's), and only during the
+    registration.  None, or any other version of Flower: Flower's own ids.
+    """
+    import flwr
+    from flwr.server.superlink.fleet.vce import vce_api
+    from flwr.server.superlink.linkstate import in_memory_linkstate
+
+    register = getattr(vce_api, "_register_nodes", None)
+    generate = getattr(in_memory_linkstate, "generate_rand_int_from_bytes", None)
+    if seed is None or flwr.__version__ != "1.42.0" or register is None or generate is None:
+        yield
+        return
+    seed = check_int_in_range("seed", seed, 0, None)
+
+    def seeded_register_nodes(*args, **kwargs):
+        _NODE_ID_STREAM.rng = np.random.default_rng(seed)
+        try:
+            return register(*args, **kwargs)
+        finally:
+            del _NODE_ID_STREAM.rng
+
+    vce_api._register_nodes = seeded_register_nodes
+    in_memory_linkstate.generate_rand_int_from_bytes = _node_id_from_stream(generate)
+    try:
+        yield
+    finally:
+        vce_api._register_nodes = register
+        in_memory_linkstate.generate_rand_int_from_bytes = generate
+
+
 class _SimulatedClientApp(ClientApp):
     """``ClientApp(client_fn=client_fn, mods=list(mods))`` that pickles as its arguments.
 
@@ -497,7 +601,7 @@ class _KeyedDDGMod:
 
 def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_shares=1.0, reconstruction_threshold=0.5,
                        momentum=0.9, server_lr=1.0, sampling_seed=0, evaluate=None, keys=None, dropouts=(),
-                       num_cpus=2, verbose=False) -> dict:
+                       seed=0, num_cpus=2, verbose=False) -> dict:
     """Run the DDG federation in Flower's simulation engine (Ray) and return what the server saw.
 
     Parameters
@@ -519,8 +623,19 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
         training, after SecAgg+'s key exchange and before it sends its masked update
         (SecAgg+ then removes its pairwise masks from the survivors' sum; ε is accounted
         with the survivors' noise shares).
+    seed : int or None
+        Seed of Flower's own draws that reach the run (flwr 1.42.0): the SuperNodes' node
+        ids (:func:`_seeded_node_ids`), whose order the strategy samples from, and SecAgg+'s
+        neighbourhoods (:func:`_seeded_neighbour_shuffle`).  With ``sampling_seed`` and
+        ``keys`` it makes the run a function of its arguments: the same clients sampled, the
+        same noise, the same decoded sums and models.  None: Flower's own (``os.urandom`` node
+        ids, the global ``random``), so a rerun samples other clients.
     num_cpus : int
         CPUs Ray may use (one client per CPU at a time).
+
+    The clients' results reach the server in the order Ray's workers finish them, but every
+    sum the server computes from them is of integers (SecAgg+'s masked vectors mod 2^B), so the
+    decoded sum does not depend on that order.
 
     Returns
     -------
@@ -537,7 +652,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
 
     T = setting.rounds if rounds is None else check_int_in_range("rounds", rounds, 1, setting.rounds)
     drop = frozenset((int(r), int(p)) for r, p in dropouts)
-    workflow = DDGSecAggPlusWorkflow(setting, num_shares, reconstruction_threshold)
+    workflow = DDGSecAggPlusWorkflow(setting, num_shares, reconstruction_threshold, seed=seed)
     strategy = DDGFedAvgM(setting, initial, momentum=momentum, server_lr=server_lr, sampling_seed=sampling_seed,
                           evaluate=evaluate)
 
@@ -557,7 +672,7 @@ def run_ddg_simulation(setting: DDGSetting, train, *, initial, rounds=None, num_
     backend = {"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": int(num_cpus), "log_to_driver": False,
                                                                    "include_dashboard": False}}
     logging.getLogger("flwr").setLevel(logging.INFO if verbose else logging.WARNING)
-    with _pending_message_pickup():
+    with _pending_message_pickup(), _seeded_node_ids(seed):
         run_simulation(server_app, client_app, num_supernodes=setting.n_clients, backend_config=backend,
                        verbose_logging=verbose)
     if len(workflow.records) != T:
@@ -572,12 +687,14 @@ def flower_digits_trial(config: dict, rng) -> dict:
     ``config``: ``n_clients``, ``clients_per_round``, ``rounds`` (the accounted horizon),
     ``rounds_run`` (rounds to run, at most ``rounds``), ``epsilon``, ``delta``, ``clip``,
     ``bits``, ``k``, ``lr``, ``local_steps``, ``momentum``, ``split_seed``,
-    ``num_shares``, ``reconstruction_threshold``.  From ``rng``: the clients' noise keys
-    and the sampling seed.  The client samples also depend on the order of Flower's
-    (random) node ids, so a rerun draws other samples; the grid's cache keeps the first.
+    ``num_shares``, ``reconstruction_threshold``.  From ``rng``: the clients' noise keys,
+    the sampling seed and the seed of Flower's node ids and SecAgg+ neighbourhoods
+    (:func:`run_ddg_simulation`'s ``seed``), so the result is a function of ``config`` and
+    ``rng`` (``seconds`` aside): a rerun samples the same clients and prints the same accuracy.
 
     Returns a dict: ``accuracy`` (after every round), ``epsilon`` (reported after every
-    round), ``n_survivors``, ``seconds``.
+    round), ``n_survivors``, ``partitions`` (per round, the surviving sampled clients'
+    partition ids, sorted), ``seconds``.
     """
     rng = check_rng("rng", rng)
     c = dict(config)
@@ -587,15 +704,18 @@ def flower_digits_trial(config: dict, rng) -> dict:
                          clients_per_round=c["clients_per_round"], rounds=c["rounds"], dim=clients.dim, clip=c["clip"],
                          bits=c.get("bits", 16), k=c.get("k", 3.0))
     master = rng.bytes(32)
+    sampling_seed = int(rng.integers(2**31))
+    seed = int(rng.integers(2**31))
     out = run_ddg_simulation(
         setting, clients, initial=np.zeros(setting.dim), rounds=c.get("rounds_run", setting.rounds),
         num_shares=c.get("num_shares", 1.0), reconstruction_threshold=c.get("reconstruction_threshold", 0.5),
-        momentum=c.get("momentum", 0.9), sampling_seed=int(rng.integers(2**31)), evaluate=clients.accuracy,
-        keys=_KeyFamily(master),
+        momentum=c.get("momentum", 0.9), sampling_seed=sampling_seed, evaluate=clients.accuracy,
+        keys=_KeyFamily(master), seed=seed,
     )
     recs = out["records"]
     return {"accuracy": out["accuracy"], "epsilon": np.array([r.epsilon for r in recs]),
-            "n_survivors": np.array([r.n_survivors for r in recs]), "seconds": out["seconds"]}
+            "n_survivors": np.array([r.n_survivors for r in recs]), "partitions": [np.array(r.partitions) for r in recs],
+            "seconds": out["seconds"]}
 
 
 class _KeyFamily:
