@@ -179,3 +179,34 @@ def test_argmax_with_ties_along_any_axis(axis):
         best = row.max()
         want[idx] = np.flatnonzero(row >= best - 1e-9 * max(1.0, abs(best)))[0]
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("R", [5, 6, 14])
+def test_padded_gemm_rows_give_the_plain_scores(R):
+    # With R % 8 == 6 runs the shared-features scoring appends two zero runs to the statistics' operand of its
+    # GEMMs (whole kernel blocks: faster) and reads back the first R rows: the scores must be the very floats of
+    # the same products taken without padding, and serve_from_statistics must choose as the written-out argmax.
+    from fedbandit.learners.linucb import _gemm_rows, serve_from_statistics, weighted_upper
+
+    assert (_gemm_rows(R) != R) == (R % 8 == 6)
+    rng = np.random.default_rng(R)
+    M, K, d = 3, 40, 5
+    X = rng.standard_normal((1, M, K, d))
+    theta = rng.standard_normal((R, M, d))
+    v_inv = np.linalg.inv(_spd(rng, (R, M), d))
+    beta = rng.random((R, M)) + 0.5
+    # the plain form of the agents-first path: products of the upper triangle, unpadded GEMMs
+    XT = np.ascontiguousarray(X[0].transpose(0, 2, 1))  # (M, d, K)
+    PT = np.concatenate([XT[:, i : i + 1] * XT[:, i:] for i in range(d)], axis=1)  # (M, q, K)
+    quad = np.matmul(weighted_upper(v_inv.transpose(1, 0, 2, 3)), PT)
+    lin = np.matmul(np.ascontiguousarray(theta.transpose(1, 0, 2)), XT)
+    want = lin + np.sqrt(np.maximum(quad, 0.0)) * beta.T[:, :, None]
+    assert np.array_equal(ucb_scores(X, theta, v_inv, beta), want.transpose(1, 0, 2))
+    assert np.array_equal(select_arms(X, theta, v_inv, beta), want.argmax(axis=-1).T)
+    # a batch served from one statistics per run: the written-out scores' arg-max (no near ties in these draws)
+    n = 4
+    Xn = rng.standard_normal((n, 1, M, K, d))
+    th, vi, betas = theta[:, 0], v_inv[:, 0], rng.random(n) + 0.5
+    scores = np.einsum("nmkd,rd->nrmk", Xn[:, 0], th) + betas[:, None, None, None] * np.sqrt(
+        np.maximum(np.einsum("nmkd,rde,nmke->nrmk", Xn[:, 0], vi, Xn[:, 0]), 0.0))
+    assert np.array_equal(serve_from_statistics(Xn, th, vi, betas), scores.argmax(axis=-1))
