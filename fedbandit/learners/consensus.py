@@ -205,6 +205,43 @@ def _privacy_width_numerator(kind, t, scale, rho):
     return np.sqrt(2.0 * rho * lt) * scale
 
 
+#: Slots whose index factors :func:`_index_factors` computes at once (about 90 KB per factor at R K = 700).
+_FACTOR_BLOCK_FLOATS = 1 << 14
+
+
+def _factor_block(R, K):
+    """Slots per block of :func:`_index_factors`: about ``_FACTOR_BLOCK_FLOATS`` floats a factor, at least 1."""
+    return max(1, _FACTOR_BLOCK_FLOATS // (R * K))
+
+
+def _index_factors(learner, sigma, c_0, sqrt_c0, rho_rk, t0, n):
+    """The decentralized index's per-run factors at slots ``t0 .. t0 + n - 1``, each (n, 1, R, K).
+
+    ``coefs[i]`` is what ``np.multiply(rho_rk, 2 sigma^2 ln t / c_0)`` gives at ``t = t0 + i``, and
+    ``widths[i]`` the privacy-width numerator over sqrt(c_0) spread over the arms (None without a
+    width): the same scalar operations in the same order, done on arrays of slots (elementwise, so
+    the same floats as slot by slot; tests/test_consensus_ucb.py writes the per-slot form out).
+    """
+    ts = np.arange(t0, t0 + n)
+    scal = 2.0 * sigma**2 * np.log(ts.astype(np.float64)) / c_0  # (n,)
+    coefs = np.multiply(rho_rk, scal.reshape(n, 1, 1, 1))
+    widths = None
+    if learner._width_scale is not None:
+        num = _privacy_width_numerators(learner.privacy_width, ts, learner._width_scale, learner.rho)  # (n, R)
+        R, K = rho_rk.shape[1:]
+        widths = np.ascontiguousarray(np.broadcast_to((num / sqrt_c0).reshape(n, 1, R, 1), (n, 1, R, K)))
+    return coefs, widths
+
+
+def _privacy_width_numerators(kind, ts, scale, rho):
+    """:func:`_privacy_width_numerator` at every slot of ``ts`` (n,): (n, R), row i equal to its value at ts[i]."""
+    t2 = np.maximum(ts, 2).astype(np.float64).reshape(-1, 1)
+    lt = np.log(t2)
+    if kind == "fact1":
+        return scale * np.log2(t2) ** 1.5 * rho * lt
+    return np.sqrt(2.0 * rho * lt) * scale
+
+
 def _per_run(name, value, R, check):
     """Scalar or (R,) array -> (R,) float array, each entry validated by ``check``."""
     if isinstance(value, (str, bytes)) or value is None:
@@ -787,9 +824,13 @@ class DecentralizedUCB(_CounterLearner):
         # terms by a (1, R, 1) factor runs numpy's inner loop over K = 10 entries at a time, by a
         # contiguous (1, R, K) one over R K (the same products).
         rho_rk = np.ascontiguousarray(np.broadcast_to(rho_b, (1, R, K)))
-        coef_rk = np.empty((1, R, K))
-        width_rk = np.empty((1, R, K))
         sqrt_c0 = np.sqrt(c_0)
+        # The index's per-run factors depend on the slot only: _index_factors computes them for a
+        # block of slots at once (the same floats as slot by slot), and a slot reads its rows.
+        blk = _factor_block(R, K)
+        coefs = widths = None
+        blk_start = 0
+        has_width = self._width_scale is not None
 
         # One slot is a (M x M) @ (M x 2RK) product: BLAS threads only add overhead here.
         with _single_thread_blas():
@@ -808,15 +849,15 @@ class DecentralizedUCB(_CounterLearner):
                     np.multiply(s_hat, inv, out=Q)
                     if shift_lo:
                         Q += self.lo
-                    np.multiply(rho_rk, 2.0 * sigma**2 * np.log(t) / c_0, out=coef_rk)
-                    np.multiply(v, coef_rk, out=tmp)
+                    if coefs is None or t - blk_start >= blk:
+                        blk_start = t
+                        coefs, widths = _index_factors(self, sigma, c_0, sqrt_c0, rho_rk, t, min(blk, T + 1 - t))
+                    np.multiply(v, coefs[t - blk_start], out=tmp)
                     np.sqrt(tmp, out=tmp)
                     Q += tmp
-                    num = self.width_numerator(t)
-                    if num is not None:
+                    if has_width:
                         # The consensus averages M independent noises: width / sqrt(c_0).
-                        np.copyto(width_rk, (num / sqrt_c0).reshape(1, R, 1))
-                        np.multiply(v, width_rk, out=tmp)
+                        np.multiply(v, widths[t - blk_start], out=tmp)
                         if std_width:
                             tmp *= proto.sd_factor_float(n_hat)
                         Q += tmp
@@ -826,12 +867,12 @@ class DecentralizedUCB(_CounterLearner):
                     else:
                         by_agent = Q.argmax(axis=2)  # (M, R)
                         arms = np.ascontiguousarray(by_agent.T)  # (R, M), contiguous for the gathers
-                        regret_arms = by_agent.T  # the regret sum below adds over this layout, as it always has
+                        regret_arms = by_agent  # the regret sum below adds over the agents in this order
                 r = stream.rewards_unchecked(t, arms)
                 if actions is not None:
                     actions[t - 1] = arms
                 f = (mech_base + arms).reshape(-1)
-                pulls[f] += 1
+                np.add.at(pulls, f, 1)  # distinct indices: pulls[f] += 1, without the fancy-index round trip
                 inc = proto.release_increment(f, self.clip_shift(r))
                 if exact_avg:
                     a = arms[:, 0]
@@ -839,14 +880,20 @@ class DecentralizedUCB(_CounterLearner):
                     NS[0, 1, rows, a] += np.add.reduce(inc.reshape(R, M), axis=1) / M
                     proto.communicate(None, n_messages=n_msgs_per_slot, payload=payload_per_slot)
                 else:
-                    NSf[(ns0_base + arms).reshape(-1)] += 1.0
-                    NSf[(ns1_base + arms).reshape(-1)] += inc
+                    # distinct indices (one arm per agent): the same sums as NSf[...] += ..., one pass each
+                    np.add.at(NSf, (ns0_base + arms).reshape(-1), 1.0)
+                    np.add.at(NSf, (ns1_base + arms).reshape(-1), inc)
                     # every agent sends its state (n̂ + ξ, ŝ + Δs̃) to its neighbours, who mix
                     sent = proto.communicate(NS, n_messages=n_msgs_per_slot, payload=payload_per_slot)
                     np.matmul(P, sent.reshape(M, -1), out=NS_next.reshape(M, -1))
                     NS, NS_next = NS_next, NS  # the mixed state; the old buffer takes the next product
                     NSf = NS.reshape(-1)
-                cum += np.add.reduce(gaps[arms if regret_arms is None else regret_arms], axis=1)
+                if regret_arms is None:
+                    cum += np.add.reduce(gaps.take(arms), axis=1)
+                else:
+                    # gaps[by_agent.T] as it always was: its sum over the agents runs agent by agent (the
+                    # agents are the outer axis in memory), as this sum over (M, R)'s first axis does
+                    cum += np.add.reduce(gaps.take(regret_arms), axis=0)
                 rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         network = {"graph": graph.name, "kappa": self.kappa, "lambda_2": terms.lambda_2, "epsilon_n": terms.epsilon_n,
                    "c_i": terms.c_i.tolist(), "c_0": terms.c_0, "n_edges": graph.n_edges,
