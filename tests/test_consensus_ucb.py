@@ -603,3 +603,24 @@ def test_decentralized_index_factors_are_the_per_slot_products(privacy_width, ep
                 plain_w = np.empty((1, R, K))
                 np.copyto(plain_w, (num / sqrt_c0).reshape(1, R, 1))
                 assert np.array_equal(widths[i], plain_w), (t, sigma)
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 28, 20, 10), 2), ((28, 20, 10), 1), ((2, 5, 7, 4), 2), ((5, 3, 4), 1)])
+def test_master_worker_sums_over_agents_are_numpys(shape, axis):
+    """A communication's sum over the agents through an agents-first copy (consensus._sum_over_agents)
+    equals, bit for bit, the plain ``sum(axis, keepdims=True)`` of the pooled totals and the plain
+    ``mean(axis=1)`` of the averaged indices, on values whose sums depend on the order of the terms."""
+    from fedbandit.learners import consensus
+
+    rng = np.random.default_rng(3)
+    buf = np.empty(np.moveaxis(np.empty(shape), axis, 0).shape)
+    for _ in range(20):
+        up = rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 6, size=shape)
+        plain = up.sum(axis=axis, keepdims=True)
+        out = np.empty(plain.shape)
+        consensus._sum_over_agents(up, axis, buf, out=np.squeeze(out, axis=axis))
+        assert np.array_equal(out, plain)
+        assert np.array_equal(consensus._sum_over_agents(up, axis, buf), plain.squeeze(axis))
+        if axis == 1 and len(shape) == 3:
+            assert np.array_equal((consensus._sum_over_agents(up, 1, buf) / shape[1])[:, None, :],
+                                  up.mean(axis=1, keepdims=True))

@@ -492,6 +492,18 @@ class _CounterLearner:
         return learner
 
 
+def _sum_over_agents(up, axis, buf, out=None):
+    """``np.add.reduce(up, axis=axis)`` for the agents' axis ``axis`` of ``up`` (not the last), the same floats.
+
+    numpy adds over a middle axis agent by agent (no pairwise blocks: the agents are not the inner
+    loop), with a K-long inner loop per (run, arm); this adds the same terms in the same order over
+    an agents-first copy ``buf`` (shape: ``up``'s with that axis moved first), one contiguous pass
+    per agent.  tests/test_consensus_ucb.py compares it with the plain sum and mean.
+    """
+    np.copyto(buf, np.moveaxis(up, axis, 0))
+    return np.add.reduce(buf, axis=0, out=out)
+
+
 def _own_index(learner, sigma, sums_over_n, n, t, rho_e, num_e):
     """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays)."""
     idx = sums_over_n + sigma * np.sqrt(2.0 * rho_e * np.log(t) / n)
@@ -595,6 +607,7 @@ class MasterWorkerUCB(_CounterLearner):
         cum = np.zeros(R)
         actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
         all_flat = np.arange(R * M * K)
+        all_agents = np.arange(R * M)
         counts_f = counts.reshape(-1)
         ucb_f = ucb.reshape(-1)
         doubling, lo = self.doubling, self.lo
@@ -657,6 +670,7 @@ class MasterWorkerUCB(_CounterLearner):
 
         index = pooled_index if pooled else own
         period = self.period
+        by_agent_buf = np.empty((M, 3, R, K) if pooled else (M, R, K))
 
         for t in range(1, T + 1):
             if t <= K:
@@ -671,16 +685,17 @@ class MasterWorkerUCB(_CounterLearner):
                     own_now = np.stack([proto.value_at(all_flat).reshape(R, M, K), counts, g2.reshape(R, M, K)])
                     up = proto.communicate(own_now, n_messages=2 * M, payload=2 * M * width * K)
                     mine[:] = up
-                    tot[:] = up.sum(axis=2, keepdims=True)
+                    _sum_over_agents(up, 2, by_agent_buf, out=tot[:, :, 0, :])  # up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
                     ucb_f[:] = pooled_index_all(t)
-                    d = np.arange(R * M)
+                    d = all_agents
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
                     # every agent restarts from the common index (M uploads, M broadcasts).
                     up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
-                    ucb[:] = up.mean(axis=1, keepdims=True)
-                    d = np.arange(R * M)
+                    # up.mean(axis=1, keepdims=True): the sum over the agents, then divided by their number
+                    ucb[:] = (_sum_over_agents(up, 1, by_agent_buf) / M)[:, None, :]
+                    d = all_agents
                 else:
                     if t == K + 1:
                         ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
@@ -690,7 +705,8 @@ class MasterWorkerUCB(_CounterLearner):
                         f = base.reshape(-1).take(d) + arm.reshape(-1).take(d)
                         ucb_f[f] = index(f, t)
                 if d.size:
-                    new = ucb.reshape(R * M, K).take(d, axis=0).argmax(axis=1)
+                    # (every agent after a communication: no copy of the index rows)
+                    new = (ucb.reshape(R * M, K) if d is all_agents else ucb.reshape(R * M, K).take(d, axis=0)).argmax(axis=1)
                     st = np.where(new == arm.reshape(-1).take(d), streak.reshape(-1).take(d) + 1, 1)
                     streak.reshape(-1)[d] = st
                     arm.reshape(-1)[d] = new
