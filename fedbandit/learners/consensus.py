@@ -833,7 +833,7 @@ class DecentralizedUCB(_CounterLearner):
         tmp = np.empty((A, R, K))
         n_hat = np.empty((A, R, K))  # n̂, contiguous: read three times a slot (a strided read costs more)
         NSf = NS.reshape(-1)
-        rows = np.arange(R)
+        rows_k = np.arange(R) * K  # exact averaging: flat index of NS[0, 0, r, 0]
         shift_lo = self.private and self.lo != 0.0
         std_width = self.privacy_width == "std"
         # Per-run factors of the index spread over the arms, (1, R, K): multiplying the (A, R, K)
@@ -891,9 +891,12 @@ class DecentralizedUCB(_CounterLearner):
                 np.add.at(pulls, f, 1)  # distinct indices: pulls[f] += 1, without the fancy-index round trip
                 inc = proto.release_increment(f, self.clip_shift(r))
                 if exact_avg:
-                    a = arms[:, 0]
-                    NS[0, 0, rows, a] += 1.0
-                    NS[0, 1, rows, a] += np.add.reduce(inc.reshape(R, M), axis=1) / M
+                    # NS[0, 0, rows, a] += 1 and NS[0, 1, rows, a] += the agents' mean increment, by flat
+                    # indices (one arm per run: distinct) instead of two-array fancy indexing
+                    ia = rows_k + arms[:, 0]
+                    np.add.at(NSf, ia, 1.0)
+                    ia += R * K
+                    np.add.at(NSf, ia, np.add.reduce(inc.reshape(R, M), axis=1) / M)
                     proto.communicate(None, n_messages=n_msgs_per_slot, payload=payload_per_slot)
                 else:
                     # distinct indices (one arm per agent): the same sums as NSf[...] += ..., one pass each
