@@ -563,3 +563,64 @@ def test_clip_skipped_only_where_it_changes_no_reward(monkeypatch):
     moved = IndependentUCB(counter(0.8), **dict(kw, clip=(0.25, 1.0)))
     moved.run(rankers, np.random.default_rng(5))
     assert np.array_equal(moved.clip_shift(np.array([[0.0, 0.5, 1.0]])), [0.0, 0.25, 0.75])
+
+
+@pytest.mark.parametrize("privacy_width,epsilon", [("std", np.array([0.5, 2.0, 8.0])), ("fact1", 0.7), ("std", 1.3),
+                                                   ("none", 1.0)])
+def test_decentralized_index_factors_are_the_per_slot_products(privacy_width, epsilon):
+    """The decentralized index's per-run factors computed for a block of slots at once
+    (consensus._index_factors) are, bit for bit, the per-slot form written out here: the
+    exploration coefficient rho * (2 sigma^2 ln t / c_0) and the privacy-width numerator over
+    sqrt(c_0), spread over the arms; over blocks that start at t = 1, at the round-robin's end and
+    past it."""
+    from fedbandit.learners import consensus
+
+    R = 3
+    rho = np.array([1.5, 2.0, 3.7])
+    learner = DecentralizedUCB(counter(epsilon), graph=ring_graph(5), n_arms=K, horizon=5000, n_runs=R, rho=rho,
+                               privacy_width=privacy_width)
+    scale = learner._width_scale
+    c_0 = learner.terms.c_0
+    sqrt_c0 = np.sqrt(c_0)
+    rho_rk = np.ascontiguousarray(np.broadcast_to(rho.reshape(1, R, 1), (1, R, K)))
+    for sigma in (0.5, 0.173):
+        for t0, n in ((1, 7), (K + 1, 40), (4093, 9)):
+            coefs, widths = consensus._index_factors(learner, sigma, c_0, sqrt_c0, rho_rk, t0, n)
+            assert coefs.shape == (n, 1, R, K)
+            assert (widths is None) is (privacy_width == "none")
+            for i in range(n):
+                t = t0 + i
+                plain = np.empty((1, R, K))
+                np.multiply(rho_rk, 2.0 * sigma**2 * np.log(t) / c_0, out=plain)
+                assert np.array_equal(coefs[i], plain), (t, sigma)
+                if widths is None:
+                    continue
+                lt = np.log(max(t, 2))
+                if privacy_width == "fact1":
+                    num = scale * np.log2(max(t, 2)) ** 1.5 * rho * lt
+                else:
+                    num = np.sqrt(2.0 * rho * lt) * scale
+                plain_w = np.empty((1, R, K))
+                np.copyto(plain_w, (num / sqrt_c0).reshape(1, R, 1))
+                assert np.array_equal(widths[i], plain_w), (t, sigma)
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 28, 20, 10), 2), ((28, 20, 10), 1), ((2, 5, 7, 4), 2), ((5, 3, 4), 1)])
+def test_master_worker_sums_over_agents_are_numpys(shape, axis):
+    """A communication's sum over the agents through an agents-first copy (consensus._sum_over_agents)
+    equals, bit for bit, the plain ``sum(axis, keepdims=True)`` of the pooled totals and the plain
+    ``mean(axis=1)`` of the averaged indices, on values whose sums depend on the order of the terms."""
+    from fedbandit.learners import consensus
+
+    rng = np.random.default_rng(3)
+    buf = np.empty(np.moveaxis(np.empty(shape), axis, 0).shape)
+    for _ in range(20):
+        up = rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 6, size=shape)
+        plain = up.sum(axis=axis, keepdims=True)
+        out = np.empty(plain.shape)
+        consensus._sum_over_agents(up, axis, buf, out=np.squeeze(out, axis=axis))
+        assert np.array_equal(out, plain)
+        assert np.array_equal(consensus._sum_over_agents(up, axis, buf), plain.squeeze(axis))
+        if axis == 1 and len(shape) == 3:
+            assert np.array_equal((consensus._sum_over_agents(up, 1, buf) / shape[1])[:, None, :],
+                                  up.mean(axis=1, keepdims=True))

@@ -243,3 +243,24 @@ def test_reward_values_hold_every_reward_drawn():
         paid = np.unique(np.concatenate([stream.rewards(t, arms).reshape(-1) for t in range(1, 3001)]))
         assert set(paid.tolist()) == set(env.reward_values.tolist()), env.kind
     assert GaussianBandit(np.array([0.0, 1.0])).reward_values is None
+
+
+@pytest.mark.parametrize("n_values", [2, 3, 5, 9, 300])
+def test_categorical_rewards_are_the_inverse_cdf_written_out(n_values):
+    """CategoricalBandit._rewards (one gather of every threshold, the rows' 0/1 bytes added; the
+    per-threshold loop past 255 thresholds) pays, entry by entry, values[#{thresholds <= U}] of the
+    pulled arm, counted here one threshold at a time, with U often exactly on a threshold."""
+    from fedbandit.envs.multi_armed import CategoricalBandit
+
+    rng = np.random.default_rng(n_values)
+    env = CategoricalBandit.from_distributions(np.sort(rng.random(n_values)), rng.dirichlet(np.ones(n_values), size=6))
+    cum = np.cumsum(env.probs, axis=1)
+    for shape in ((7, 5), (1, 3), (40,)):
+        arms = rng.integers(0, env.n_arms, shape)
+        u = rng.random(shape)
+        on = rng.random(shape) < 0.3  # U exactly a threshold of the pulled arm
+        u[on] = cum[arms[on], rng.integers(0, n_values - 1, shape)[on]]
+        plain = np.empty(shape)
+        for e in np.ndindex(*shape):
+            plain[e] = env.values[sum(u[e] >= cum[arms[e], j] for j in range(n_values - 1))]
+        assert np.array_equal(env._rewards(u, arms), plain)

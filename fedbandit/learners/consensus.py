@@ -205,6 +205,43 @@ def _privacy_width_numerator(kind, t, scale, rho):
     return np.sqrt(2.0 * rho * lt) * scale
 
 
+#: Slots whose index factors :func:`_index_factors` computes at once (about 90 KB per factor at R K = 700).
+_FACTOR_BLOCK_FLOATS = 1 << 14
+
+
+def _factor_block(R, K):
+    """Slots per block of :func:`_index_factors`: about ``_FACTOR_BLOCK_FLOATS`` floats a factor, at least 1."""
+    return max(1, _FACTOR_BLOCK_FLOATS // (R * K))
+
+
+def _index_factors(learner, sigma, c_0, sqrt_c0, rho_rk, t0, n):
+    """The decentralized index's per-run factors at slots ``t0 .. t0 + n - 1``, each (n, 1, R, K).
+
+    ``coefs[i]`` is what ``np.multiply(rho_rk, 2 sigma^2 ln t / c_0)`` gives at ``t = t0 + i``, and
+    ``widths[i]`` the privacy-width numerator over sqrt(c_0) spread over the arms (None without a
+    width): the same scalar operations in the same order, done on arrays of slots (elementwise, so
+    the same floats as slot by slot; tests/test_consensus_ucb.py writes the per-slot form out).
+    """
+    ts = np.arange(t0, t0 + n)
+    scal = 2.0 * sigma**2 * np.log(ts.astype(np.float64)) / c_0  # (n,)
+    coefs = np.multiply(rho_rk, scal.reshape(n, 1, 1, 1))
+    widths = None
+    if learner._width_scale is not None:
+        num = _privacy_width_numerators(learner.privacy_width, ts, learner._width_scale, learner.rho)  # (n, R)
+        R, K = rho_rk.shape[1:]
+        widths = np.ascontiguousarray(np.broadcast_to((num / sqrt_c0).reshape(n, 1, R, 1), (n, 1, R, K)))
+    return coefs, widths
+
+
+def _privacy_width_numerators(kind, ts, scale, rho):
+    """:func:`_privacy_width_numerator` at every slot of ``ts`` (n,): (n, R), row i equal to its value at ts[i]."""
+    t2 = np.maximum(ts, 2).astype(np.float64).reshape(-1, 1)
+    lt = np.log(t2)
+    if kind == "fact1":
+        return scale * np.log2(t2) ** 1.5 * rho * lt
+    return np.sqrt(2.0 * rho * lt) * scale
+
+
 def _per_run(name, value, R, check):
     """Scalar or (R,) array -> (R,) float array, each entry validated by ``check``."""
     if isinstance(value, (str, bytes)) or value is None:
@@ -455,6 +492,18 @@ class _CounterLearner:
         return learner
 
 
+def _sum_over_agents(up, axis, buf, out=None):
+    """``np.add.reduce(up, axis=axis)`` for the agents' axis ``axis`` of ``up`` (not the last), the same floats.
+
+    numpy adds over a middle axis agent by agent (no pairwise blocks: the agents are not the inner
+    loop), with a K-long inner loop per (run, arm); this adds the same terms in the same order over
+    an agents-first copy ``buf`` (shape: ``up``'s with that axis moved first), one contiguous pass
+    per agent.  tests/test_consensus_ucb.py compares it with the plain sum and mean.
+    """
+    np.copyto(buf, np.moveaxis(up, axis, 0))
+    return np.add.reduce(buf, axis=0, out=out)
+
+
 def _own_index(learner, sigma, sums_over_n, n, t, rho_e, num_e):
     """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays)."""
     idx = sums_over_n + sigma * np.sqrt(2.0 * rho_e * np.log(t) / n)
@@ -558,6 +607,7 @@ class MasterWorkerUCB(_CounterLearner):
         cum = np.zeros(R)
         actions = np.zeros((T, R, M), dtype=np.int16) if record_actions else None
         all_flat = np.arange(R * M * K)
+        all_agents = np.arange(R * M)
         counts_f = counts.reshape(-1)
         ucb_f = ucb.reshape(-1)
         doubling, lo = self.doubling, self.lo
@@ -620,6 +670,7 @@ class MasterWorkerUCB(_CounterLearner):
 
         index = pooled_index if pooled else own
         period = self.period
+        by_agent_buf = np.empty((M, 3, R, K) if pooled else (M, R, K))
 
         for t in range(1, T + 1):
             if t <= K:
@@ -634,16 +685,17 @@ class MasterWorkerUCB(_CounterLearner):
                     own_now = np.stack([proto.value_at(all_flat).reshape(R, M, K), counts, g2.reshape(R, M, K)])
                     up = proto.communicate(own_now, n_messages=2 * M, payload=2 * M * width * K)
                     mine[:] = up
-                    tot[:] = up.sum(axis=2, keepdims=True)
+                    _sum_over_agents(up, 2, by_agent_buf, out=tot[:, :, 0, :])  # up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
                     ucb_f[:] = pooled_index_all(t)
-                    d = np.arange(R * M)
+                    d = all_agents
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
                     # every agent restarts from the common index (M uploads, M broadcasts).
                     up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
-                    ucb[:] = up.mean(axis=1, keepdims=True)
-                    d = np.arange(R * M)
+                    # up.mean(axis=1, keepdims=True): the sum over the agents, then divided by their number
+                    ucb[:] = (_sum_over_agents(up, 1, by_agent_buf) / M)[:, None, :]
+                    d = all_agents
                 else:
                     if t == K + 1:
                         ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
@@ -653,7 +705,8 @@ class MasterWorkerUCB(_CounterLearner):
                         f = base.reshape(-1).take(d) + arm.reshape(-1).take(d)
                         ucb_f[f] = index(f, t)
                 if d.size:
-                    new = ucb.reshape(R * M, K).take(d, axis=0).argmax(axis=1)
+                    # (every agent after a communication: no copy of the index rows)
+                    new = (ucb.reshape(R * M, K) if d is all_agents else ucb.reshape(R * M, K).take(d, axis=0)).argmax(axis=1)
                     st = np.where(new == arm.reshape(-1).take(d), streak.reshape(-1).take(d) + 1, 1)
                     streak.reshape(-1)[d] = st
                     arm.reshape(-1)[d] = new
@@ -780,16 +833,20 @@ class DecentralizedUCB(_CounterLearner):
         tmp = np.empty((A, R, K))
         n_hat = np.empty((A, R, K))  # n̂, contiguous: read three times a slot (a strided read costs more)
         NSf = NS.reshape(-1)
-        rows = np.arange(R)
+        rows_k = np.arange(R) * K  # exact averaging: flat index of NS[0, 0, r, 0]
         shift_lo = self.private and self.lo != 0.0
         std_width = self.privacy_width == "std"
         # Per-run factors of the index spread over the arms, (1, R, K): multiplying the (A, R, K)
         # terms by a (1, R, 1) factor runs numpy's inner loop over K = 10 entries at a time, by a
         # contiguous (1, R, K) one over R K (the same products).
         rho_rk = np.ascontiguousarray(np.broadcast_to(rho_b, (1, R, K)))
-        coef_rk = np.empty((1, R, K))
-        width_rk = np.empty((1, R, K))
         sqrt_c0 = np.sqrt(c_0)
+        # The index's per-run factors depend on the slot only: _index_factors computes them for a
+        # block of slots at once (the same floats as slot by slot), and a slot reads its rows.
+        blk = _factor_block(R, K)
+        coefs = widths = None
+        blk_start = 0
+        has_width = self._width_scale is not None
 
         # One slot is a (M x M) @ (M x 2RK) product: BLAS threads only add overhead here.
         with _single_thread_blas():
@@ -808,15 +865,15 @@ class DecentralizedUCB(_CounterLearner):
                     np.multiply(s_hat, inv, out=Q)
                     if shift_lo:
                         Q += self.lo
-                    np.multiply(rho_rk, 2.0 * sigma**2 * np.log(t) / c_0, out=coef_rk)
-                    np.multiply(v, coef_rk, out=tmp)
+                    if coefs is None or t - blk_start >= blk:
+                        blk_start = t
+                        coefs, widths = _index_factors(self, sigma, c_0, sqrt_c0, rho_rk, t, min(blk, T + 1 - t))
+                    np.multiply(v, coefs[t - blk_start], out=tmp)
                     np.sqrt(tmp, out=tmp)
                     Q += tmp
-                    num = self.width_numerator(t)
-                    if num is not None:
+                    if has_width:
                         # The consensus averages M independent noises: width / sqrt(c_0).
-                        np.copyto(width_rk, (num / sqrt_c0).reshape(1, R, 1))
-                        np.multiply(v, width_rk, out=tmp)
+                        np.multiply(v, widths[t - blk_start], out=tmp)
                         if std_width:
                             tmp *= proto.sd_factor_float(n_hat)
                         Q += tmp
@@ -826,27 +883,36 @@ class DecentralizedUCB(_CounterLearner):
                     else:
                         by_agent = Q.argmax(axis=2)  # (M, R)
                         arms = np.ascontiguousarray(by_agent.T)  # (R, M), contiguous for the gathers
-                        regret_arms = by_agent.T  # the regret sum below adds over this layout, as it always has
+                        regret_arms = by_agent  # the regret sum below adds over the agents in this order
                 r = stream.rewards_unchecked(t, arms)
                 if actions is not None:
                     actions[t - 1] = arms
                 f = (mech_base + arms).reshape(-1)
-                pulls[f] += 1
+                np.add.at(pulls, f, 1)  # distinct indices: pulls[f] += 1, without the fancy-index round trip
                 inc = proto.release_increment(f, self.clip_shift(r))
                 if exact_avg:
-                    a = arms[:, 0]
-                    NS[0, 0, rows, a] += 1.0
-                    NS[0, 1, rows, a] += np.add.reduce(inc.reshape(R, M), axis=1) / M
+                    # NS[0, 0, rows, a] += 1 and NS[0, 1, rows, a] += the agents' mean increment, by flat
+                    # indices (one arm per run: distinct) instead of two-array fancy indexing
+                    ia = rows_k + arms[:, 0]
+                    np.add.at(NSf, ia, 1.0)
+                    ia += R * K
+                    np.add.at(NSf, ia, np.add.reduce(inc.reshape(R, M), axis=1) / M)
                     proto.communicate(None, n_messages=n_msgs_per_slot, payload=payload_per_slot)
                 else:
-                    NSf[(ns0_base + arms).reshape(-1)] += 1.0
-                    NSf[(ns1_base + arms).reshape(-1)] += inc
+                    # distinct indices (one arm per agent): the same sums as NSf[...] += ..., one pass each
+                    np.add.at(NSf, (ns0_base + arms).reshape(-1), 1.0)
+                    np.add.at(NSf, (ns1_base + arms).reshape(-1), inc)
                     # every agent sends its state (n̂ + ξ, ŝ + Δs̃) to its neighbours, who mix
                     sent = proto.communicate(NS, n_messages=n_msgs_per_slot, payload=payload_per_slot)
                     np.matmul(P, sent.reshape(M, -1), out=NS_next.reshape(M, -1))
                     NS, NS_next = NS_next, NS  # the mixed state; the old buffer takes the next product
                     NSf = NS.reshape(-1)
-                cum += np.add.reduce(gaps[arms if regret_arms is None else regret_arms], axis=1)
+                if regret_arms is None:
+                    cum += np.add.reduce(gaps.take(arms), axis=1)
+                else:
+                    # gaps[by_agent.T] as it always was: its sum over the agents runs agent by agent (the
+                    # agents are the outer axis in memory), as this sum over (M, R)'s first axis does
+                    cum += np.add.reduce(gaps.take(regret_arms), axis=0)
                 rec.record(t, cum, proto.communication.rounds, proto.communication.messages)
         network = {"graph": graph.name, "kappa": self.kappa, "lambda_2": terms.lambda_2, "epsilon_n": terms.epsilon_n,
                    "c_i": terms.c_i.tolist(), "c_0": terms.c_0, "n_edges": graph.n_edges,

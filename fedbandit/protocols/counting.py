@@ -300,7 +300,8 @@ class HybridCounter(CounterRandomizer):
             return _hybrid_sd_factor(np.maximum(n_hat, 1.0).astype(np.int64))
         # n̂ >= 1 after the round-robin slots, so frexp's exponent is floor(log2 n̂) + 1, and the
         # float's biased exponent (its bits >> 52) is that plus 1022.
-        return _G_BY_BITS.take(np.right_shift(np.asarray(n_hat, dtype=np.float64).view(np.int64), 52))
+        # (mode="wrap": no bounds pass; every exponent of a float64 indexes the table, negatives as before)
+        return _G_BY_BITS.take(np.right_shift(np.asarray(n_hat, dtype=np.float64).view(np.int64), 52), mode="wrap")
 
     def theorem(self, setting: CounterSetting) -> str:
         return ("hybrid mechanism [CSS11, Thm. 4.7]: one reward enters one logarithmic release Lap(2s/ε) and at "
