@@ -596,8 +596,8 @@ def test_decentralized_index_factors_are_the_per_slot_products(privacy_width, ep
                 if widths is None:
                     continue
                 lt = np.log(max(t, 2))
-                if privacy_width == "fact1":
-                    num = scale * np.log2(max(t, 2)) ** 1.5 * rho * lt
+                if privacy_width == "fact1":  # (np.power: numpy's ufunc, as a float's ** is not on every host)
+                    num = scale * np.power(np.log2(max(t, 2)), 1.5) * rho * lt
                 else:
                     num = np.sqrt(2.0 * rho * lt) * scale
                 plain_w = np.empty((1, R, K))

@@ -36,7 +36,6 @@ import numpy as np
 
 __all__ = [
     "use_book_style",
-    "share_mathtext_layouts",
     "band",
     "log_ticks",
     "log_ticks_within",

@@ -198,10 +198,20 @@ def _clip_is_noop(env, lo, hi):
 
 
 def _privacy_width_numerator(kind, t, scale, rho):
-    # the learners' per-slot fast path (arguments validated by the learner's constructor)
-    lt = np.log(max(t, 2))
+    """The width's numerator at slot ``t`` (R,), or at every slot of ``t`` (n,) as rows (n, R).
+
+    The learners' fast path (arguments validated by the learner's constructor).  One formula for a
+    slot and for a block of slots (:func:`_index_factors`), through the same ufuncs (``np.power``,
+    not a float's ``**``, which numpy computes with its own scalar code and which may round
+    otherwise than the array ``power`` on an AVX-512 host).
+    """
+    if np.ndim(t):
+        t2 = np.maximum(t, 2).astype(np.float64).reshape(-1, 1)
+    else:
+        t2 = np.float64(max(t, 2))  # (a Python int of any size)
+    lt = np.log(t2)
     if kind == "fact1":
-        return scale * np.log2(max(t, 2)) ** 1.5 * rho * lt
+        return scale * np.power(np.log2(t2), 1.5) * rho * lt
     return np.sqrt(2.0 * rho * lt) * scale
 
 
@@ -218,28 +228,20 @@ def _index_factors(learner, sigma, c_0, sqrt_c0, rho_rk, t0, n):
     """The decentralized index's per-run factors at slots ``t0 .. t0 + n - 1``, each (n, 1, R, K).
 
     ``coefs[i]`` is what ``np.multiply(rho_rk, 2 sigma^2 ln t / c_0)`` gives at ``t = t0 + i``, and
-    ``widths[i]`` the privacy-width numerator over sqrt(c_0) spread over the arms (None without a
-    width): the same scalar operations in the same order, done on arrays of slots (elementwise, so
-    the same floats as slot by slot; tests/test_consensus_ucb.py writes the per-slot form out).
+    ``widths[i]`` the privacy-width numerator (:func:`_privacy_width_numerator`) over sqrt(c_0)
+    spread over the arms (None without a width): the same operations in the same order, done on
+    arrays of slots (elementwise, so the same floats as slot by slot; tests/test_consensus_ucb.py
+    writes the per-slot form out).
     """
     ts = np.arange(t0, t0 + n)
     scal = 2.0 * sigma**2 * np.log(ts.astype(np.float64)) / c_0  # (n,)
     coefs = np.multiply(rho_rk, scal.reshape(n, 1, 1, 1))
     widths = None
     if learner._width_scale is not None:
-        num = _privacy_width_numerators(learner.privacy_width, ts, learner._width_scale, learner.rho)  # (n, R)
+        num = _privacy_width_numerator(learner.privacy_width, ts, learner._width_scale, learner.rho)  # (n, R)
         R, K = rho_rk.shape[1:]
         widths = np.ascontiguousarray(np.broadcast_to((num / sqrt_c0).reshape(n, 1, R, 1), (n, 1, R, K)))
     return coefs, widths
-
-
-def _privacy_width_numerators(kind, ts, scale, rho):
-    """:func:`_privacy_width_numerator` at every slot of ``ts`` (n,): (n, R), row i equal to its value at ts[i]."""
-    t2 = np.maximum(ts, 2).astype(np.float64).reshape(-1, 1)
-    lt = np.log(t2)
-    if kind == "fact1":
-        return scale * np.log2(t2) ** 1.5 * rho * lt
-    return np.sqrt(2.0 * rho * lt) * scale
 
 
 def _per_run(name, value, R, check):
