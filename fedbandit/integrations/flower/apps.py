@@ -319,24 +319,39 @@ def _lagrange_combine_shares(share_list: list) -> bytes:
         raise ValueError("Failed to combine shares") from None
 
 
+#: The Flower version whose private functions :func:`_flower_swap` replaces (any other keeps its own).
+_SWAPPED_FLWR_VERSION = "1.42.0"
+
+
 @contextlib.contextmanager
+def _flower_swap(module, name: str, make, *, when: bool = True):
+    """``module.<name>`` is ``make(original)`` for the duration, then the original again.
+
+    The swaps of this module replace private functions of Flower 1.42.0 for the duration of our own
+    stages (no Flower file is edited); on any other version, where ``module`` lacks ``name``, or
+    when ``when`` is false, nothing is swapped.
+    """
+    import flwr
+
+    original = getattr(module, name, None)
+    if not when or original is None or flwr.__version__ != _SWAPPED_FLWR_VERSION:
+        yield
+        return
+    setattr(module, name, make(original))
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
 def _cached_lagrange_reconstruction():
     """Flower 1.42.0's SecAgg+ server unmask stage with :func:`_lagrange_combine_shares` for the duration (any
     other version keeps its own).  Flower's ``combine_shares`` interpolates every 16-byte chunk of every
     survivor's secret from scratch (an inversion per share, bit-serial multiplications in pure Python):
     at 100 clients a round, 11 shares each, ~2.5 s of the server's CPU per round."""
-    import flwr
     from flwr.server.workflow.secure_aggregation import secaggplus_workflow
 
-    original = getattr(secaggplus_workflow, "combine_shares", None)
-    if flwr.__version__ != "1.42.0" or original is None:
-        yield
-        return
-    secaggplus_workflow.combine_shares = _lagrange_combine_shares
-    try:
-        yield
-    finally:
-        secaggplus_workflow.combine_shares = original
+    return _flower_swap(secaggplus_workflow, "combine_shares", lambda _: _lagrange_combine_shares)
 
 
 class _DecodingStrategy:
@@ -451,41 +466,22 @@ def _add_pending_messages_to_queue(state, queue, nodes_mapping, f_stop) -> None:
         f_stop.wait(0.1)
 
 
-@contextlib.contextmanager
 def _pending_message_pickup():
     """Use :func:`_add_pending_messages_to_queue` in Flower's simulation loop for the duration (flwr 1.42.0 only:
     it replaces a private function of that version; any other version keeps its own loop)."""
-    import flwr
     from flwr.server.superlink.fleet.vce import vce_api
 
-    if flwr.__version__ != "1.42.0" or not hasattr(vce_api, "add_messages_to_queue"):
-        yield
-        return
-    original = vce_api.add_messages_to_queue
-    vce_api.add_messages_to_queue = _add_pending_messages_to_queue
-    try:
-        yield
-    finally:
-        vce_api.add_messages_to_queue = original
+    return _flower_swap(vce_api, "add_messages_to_queue", lambda _: _add_pending_messages_to_queue)
 
 
-@contextlib.contextmanager
 def _seeded_neighbour_shuffle(rng: random.Random | None):
     """SecAgg+'s setup stage shuffles the sampled node ids with ``rng`` for the duration (flwr 1.42.0 only: the
     module ``flwr.server.workflow.secure_aggregation.secaggplus_workflow`` calls ``random.shuffle`` of the global
     ``random``; here its name ``random`` is ``rng``).  None, or any other version: Flower's own shuffle."""
-    import flwr
     from flwr.server.workflow.secure_aggregation import secaggplus_workflow
 
-    original = getattr(secaggplus_workflow, "random", None)
-    if rng is None or flwr.__version__ != "1.42.0" or original is not random:
-        yield
-        return
-    secaggplus_workflow.random = rng
-    try:
-        yield
-    finally:
-        secaggplus_workflow.random = original
+    uses_global = getattr(secaggplus_workflow, "random", None) is random
+    return _flower_swap(secaggplus_workflow, "random", lambda _: rng, when=rng is not None and uses_global)
 
 
 #: The seeded stream of node ids of the thread that registers a simulation's SuperNodes (:func:`_seeded_node_ids`).
@@ -521,31 +517,27 @@ def _seeded_node_ids(seed: int | None):
     stream is thread-local; run and task ids, drawn by other threads meanwhile, stay Flower's), and only during the
     registration.  None, or any other version of Flower: Flower's own ids.
     """
-    import flwr
     from flwr.server.superlink.fleet.vce import vce_api
     from flwr.server.superlink.linkstate import in_memory_linkstate
 
-    register = getattr(vce_api, "_register_nodes", None)
-    generate = getattr(in_memory_linkstate, "generate_rand_int_from_bytes", None)
-    if seed is None or flwr.__version__ != "1.42.0" or register is None or generate is None:
-        yield
-        return
-    seed = check_int_in_range("seed", seed, 0, None)
+    if seed is not None:
+        seed = check_int_in_range("seed", seed, 0, None)
 
-    def seeded_register_nodes(*args, **kwargs):
-        _NODE_ID_STREAM.rng = np.random.default_rng(seed)
-        try:
-            return register(*args, **kwargs)
-        finally:
-            del _NODE_ID_STREAM.rng
+    def seeded(register):
+        def seeded_register_nodes(*args, **kwargs):
+            _NODE_ID_STREAM.rng = np.random.default_rng(seed)
+            try:
+                return register(*args, **kwargs)
+            finally:
+                del _NODE_ID_STREAM.rng
 
-    vce_api._register_nodes = seeded_register_nodes
-    in_memory_linkstate.generate_rand_int_from_bytes = _node_id_from_stream(generate)
-    try:
+        return seeded_register_nodes
+
+    both = hasattr(vce_api, "_register_nodes") and hasattr(in_memory_linkstate, "generate_rand_int_from_bytes")
+    when = seed is not None and both
+    with _flower_swap(vce_api, "_register_nodes", seeded, when=when), \
+            _flower_swap(in_memory_linkstate, "generate_rand_int_from_bytes", _node_id_from_stream, when=when):
         yield
-    finally:
-        vce_api._register_nodes = register
-        in_memory_linkstate.generate_rand_int_from_bytes = generate
 
 
 class _SimulatedClientApp(ClientApp):
