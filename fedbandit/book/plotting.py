@@ -156,7 +156,6 @@ def share_mathtext_layouts() -> bool:
 
     _parse_cached._fedbandit_shared = True  # type: ignore[attr-defined]
     _parse_cached.__wrapped__ = original  # type: ignore[attr-defined]
-    _parse_cached.layouts = layout  # type: ignore[attr-defined]
     mathtext.MathTextParser._parse_cached = _parse_cached
     return True
 

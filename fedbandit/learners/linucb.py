@@ -189,10 +189,10 @@ def _gemm_rows(rows: int) -> int:
     rows in blocks of 8 and a remainder; a remainder of 6 costs two passes (4 + 2), each about as
     slow as a whole block, so two zero rows make 8k + 6 rows ~30 % cheaper (R = 6 runs: 265 against
     181 µs for one 55 × 5000 product of M = K = 100, d = 10).  Every output element is the same
-    dot product, accumulated in the same order, so on those kernels a run's scores are the same floats
-    either way (tests/test_linucb.py::test_padded_gemm_rows_give_the_plain_scores); on others they are
-    a function of R all the same, since the padding is.  Other remainders gain
-    nothing, and an odd one would move its last row to another kernel: they are left alone.
+    dot product, accumulated in the same order, so on those kernels a run's scores are the same
+    floats either way (tests/test_linucb.py::test_padded_gemm_rows_give_the_plain_scores); on
+    others they are still a function of R, as the padding is.  Other remainders gain nothing, and
+    an odd one would move its last row to another kernel: they are left alone.
     """
     return rows + 2 if rows % 8 == 6 else rows
 
