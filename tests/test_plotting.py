@@ -219,6 +219,46 @@ def test_the_check_leaves_matplotlib_as_it_found_it():
     assert Text.draw is draw
 
 
+
+def _ticks_follow_the_layout():
+    """Three axes whose automatic ticks depend on their size: constrained layout is not idempotent here."""
+    fig, axes = plt.subplots(1, 3, figsize=(10, 2.6))
+    for k, ax in enumerate(axes):
+        ax.plot(np.linspace(0, 123456.0 * (k + 1), 50), np.linspace(0, 0.000123 * (k + 2), 50), label="a line")
+        ax.set(xlabel="round", ylabel="regret")
+    fig.legend(loc="outside right upper")
+    fig.suptitle("a suptitle")
+    return to_book_width(fig)
+
+
+def test_the_check_lays_the_figure_out_as_a_draw_does_without_rasterizing(monkeypatch):
+    """The saved PNG after the check is the PNG after ``fig.canvas.draw()``, and the check paints nothing.
+
+    This figure's saved bytes depend on whether it was laid out before ``savefig`` (its ticks
+    follow the axes' size), so a check that skipped the layout would change the book's images.
+    """
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    def saved(prepare):
+        fig = _ticks_follow_the_layout()
+        prepare(fig)
+        return _png(fig)
+
+    after_draw = saved(lambda fig: fig.canvas.draw())
+    assert saved(lambda fig: None) != after_draw  # the figure can tell a laid-out figure from a fresh one
+    painted = []
+    for name in ("draw_path", "draw_text", "draw_markers", "draw_path_collection"):
+        original = getattr(RendererAgg, name)
+        monkeypatch.setattr(RendererAgg, name,
+                            lambda self, *a, _o=original, _n=name, **k: (painted.append(_n), _o(self, *a, **k))[1])
+    assert saved(figure_problems) == after_draw
+    assert painted.count("draw_text") > 0  # savefig paints through the counters
+    painted.clear()
+    fig = _ticks_follow_the_layout()
+    figure_problems(fig)
+    plt.close(fig)
+    assert painted == []
+
 def test_bad_figure_argument_is_refused_by_name():
     for func in (figure_problems, check_figure, figure_png):
         with pytest.raises(TypeError, match="fig"):

@@ -6,7 +6,7 @@ Every figure of the book is drawn in one style and finished by :func:`finish`, w
   :data:`CONTENT_WIDTH_PX` CSS pixels, in CSS inches of 96 px): a point of text in the
   figure is then a point of text on the page, whatever the figure, and neighbouring
   figures show text at the same size;
-* checks its text, after ``fig.canvas.draw()``, from matplotlib's own text extents
+* checks its text, after a draw (without rasterizing), from matplotlib's own text extents
   (:func:`figure_problems`): no two texts overlap (tick labels, axis labels, titles,
   legend entries, annotations), no text is cut by the figure's edge, no text is smaller
   than :data:`MIN_FONT_PT` points as rendered in the column, no legend entry lies on
@@ -295,9 +295,15 @@ def _recording_texts() -> Iterator[list]:
 
 
 def _drawn_texts(fig) -> tuple[list, object]:
-    """Draw ``fig`` and return (the texts really drawn, in drawing order, the renderer)."""
+    """Draw ``fig`` without rasterizing it and return (the texts really drawn, in drawing order, the renderer).
+
+    ``Figure.draw_without_rendering`` runs the layout engine and every artist's ``draw`` at the
+    figure's dpi, as ``fig.canvas.draw()`` does, with the renderer's drawing methods disabled:
+    the same layout and text extents, without the pixels, which nothing here reads (the PNG
+    is rendered afterwards by ``savefig``).
+    """
     with _recording_texts() as drawn:
-        fig.canvas.draw()
+        fig.draw_without_rendering()
     unique, seen = [], set()
     for text in drawn:
         if id(text) not in seen:
@@ -447,7 +453,7 @@ def _line_boxes(text, box, renderer) -> list:
 def figure_problems(fig, *, shown_px: float = CONTENT_WIDTH_PX) -> list[str]:
     """Everything wrong with ``fig``'s text, drawn at the book's width (empty: the figure is fine).
 
-    Draws the figure (``fig.canvas.draw()``) and reads matplotlib's extent of every text it
+    Draws the figure (``fig.draw_without_rendering()``) and reads matplotlib's extent of every text it
     drew (``Text.get_window_extent``): tick labels, axis labels and offsets, titles, legend
     entries, annotations, figure texts.
 
