@@ -1248,3 +1248,33 @@ def test_one_user_periods_release_the_plain_implementations_floats(sizes, dim):
         np.testing.assert_array_equal(fb, pb, err_msg=f"bias after user {t}")
         np.testing.assert_array_equal(fg, pg, err_msg=f"gram after user {t}")
     assert proto._noise_rng.random() == ref_rng.random()
+
+
+def test_cumulative_regret_is_the_sequential_sum_of_the_user_regret():
+    """RunResult.regret is Σ_{s ≤ t} of the (per-round) user regret, added left to right, whether or not the
+    per-user regret is kept (without it the sums reuse its storage; with it, it must stay per user)."""
+    def written_out(per_round):
+        # out[:, 0] = r[:, 0]; out[:, t] = out[:, t − 1] + r[:, t]: one addition at a time
+        out = np.empty_like(per_round)
+        acc = per_round[:, 0].copy()
+        out[:, 0] = acc
+        for t in range(1, per_round.shape[1]):
+            acc = acc + per_round[:, t]
+            out[:, t] = acc
+        return out
+
+    for name, params in (("central", {"relation": "replace"}), ("concurrent-shuffle", {"k": 2})):
+        for agents in (1, 3):
+            def run(per_user):
+                env = SyntheticLinearEnv(agents, n_arms=5, dim=2, n_runs=3, noise_std=0.1, seed=4)
+                lr = ConcurrentShuffleLinUCB(create(name, epsilon=4.0, delta=1e-6, **params), n_users=150 * agents,
+                                             dim=2, noise_bound=0.1, agents_per_round=agents, min_period=4)
+                return lr.run(env, np.random.default_rng(3), per_user=per_user)
+
+            kept, plain = run(True), run(False)
+            user = kept.extras["user_regret"]
+            per_round = user.reshape(3, 150, agents).sum(axis=2) if agents > 1 else user
+            assert np.all(user >= 0) and np.any(np.diff(user, axis=1) < 0), (name, agents)  # per user, not cumulative
+            np.testing.assert_array_equal(kept.regret, written_out(per_round), err_msg=f"{name} M={agents}")
+            np.testing.assert_array_equal(plain.regret, kept.regret, err_msg=f"{name} M={agents}")
+            assert plain.regret.flags.c_contiguous and plain.regret.shape == (3, 150)

@@ -658,9 +658,13 @@ class ConcurrentShuffleLinUCB:
         extras = {"user_regret": regret} if per_user else {}
         extras["agents_per_round"] = M
         extras["noise_free"] = exact
+        # the cumulative sums over the per-round regret's own storage when nothing else keeps it: the same
+        # sequential sums as a new array's (out[t] = out[t-1] + in[t], in[t] read before it is overwritten),
+        # without a second (R, n) array, whose fresh pages cost more than the sums (~0.3 s at R = 27, n = 10⁶)
+        cumulative = np.cumsum(per_round, axis=1, out=None if per_user and M == 1 else per_round)
         return RunResult(
             t=np.arange(1, n // M + 1),
-            regret=np.cumsum(per_round, axis=1),
+            regret=cumulative,
             communication=CommunicationRecord.of(c),
             accounting=self.accounting(),
             calibration=self.calibration(),
