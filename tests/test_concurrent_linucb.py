@@ -1248,3 +1248,77 @@ def test_one_user_periods_release_the_plain_implementations_floats(sizes, dim):
         np.testing.assert_array_equal(fb, pb, err_msg=f"bias after user {t}")
         np.testing.assert_array_equal(fg, pg, err_msg=f"gram after user {t}")
     assert proto._noise_rng.random() == ref_rng.random()
+
+
+def test_cumulative_regret_is_the_sequential_sum_of_the_user_regret():
+    """RunResult.regret is Σ_{s ≤ t} of the (per-round) user regret, added left to right, whether or not the
+    per-user regret is kept (without it the sums reuse its storage; with it, it must stay per user)."""
+    def written_out(per_round):
+        # out[:, 0] = r[:, 0]; out[:, t] = out[:, t − 1] + r[:, t]: one addition at a time
+        out = np.empty_like(per_round)
+        acc = per_round[:, 0].copy()
+        out[:, 0] = acc
+        for t in range(1, per_round.shape[1]):
+            acc = acc + per_round[:, t]
+            out[:, t] = acc
+        return out
+
+    for name, params in (("central", {"relation": "replace"}), ("concurrent-shuffle", {"k": 2})):
+        for agents in (1, 3):
+            def run(per_user):
+                env = SyntheticLinearEnv(agents, n_arms=5, dim=2, n_runs=3, noise_std=0.1, seed=4)
+                lr = ConcurrentShuffleLinUCB(create(name, epsilon=4.0, delta=1e-6, **params), n_users=150 * agents,
+                                             dim=2, noise_bound=0.1, agents_per_round=agents, min_period=4)
+                return lr.run(env, np.random.default_rng(3), per_user=per_user)
+
+            kept, plain = run(True), run(False)
+            user = kept.extras["user_regret"]
+            per_round = user.reshape(3, 150, agents).sum(axis=2) if agents > 1 else user
+            assert np.all(user >= 0) and np.any(np.diff(user, axis=1) < 0), (name, agents)  # per user, not cumulative
+            np.testing.assert_array_equal(kept.regret, written_out(per_round), err_msg=f"{name} M={agents}")
+            np.testing.assert_array_equal(plain.regret, kept.regret, err_msg=f"{name} M={agents}")
+            assert plain.regret.flags.c_contiguous and plain.regret.shape == (3, 150)
+
+
+def test_kept_checkpoints_are_the_whole_runs_columns():
+    """run_together(keep=...) gives the columns keep − 1 of the whole cumulative regret, bit for bit: blocks of
+    uneven size (the last one shorter), the period-1 loop (central, min_period 1) and the period loop, a
+    checkpoint on every block boundary and inside blocks; the whole run's sums written out one at a time."""
+    from fedbandit.envs.orthogonal import OrthogonalArmsEnv
+    from fedbandit.learners.concurrent_linucb import run_together
+
+    n = 200
+    keep = np.array([1, 2, 36, 37, 38, 74, 111, 150, 199, 200])
+    envs = {
+        "gaps": lambda: OrthogonalArmsEnv(np.array([0.1, 0.3, 0.3]), 2, noise_std=0.1, seed=5, block_size=37),
+        "contextual": lambda: SyntheticLinearEnv(1, n_arms=4, dim=2, n_runs=3, noise_std=0.1, seed=6, block_size=37),
+    }
+    protocols = {"central-1": ("central", {"relation": "replace"}, 1), "central-4": ("central", {"relation": "replace"}, 4),
+                 "k2": ("concurrent-shuffle", {"k": 2}, 4)}
+    for env_name, make in envs.items():
+        def learners():
+            return [ConcurrentShuffleLinUCB(create(name, epsilon=4.0, delta=1e-6, **params), n_users=n, dim=2,
+                                            noise_bound=0.1, min_period=period)
+                    for name, params, period in protocols.values()]
+
+        rngs = lambda: [np.random.default_rng(i) for i in range(len(protocols))]  # noqa: E731
+        whole, _ = run_together(learners(), make(), rngs(), per_user=True)
+        part, _ = run_together(learners(), make(), rngs(), keep=keep)
+        for label, w, p in zip(protocols, whole, part):
+            user = w.extras["user_regret"]
+            sums = np.empty_like(user)
+            acc = user[:, 0].copy()
+            sums[:, 0] = acc
+            for t in range(1, n):
+                acc = acc + user[:, t]
+                sums[:, t] = acc
+            np.testing.assert_array_equal(p.t, keep)
+            np.testing.assert_array_equal(p.regret, sums[:, keep - 1], err_msg=f"{env_name} {label}")
+            np.testing.assert_array_equal(p.regret, w.regret[:, keep - 1], err_msg=f"{env_name} {label}")
+            assert p.regret.shape == (3, keep.size)
+    with pytest.raises(ValueError, match="keep"):
+        run_together(learners(), make(), rngs(), keep=np.array([3, 2]))
+    with pytest.raises(ValueError, match="keep"):
+        run_together(learners(), make(), rngs(), keep=np.array([0, 5]))
+    with pytest.raises(ValueError, match="per_user"):
+        run_together(learners(), make(), rngs(), keep=keep, per_user=True)

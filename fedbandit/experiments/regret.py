@@ -161,7 +161,8 @@ def regret_trial(config: dict, rng) -> dict:
         on_block = None
     # share: run by run_regret_grid, the configurations on one environment generate it once
     if learners:
-        results, times = run_together(learners, share(make_env()), rngs, on_block=on_block)
+        # only the checkpoints' cumulative regret (checkpoints[-1] is n: geomspace's endpoint is n itself)
+        results, times = run_together(learners, share(make_env()), rngs, on_block=on_block, keep=checkpoints)
     else:
         results, times = [], []
         for b in share(make_env()).iter_blocks(n) if on_block is not None else ():
@@ -171,8 +172,10 @@ def regret_trial(config: dict, rng) -> dict:
     for label, learner, res, (wall, cpu) in zip(labels, learners, results, times):
         out["wall"][label] = wall
         out["cpu"][label] = cpu
-        out[label] = res.regret[:, -1]
-        out["curves"][label] = res.regret[:, checkpoints - 1].mean(axis=0)
+        out[label] = res.regret[:, -1]  # user n's
+        # the columns checkpoints − 1 of the whole run's regret, gathered by the same fancy index as from the whole
+        # array (numpy lays the gather out column-major: its mean over the runs then adds them in that order)
+        out["curves"][label] = res.regret[:, np.arange(checkpoints.size)].mean(axis=0)
         out["lam"][label] = learner.lam
         out["beta_n"][label] = float(learner.beta(np.array([n]))[0])
         out["sigma"][label] = learner.params["sigma_gram"]
