@@ -101,6 +101,25 @@ def test_master_worker_pooled_sums_match_reference(epsilon, privacy_width, perio
         assert ref_comm == T - K
 
 
+@pytest.mark.parametrize("aggregate,period,privacy_width", [("indices", None, "std"), ("indices", 1, "fact1"),
+                                                             ("sums", None, "fact1"), ("sums", 1, "std")])
+def test_master_worker_with_a_shifting_clip_matches_reference(aggregate, period, privacy_width):
+    """A clip with low != 0 (the private sums are of x - low, and every index adds low back): the
+    loop reference's decisions, on the slots that index every entry (the round-robin's end and the
+    communications) as on the blocks' ends."""
+    T, R, M = 150, 2, 3
+    clip = (-0.5, 1.5)
+    ref_actions, ref_regret, ref_comm = ref_master_worker(
+        BERN, M, T, 1.5, rng=np.random.default_rng(3), n_runs=R, privacy_width=privacy_width, clip=clip,
+        aggregate=aggregate, period=period)
+    learner = MasterWorkerUCB(counter(1.5), n_agents=M, n_arms=K, horizon=T, n_runs=R, privacy_width=privacy_width,
+                              clip=clip, aggregate=aggregate, period=period)
+    res = learner.run(BERN, np.random.default_rng(3), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+    assert np.allclose(res.cum_regret, ref_regret)
+    assert res.communication.rounds == ref_comm
+
+
 @pytest.mark.parametrize(
     "epsilon,privacy_width,doubling,communicate,mechanism",
     [

@@ -671,6 +671,16 @@ class MasterWorkerUCB(_CounterLearner):
             ro = run_of.take(flat)
             return _own_index(self, sigma, m, n, coef.take(ro), None if num is None else num.take(ro))
 
+        def own_all(t):
+            # own(all_flat, t): the same expression for every entry, with the runs' factors broadcast
+            # over their (agent, arm) entries instead of gathered, and the counts read in place.
+            n = counts.reshape(R, M * K)
+            m = proto.value_at(all_flat).reshape(R, M * K) / n
+            if self.private:
+                m += lo
+            coef, num = factors.at(t)
+            return _own_index(self, sigma, m, n, coef.reshape(R, 1), None if num is None else num.reshape(R, 1))
+
         pooled = self.aggregate == "sums"
         if pooled:
             # Network totals of the last communication (R, 1, K) and each agent's own entries
@@ -679,6 +689,7 @@ class MasterWorkerUCB(_CounterLearner):
             tot = np.zeros((3, R, 1, K))
             mine = np.zeros((3, R, M, K))
             g2 = np.zeros(R * M * K)  # squared std factor of every stream at its count
+            pool_bufs = (np.empty((R, M, K)), np.empty((R, M, K)), np.empty((R, M, K)))  # S, N, a term
             sqrt_m = [1.0]  # sqrt of the number of streams in a total (M after a communication)
 
         def pooled_index(flat, t):
@@ -700,22 +711,38 @@ class MasterWorkerUCB(_CounterLearner):
 
         def pooled_index_all(t, own_s=None):
             # pooled_index(all_flat, t) by broadcasting (R, 1, K) totals against (R, M, K) entries:
-            # the same expression for every entry, without the gathers.  own_s: the private sums
-            # (R, M, K) when the caller has just read them (a communication's upload).
+            # the same expression for every entry, without the gathers, term by term into the
+            # buffers (the same operations in the same order), the index into ucb.  own_s: the
+            # private sums (R, M, K) when the caller has just read them (a communication's upload).
             if own_s is None:
                 own_s = proto.value_at(all_flat).reshape(R, M, K)
-            S = tot[0] - mine[0] + own_s
-            N = tot[1] - mine[1] + counts
+            S, N, w = pool_bufs
+            q = ucb  # (the index is written into ucb)
+            np.subtract(tot[0], mine[0], out=S)
+            S += own_s
+            np.subtract(tot[1], mine[1], out=N)
+            N += counts
             coef, num = factors.at(t)
-            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(coef.reshape(R, 1, 1) / N)
+            # q = S / N + low + sigma sqrt(2 rho ln t / N)
+            np.divide(S, N, out=q)
+            q += lo if self.private else 0.0
+            np.divide(coef.reshape(R, 1, 1), N, out=w)
+            np.sqrt(w, out=w)
+            np.multiply(sigma, w, out=w)
+            q += w
             if num is not None:
                 num_b = num.reshape(R, 1, 1)
                 if self.privacy_width == "fact1":
-                    idx = idx + num_b * sqrt_m[0] / N
+                    np.divide(num_b * sqrt_m[0], N, out=w)
                 else:
-                    V = tot[2] - mine[2] + g2.reshape(R, M, K)
-                    idx = idx + num_b * np.sqrt(np.maximum(V, 0.0)) / N
-            return idx.reshape(-1)
+                    # + num sqrt(max(V, 0)) / N, V the pooled squared std factors
+                    np.subtract(tot[2], mine[2], out=w)
+                    w += g2.reshape(R, M, K)
+                    np.maximum(w, 0.0, out=w)
+                    np.sqrt(w, out=w)
+                    np.multiply(num_b, w, out=w)
+                    w /= N
+                q += w
 
         index = pooled_index if pooled else own
         period = self.period
@@ -732,23 +759,27 @@ class MasterWorkerUCB(_CounterLearner):
                     # noise-std bounds of the "std" width).
                     width = 3 if self.privacy_width == "std" and self.private else 2
                     own_s = proto.value_at(all_flat).reshape(R, M, K)
-                    own_now = np.stack([own_s, counts, g2.reshape(R, M, K)])
-                    up = proto.communicate(own_now, n_messages=2 * M, payload=2 * M * width * K)
-                    mine[:] = up
+                    np.stack([own_s, counts, g2.reshape(R, M, K)], out=mine)  # sent from the agents' records
+                    up = proto.communicate(mine, n_messages=2 * M, payload=2 * M * width * K)
+                    if up is not mine:
+                        mine[:] = up
                     _sum_over_agents(up, 2, by_agent_buf, out=tot[:, :, 0, :])  # up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
-                    ucb_f[:] = pooled_index_all(t, own_s)  # (the sums just read: nothing released since)
+                    pooled_index_all(t, own_s)  # (the sums just read: nothing released since)
                     d = all_agents
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
                     # every agent restarts from the common index (M uploads, M broadcasts).
-                    up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
+                    up = proto.communicate(own_all(t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
                     # up.mean(axis=1, keepdims=True): the sum over the agents, then divided by their number
                     ucb[:] = (_sum_over_agents(up, 1, by_agent_buf) / M)[:, None, :]
                     d = all_agents
                 else:
                     if t == K + 1:
-                        ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
+                        if pooled:
+                            pooled_index_all(t)
+                        else:
+                            ucb_f[:] = own_all(t).reshape(-1)
                     d = (remaining == 0).reshape(-1).nonzero()[0]  # np.flatnonzero without its Python wrapper
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
