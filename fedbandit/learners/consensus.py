@@ -545,7 +545,8 @@ def _sum_over_agents(up, axis, buf, out=None):
 
 
 def _own_index(learner, sigma, sums_over_n, n, coef_e, num_e):
-    """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays).
+    """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays), or for every
+    entry ((R, M K) arrays with (R, 1) factors: elementwise the same expression).
 
     ``coef_e`` is each entry's ``2 rho ln t`` and ``num_e`` its privacy-width numerator (None
     without a width), their runs' rows of :func:`_run_factors`.  The counts ``n`` are integers
