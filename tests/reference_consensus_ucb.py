@@ -160,10 +160,17 @@ def _per_run(v, R):
 
 
 def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_width="std", sigma=None,
-                      doubling=True, communicate=True, clip=(0.0, 1.0), mechanism="hybrid"):
+                      doubling=True, communicate=True, clip=(0.0, 1.0), mechanism="hybrid", aggregate="indices",
+                      period=None):
     """DP-Master-worker UCB, loops.  Returns (actions (T, R, M), regret per run, n_comm).
 
     ``mechanism``: "hybrid", "binary" (over T items) or "laplace" (per item); epsilon None: exact sums.
+    ``aggregate="sums"``: the master pools the private sums, counts and squared noise-std factors;
+    an agent indexes arm j by ``S/N + sigma sqrt(2 rho ln t / N) + nu`` with the totals of the last
+    communication in which its own entries are replaced by its current ones (``nu``: the width
+    numerator times sqrt(M) / N for "fact1" after a communication, times sqrt(V) / N for "std",
+    ``V`` the pooled squared factors).  ``period``: communicate at every multiple of it instead of at
+    the powers of two.
     """
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     R, K = n_runs, env.n_arms
@@ -197,15 +204,52 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
             idx = idx + num * _sd_factor(mechanism, n) / n
         return idx
 
+    # "sums": an agent's (sum, count, squared std factor) of every arm at the last communication, and
+    # their totals over the agents (zero before the first communication: an agent's own data only)
+    pooled = aggregate == "sums"
+    mine = [[[(0.0, 0.0, 0.0)] * K for _ in range(M)] for _ in range(R)]
+    tot = [[(0.0, 0.0, 0.0)] * K for _ in range(R)]
+    g2 = [[[0.0] * K for _ in range(M)] for _ in range(R)]
+    root_m = [1.0]
+
+    def own_entries(r, m, j):
+        s_ = (mech[r][m][j].out if private else exact[r][m][j])
+        return s_, float(counts[r][m][j]), g2[r][m][j]
+
+    def pooled_idx(r, m, j, t):
+        s_, n_, v_ = own_entries(r, m, j)
+        S = tot[r][j][0] - mine[r][m][j][0] + s_
+        N = tot[r][j][1] - mine[r][m][j][1] + n_
+        idx = S / N + (lo if private else 0.0) + sigma * math.sqrt(2.0 * rhos[r] * math.log(t) / N)
+        if private and privacy_width != "none":
+            num = _width_num(privacy_width, t, eps[r], rhos[r], sens, mechanism, T)
+            if privacy_width == "fact1":
+                idx = idx + num * root_m[0] / N
+            else:
+                V = tot[r][j][2] - mine[r][m][j][2] + v_
+                idx = idx + num * math.sqrt(max(V, 0.0)) / N
+        return idx
+
+    index = pooled_idx if pooled else own
     for t in range(1, T + 1):
         if t <= K:
             for r in range(R):
                 for m in range(M):
                     arm[r][m] = t - 1
         else:
-            comm = communicate and (t & (t - 1)) == 0
+            comm = communicate and ((t & (t - 1)) == 0 if period is None else t % period == 0)
             deciders = []
-            if comm:
+            if comm and pooled:
+                n_comm += 1
+                root_m[0] = math.sqrt(M)
+                for r in range(R):
+                    for m in range(M):
+                        mine[r][m] = [own_entries(r, m, j) for j in range(K)]
+                    tot[r] = [tuple(sum(mine[r][m][j][c] for m in range(M)) for c in range(3)) for j in range(K)]
+                    for m in range(M):
+                        ucb[r][m] = [pooled_idx(r, m, j, t) for j in range(K)]
+                        deciders.append((r, m))
+            elif comm:
                 n_comm += 1
                 for r in range(R):
                     own_all = [[own(r, m, j, t) for j in range(K)] for m in range(M)]
@@ -217,9 +261,9 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
                 for r in range(R):
                     for m in range(M):
                         if t == K + 1:
-                            ucb[r][m] = [own(r, m, j, t) for j in range(K)]
+                            ucb[r][m] = [index(r, m, j, t) for j in range(K)]
                         if remaining[r][m] == 0:
-                            ucb[r][m][arm[r][m]] = own(r, m, arm[r][m], t)
+                            ucb[r][m][arm[r][m]] = index(r, m, arm[r][m], t)
                             deciders.append((r, m))
             for r, m in deciders:
                 new = _argmax(ucb[r][m])
@@ -235,6 +279,8 @@ def ref_master_worker(env, M, T, epsilon, *, rng, n_runs=1, rho=2.0, privacy_wid
                 counts[r][m][a] += 1
                 if private:
                     mech[r][m][a].step(min(max(x, lo), hi) - lo, z[r * M + m])
+                    if privacy_width == "std":
+                        g2[r][m][a] = _sd_factor(mechanism, counts[r][m][a]) ** 2
                 else:
                     exact[r][m][a] += x
                 if t > K:

@@ -70,6 +70,57 @@ def counter(epsilon, mechanism="hybrid"):
 
 
 @pytest.mark.parametrize(
+    "epsilon,privacy_width,period,mechanism",
+    [
+        (0.8, "std", None, "hybrid"),
+        (np.array([0.5, 2.0, 8.0]), "std", 1, "hybrid"),
+        (np.array([0.5, 2.0, 8.0]), "fact1", 1, "hybrid"),
+        (2.0, "fact1", None, "hybrid"),
+        (2.0, "none", 3, "hybrid"),
+        (None, "std", 1, "hybrid"),
+        (None, "std", None, "hybrid"),
+        (1.0, "std", 1, "binary"),
+    ],
+)
+def test_master_worker_pooled_sums_match_reference(epsilon, privacy_width, period, mechanism):
+    """aggregate="sums" (the master pools the private sums, counts and noise-std factors) and the
+    period schedule make the loop reference's decisions, communicating at the powers of two or at
+    every slot (period 1: the pooled index of every agent from the sums it has just uploaded)."""
+    T, R, M = 200, 3, 4
+    rho = np.array([1.5, 2.0, 3.0])
+    ref_actions, ref_regret, ref_comm = ref_master_worker(
+        BERN, M, T, epsilon, rng=np.random.default_rng(7), n_runs=R, rho=rho, privacy_width=privacy_width,
+        mechanism=mechanism, aggregate="sums", period=period)
+    learner = MasterWorkerUCB(counter(epsilon, mechanism), n_agents=M, n_arms=K, horizon=T, n_runs=R, rho=rho,
+                              privacy_width=privacy_width, aggregate="sums", period=period)
+    res = learner.run(BERN, np.random.default_rng(7), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+    assert np.allclose(res.cum_regret, ref_regret)
+    assert res.extras["communications"][-1] == ref_comm == res.communication.rounds
+    if period == 1:
+        assert ref_comm == T - K
+
+
+@pytest.mark.parametrize("aggregate,period,privacy_width", [("indices", None, "std"), ("indices", 1, "fact1"),
+                                                             ("sums", None, "fact1"), ("sums", 1, "std")])
+def test_master_worker_with_a_shifting_clip_matches_reference(aggregate, period, privacy_width):
+    """A clip with low != 0 (the private sums are of x - low, and every index adds low back): the
+    loop reference's decisions, on the slots that index every entry (the round-robin's end and the
+    communications) as on the blocks' ends."""
+    T, R, M = 150, 2, 3
+    clip = (-0.5, 1.5)
+    ref_actions, ref_regret, ref_comm = ref_master_worker(
+        BERN, M, T, 1.5, rng=np.random.default_rng(3), n_runs=R, privacy_width=privacy_width, clip=clip,
+        aggregate=aggregate, period=period)
+    learner = MasterWorkerUCB(counter(1.5), n_agents=M, n_arms=K, horizon=T, n_runs=R, privacy_width=privacy_width,
+                              clip=clip, aggregate=aggregate, period=period)
+    res = learner.run(BERN, np.random.default_rng(3), record_actions=True)
+    assert np.array_equal(res.extras["actions"], ref_actions)
+    assert np.allclose(res.cum_regret, ref_regret)
+    assert res.communication.rounds == ref_comm
+
+
+@pytest.mark.parametrize(
     "epsilon,privacy_width,doubling,communicate,mechanism",
     [
         (0.8, "std", True, True, "hybrid"),
@@ -624,3 +675,48 @@ def test_master_worker_sums_over_agents_are_numpys(shape, axis):
         if axis == 1 and len(shape) == 3:
             assert np.array_equal((consensus._sum_over_agents(up, 1, buf) / shape[1])[:, None, :],
                                   up.mean(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("privacy_width,epsilon", [("std", np.array([0.5, 2.0, 8.0])), ("fact1", 0.7),
+                                                   ("fact1", np.array([0.5, 2.0, 8.0])), ("none", 1.0)])
+def test_own_count_run_factors_are_the_per_slot_products(privacy_width, epsilon):
+    """The master-worker and independent indices' per-run factors computed for a block of slots at once
+    (consensus._run_factors, read through consensus._SlotFactors) are, bit for bit, the per-slot form
+    written out here: 2 rho ln t (a Python int's np.log) and the privacy-width numerator, over blocks
+    that start at t = 1, at the round-robin's end and past it, and across the blocks of _SlotFactors."""
+    from fedbandit.learners import consensus
+
+    R = 3
+    rho = np.array([1.5, 2.0, 3.7])
+    horizon = 5000
+    learner = IndependentUCB(counter(epsilon), n_agents=2, n_arms=K, horizon=horizon, n_runs=R, rho=rho,
+                             privacy_width=privacy_width)
+    scale = learner._width_scale
+
+    def plain(t):
+        coef = 2.0 * rho * np.log(t)
+        if privacy_width == "none":
+            return coef, None
+        lt = np.log(max(t, 2))
+        if privacy_width == "fact1":  # (np.power: numpy's ufunc, as a float's ** is not on every host)
+            return coef, scale * np.power(np.log2(max(t, 2)), 1.5) * rho * lt
+        return coef, np.sqrt(2.0 * rho * lt) * scale
+
+    for t0, n in ((1, 7), (K + 1, 40), (4093, 9)):
+        coefs, nums = consensus._run_factors(learner, t0, n)
+        assert coefs.shape == (n, R)
+        assert (nums is None) is (privacy_width == "none")
+        for i in range(n):
+            coef, num = plain(t0 + i)
+            assert np.array_equal(coefs[i], coef), t0 + i
+            if num is not None:
+                assert np.array_equal(nums[i], num), t0 + i
+    factors = consensus._SlotFactors(learner)
+    block = factors.block
+    for t in [*range(K + 1, K + 2 * block + 3), horizon - 1, horizon]:  # ascending, across block ends
+        coef, num = factors.at(t)
+        want_coef, want_num = plain(t)
+        assert np.array_equal(coef, want_coef), t
+        assert (num is None) is (want_num is None)
+        if num is not None:
+            assert np.array_equal(num, want_num), t

@@ -244,6 +244,44 @@ def _index_factors(learner, sigma, c_0, sqrt_c0, rho_rk, t0, n):
     return coefs, widths
 
 
+def _run_factors(learner, t0, n):
+    """The own-count indices' per-run factors at slots ``t0 .. t0 + n - 1``, each (n, R).
+
+    ``coefs[i]`` is what ``2.0 * rho * np.log(t)`` gives at ``t = t0 + i`` (the exploration
+    width's numerator, ``sigma sqrt(coef / n)``), and ``nums[i]`` the privacy-width numerator
+    (:func:`_privacy_width_numerator`; None without a width): the same operations in the same order
+    as slot by slot, done on arrays of slots (elementwise, so the same floats; ``np.log`` of the
+    slots as float64, the ufunc loop a slot's ``np.log(t)`` runs; tests/test_consensus_ucb.py writes
+    the per-slot form out).  The master-worker and independent learners read a slot's row
+    (gathered by run, or spread over the agents and arms).
+    """
+    ts = np.arange(t0, t0 + n)
+    coefs = np.multiply(2.0 * learner.rho, np.log(ts.astype(np.float64)).reshape(n, 1))
+    nums = None
+    if learner._width_scale is not None:
+        nums = _privacy_width_numerator(learner.privacy_width, ts, learner._width_scale, learner.rho)
+    return coefs, nums
+
+
+class _SlotFactors:
+    """:func:`_run_factors` of the slot ``t`` (ascending slots), computed a block of slots at a time."""
+
+    def __init__(self, learner):
+        self.learner = learner
+        self.block = _factor_block(learner.n_runs, 1)
+        self.start = self.end = 0
+        self.coefs = self.nums = None
+
+    def at(self, t):
+        """``(coef, num)`` of slot ``t``, each (R,) (``num`` None without a privacy width)."""
+        if not self.start <= t < self.end:
+            n = max(1, min(self.block, self.learner.horizon + 1 - t))
+            self.coefs, self.nums = _run_factors(self.learner, t, n)
+            self.start, self.end = t, t + n
+        i = t - self.start
+        return self.coefs[i], (None if self.nums is None else self.nums[i])
+
+
 def _per_run(name, value, R, check):
     """Scalar or (R,) array -> (R,) float array, each entry validated by ``check``."""
     if isinstance(value, (str, bytes)) or value is None:
@@ -506,14 +544,21 @@ def _sum_over_agents(up, axis, buf, out=None):
     return np.add.reduce(buf, axis=0, out=out)
 
 
-def _own_index(learner, sigma, sums_over_n, n, t, rho_e, num_e):
-    """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays)."""
-    idx = sums_over_n + sigma * np.sqrt(2.0 * rho_e * np.log(t) / n)
+def _own_index(learner, sigma, sums_over_n, n, coef_e, num_e):
+    """Own index ``X̂ + sigma sqrt(2 rho ln t / n) + nu`` for flat entries (1-D arrays), or for every
+    entry ((R, M K) arrays with (R, 1) factors: elementwise the same expression).
+
+    ``coef_e`` is each entry's ``2 rho ln t`` and ``num_e`` its privacy-width numerator (None
+    without a width), their runs' rows of :func:`_run_factors`.  The counts ``n`` are integers
+    >= 1, where the protocol's ``sd_factor_float`` is its ``sd_factor`` (one shift of the bits
+    instead of a floor log2 for the hybrid bound).
+    """
+    idx = sums_over_n + sigma * np.sqrt(coef_e / n)
     if num_e is not None:
         if learner.privacy_width == "fact1":
             idx = idx + num_e / n
         else:
-            idx = idx + num_e * learner.protocol.sd_factor(n) / n
+            idx = idx + num_e * learner.protocol.sd_factor_float(n) / n
     return idx
 
 
@@ -613,6 +658,8 @@ class MasterWorkerUCB(_CounterLearner):
         counts_f = counts.reshape(-1)
         ucb_f = ucb.reshape(-1)
         doubling, lo = self.doubling, self.lo
+        # 2 rho ln t and the width's numerator per run, a block of slots at a time (the same floats)
+        factors = _SlotFactors(self)
 
         def own(flat, t):
             n = counts_f.take(flat)
@@ -621,9 +668,19 @@ class MasterWorkerUCB(_CounterLearner):
                 m = proto.value_at(flat) / n + lo
             else:
                 m = proto.value_at(flat) / n
-            num = self.width_numerator(t)
+            coef, num = factors.at(t)
             ro = run_of.take(flat)
-            return _own_index(self, sigma, m, n, t, self.rho.take(ro), None if num is None else num.take(ro))
+            return _own_index(self, sigma, m, n, coef.take(ro), None if num is None else num.take(ro))
+
+        def own_all(t):
+            # own(all_flat, t): the same expression for every entry, with the runs' factors broadcast
+            # over their (agent, arm) entries instead of gathered, and the counts read in place.
+            n = counts.reshape(R, M * K)
+            m = proto.value_at(all_flat).reshape(R, M * K) / n
+            if self.private:
+                m += lo
+            coef, num = factors.at(t)
+            return _own_index(self, sigma, m, n, coef.reshape(R, 1), None if num is None else num.reshape(R, 1))
 
         pooled = self.aggregate == "sums"
         if pooled:
@@ -633,6 +690,7 @@ class MasterWorkerUCB(_CounterLearner):
             tot = np.zeros((3, R, 1, K))
             mine = np.zeros((3, R, M, K))
             g2 = np.zeros(R * M * K)  # squared std factor of every stream at its count
+            pool_bufs = (np.empty((R, M, K)), np.empty((R, M, K)), np.empty((R, M, K)))  # S, N, a term
             sqrt_m = [1.0]  # sqrt of the number of streams in a total (M after a communication)
 
         def pooled_index(flat, t):
@@ -642,8 +700,8 @@ class MasterWorkerUCB(_CounterLearner):
             own_s, own_n = proto.value_at(flat), counts_f[flat]
             S = tot[0, r_, 0, j_] - mine[0].reshape(-1)[flat] + own_s
             N = tot[1, r_, 0, j_] - mine[1].reshape(-1)[flat] + own_n
-            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(2.0 * self.rho[r_] * np.log(t) / N)
-            num = self.width_numerator(t)
+            coef, num = factors.at(t)
+            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(coef[r_] / N)
             if num is not None:
                 if self.privacy_width == "fact1":
                     idx = idx + num[r_] * sqrt_m[0] / N
@@ -652,23 +710,40 @@ class MasterWorkerUCB(_CounterLearner):
                     idx = idx + num[r_] * np.sqrt(np.maximum(V, 0.0)) / N
             return idx
 
-        def pooled_index_all(t):
+        def pooled_index_all(t, own_s=None):
             # pooled_index(all_flat, t) by broadcasting (R, 1, K) totals against (R, M, K) entries:
-            # the same expression for every entry, without the gathers.
-            own_s = proto.value_at(all_flat).reshape(R, M, K)
-            S = tot[0] - mine[0] + own_s
-            N = tot[1] - mine[1] + counts
-            rho_b = self.rho.reshape(R, 1, 1)
-            idx = S / N + (lo if self.private else 0.0) + sigma * np.sqrt(2.0 * rho_b * np.log(t) / N)
-            num = self.width_numerator(t)
+            # the same expression for every entry, without the gathers, term by term into the
+            # buffers (the same operations in the same order), the index into ucb.  own_s: the
+            # private sums (R, M, K) when the caller has just read them (a communication's upload).
+            if own_s is None:
+                own_s = proto.value_at(all_flat).reshape(R, M, K)
+            S, N, w = pool_bufs
+            q = ucb  # (the index is written into ucb)
+            np.subtract(tot[0], mine[0], out=S)
+            S += own_s
+            np.subtract(tot[1], mine[1], out=N)
+            N += counts
+            coef, num = factors.at(t)
+            # q = S / N + low + sigma sqrt(2 rho ln t / N)
+            np.divide(S, N, out=q)
+            q += lo if self.private else 0.0
+            np.divide(coef.reshape(R, 1, 1), N, out=w)
+            np.sqrt(w, out=w)
+            np.multiply(sigma, w, out=w)
+            q += w
             if num is not None:
                 num_b = num.reshape(R, 1, 1)
                 if self.privacy_width == "fact1":
-                    idx = idx + num_b * sqrt_m[0] / N
+                    np.divide(num_b * sqrt_m[0], N, out=w)
                 else:
-                    V = tot[2] - mine[2] + g2.reshape(R, M, K)
-                    idx = idx + num_b * np.sqrt(np.maximum(V, 0.0)) / N
-            return idx.reshape(-1)
+                    # + num sqrt(max(V, 0)) / N, V the pooled squared std factors
+                    np.subtract(tot[2], mine[2], out=w)
+                    w += g2.reshape(R, M, K)
+                    np.maximum(w, 0.0, out=w)
+                    np.sqrt(w, out=w)
+                    np.multiply(num_b, w, out=w)
+                    w /= N
+                q += w
 
         index = pooled_index if pooled else own
         period = self.period
@@ -684,23 +759,28 @@ class MasterWorkerUCB(_CounterLearner):
                     # broadcasts the totals (M uploads, M broadcasts of 2K floats, or 3K with the
                     # noise-std bounds of the "std" width).
                     width = 3 if self.privacy_width == "std" and self.private else 2
-                    own_now = np.stack([proto.value_at(all_flat).reshape(R, M, K), counts, g2.reshape(R, M, K)])
-                    up = proto.communicate(own_now, n_messages=2 * M, payload=2 * M * width * K)
-                    mine[:] = up
+                    own_s = proto.value_at(all_flat).reshape(R, M, K)
+                    np.stack([own_s, counts, g2.reshape(R, M, K)], out=mine)  # sent from the agents' records
+                    up = proto.communicate(mine, n_messages=2 * M, payload=2 * M * width * K)
+                    if up is not mine:
+                        mine[:] = up
                     _sum_over_agents(up, 2, by_agent_buf, out=tot[:, :, 0, :])  # up.sum(axis=2, keepdims=True)
                     sqrt_m[0] = np.sqrt(M)
-                    ucb_f[:] = pooled_index_all(t)
+                    pooled_index_all(t, own_s)  # (the sums just read: nothing released since)
                     d = all_agents
                 elif comm:
                     # Every agent uploads its K private indices; the master averages them and
                     # every agent restarts from the common index (M uploads, M broadcasts).
-                    up = proto.communicate(own(all_flat, t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
+                    up = proto.communicate(own_all(t).reshape(R, M, K), n_messages=2 * M, payload=2 * M * K)
                     # up.mean(axis=1, keepdims=True): the sum over the agents, then divided by their number
                     ucb[:] = (_sum_over_agents(up, 1, by_agent_buf) / M)[:, None, :]
                     d = all_agents
                 else:
                     if t == K + 1:
-                        ucb_f[:] = pooled_index_all(t) if pooled else index(all_flat, t)
+                        if pooled:
+                            pooled_index_all(t)
+                        else:
+                            ucb_f[:] = own_all(t).reshape(-1)
                     d = (remaining == 0).reshape(-1).nonzero()[0]  # np.flatnonzero without its Python wrapper
                     if d.size:
                         # End of a block: update the played arm's index from own private data.
@@ -968,7 +1048,6 @@ class IndependentUCB(_CounterLearner):
         R, M, K, T = self.n_runs, self.n_agents, self.n_arms, self.horizon
         gaps = env.gaps
         counts = np.zeros((R, M, K))
-        rho_b = self.rho.reshape(R, 1, 1)
         base = (np.arange(R)[:, None] * M + np.arange(M)[None, :]) * K
         g_own = np.ones((R, M, K))  # sd_factor of the counts, updated incrementally
         rec = _Recorder(self.checkpoints, R)
@@ -985,22 +1064,34 @@ class IndependentUCB(_CounterLearner):
         mean_f = mean.reshape(-1)
         Q = np.empty((R, M, K))
         tmp = np.empty((R, M, K))
-        sqrt_coef = 2.0 * rho_b  # (R, 1, 1): times ln t, then over the counts
+        fact1 = self.privacy_width == "fact1"
+        # The per-run factors 2 rho ln t and the width's numerator depend on the slot only: computed
+        # for a block of slots at once (_run_factors: the same floats as slot by slot), (n, R, 1, 1).
+        blk = _factor_block(R, 1)
+        coefs = nums = None
+        blk_start = 0
         for t in range(1, T + 1):
             if t <= K:
                 arms[:] = t - 1
             else:
+                if coefs is None or t - blk_start >= blk:
+                    blk_start = t
+                    n_blk = min(blk, T + 1 - t)
+                    coefs, nums = _run_factors(self, t, n_blk)
+                    coefs = coefs.reshape(n_blk, R, 1, 1)
+                    if nums is not None:
+                        nums = nums.reshape(n_blk, R, 1, 1)
                 # Q = sums/counts (+ low) + sigma sqrt(2 rho ln t / counts) + privacy width
-                np.divide(sqrt_coef * np.log(t), counts, out=tmp)
+                np.divide(coefs[t - blk_start], counts, out=tmp)
                 np.sqrt(tmp, out=tmp)
                 np.multiply(sigma, tmp, out=Q)
                 np.add(mean, Q, out=Q)
-                num = self.width_numerator(t)
-                if num is not None:
-                    if self.privacy_width == "fact1":
-                        np.divide(num.reshape(R, 1, 1), counts, out=tmp)
+                if nums is not None:
+                    num = nums[t - blk_start]
+                    if fact1:
+                        np.divide(num, counts, out=tmp)
                     else:
-                        np.multiply(num.reshape(R, 1, 1), g_own, out=tmp)
+                        np.multiply(num, g_own, out=tmp)
                         tmp /= counts
                     Q += tmp
                 arms = Q.argmax(axis=2)
