@@ -701,24 +701,16 @@ class ConcurrentShuffleLinUCB:
         extras["agents_per_round"] = M
         extras["noise_free"] = exact
         if keep is not None:
-            return RunResult(
-                t=keep.copy(),
-                regret=kept,
-                communication=CommunicationRecord.of(c),
-                accounting=self.accounting(),
-                calibration=self.calibration(),
-                noise_variance=float(protocol.server_noise_std() ** 2),
-                extras=extras,
-                learner=self.name,
-                protocol=protocol.name,
-            )
-        per_round = regret if M == 1 else regret.reshape(R, n // M, M).sum(axis=2)
-        # the cumulative sums over the per-round regret's own storage when nothing else keeps it: the same
-        # sequential sums as a new array's (out[t] = out[t-1] + in[t], in[t] read before it is overwritten),
-        # without a second (R, n) array, whose fresh pages cost more than the sums (~0.3 s at R = 27, n = 10⁶)
-        cumulative = np.cumsum(per_round, axis=1, out=None if per_user and M == 1 else per_round)
+            users, cumulative = keep.copy(), kept
+        else:
+            per_round = regret if M == 1 else regret.reshape(R, n // M, M).sum(axis=2)
+            # the cumulative sums over the per-round regret's own storage when nothing else keeps it: the same
+            # sequential sums as a new array's (out[t] = out[t-1] + in[t], in[t] read before it is overwritten),
+            # without a second (R, n) array, whose fresh pages cost more than the sums (~0.3 s at R = 27, n = 10⁶)
+            users = np.arange(1, n // M + 1)
+            cumulative = np.cumsum(per_round, axis=1, out=None if per_user and M == 1 else per_round)
         return RunResult(
-            t=np.arange(1, n // M + 1),
+            t=users,
             regret=cumulative,
             communication=CommunicationRecord.of(c),
             accounting=self.accounting(),
