@@ -1250,19 +1250,20 @@ def test_one_user_periods_release_the_plain_implementations_floats(sizes, dim):
     assert proto._noise_rng.random() == ref_rng.random()
 
 
+def _sums_one_at_a_time(per_round):
+    """out[:, 0] = r[:, 0]; out[:, t] = out[:, t − 1] + r[:, t]: the cumulative regret, one addition at a time."""
+    out = np.empty_like(per_round)
+    acc = per_round[:, 0].copy()
+    out[:, 0] = acc
+    for t in range(1, per_round.shape[1]):
+        acc = acc + per_round[:, t]
+        out[:, t] = acc
+    return out
+
+
 def test_cumulative_regret_is_the_sequential_sum_of_the_user_regret():
     """RunResult.regret is Σ_{s ≤ t} of the (per-round) user regret, added left to right, whether or not the
     per-user regret is kept (without it the sums reuse its storage; with it, it must stay per user)."""
-    def written_out(per_round):
-        # out[:, 0] = r[:, 0]; out[:, t] = out[:, t − 1] + r[:, t]: one addition at a time
-        out = np.empty_like(per_round)
-        acc = per_round[:, 0].copy()
-        out[:, 0] = acc
-        for t in range(1, per_round.shape[1]):
-            acc = acc + per_round[:, t]
-            out[:, t] = acc
-        return out
-
     for name, params in (("central", {"relation": "replace"}), ("concurrent-shuffle", {"k": 2})):
         for agents in (1, 3):
             def run(per_user):
@@ -1275,7 +1276,7 @@ def test_cumulative_regret_is_the_sequential_sum_of_the_user_regret():
             user = kept.extras["user_regret"]
             per_round = user.reshape(3, 150, agents).sum(axis=2) if agents > 1 else user
             assert np.all(user >= 0) and np.any(np.diff(user, axis=1) < 0), (name, agents)  # per user, not cumulative
-            np.testing.assert_array_equal(kept.regret, written_out(per_round), err_msg=f"{name} M={agents}")
+            np.testing.assert_array_equal(kept.regret, _sums_one_at_a_time(per_round), err_msg=f"{name} M={agents}")
             np.testing.assert_array_equal(plain.regret, kept.regret, err_msg=f"{name} M={agents}")
             assert plain.regret.flags.c_contiguous and plain.regret.shape == (3, 150)
 
@@ -1305,13 +1306,7 @@ def test_kept_checkpoints_are_the_whole_runs_columns():
         whole, _ = run_together(learners(), make(), rngs(), per_user=True)
         part, _ = run_together(learners(), make(), rngs(), keep=keep)
         for label, w, p in zip(protocols, whole, part):
-            user = w.extras["user_regret"]
-            sums = np.empty_like(user)
-            acc = user[:, 0].copy()
-            sums[:, 0] = acc
-            for t in range(1, n):
-                acc = acc + user[:, t]
-                sums[:, t] = acc
+            sums = _sums_one_at_a_time(w.extras["user_regret"])
             np.testing.assert_array_equal(p.t, keep)
             np.testing.assert_array_equal(p.regret, sums[:, keep - 1], err_msg=f"{env_name} {label}")
             np.testing.assert_array_equal(p.regret, w.regret[:, keep - 1], err_msg=f"{env_name} {label}")

@@ -681,7 +681,7 @@ def test_master_worker_sums_over_agents_are_numpys(shape, axis):
                                                    ("fact1", np.array([0.5, 2.0, 8.0])), ("none", 1.0)])
 def test_own_count_run_factors_are_the_per_slot_products(privacy_width, epsilon):
     """The master-worker and independent indices' per-run factors computed for a block of slots at once
-    (consensus._run_factors, read through consensus._SlotFactors) are, bit for bit, the per-slot form
+    (consensus._run_factors, read through consensus._own_count_factors) are, bit for bit, the per-slot form
     written out here: 2 rho ln t (a Python int's np.log) and the privacy-width numerator, over blocks
     that start at t = 1, at the round-robin's end and past it, and across the blocks of _SlotFactors."""
     from fedbandit.learners import consensus
@@ -711,7 +711,7 @@ def test_own_count_run_factors_are_the_per_slot_products(privacy_width, epsilon)
             assert np.array_equal(coefs[i], coef), t0 + i
             if num is not None:
                 assert np.array_equal(nums[i], num), t0 + i
-    factors = consensus._SlotFactors(learner)
+    factors = consensus._own_count_factors(learner)
     block = factors.block
     for t in [*range(K + 1, K + 2 * block + 3), horizon - 1, horizon]:  # ascending, across block ends
         coef, num = factors.at(t)

@@ -264,22 +264,31 @@ def _run_factors(learner, t0, n):
 
 
 class _SlotFactors:
-    """:func:`_run_factors` of the slot ``t`` (ascending slots), computed a block of slots at a time."""
+    """Per-run factors of slot ``t`` (ascending slots), computed ``block`` slots at a time.
 
-    def __init__(self, learner):
-        self.learner = learner
-        self.block = _factor_block(learner.n_runs, 1)
+    ``compute(t0, n)`` gives the factors of slots ``t0 .. t0 + n - 1`` as a pair of arrays
+    whose row ``i`` belongs to slot ``t0 + i`` (the second may be None: no privacy width), e.g.
+    :func:`_run_factors` or :func:`_index_factors`; :meth:`at` reads a slot's rows.
+    """
+
+    def __init__(self, compute, block: int, horizon: int):
+        self.compute, self.block, self.horizon = compute, block, horizon
         self.start = self.end = 0
-        self.coefs = self.nums = None
+        self.first = self.second = None
 
     def at(self, t):
-        """``(coef, num)`` of slot ``t``, each (R,) (``num`` None without a privacy width)."""
+        """The pair of factors of slot ``t`` (its rows of ``compute``'s arrays; None stays None)."""
         if not self.start <= t < self.end:
-            n = max(1, min(self.block, self.learner.horizon + 1 - t))
-            self.coefs, self.nums = _run_factors(self.learner, t, n)
+            n = max(1, min(self.block, self.horizon + 1 - t))
+            self.first, self.second = self.compute(t, n)
             self.start, self.end = t, t + n
         i = t - self.start
-        return self.coefs[i], (None if self.nums is None else self.nums[i])
+        return self.first[i], (None if self.second is None else self.second[i])
+
+
+def _own_count_factors(learner) -> _SlotFactors:
+    """The master-worker and independent learners' :func:`_run_factors`, slot by slot."""
+    return _SlotFactors(lambda t0, n: _run_factors(learner, t0, n), _factor_block(learner.n_runs, 1), learner.horizon)
 
 
 def _per_run(name, value, R, check):
@@ -659,7 +668,7 @@ class MasterWorkerUCB(_CounterLearner):
         ucb_f = ucb.reshape(-1)
         doubling, lo = self.doubling, self.lo
         # 2 rho ln t and the width's numerator per run, a block of slots at a time (the same floats)
-        factors = _SlotFactors(self)
+        factors = _own_count_factors(self)
 
         def own(flat, t):
             n = counts_f.take(flat)
@@ -925,9 +934,8 @@ class DecentralizedUCB(_CounterLearner):
         sqrt_c0 = np.sqrt(c_0)
         # The index's per-run factors depend on the slot only: _index_factors computes them for a
         # block of slots at once (the same floats as slot by slot), and a slot reads its rows.
-        blk = _factor_block(R, K)
-        coefs = widths = None
-        blk_start = 0
+        factors = _SlotFactors(lambda t0, n: _index_factors(self, sigma, c_0, sqrt_c0, rho_rk, t0, n),
+                               _factor_block(R, K), T)
         has_width = self._width_scale is not None
 
         # One slot is a (M x M) @ (M x 2RK) product: BLAS threads only add overhead here.
@@ -947,15 +955,13 @@ class DecentralizedUCB(_CounterLearner):
                     np.multiply(s_hat, inv, out=Q)
                     if shift_lo:
                         Q += self.lo
-                    if coefs is None or t - blk_start >= blk:
-                        blk_start = t
-                        coefs, widths = _index_factors(self, sigma, c_0, sqrt_c0, rho_rk, t, min(blk, T + 1 - t))
-                    np.multiply(v, coefs[t - blk_start], out=tmp)
+                    coef, width = factors.at(t)
+                    np.multiply(v, coef, out=tmp)
                     np.sqrt(tmp, out=tmp)
                     Q += tmp
                     if has_width:
                         # The consensus averages M independent noises: width / sqrt(c_0).
-                        np.multiply(v, widths[t - blk_start], out=tmp)
+                        np.multiply(v, width, out=tmp)
                         if std_width:
                             tmp *= proto.sd_factor_float(n_hat)
                         Q += tmp
@@ -1065,29 +1071,20 @@ class IndependentUCB(_CounterLearner):
         Q = np.empty((R, M, K))
         tmp = np.empty((R, M, K))
         fact1 = self.privacy_width == "fact1"
-        # The per-run factors 2 rho ln t and the width's numerator depend on the slot only: computed
-        # for a block of slots at once (_run_factors: the same floats as slot by slot), (n, R, 1, 1).
-        blk = _factor_block(R, 1)
-        coefs = nums = None
-        blk_start = 0
+        # 2 rho ln t and the width's numerator per run, a block of slots at a time (the same floats)
+        factors = _own_count_factors(self)
         for t in range(1, T + 1):
             if t <= K:
                 arms[:] = t - 1
             else:
-                if coefs is None or t - blk_start >= blk:
-                    blk_start = t
-                    n_blk = min(blk, T + 1 - t)
-                    coefs, nums = _run_factors(self, t, n_blk)
-                    coefs = coefs.reshape(n_blk, R, 1, 1)
-                    if nums is not None:
-                        nums = nums.reshape(n_blk, R, 1, 1)
+                coef, num = factors.at(t)
                 # Q = sums/counts (+ low) + sigma sqrt(2 rho ln t / counts) + privacy width
-                np.divide(coefs[t - blk_start], counts, out=tmp)
+                np.divide(coef.reshape(R, 1, 1), counts, out=tmp)
                 np.sqrt(tmp, out=tmp)
                 np.multiply(sigma, tmp, out=Q)
                 np.add(mean, Q, out=Q)
-                if nums is not None:
-                    num = nums[t - blk_start]
+                if num is not None:
+                    num = num.reshape(R, 1, 1)
                     if fact1:
                         np.divide(num, counts, out=tmp)
                     else:
