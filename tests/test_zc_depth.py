@@ -26,6 +26,7 @@ from fedbandit.accounting.calibration import (
 from fedbandit.envs.linear import RealDataLinearEnv
 from fedbandit.learners import FixedBatchFedLinUCB
 from fedbandit.learners.linucb import (
+    TABLE_DIRECT_RUNS,
     TIE_TOL,
     select_arms,
     select_from_table,
@@ -110,9 +111,10 @@ def test_serve_check_can_fail_without_the_off_diagonal_weight():
     assert np.allclose(weighted_upper(v_inv)[:, 1], 2 * v_inv[:, 0, 1])
 
 
-def test_table_scores_and_selection_match_features():
+@pytest.mark.parametrize("R", [3, TABLE_DIRECT_RUNS + 2])  # scored run by run, and through the products
+def test_table_scores_and_selection_match_features(R):
     rng = np.random.default_rng(1)
-    N, d, R, n, M, K = 40, 5, 3, 4, 2, 6
+    N, d, n, M, K = 40, 5, 4, 2, 6
     table = rng.standard_normal((N, d))
     theta, v_inv = rng.standard_normal((R, d)), _spd_inv(rng, R, d)
     ids = rng.integers(0, N, (n, R, M, K))
@@ -126,6 +128,31 @@ def test_table_scores_and_selection_match_features():
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="betas"):
         select_from_table(lin, width, ids, betas[:2], mask)
+
+
+@pytest.mark.parametrize("R", [1, TABLE_DIRECT_RUNS, TABLE_DIRECT_RUNS + 1, 2 * TABLE_DIRECT_RUNS])
+def test_table_scores_are_the_written_out_forms(R):
+    """⟨x, θ̂_r⟩ and √max(0, xᵀ V_r⁻¹ x) of every row and run, summed entry by entry here, on both sides of
+    TABLE_DIRECT_RUNS (run by run from the table, or one product with table_products) and with an indefinite
+    V⁻¹ (a noisy Gram), whose negative forms are clipped at 0."""
+    rng = np.random.default_rng(7)
+    N, d = 30, 4
+    table = rng.standard_normal((N, d))
+    theta = rng.standard_normal((R, d))
+    v_inv = rng.standard_normal((R, d, d))
+    v_inv = v_inv + v_inv.transpose(0, 2, 1)  # symmetric, indefinite
+    lin_want, width_want = np.zeros((R, N)), np.zeros((R, N))
+    for r in range(R):
+        for i in range(N):
+            x = table[i]
+            lin_want[r, i] = sum(x[a] * theta[r, a] for a in range(d))
+            form = sum(x[a] * v_inv[r, a, b] * x[b] for a in range(d) for b in range(d))
+            width_want[r, i] = math.sqrt(max(form, 0.0))
+    assert (width_want == 0).any() and (width_want > 0).any()  # both kinds of rows occur
+    for products in (None, table_products(table)):
+        lin, width = table_scores(table, theta, v_inv, products)
+        np.testing.assert_allclose(lin, lin_want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(width, width_want, rtol=1e-9, atol=1e-9)
 
 
 def test_select_from_table_equals_the_flattened_gather():

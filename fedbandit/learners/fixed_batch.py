@@ -56,6 +56,7 @@ from fedbandit._validation import (
 from fedbandit.accounting import account
 from fedbandit.accounting.events import InvalidEvent, NoReleaseEvent
 from fedbandit.learners.linucb import (
+    TABLE_DIRECT_RUNS,
     gather_played,
     regularized_inverse,
     select_arms,
@@ -338,7 +339,8 @@ class FixedBatchFedLinUCB:
         v_inv = np.broadcast_to(np.eye(d) / self.lam, (R, d, d)).copy()
         theta_hat = np.zeros((R, d))
         table = getattr(env, "arm_features", None)
-        products = None if table is None else table_products(table)
+        # (few runs score the table run by run: no products, TABLE_DIRECT_RUNS)
+        products = None if table is None or R <= TABLE_DIRECT_RUNS else table_products(table)
         scored = None  # the table's scores for the current statistics
         pos = 0
         t = 0
@@ -527,7 +529,8 @@ def _scores_whole_table(n_rounds, arm_ids_shape, table_shape) -> bool:
     """Whether ``n_rounds`` rounds whose arms are table rows are served from the whole table's scores.
 
     :func:`~fedbandit.learners.linucb.table_scores` costs about N·d(d+1)/2 multiply-adds per
-    run and synchronization (and reads the N × d(d+1)/2 products); scoring the rounds' own rows
+    run and synchronization (and reads the N × d(d+1)/2 products; N·d² in cache for at most
+    :data:`~fedbandit.learners.linucb.TABLE_DIRECT_RUNS` runs); scoring the rounds' own rows
     (:func:`~fedbandit.learners.linucb.serve_from_statistics` on their features) about
     n·M·K·d² per run.  The whole table wins for batches of many rounds (Zhou & Chowdhury's
     B = 25 on the MSLR sample), the rounds' rows for the super agent's B = 1.  Both give the
