@@ -339,7 +339,7 @@ class FixedBatchFedLinUCB:
         v_inv = np.broadcast_to(np.eye(d) / self.lam, (R, d, d)).copy()
         theta_hat = np.zeros((R, d))
         table = getattr(env, "arm_features", None)
-        # (few runs score the table run by run: no products, TABLE_DIRECT_RUNS)
+        # (few runs are scored from the table itself: TABLE_DIRECT_RUNS)
         products = None if table is None or R <= TABLE_DIRECT_RUNS else table_products(table)
         scored = None  # the table's scores for the current statistics
         pos = 0

@@ -509,8 +509,8 @@ def table_products(table) -> np.ndarray:
     return _upper_products_t(xt, np.empty((d * (d + 1) // 2, xt.shape[1])))
 
 
-#: At most this many runs, :func:`table_scores` forms each run's quadratic forms from the table itself, not
-#: from :func:`table_products`: the products (N × d(d+1)/2, 132 MB for the MSLR sample's N = 10,000, d = 57)
+#: Runs up to which :func:`table_products` is not worth forming for :func:`table_scores`, which then forms each
+#: run's quadratic forms from the table itself: the products (N × d(d+1)/2, 132 MB for the MSLR sample's N = 10,000, d = 57)
 #: are read from memory at every call whatever the number of runs, while the table (4.6 MB) and a run's
 #: d × d matrix stay in cache for its 2·N·d² flops.  Measured per call on the MSLR table, one core of an
 #: Intel Xeon with AVX-512 (10.9 GB/s main-memory copy bandwidth, 69 GF/s matrix product), run by run against
@@ -529,9 +529,9 @@ def table_scores(table, theta_hat, v_inv, products=None) -> tuple[np.ndarray, np
     v_inv : ndarray, shape (R, d, d)
     products : ndarray, shape (d(d+1)/2, N), optional
         :func:`table_products` (table), when the table is scored many times: the quadratic
-        forms are then one (R × d(d+1)/2)(d(d+1)/2 × N) product, for more than
-        :data:`TABLE_DIRECT_RUNS` runs (fewer are scored run by run from the table, the same
-        values up to rounding).
+        forms are then one (R × d(d+1)/2)(d(d+1)/2 × N) product (worth it for more than
+        :data:`TABLE_DIRECT_RUNS` runs).  Without it, run by run from the table: the same values
+        up to rounding.
 
     Returns
     -------
@@ -550,7 +550,7 @@ def table_scores(table, theta_hat, v_inv, products=None) -> tuple[np.ndarray, np
         if products.shape != (q, table.shape[0]):
             raise ValueError(f"products must have shape {(q, table.shape[0])} (table_products(table)), got {products.shape}")
     lin = theta_hat @ table.T
-    if products is None or R <= TABLE_DIRECT_RUNS:
+    if products is None:
         # run by run: (x V⁻¹) · x from the N × d table and a d × d matrix, both in cache
         width = np.empty((R, table.shape[0]))
         xv = np.empty_like(table)
