@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedbandit.book.execution_cache import cpu_model
+
 
 def timed(func, *, repeat: int = 3):
     """Best wall time of ``repeat`` calls of ``func()`` and the peak traced memory (MB)
@@ -75,17 +77,6 @@ def max_rss_mb() -> float:
 
 
 # ----------------------------------------------------------------------------- machine
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _cpu_details() -> dict:
@@ -162,14 +153,6 @@ def _blas() -> dict:
     return {}
 
 
-def load_average() -> list[float]:
-    """The 1, 5 and 15 minute load averages (runnable processes, all users)."""
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        return [math.nan] * 3
-
-
 def machine_info() -> dict:
     """What the results were measured on."""
     try:
@@ -177,7 +160,7 @@ def machine_info() -> dict:
     except AttributeError:
         affinity = os.cpu_count()
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_details": _cpu_details(),
         "logical_cpus": os.cpu_count(),
         "cpus_available": affinity,

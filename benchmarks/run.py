@@ -40,6 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import _measure  # noqa: E402
+from fedbandit.book.execution_cache import load_average  # noqa: E402
 from results_schema import PEER_PACKAGES, SCHEMA  # noqa: E402
 
 FIRST = ("hotpaths",)  # the page's rows first, while the machine's state is closest to the peaks'
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
         if not paths:
             parser.error(f"no benchmark module matches {args.only}")
     started = time.perf_counter()
-    load_start = _measure.load_average()
+    load_start = load_average()
     print(f"load average {load_start}; measuring the machine's peaks", flush=True)
     peaks_start = _measure.peaks()
     rows, failures, modules = [], [], {}
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
             print(f"== {path.stem}: skipped (long; run with --long)", flush=True)
             continue
         print(f"== {path.stem}", flush=True)
-        info = {"load_start": _measure.load_average()}
+        info = {"load_start": load_average()}
         w0, c0 = time.perf_counter(), time.process_time()
         try:
             kwargs = {"long": args.long} if "long" in inspect.signature(module.benchmarks).parameters else {}
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
             continue
         finally:
             info.update(wall_s=time.perf_counter() - w0, cpu_s=time.process_time() - c0,
-                        load_end=_measure.load_average())
+                        load_end=load_average())
             modules[path.stem] = info
         for row in results:
             short, slug = path.stem.removeprefix("bench_"), _slug(row["name"])
@@ -164,7 +165,7 @@ def main(argv=None) -> int:
         "command": "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "duration_s": time.perf_counter() - started,
         "machine": _measure.machine_info(),
-        "load": {"start": load_start, "end": _measure.load_average(), "modules": modules},
+        "load": {"start": load_start, "end": load_average(), "modules": modules},
         "peaks": peaks_start,
         "peaks_end": peaks_end,
         "peak_labels": _measure.PEAK_LABELS,

@@ -329,6 +329,9 @@ BASELINES = {
         dataset0=_instance().dataset("alice"), dataset1=_instance().dataset("tracy"), t=2, n_select=4, rng=rng())),
     # ---- book
     "book.use_book_style": kw(),
+    "book.cpu_model": kw(),
+    "book.machine_description": kw(),
+    "book.load_average": kw(),
     "book.glue_text": kw(name="k", text="v"),
     "book.pdf_outline_titles": kw(pdf=b"%PDF-1.4\n1 0 obj <</Title (A chapter)>> endobj\n"),
     "book.typed_results": kw(markdown="The regret is 3.5."),

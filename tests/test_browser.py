@@ -943,7 +943,7 @@ def test_the_index_has_entries():
     assert any("PSCO" in e for e in entries), entries[:20]
 
 
-def test_status_page_separates_this_build_from_the_cache_and_shows_no_budget():
+def test_status_page_separates_this_build_from_the_cache_names_the_machine_and_shows_no_budget():
     page = HTML / "chapters" / "status.html"
     if not page.exists():
         _unavailable(f"no built book at {HTML} (run the quick-scale book build first)")
@@ -952,6 +952,16 @@ def test_status_page_separates_this_build_from_the_cache_and_shows_no_budget():
     assert body, "the status page has no table rows"
     assert all(("executed in this build" in r) != ("from the execution cache" in r) for r in body), body
     assert not any("not reported" in r for r in body), f"rows without a scale: {body}"
+    # every notebook was executed by execute_missing in the build that make test runs: its load averages are
+    # recorded, and the page names this machine as /proc/cpuinfo and the CPU count describe it
+    load = re.compile(r"\d+\.\d\d → \d+\.\d\d")
+    assert all(load.search(r) for r in body), f"rows without their load averages: {body}"
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), None) if Path("/proc/cpuinfo").is_file() else None
+    full = html.unescape(page.read_text(encoding="utf-8"))
+    if model is not None:
+        assert f"Every notebook was executed on one machine: {model}, {os.cpu_count()} logical CPUs." in full, \
+            "the status page does not name the machine that executed the notebooks"
     text = page.read_text(encoding="utf-8").lower()
     assert "budget" not in text, "the status page shows the CI's time budgets to readers"
 

@@ -624,8 +624,9 @@ def test_a_kernel_that_does_not_start_is_started_again(tmp_path, monkeypatch):
         return run
 
     monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(execution_cache.KERNEL_START_ATTEMPTS - 1))
-    path, _, seconds, traceback = execution_cache._execute(str(nb_path), 30)
+    path, _, seconds, traceback, loads = execution_cache._execute(str(nb_path), 30)
     assert (path, seconds, traceback) == (str(nb_path), 1.5, None)
+    assert len(loads) == 2 and all(v >= 0 for v in loads), loads  # the 1-minute load at the start and at the end
     assert len(calls) == execution_cache.KERNEL_START_ATTEMPTS
     calls.clear()
     monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(execution_cache.KERNEL_START_ATTEMPTS))
@@ -681,6 +682,10 @@ def test_execute_missing_fills_the_cache_that_jupyter_book_reads(tmp_path):
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(nb, tmp_path / f"{name}.ipynb")
     cache_dir = tmp_path / "_build" / ".jupyter_cache"
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")] \
+        if cpuinfo.is_file() else []
+    cpu_model = models[0] if models else None  # elsewhere the name comes from the platform module
     failed = execute_missing(cache_dir, tmp_path, jobs=2)
     assert failed == ["c.ipynb"]
     cache = get_cache(str(cache_dir))
@@ -689,9 +694,31 @@ def test_execute_missing_fills_the_cache_that_jupyter_book_reads(tmp_path):
         outputs = cache.get_cache_bundle(record.pk).nb.cells[0].outputs
         assert outputs[0]["text"].strip() == text  # executed in the notebook's own folder
         assert record.data["execution_seconds"] > 0
+        # the machine, as /proc/cpuinfo's first "model name" and the CPU count describe it, and the two loads
+        if cpu_model is not None:
+            assert record.data["machine"] == f"{cpu_model}, {os.cpu_count()} logical CPUs", record.data
+        loads = record.data["load_average"]
+        assert len(loads) == 2 and all(isinstance(v, float) and v >= 0 for v in loads), loads
     with pytest.raises(KeyError):
         cache.match_cache_notebook(nbformat.read(tmp_path / "c.ipynb", as_version=4))
     assert execute_missing(cache_dir, tmp_path, jobs=2) == ["c.ipynb"]  # a and b are not executed again
+
+
+def test_status_page_words_for_the_machines_and_loads():
+    from fedbandit.book import sphinx_ext
+
+    def rows(*machines):
+        return [{"machine": m} for m in machines]
+
+    one = sphinx_ext._machines_text(rows("CPU A, 2 logical CPUs", "CPU A, 2 logical CPUs"))
+    assert one.startswith("Every notebook was executed on one machine: CPU A, 2 logical CPUs.")
+    mixed = sphinx_ext._machines_text(rows("CPU A, 2 logical CPUs", "CPU B, 8 logical CPUs", "CPU A, 2 logical CPUs", None))
+    assert mixed.startswith("The notebooks were executed on: CPU A, 2 logical CPUs (2); CPU B, 8 logical CPUs (1); "
+                            "not recorded for 1."), mixed
+    assert sphinx_ext._machines_text(rows(None, None)) == "The machine that executed the notebooks was not recorded."
+    assert sphinx_ext._load_text([0.5, 2.25]) == "0.50 → 2.25"
+    assert sphinx_ext._load_text([float("nan"), 1.0]) == "unknown → 1.00"
+    assert sphinx_ext._load_text(None) == "not recorded"
 
 
 def test_joblib_grid_hides_only_lokys_idle_worker_exit(reference, monkeypatch):

@@ -18,14 +18,19 @@ jupyter-book then finds it: the build itself executes nothing, and the machine's
 busy with two chapters instead of one.  A notebook that fails is not stored: the tracebacks
 are printed and the command exits non-zero (``make book`` stops there).  Each notebook's
 kernel runs BLAS on one thread (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
-``MKL_NUM_THREADS`` = 1 unless set), so N chapters do not oversubscribe N cores.
+``MKL_NUM_THREADS`` = 1 unless set), so N chapters do not oversubscribe N cores.  With each
+notebook the cache keeps the machine that executed it (:func:`machine_description`) and the
+1-minute load average when its execution started and ended (:func:`load_average`), which the
+book's execution-status page shows beside its run time.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import os
+import platform
 import shutil
 import sys
 import time
@@ -35,7 +40,8 @@ from pathlib import Path
 from fedbandit.book.scale import CHAPTER_BUDGETS
 from fedbandit.experiments.grid import package_source_hash
 
-__all__ = ["sync_execution_cache", "book_notebooks", "execute_missing"]
+__all__ = ["sync_execution_cache", "book_notebooks", "execute_missing", "cpu_model", "machine_description",
+           "load_average"]
 
 STAMP = ".fedbandit-package-hash"
 #: What a notebook executed for the book sees in its environment (a value already set wins):
@@ -46,6 +52,44 @@ STAMP = ".fedbandit-package-hash"
 BOOK_BUILD_ENVIRONMENT = {"FEDBANDIT_EXPLORER": "static", "TQDM_DISABLE": "1"}
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def cpu_model() -> str:
+    """The processor's name as the operating system reports it (``model name`` in ``/proc/cpuinfo``).
+
+    Falls back to :func:`platform.processor`, then :func:`platform.machine`, where there is no
+    ``/proc/cpuinfo``.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_description() -> str:
+    """The machine in a few words: its processor (:func:`cpu_model`) and its logical CPUs.
+
+    Returns
+    -------
+    str
+        For example ``"Intel(R) Xeon(R) Processor, 2 logical CPUs"``.
+    """
+    return f"{cpu_model()}, {os.cpu_count() or 1} logical CPUs"
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (runnable processes of every user), to 2 decimals.
+
+    NaN each where the system does not report them.
+    """
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return [math.nan] * 3
 
 
 def sync_execution_cache(cache_dir: str | Path) -> bool:
@@ -119,8 +163,11 @@ KERNEL_START_ATTEMPTS = 3
 _KERNEL_START_FAILURES = ("Kernel didn't respond", "Kernel died before replying")
 
 
-def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | None]:
-    """Execute one notebook in its folder (runs in a worker process); (path, notebook, seconds, traceback)."""
+def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | None, list[float]]:
+    """Execute one notebook in its folder (runs in a worker process).
+
+    Returns (path, notebook, seconds, traceback or None, [1-minute load average at the start, at the end]).
+    """
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
 
@@ -128,6 +175,7 @@ def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | 
         os.environ.setdefault(name, "1")
     for name, value in BOOK_BUILD_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    load_at_start = load_average()[0]
     for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
         nb = nbformat.read(path, as_version=4)
         try:
@@ -138,7 +186,8 @@ def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | 
             print(f"{path}: the kernel did not start ({err}); starting another (attempt {attempt + 1} of "
                   f"{KERNEL_START_ATTEMPTS})", file=sys.stderr, flush=True)
             continue
-        return path, result.nb, result.time, result.exc_string if result.err is not None else None
+        traceback = result.exc_string if result.err is not None else None
+        return path, result.nb, result.time, traceback, [load_at_start, load_average()[0]]
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -158,6 +207,12 @@ def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int 
     -------
     list of str
         The notebooks that failed (not stored), each with its traceback printed.
+
+    Notes
+    -----
+    Each stored record's data holds ``execution_seconds`` (which myst-nb reports as the run
+    time), ``machine`` (:func:`machine_description`) and ``load_average``: the 1-minute load
+    average when the notebook's execution started and when it ended.
     """
     import nbformat
     from jupyter_cache import get_cache
@@ -183,17 +238,18 @@ def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int 
     failed = []
     start = time.perf_counter()
     print(f"executing {len(missing)} notebooks, {jobs} at a time: " + ", ".join(p.stem for p in missing), flush=True)
+    machine = machine_description()
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_execute, str(p), timeout) for p in missing]
         for future in as_completed(futures):
-            path, nb, seconds, traceback = future.result()
+            path, nb, seconds, traceback, loads = future.result()
             name = Path(path).relative_to(root).as_posix()
             if traceback is not None:
                 failed.append(name)
                 print(f"FAILED {name} after {seconds:.0f} s:\n{traceback}", file=sys.stderr, flush=True)
                 continue
-            cache.cache_notebook_bundle(CacheBundleIn(nb, path, data={"execution_seconds": seconds}),
-                                        check_validity=False, overwrite=True)
+            data = {"execution_seconds": seconds, "machine": machine, "load_average": loads}
+            cache.cache_notebook_bundle(CacheBundleIn(nb, path, data=data), check_validity=False, overwrite=True)
             print(f"executed {name} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s since the start)",
                   flush=True)
     return failed

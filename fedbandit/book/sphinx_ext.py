@@ -296,7 +296,8 @@ class _AggregatesTransform(SphinxPostTransform):
 
     def _status(self, env):
         rows = execution_rows(env)
-        headers = ["Chapter", "Scale", "Run time (s)", "Executed", "In this build", "Status"]
+        headers = ["Chapter", "Scale", "Run time (s)", "Load average (start → end)", "Executed", "In this build",
+                   "Status"]
         table = nodes.table(classes=["colwidths-auto"])
         tgroup = nodes.tgroup(cols=len(headers))
         table += tgroup
@@ -315,6 +316,7 @@ class _AggregatesTransform(SphinxPostTransform):
                 _doc_link(env.docname, item["docname"], None, _title(env, item["docname"])),
                 nodes.Text(item["scale"] or "not reported"),
                 nodes.Text("-" if item["runtime"] is None else f"{item['runtime']:.1f}"),
+                nodes.Text(_load_text(item["load_average"])),
                 nodes.Text(item["executed_at"] or "-"),
                 nodes.Text("executed in this build" if item["this_build"] else "from the execution cache"),
                 nodes.Text("succeeded" if item["succeeded"] else "FAILED"),
@@ -330,7 +332,32 @@ class _AggregatesTransform(SphinxPostTransform):
             f"{executed} of {len(rows)} notebooks were executed in this build; "
             f"{len(rows) - executed} were taken from the execution cache (executed by an earlier build "
             "from the same code and the same package source)."))
-        return [summary, table]
+        return [summary, nodes.paragraph(text=_machines_text(rows)), table]
+
+
+def _load_text(load: list[float] | None) -> str:
+    if load is None:
+        return "not recorded"
+    return " → ".join("unknown" if v != v else f"{v:.2f}" for v in load)  # v != v: NaN
+
+
+def _machines_text(rows: list[dict]) -> str:
+    """Which machines executed the notebooks, in words (for the status page)."""
+    counts: dict[str, int] = {}
+    for item in rows:
+        if item["machine"] is not None:
+            counts[item["machine"]] = counts.get(item["machine"], 0) + 1
+    unrecorded = sum(item["machine"] is None for item in rows)
+    if not counts:
+        return "The machine that executed the notebooks was not recorded."
+    if len(counts) == 1 and not unrecorded:
+        text = f"Every notebook was executed on one machine: {next(iter(counts))}."
+    else:
+        text = "The notebooks were executed on: " + "; ".join(f"{m} ({n})" for m, n in counts.items())
+        text += f"; not recorded for {unrecorded}." if unrecorded else "."
+    return text + (" The load average counts the processes running or waiting to run on the whole machine, the "
+                   "build's own included: make book executes two notebooks at a time, and some pages start worker "
+                   "processes.")
 
 
 def build_started(env) -> float:
@@ -358,6 +385,30 @@ def build_started(env) -> float:
 BUILD_FINISHED_MARK = ".fedbandit-build-finished"
 
 
+def _cache_record(env, docname: str, mtime: float | None = None):
+    """The execution cache's record of a page (the one executed at ``mtime``, else the latest), or None.
+
+    Returns ``(cache, record)``: the cache to open the record's bundle from, and the record,
+    whose ``data`` is what :func:`fedbandit.book.execution_cache.execute_missing` stored.
+    """
+    config = getattr(env, "mystnb_config", None)
+    cache_path = getattr(config, "execution_cache_path", None)
+    if not cache_path or not Path(cache_path).is_dir():
+        return None
+    try:
+        from jupyter_cache import get_cache  # jupyter-cache comes with myst-nb
+
+        cache = get_cache(str(cache_path))
+        source = str(Path(env.doc2path(docname)).resolve())
+        records = [r for r in cache.list_cache_records() if str(Path(r.uri).resolve()) == source]
+    except Exception:  # pragma: no cover - a cache it cannot read says nothing about the page
+        return None
+    if not records:
+        return None
+    when = mtime if mtime is not None else max(r.created.timestamp() for r in records)
+    return cache, min(records, key=lambda r: abs(r.created.timestamp() - when))
+
+
 def _executed_scale(env, docname: str, mtime: float | None = None) -> str | None:
     """The scale a notebook ran at: the line ``running at scale: ...`` in its outputs.
 
@@ -373,26 +424,33 @@ def _executed_scale(env, docname: str, mtime: float | None = None) -> str | None
             match = SCALE_PATTERN.search(executed.read_text(encoding="utf-8", errors="replace"))
             if match:
                 return match.group(1)
-    cache_path = getattr(config, "execution_cache_path", None)
-    if cache_path and Path(cache_path).is_dir():
+    found = _cache_record(env, docname, mtime)
+    if found is not None:
+        cache, record = found
         try:
-            from jupyter_cache import get_cache  # jupyter-cache comes with myst-nb
-
-            cache = get_cache(str(cache_path))
-            source = str(Path(env.doc2path(docname)).resolve())
-            records = [r for r in cache.list_cache_records() if str(Path(r.uri).resolve()) == source]
-            if records:
-                when = mtime if mtime is not None else max(r.created.timestamp() for r in records)
-                record = min(records, key=lambda r: abs(r.created.timestamp() - when))
-                nb = cache.get_cache_bundle(record.pk).nb
-                for cell in nb.cells:
-                    for output in cell.get("outputs", []):
-                        match = SCALE_PATTERN.search(str(output.get("text", "")))
-                        if match:
-                            return match.group(1)
+            nb = cache.get_cache_bundle(record.pk).nb
         except Exception:  # pragma: no cover - a cache it cannot read says nothing about the scale
-            pass
+            nb = None
+        for cell in nb.cells if nb is not None else ():
+            for output in cell.get("outputs", []):
+                match = SCALE_PATTERN.search(str(output.get("text", "")))
+                if match:
+                    return match.group(1)
     return getattr(env, "fedbandit_scales", {}).get(docname)
+
+
+def _machine_and_load(env, docname: str, mtime: float | None) -> tuple[str | None, list[float] | None]:
+    """The machine that executed a page and the 1-minute load average at its start and end, as
+    :func:`fedbandit.book.execution_cache.execute_missing` stored them (None each when the record
+    has none: a page executed by jupyter-book itself)."""
+    found = _cache_record(env, docname, mtime)
+    data = (found[1].data or {}) if found is not None else {}
+    machine, load = data.get("machine"), data.get("load_average")
+    if not isinstance(machine, str):
+        machine = None
+    if not (isinstance(load, list) and len(load) == 2 and all(isinstance(v, (int, float)) for v in load)):
+        load = None
+    return machine, load
 
 
 def execution_rows(env) -> list[dict]:
@@ -400,7 +458,9 @@ def execution_rows(env) -> list[dict]:
 
     Keys: ``docname``, ``scale`` (``"quick"``, ``"paper"`` or None), ``runtime`` (seconds,
     or None), ``executed_at`` (``"YYYY-MM-DD HH:MM"`` or None), ``this_build`` (executed
-    after :func:`build_started`), ``succeeded``, ``budget`` (seconds at paper scale, from
+    after :func:`build_started`), ``succeeded``, ``machine`` (the machine that executed it,
+    or None), ``load_average`` (the 1-minute load average at the start and at the end of its
+    execution, or None), ``budget`` (seconds at paper scale, from
     :data:`fedbandit.book.scale.CHAPTER_BUDGETS`, or None) and ``over_budget`` (a paper-scale
     run executed in this build that took longer than its budget).
     """
@@ -419,6 +479,7 @@ def execution_rows(env) -> list[dict]:
         if scale is None and this_build:
             scale = get_scale()  # the notebook's kernel inherited this build's FEDBANDIT_SCALE
         budget = CHAPTER_BUDGETS.get(docname)
+        machine, load = _machine_and_load(env, docname, mtime)
         rows.append({
             "docname": docname,
             "scale": scale,
@@ -426,6 +487,8 @@ def execution_rows(env) -> list[dict]:
             "executed_at": datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M") if mtime else None,
             "this_build": this_build,
             "succeeded": bool(data.get("succeeded")),
+            "machine": machine,
+            "load_average": load,
             "budget": budget,
             "over_budget": bool(this_build and scale == "paper" and budget and runtime and runtime > budget),
         })
