@@ -956,6 +956,7 @@ def test_status_page_separates_this_build_from_the_cache_names_the_machine_and_s
     # recorded, and the page names this machine as /proc/cpuinfo and the CPU count describe it
     load = re.compile(r"\d+\.\d\d → \d+\.\d\d")
     assert all(load.search(r) for r in body), f"rows without their load averages: {body}"
+    assert not any("not recorded" in r or "unknown" in r for r in body), f"rows without their CPU time: {body}"
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), None) if Path("/proc/cpuinfo").is_file() else None
     full = html.unescape(page.read_text(encoding="utf-8"))

@@ -624,9 +624,9 @@ def test_a_kernel_that_does_not_start_is_started_again(tmp_path, monkeypatch):
         return run
 
     monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(execution_cache.KERNEL_START_ATTEMPTS - 1))
-    path, _, seconds, traceback, loads = execution_cache._execute(str(nb_path), 30)
-    assert (path, seconds, traceback) == (str(nb_path), 1.5, None)
-    assert len(loads) == 2 and all(v >= 0 for v in loads), loads  # the 1-minute load at the start and at the end
+    done = execution_cache._execute(str(nb_path), 30)
+    assert (done.path, done.seconds, done.traceback) == (str(nb_path), 1.5, None)
+    assert len(done.load_average) == 2 and all(v >= 0 for v in done.load_average), done.load_average
     assert len(calls) == execution_cache.KERNEL_START_ATTEMPTS
     calls.clear()
     monkeypatch.setattr(jc_utils, "single_nb_execution", flaky(execution_cache.KERNEL_START_ATTEMPTS))
@@ -699,9 +699,31 @@ def test_execute_missing_fills_the_cache_that_jupyter_book_reads(tmp_path):
             assert record.data["machine"] == f"{cpu_model}, {os.cpu_count()} logical CPUs", record.data
         loads = record.data["load_average"]
         assert len(loads) == 2 and all(isinstance(v, float) and v >= 0 for v in loads), loads
+        assert record.data["cpu_seconds"] > 0, record.data  # at least the kernel's start
     with pytest.raises(KeyError):
         cache.match_cache_notebook(nbformat.read(tmp_path / "c.ipynb", as_version=4))
     assert execute_missing(cache_dir, tmp_path, jobs=2) == ["c.ipynb"]  # a and b are not executed again
+
+
+def test_a_notebooks_cpu_time_counts_its_kernel_and_the_kernels_worker_processes(tmp_path, monkeypatch):
+    """The CPU time stored with an executed page is that of its kernel and of the worker processes the kernel
+    started (a joblib grid's loky workers): a notebook whose two workers each burn 2 x 0.6 s of CPU and whose kernel
+    burns 0.6 s reports at least 3.0 s, whatever its wall time. Measured on this process instead (RUSAGE_SELF), or
+    on the kernel without its workers, it reports under 1.5 s."""
+    import nbformat
+
+    from fedbandit.book import execution_cache
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # _execute sets the book's variables in its worker
+    code = ("import time\nfrom joblib import Parallel, delayed\n\n"
+            "def burn(s):\n    t = time.process_time()\n    while time.process_time() - t < s:\n        pass\n\n"
+            "Parallel(n_jobs=2, backend='loky')(delayed(burn)(0.6) for _ in range(4))\nburn(0.6)\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "burn.ipynb")
+    done = execution_cache._execute(str(tmp_path / "burn.ipynb"), 120)
+    assert done.traceback is None, done.traceback
+    assert done.cpu_seconds >= 4 * 0.6 + 0.6, done.cpu_seconds
 
 
 def test_status_page_words_for_the_machines_and_loads():
@@ -719,6 +741,9 @@ def test_status_page_words_for_the_machines_and_loads():
     assert sphinx_ext._load_text([0.5, 2.25]) == "0.50 → 2.25"
     assert sphinx_ext._load_text([float("nan"), 1.0]) == "unknown → 1.00"
     assert sphinx_ext._load_text(None) == "not recorded"
+    assert sphinx_ext._cpu_text(12.345) == "12.3"
+    assert sphinx_ext._cpu_text(float("nan")) == "unknown"
+    assert sphinx_ext._cpu_text(None) == "not recorded"
 
 
 def test_joblib_grid_hides_only_lokys_idle_worker_exit(reference, monkeypatch):

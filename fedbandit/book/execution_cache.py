@@ -20,8 +20,9 @@ are printed and the command exits non-zero (``make book`` stops there).  Each no
 kernel runs BLAS on one thread (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
 ``MKL_NUM_THREADS`` = 1 unless set), so N chapters do not oversubscribe N cores.  With each
 notebook the cache keeps the machine that executed it (:func:`machine_description`) and the
-1-minute load average when its execution started and ended (:func:`load_average`), which the
-book's execution-status page shows beside its run time.
+1-minute load average when its execution started and ended (:func:`load_average`) and its CPU
+time (its kernel's and the worker processes'), which the book's execution-status page shows beside
+its run time.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import NamedTuple
 
 from fedbandit.book.scale import CHAPTER_BUDGETS
 from fedbandit.experiments.grid import package_source_hash
@@ -163,10 +165,34 @@ KERNEL_START_ATTEMPTS = 3
 _KERNEL_START_FAILURES = ("Kernel didn't respond", "Kernel died before replying")
 
 
-def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | None, list[float]]:
+class _Execution(NamedTuple):
+    """What :func:`_execute` returns for one notebook."""
+
+    path: str
+    nb: object
+    seconds: float  # wall time, as the executor measured it
+    traceback: str | None
+    load_average: list[float]  # the 1-minute load at the start and at the end
+    cpu_seconds: float  # the kernel's and its worker processes' user + system CPU time
+
+
+def _children_cpu_seconds() -> float:
+    """User + system CPU time of this process's waited-for descendants (NaN where unsupported)."""
+    try:
+        import resource  # Unix only: imported where used (absent on Windows)
+    except ImportError:  # pragma: no cover - the book is built on Linux and macOS
+        return math.nan
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _execute(path: str, timeout: int | None) -> _Execution:
     """Execute one notebook in its folder (runs in a worker process).
 
-    Returns (path, notebook, seconds, traceback or None, [1-minute load average at the start, at the end]).
+    The CPU time is that of the processes this worker waited for while executing it: the
+    kernel (every attempt), and the processes the kernel waited for, such as the worker
+    processes of a joblib grid.  It does not depend on what else runs on the machine, which
+    the wall time does.
     """
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
@@ -175,7 +201,7 @@ def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | 
         os.environ.setdefault(name, "1")
     for name, value in BOOK_BUILD_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    load_at_start = load_average()[0]
+    load_at_start, cpu_at_start = load_average()[0], _children_cpu_seconds()
     for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
         nb = nbformat.read(path, as_version=4)
         try:
@@ -187,7 +213,8 @@ def _execute(path: str, timeout: int | None) -> tuple[str, object, float, str | 
                   f"{KERNEL_START_ATTEMPTS})", file=sys.stderr, flush=True)
             continue
         traceback = result.exc_string if result.err is not None else None
-        return path, result.nb, result.time, traceback, [load_at_start, load_average()[0]]
+        return _Execution(path, result.nb, result.time, traceback, [load_at_start, load_average()[0]],
+                          _children_cpu_seconds() - cpu_at_start)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -211,8 +238,11 @@ def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int 
     Notes
     -----
     Each stored record's data holds ``execution_seconds`` (which myst-nb reports as the run
-    time), ``machine`` (:func:`machine_description`) and ``load_average``: the 1-minute load
-    average when the notebook's execution started and when it ended.
+    time), ``cpu_seconds`` (the user and system CPU time of the notebook's kernel and of the
+    processes it started and waited for, such as a joblib grid's workers: unlike the wall
+    time, it does not depend on the notebook executed beside it), ``machine``
+    (:func:`machine_description`) and ``load_average``: the 1-minute load average when the
+    notebook's execution started and when it ended.
     """
     import nbformat
     from jupyter_cache import get_cache
@@ -242,16 +272,16 @@ def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int 
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_execute, str(p), timeout) for p in missing]
         for future in as_completed(futures):
-            path, nb, seconds, traceback, loads = future.result()
+            path, nb, seconds, traceback, loads, cpu = future.result()
             name = Path(path).relative_to(root).as_posix()
             if traceback is not None:
                 failed.append(name)
                 print(f"FAILED {name} after {seconds:.0f} s:\n{traceback}", file=sys.stderr, flush=True)
                 continue
-            data = {"execution_seconds": seconds, "machine": machine, "load_average": loads}
+            data = {"execution_seconds": seconds, "cpu_seconds": cpu, "machine": machine, "load_average": loads}
             cache.cache_notebook_bundle(CacheBundleIn(nb, path, data=data), check_validity=False, overwrite=True)
-            print(f"executed {name} in {seconds:.0f} s ({time.perf_counter() - start:.0f} s since the start)",
-                  flush=True)
+            print(f"executed {name} in {seconds:.0f} s, {cpu:.0f} CPU-s ({time.perf_counter() - start:.0f} s since "
+                  "the start)", flush=True)
     return failed
 
 

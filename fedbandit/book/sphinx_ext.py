@@ -296,8 +296,8 @@ class _AggregatesTransform(SphinxPostTransform):
 
     def _status(self, env):
         rows = execution_rows(env)
-        headers = ["Chapter", "Scale", "Run time (s)", "Load average (start → end)", "Executed", "In this build",
-                   "Status"]
+        headers = ["Chapter", "Scale", "Run time (s)", "CPU time (s)", "Load average (start → end)", "Executed",
+                   "In this build", "Status"]
         table = nodes.table(classes=["colwidths-auto"])
         tgroup = nodes.tgroup(cols=len(headers))
         table += tgroup
@@ -316,6 +316,7 @@ class _AggregatesTransform(SphinxPostTransform):
                 _doc_link(env.docname, item["docname"], None, _title(env, item["docname"])),
                 nodes.Text(item["scale"] or "not reported"),
                 nodes.Text("-" if item["runtime"] is None else f"{item['runtime']:.1f}"),
+                nodes.Text(_cpu_text(item["cpu_seconds"])),
                 nodes.Text(_load_text(item["load_average"])),
                 nodes.Text(item["executed_at"] or "-"),
                 nodes.Text("executed in this build" if item["this_build"] else "from the execution cache"),
@@ -333,6 +334,12 @@ class _AggregatesTransform(SphinxPostTransform):
             f"{len(rows) - executed} were taken from the execution cache (executed by an earlier build "
             "from the same code and the same package source)."))
         return [summary, nodes.paragraph(text=_machines_text(rows)), table]
+
+
+def _cpu_text(cpu: float | None) -> str:
+    if cpu is None:
+        return "not recorded"
+    return "unknown" if cpu != cpu else f"{cpu:.1f}"  # cpu != cpu: NaN (no getrusage)
 
 
 def _load_text(load: list[float] | None) -> str:
@@ -439,18 +446,20 @@ def _executed_scale(env, docname: str, mtime: float | None = None) -> str | None
     return getattr(env, "fedbandit_scales", {}).get(docname)
 
 
-def _machine_and_load(env, docname: str, mtime: float | None) -> tuple[str | None, list[float] | None]:
-    """The machine that executed a page and the 1-minute load average at its start and end, as
-    :func:`fedbandit.book.execution_cache.execute_missing` stored them (None each when the record
-    has none: a page executed by jupyter-book itself)."""
+def _recorded_execution(env, docname: str, mtime: float | None) -> dict:
+    """What :func:`fedbandit.book.execution_cache.execute_missing` stored with a page's execution:
+    ``machine`` (str), ``load_average`` (the 1-minute load at its start and end) and ``cpu_seconds``,
+    each None when the record lacks it (a page executed by jupyter-book itself)."""
     found = _cache_record(env, docname, mtime)
     data = (found[1].data or {}) if found is not None else {}
-    machine, load = data.get("machine"), data.get("load_average")
+    machine, load, cpu = data.get("machine"), data.get("load_average"), data.get("cpu_seconds")
     if not isinstance(machine, str):
         machine = None
     if not (isinstance(load, list) and len(load) == 2 and all(isinstance(v, (int, float)) for v in load)):
         load = None
-    return machine, load
+    if not isinstance(cpu, (int, float)) or isinstance(cpu, bool):
+        cpu = None
+    return {"machine": machine, "load_average": load, "cpu_seconds": cpu}
 
 
 def execution_rows(env) -> list[dict]:
@@ -458,8 +467,9 @@ def execution_rows(env) -> list[dict]:
 
     Keys: ``docname``, ``scale`` (``"quick"``, ``"paper"`` or None), ``runtime`` (seconds,
     or None), ``executed_at`` (``"YYYY-MM-DD HH:MM"`` or None), ``this_build`` (executed
-    after :func:`build_started`), ``succeeded``, ``machine`` (the machine that executed it,
-    or None), ``load_average`` (the 1-minute load average at the start and at the end of its
+    after :func:`build_started`), ``succeeded``, ``cpu_seconds`` (the CPU time of its kernel and
+    of the worker processes the kernel started, or None), ``machine`` (the machine that executed
+    it, or None), ``load_average`` (the 1-minute load average at the start and at the end of its
     execution, or None), ``budget`` (seconds at paper scale, from
     :data:`fedbandit.book.scale.CHAPTER_BUDGETS`, or None) and ``over_budget`` (a paper-scale
     run executed in this build that took longer than its budget).
@@ -479,7 +489,7 @@ def execution_rows(env) -> list[dict]:
         if scale is None and this_build:
             scale = get_scale()  # the notebook's kernel inherited this build's FEDBANDIT_SCALE
         budget = CHAPTER_BUDGETS.get(docname)
-        machine, load = _machine_and_load(env, docname, mtime)
+        recorded = _recorded_execution(env, docname, mtime)
         rows.append({
             "docname": docname,
             "scale": scale,
@@ -487,8 +497,9 @@ def execution_rows(env) -> list[dict]:
             "executed_at": datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M") if mtime else None,
             "this_build": this_build,
             "succeeded": bool(data.get("succeeded")),
-            "machine": machine,
-            "load_average": load,
+            "cpu_seconds": recorded["cpu_seconds"],
+            "machine": recorded["machine"],
+            "load_average": recorded["load_average"],
             "budget": budget,
             "over_budget": bool(this_build and scale == "paper" and budget and runtime and runtime > budget),
         })
