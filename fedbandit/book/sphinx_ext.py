@@ -296,7 +296,7 @@ class _AggregatesTransform(SphinxPostTransform):
 
     def _status(self, env):
         rows = execution_rows(env)
-        headers = ["Chapter", "Scale", "Run time (s)", "CPU time (s)", "Load average (start → end)", "Executed",
+        headers = ["Chapter", "Scale", "Run time / CPU time (s)", "Load average (start → end)", "Executed",
                    "In this build", "Status"]
         table = nodes.table(classes=["colwidths-auto"])
         tgroup = nodes.tgroup(cols=len(headers))
@@ -315,8 +315,8 @@ class _AggregatesTransform(SphinxPostTransform):
             cells = [
                 _doc_link(env.docname, item["docname"], None, _title(env, item["docname"])),
                 nodes.Text(item["scale"] or "not reported"),
-                nodes.Text("-" if item["runtime"] is None else f"{item['runtime']:.1f}"),
-                nodes.Text(_cpu_text(item["cpu_seconds"])),
+                nodes.Text(("-" if item["runtime"] is None else f"{item['runtime']:.1f}") + " / "
+                           + _cpu_text(item["cpu_seconds"])),
                 nodes.Text(_load_text(item["load_average"])),
                 nodes.Text(item["executed_at"] or "-"),
                 nodes.Text("executed in this build" if item["this_build"] else "from the execution cache"),
