@@ -437,14 +437,17 @@ def test_figure_classification_matches_executed_outputs():
 
 
 def test_every_notebook_has_a_time_budget_and_the_book_fits_its_own():
-    """One budget per executed page (the status page compares each chapter's time with it), and
-    the budgets add up to at most the whole book's times the notebooks make book runs at a time
-    (two: each chapter's budget is its time beside another chapter)."""
-    from fedbandit.book.scale import BOOK_BUDGET, BOOK_JOBS, CHAPTER_BUDGETS
+    """One run-time and one CPU-time budget per executed page (the build compares each chapter's
+    times with them), and each kind adds up to at most the whole book's times the notebooks make
+    book runs at a time (two on two cores: each chapter's run-time budget is its time beside
+    another chapter, and two cores give at most two CPU-seconds a second)."""
+    from fedbandit.book.scale import BOOK_BUDGET, BOOK_JOBS, CHAPTER_BUDGETS, CHAPTER_CPU_BUDGETS
 
     notebooks = {str(p.relative_to(ROOT).with_suffix("")) for p in _documents() if p.suffix == ".ipynb"}
     assert set(CHAPTER_BUDGETS) == notebooks
+    assert set(CHAPTER_CPU_BUDGETS) == notebooks
     assert sum(CHAPTER_BUDGETS.values()) <= BOOK_JOBS * BOOK_BUDGET, sum(CHAPTER_BUDGETS.values())
+    assert sum(CHAPTER_CPU_BUDGETS.values()) <= BOOK_JOBS * BOOK_BUDGET, sum(CHAPTER_CPU_BUDGETS.values())
     assert "--execute $(JOBS)" in (ROOT / "Makefile").read_text() and "JOBS ?= 2" in (ROOT / "Makefile").read_text()
     assert BOOK_JOBS == 2
 

@@ -746,6 +746,42 @@ def test_status_page_words_for_the_machines_and_loads():
     assert sphinx_ext._cpu_text(None) == "not recorded"
 
 
+def test_a_page_is_over_its_budgets_only_when_this_build_measured_it_at_paper_scale():
+    """The run time and the CPU time are each compared with their own budget, strictly, and only for a
+    paper-scale execution of this build; each overrun gets its own sentence in the log."""
+    from fedbandit.book import sphinx_ext
+    from fedbandit.book.scale import CHAPTER_BUDGETS, CHAPTER_CPU_BUDGETS
+
+    page = "chapters/06_2_regret"
+    wall, cpu = CHAPTER_BUDGETS[page], CHAPTER_CPU_BUDGETS[page]
+
+    def check(**kw):
+        args = dict(scale="paper", this_build=True, runtime=wall, cpu_seconds=cpu) | kw
+        return sphinx_ext._against_budgets(page, **args)
+
+    assert check() == {"budget": wall, "over_budget": False, "cpu_budget": cpu, "over_cpu_budget": False}
+    assert check(runtime=wall + 0.5)["over_budget"] and not check(runtime=wall + 0.5)["over_cpu_budget"]
+    assert check(cpu_seconds=cpu + 0.5)["over_cpu_budget"] and not check(cpu_seconds=cpu + 0.5)["over_budget"]
+    for not_measured in (dict(scale="quick"), dict(scale=None), dict(this_build=False)):
+        both_over = check(runtime=10 * wall, cpu_seconds=10 * cpu, **not_measured)
+        assert not both_over["over_budget"] and not both_over["over_cpu_budget"], not_measured
+    unknown = check(runtime=None, cpu_seconds=None)
+    assert not unknown["over_budget"] and not unknown["over_cpu_budget"]
+    assert sphinx_ext._against_budgets("chapters/not_a_page", scale="paper", this_build=True, runtime=1e9,
+                                       cpu_seconds=1e9) == {"budget": None, "over_budget": False,
+                                                            "cpu_budget": None, "over_cpu_budget": False}
+
+    rows = [{"docname": page, "runtime": wall + 40.2, "cpu_seconds": cpu + 99.7, **check(runtime=wall + 40.2,
+                                                                                       cpu_seconds=cpu + 99.7)},
+            {"docname": "chapters/intro", "runtime": 1.0, "cpu_seconds": 1.0, "budget": 15, "over_budget": False,
+             "cpu_budget": 15, "over_cpu_budget": False}]
+    assert sphinx_ext._budget_overruns(rows) == [
+        f"{page} took {wall + 40:.0f} s at paper scale, over its budget of {wall} s "
+        "(fedbandit.book.scale.CHAPTER_BUDGETS)",
+        f"{page} used {cpu + 100:.0f} CPU-s at paper scale, over its budget of {cpu} CPU-s "
+        "(fedbandit.book.scale.CHAPTER_CPU_BUDGETS)"]
+
+
 def test_joblib_grid_hides_only_lokys_idle_worker_exit(reference, monkeypatch):
     """loky's "A worker stopped while some jobs were given to the executor" (a worker that left after idling, replaced:
     a clean exit) comes from the executor's management thread of the calling process and used to reach the pages'

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TypeVar
 
-__all__ = ["SCALES", "CHAPTER_BUDGETS", "BOOK_BUDGET", "BOOK_JOBS", "get_scale", "by_scale"]
+__all__ = ["SCALES", "CHAPTER_BUDGETS", "CHAPTER_CPU_BUDGETS", "BOOK_BUDGET", "BOOK_JOBS", "get_scale", "by_scale"]
 
 #: The values of ``FEDBANDIT_SCALE``: ``quick`` (seconds per chapter) or ``paper`` (the papers' settings).
 SCALES = ("quick", "paper")
@@ -94,6 +94,39 @@ CHAPTER_BUDGETS = {
     "chapters/06_side_by_side": 330,  # Intel 217 and 176 s, AMD 199 s
     "chapters/06_2_regret": 825,  # Intel 404 and 549 s, AMD 431 s
     "chapters/performance": 15,  # Intel 3 and 3 s, AMD 2 s
+}
+
+#: CPU-time budget of each page at paper scale, cold, in CPU-seconds: its kernel's and those of the
+#: worker processes the kernel starts and waits for (a joblib grid's), as the build records them
+#: (``getrusage(RUSAGE_CHILDREN)`` around each notebook).  A page's wall time depends on the page
+#: beside it; its CPU time did not where measured (chapter 2's main configuration at T = 4,000: 15.5
+#: and 16.2 CPU-s alone, 15.5 and 15.9 with two side by side on two cores), so this budget catches a
+#: slowdown the wall-time budget's margin for pairing would hide.  It does depend on the VM: two VMs of one
+#: kind differed by up to 1.46 times on the same code.  Each budget is 1.3 x 1.45 x the page's CPU
+#: time in one cold paper-scale ``make book`` on two idle cores of an Intel Xeon VM with AVX-512
+#: (2026-12-08: 17 min 39 s, 33.7 CPU-minutes; the experiment tasks' CPU there was 1,026 s against
+#: 1,454 s on the slowest VM of that kind, 2026-12-07), rounded up to 5 s, at least 15 s: a page
+#: over it is at least 1.3 times slower than it was, on the slowest such VM measured.
+CHAPTER_CPU_BUDGETS = {
+    "chapters/intro": 15,  # 3.8 CPU-s
+    "chapters/01_dp20_gaps": 100,  # 51.7 CPU-s
+    "chapters/02_fixed_batch": 15,  # 3.4 CPU-s
+    "chapters/02_2_amplification": 55,  # 26.7 CPU-s
+    "chapters/02_3_leak_and_experiments": 655,  # 347.2 CPU-s
+    "chapters/02_4_scaling": 235,  # 122.2 CPU-s
+    "chapters/02_5_better_mechanisms": 295,  # 154.2 CPU-s
+    "chapters/03_consensus_ucb": 15,  # 7.5 CPU-s
+    "chapters/03_2_experiments": 435,  # 229.5 CPU-s
+    "chapters/03_3_agents_explorer": 70,  # 37.0 CPU-s
+    "chapters/04_concurrent_shuffle": 150,  # 79.3 CPU-s
+    "chapters/04_2_composition_lower_bound": 60,  # 29.8 CPU-s
+    "chapters/04_3_linear_bandits": 385,  # 204.1 CPU-s
+    "chapters/05_distributed_discrete_gaussian": 115,  # 59.5 CPU-s
+    "chapters/05_2_federated_learning": 190,  # 100.4 CPU-s
+    "chapters/05_3_flower_and_bandits": 255,  # 132.9 CPU-s
+    "chapters/06_side_by_side": 215,  # 113.2 CPU-s
+    "chapters/06_2_regret": 555,  # 294.4 CPU-s
+    "chapters/performance": 15,  # 1.4 CPU-s
 }
 
 #: The whole book's execution budget at paper scale, cold, on 2 cores (seconds): at most

@@ -16,9 +16,10 @@ What it does for the book:
   chapter prints from :func:`fedbandit.book.scale.get_scale`, read from the executed
   notebook or its copy in the execution cache, so a chapter may hide that output with the
   tag ``remove-output``).  The time budgets
-  (:data:`fedbandit.book.scale.CHAPTER_BUDGETS`) are for CI, not for readers: they are not
-  on the page; at the end of the build each chapter's time against its budget is logged and
-  written to ``execution-report.json`` next to the HTML folder.
+  (:data:`fedbandit.book.scale.CHAPTER_BUDGETS`, run time, and
+  :data:`fedbandit.book.scale.CHAPTER_CPU_BUDGETS`, CPU time) are for CI, not for readers:
+  they are not on the page; at the end of the build each chapter's times against its budgets
+  are written to ``execution-report.json`` next to the HTML folder and each overrun is logged.
 * Figure numbers per chapter: Sphinx numbers figures across the whole book unless the table
   of contents is section-numbered; :func:`_number_figures_per_document` numbers them per
   chapter, across the chapter's pages in table-of-contents order, prefixed by the chapter's
@@ -72,7 +73,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from fedbandit.book.execution_cache import BOOK_BUILD_ENVIRONMENT
 from fedbandit.book.execution_cache import STAMP as EXECUTION_STAMP
-from fedbandit.book.scale import CHAPTER_BUDGETS, get_scale
+from fedbandit.book.scale import CHAPTER_BUDGETS, CHAPTER_CPU_BUDGETS, get_scale
 
 __all__ = ["setup"]
 
@@ -471,8 +472,10 @@ def execution_rows(env) -> list[dict]:
     of the worker processes the kernel started, or None), ``machine`` (the machine that executed
     it, or None), ``load_average`` (the 1-minute load average at the start and at the end of its
     execution, or None), ``budget`` (seconds at paper scale, from
-    :data:`fedbandit.book.scale.CHAPTER_BUDGETS`, or None) and ``over_budget`` (a paper-scale
-    run executed in this build that took longer than its budget).
+    :data:`fedbandit.book.scale.CHAPTER_BUDGETS`, or None), ``over_budget`` (a paper-scale
+    run executed in this build that took longer than its budget), ``cpu_budget`` (CPU-seconds at
+    paper scale, from :data:`fedbandit.book.scale.CHAPTER_CPU_BUDGETS`, or None) and
+    ``over_cpu_budget`` (such a run whose CPU time exceeded it): :func:`_against_budgets`.
     """
     from myst_nb.sphinx_ import NbMetadataCollector  # myst-nb exists only in the book's build
 
@@ -488,7 +491,6 @@ def execution_rows(env) -> list[dict]:
         this_build = bool(mtime and mtime >= started - 1.0)
         if scale is None and this_build:
             scale = get_scale()  # the notebook's kernel inherited this build's FEDBANDIT_SCALE
-        budget = CHAPTER_BUDGETS.get(docname)
         recorded = _recorded_execution(env, docname, mtime)
         rows.append({
             "docname": docname,
@@ -500,10 +502,47 @@ def execution_rows(env) -> list[dict]:
             "cpu_seconds": recorded["cpu_seconds"],
             "machine": recorded["machine"],
             "load_average": recorded["load_average"],
-            "budget": budget,
-            "over_budget": bool(this_build and scale == "paper" and budget and runtime and runtime > budget),
+            **_against_budgets(docname, scale=scale, this_build=this_build, runtime=runtime,
+                              cpu_seconds=recorded["cpu_seconds"]),
         })
     return rows
+
+
+def _against_budgets(docname: str, *, scale, this_build: bool, runtime, cpu_seconds) -> dict:
+    """A notebook's run time and CPU time against its budgets.
+
+    Only a paper-scale execution of this build is compared (a quick build's pages, or times
+    taken from the execution cache, are not this build's measurements of the paper scale).
+
+    Returns
+    -------
+    dict
+        ``budget`` and ``cpu_budget`` (:data:`~fedbandit.book.scale.CHAPTER_BUDGETS` and
+        :data:`~fedbandit.book.scale.CHAPTER_CPU_BUDGETS`, None for a page without one);
+        ``over_budget`` and ``over_cpu_budget``: whether the run time, or the CPU time (the
+        kernel's and its worker processes'), exceeded its budget.
+    """
+    budget, cpu_budget = CHAPTER_BUDGETS.get(docname), CHAPTER_CPU_BUDGETS.get(docname)
+    measured = bool(this_build and scale == "paper")
+
+    def over(value, limit):
+        return bool(measured and limit and isinstance(value, (int, float)) and value > limit)
+
+    return {"budget": budget, "over_budget": over(runtime, budget),
+            "cpu_budget": cpu_budget, "over_cpu_budget": over(cpu_seconds, cpu_budget)}
+
+
+def _budget_overruns(rows) -> list[str]:
+    """One sentence per budget a notebook ran over (rows of :func:`execution_rows`)."""
+    lines = []
+    for item in rows:
+        if item["over_budget"]:
+            lines.append(f"{item['docname']} took {item['runtime']:.0f} s at paper scale, over its budget of "
+                         f"{item['budget']} s (fedbandit.book.scale.CHAPTER_BUDGETS)")
+        if item["over_cpu_budget"]:
+            lines.append(f"{item['docname']} used {item['cpu_seconds']:.0f} CPU-s at paper scale, over its budget "
+                         f"of {item['cpu_budget']} CPU-s (fedbandit.book.scale.CHAPTER_CPU_BUDGETS)")
+    return lines
 
 
 def _report_budgets(app, exception):
@@ -528,10 +567,8 @@ def _report_budgets(app, exception):
         mark = Path(cache).parent / BUILD_FINISHED_MARK
         mark.parent.mkdir(parents=True, exist_ok=True)
         mark.touch()
-    for item in rows:
-        if item["over_budget"]:
-            logger.info(f"execution budget: {item['docname']} took {item['runtime']:.0f} s at paper scale, "
-                        f"over its CI budget of {item['budget']} s (fedbandit.book.scale.CHAPTER_BUDGETS)")
+    for line in _budget_overruns(rows):
+        logger.info(f"execution budget: {line}")
     logger.info(f"execution times against the CI budgets: {report}")
 
 
