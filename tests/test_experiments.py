@@ -63,7 +63,8 @@ def call_log(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for name in ("FEDBANDIT_BACKEND", "FEDBANDIT_N_JOBS", "FEDBANDIT_DASK_SCHEDULER", "FEDBANDIT_CACHE_DIR"):
+    for name in ("FEDBANDIT_BACKEND", "FEDBANDIT_N_JOBS", "FEDBANDIT_MAX_WORKERS", "FEDBANDIT_DASK_SCHEDULER",
+                 "FEDBANDIT_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -383,6 +384,44 @@ def test_env_backend_and_n_jobs(monkeypatch, reference):
     assert os.getpid() not in {r["pid"] for row in out for r in row}
 
 
+def test_max_workers_caps_the_workers_a_grid_asks_for(monkeypatch, reference):
+    """FEDBANDIT_MAX_WORKERS caps an explicit n_jobs: with one, a joblib grid runs in this process (the book's
+    build sets it so that two pages side by side start no more processes than cores); the results do not change."""
+    monkeypatch.setenv("FEDBANDIT_MAX_WORKERS", "1")
+    out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, backend="joblib", n_jobs=2, cache_dir=False, progress=False)
+    assert_results_equal(out, reference)
+    assert {r["pid"] for row in out for r in row} == {os.getpid()}
+    monkeypatch.setenv("FEDBANDIT_MAX_WORKERS", "2")
+    out = run_grid(hx.logged_draw, CONFIGS, N_SEEDS, backend="joblib", n_jobs=-1, cache_dir=False, progress=False)
+    assert_results_equal(out, reference)
+    assert os.getpid() not in {r["pid"] for row in out for r in row}
+
+
+def test_each_notebook_gets_its_share_of_the_cores_for_its_grids(tmp_path, monkeypatch):
+    """execute_missing runs `jobs` notebooks at a time and gives each notebook's grids cores // jobs workers (at
+    least one), through the kernel's FEDBANDIT_MAX_WORKERS; a value the user set is kept."""
+    import nbformat
+
+    from fedbandit.book import execution_cache
+
+    assert [execution_cache._grid_workers(jobs, cores=2) for jobs in (1, 2, 3)] == [2, 1, 1]
+    assert [execution_cache._grid_workers(jobs, cores=8) for jobs in (1, 2, 3)] == [8, 4, 2]
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # _execute sets the book's variables in its worker
+    os.environ.pop("FEDBANDIT_MAX_WORKERS", None)
+    code = "import os, pathlib\npathlib.Path('seen.txt').write_text(os.environ.get('FEDBANDIT_MAX_WORKERS', 'unset'))\n"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "env.ipynb")
+    seen = []
+    for user_value in (None, "3"):
+        if user_value is not None:
+            os.environ["FEDBANDIT_MAX_WORKERS"] = user_value
+        done = execution_cache._execute(str(tmp_path / "env.ipynb"), 120, 1)
+        assert done.traceback is None, done.traceback
+        seen.append((tmp_path / "seen.txt").read_text())
+    assert seen == ["1", "3"]  # the kernel's value: the build's share, or the one the user set
+
+
 # ---------------------------------------------------------------------------------------
 # Kill and resume
 # ---------------------------------------------------------------------------------------
@@ -497,6 +536,8 @@ def test_bad_input(kwargs, error, match, tmp_path):
         ("FEDBANDIT_BACKEND", "gpu", "FEDBANDIT_BACKEND must be one of"),
         ("FEDBANDIT_N_JOBS", "many", "FEDBANDIT_N_JOBS must be a positive integer or -1"),
         ("FEDBANDIT_N_JOBS", "0", "FEDBANDIT_N_JOBS must be a positive integer or -1"),
+        ("FEDBANDIT_MAX_WORKERS", "many", "FEDBANDIT_MAX_WORKERS must be a positive integer, got 'many'"),
+        ("FEDBANDIT_MAX_WORKERS", "0", "FEDBANDIT_MAX_WORKERS"),
     ],
 )
 def test_bad_environment(name, value, match, monkeypatch, tmp_path):

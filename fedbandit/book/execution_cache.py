@@ -176,6 +176,19 @@ class _Execution(NamedTuple):
     cpu_seconds: float  # the kernel's and its worker processes' user + system CPU time
 
 
+def _grid_workers(jobs: int, cores: int | None = None) -> int:
+    """Worker processes a notebook's grids may start when ``jobs`` notebooks run at a time.
+
+    The cores divided among the notebooks, at least one (then a ``joblib`` grid runs in the
+    kernel itself): more busy processes than cores made every page slower.  In cold
+    paper-scale builds on two cores (2026-12-08), two notebooks at a time whose grids each
+    started two workers took 10 to 28 % more CPU time per page (chapter 3's experiments 229
+    against 179 CPU-s, chapter 4's linear bandits 204 against 171) than the same pages executed
+    one at a time.  ``cores`` defaults to :func:`os.cpu_count`.
+    """
+    return max(1, (cores if cores is not None else (os.cpu_count() or 1)) // max(1, jobs))
+
+
 def _children_cpu_seconds() -> float:
     """User + system CPU time of this process's waited-for descendants (NaN where unsupported)."""
     try:
@@ -186,8 +199,12 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _execute(path: str, timeout: int | None) -> _Execution:
+def _execute(path: str, timeout: int | None, grid_workers: int | None = None) -> _Execution:
     """Execute one notebook in its folder (runs in a worker process).
+
+    ``grid_workers``, when given, caps the worker processes of the notebook's grids
+    (``FEDBANDIT_MAX_WORKERS``, unless already set): :func:`execute_missing` gives each of the
+    notebooks it runs at a time its share of the cores.
 
     The CPU time is that of the processes this worker waited for while executing it: the
     kernel (every attempt), and the processes the kernel waited for, such as the worker
@@ -201,6 +218,8 @@ def _execute(path: str, timeout: int | None) -> _Execution:
         os.environ.setdefault(name, "1")
     for name, value in BOOK_BUILD_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    if grid_workers is not None:
+        os.environ.setdefault("FEDBANDIT_MAX_WORKERS", str(grid_workers))
     load_at_start, cpu_at_start = load_average()[0], _children_cpu_seconds()
     for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
         nb = nbformat.read(path, as_version=4)
@@ -269,8 +288,11 @@ def execute_missing(cache_dir: str | Path, root: str | Path = ".", *, jobs: int 
     start = time.perf_counter()
     print(f"executing {len(missing)} notebooks, {jobs} at a time: " + ", ".join(p.stem for p in missing), flush=True)
     machine = machine_description()
+    grid_workers = _grid_workers(jobs)
+    print(f"each notebook's grids start at most {grid_workers} worker process{'es' if grid_workers > 1 else ''} "
+          f"(FEDBANDIT_MAX_WORKERS, unless set)", flush=True)
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_execute, str(p), timeout) for p in missing]
+        futures = [pool.submit(_execute, str(p), timeout, grid_workers) for p in missing]
         for future in as_completed(futures):
             path, nb, seconds, traceback, loads, cpu = future.result()
             name = Path(path).relative_to(root).as_posix()
