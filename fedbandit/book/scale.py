@@ -70,10 +70,13 @@ BOOK_JOBS = 2
 #:
 #: A page's wall time also depends on the page beside it: the two Intel builds paired the pages
 #: differently (the order below changed) and a page moved by up to 1.5 times (02_5: 178 and 270 s),
-#: more when the other page runs two worker processes.  OpenBLAS single-threaded per process.  The
-#: build logs each page over its budget and writes every page's time against its budget to
-#: ``_build/execution-report.json`` (CI's numbers, not the reader's: the execution-status page
-#: shows the times only); ``make book`` runs the pages with the largest budgets first.
+#: more when the other page ran two worker processes (these builds let each page's grids start two
+#: workers beside another page; a build now gives each one, and took 14 min 26 s on a VM where it
+#: had taken 17 min 39 s, 2026-12-08: these budgets are the slower setting's).  OpenBLAS
+#: single-threaded per process.  The build logs each page over its budget and writes every page's
+#: time against its budget to ``_build/execution-report.json`` (CI's numbers, not the reader's: the
+#: execution-status page shows the times only); ``make book`` runs the pages with the largest
+#: budgets first.
 CHAPTER_BUDGETS = {
     "chapters/intro": 15,  # Intel 6 and 7 s, AMD 5 s
     "chapters/01_dp20_gaps": 180,  # Intel 119 and 92 s, AMD 96 s
@@ -97,35 +100,37 @@ CHAPTER_BUDGETS = {
 }
 
 #: CPU-time budget of each page at paper scale, cold, in CPU-seconds: its kernel's and those of the
-#: worker processes the kernel starts and waits for (a joblib grid's), as the build records them
+#: worker processes the kernel starts and waits for, as the build records them
 #: (``getrusage(RUSAGE_CHILDREN)`` around each notebook).  A page's wall time depends on the page
-#: beside it; its CPU time did not where measured (chapter 2's main configuration at T = 4,000: 15.5
-#: and 16.2 CPU-s alone, 15.5 and 15.9 with two side by side on two cores), so this budget catches a
-#: slowdown the wall-time budget's margin for pairing would hide.  It does depend on the VM: two VMs of one
-#: kind differed by up to 1.46 times on the same code.  Each budget is 1.3 x 1.45 x the page's CPU
-#: time in one cold paper-scale ``make book`` on two idle cores of an Intel Xeon VM with AVX-512
-#: (2026-12-08: 17 min 39 s, 33.7 CPU-minutes; the experiment tasks' CPU there was 1,026 s against
-#: 1,454 s on the slowest VM of that kind, 2026-12-07), rounded up to 5 s, at least 15 s: a page
-#: over it is at least 1.3 times slower than it was, on the slowest such VM measured.
+#: beside it; its CPU time much less, now that no page starts grid workers beside another
+#: (:func:`fedbandit.book.execution_cache.execute_missing` gives each notebook's grids one worker
+#: on two cores: chapter 2's main configuration at T = 4,000 took 15.5 and 16.2 CPU-s alone, 15.5
+#: and 15.9 with two side by side), so this budget catches a slowdown the wall-time budget's margin
+#: for pairing would hide.  It does depend on the VM: two VMs of one kind differed by up to 1.46
+#: times on the same code.  Each budget is 1.3 x 1.45 x the page's CPU time in one cold paper-scale
+#: ``make book`` on two idle cores of an Intel Xeon VM with AVX-512 (2026-12-08: 14 min 26 s, 27.5
+#: CPU-minutes; the experiment tasks took 1,026 s of CPU on that VM and 1,454 s on the slowest VM of
+#: that kind, 2026-12-07), rounded up to 5 s, at least 15 s: a page over it is at least 1.3 times
+#: slower than it was, on the slowest such VM measured.
 CHAPTER_CPU_BUDGETS = {
     "chapters/intro": 15,  # 3.8 CPU-s
-    "chapters/01_dp20_gaps": 100,  # 51.7 CPU-s
-    "chapters/02_fixed_batch": 15,  # 3.4 CPU-s
-    "chapters/02_2_amplification": 55,  # 26.7 CPU-s
-    "chapters/02_3_leak_and_experiments": 655,  # 347.2 CPU-s
-    "chapters/02_4_scaling": 235,  # 122.2 CPU-s
-    "chapters/02_5_better_mechanisms": 295,  # 154.2 CPU-s
-    "chapters/03_consensus_ucb": 15,  # 7.5 CPU-s
-    "chapters/03_2_experiments": 435,  # 229.5 CPU-s
-    "chapters/03_3_agents_explorer": 70,  # 37.0 CPU-s
-    "chapters/04_concurrent_shuffle": 150,  # 79.3 CPU-s
-    "chapters/04_2_composition_lower_bound": 60,  # 29.8 CPU-s
-    "chapters/04_3_linear_bandits": 385,  # 204.1 CPU-s
-    "chapters/05_distributed_discrete_gaussian": 115,  # 59.5 CPU-s
-    "chapters/05_2_federated_learning": 190,  # 100.4 CPU-s
-    "chapters/05_3_flower_and_bandits": 255,  # 132.9 CPU-s
-    "chapters/06_side_by_side": 215,  # 113.2 CPU-s
-    "chapters/06_2_regret": 555,  # 294.4 CPU-s
+    "chapters/01_dp20_gaps": 85,  # 45.0 CPU-s
+    "chapters/02_fixed_batch": 15,  # 3.2 CPU-s
+    "chapters/02_2_amplification": 50,  # 25.7 CPU-s
+    "chapters/02_3_leak_and_experiments": 520,  # 273.8 CPU-s
+    "chapters/02_4_scaling": 205,  # 106.6 CPU-s
+    "chapters/02_5_better_mechanisms": 225,  # 119.0 CPU-s
+    "chapters/03_consensus_ucb": 15,  # 6.6 CPU-s
+    "chapters/03_2_experiments": 345,  # 181.4 CPU-s
+    "chapters/03_3_agents_explorer": 60,  # 31.3 CPU-s
+    "chapters/04_concurrent_shuffle": 140,  # 72.9 CPU-s
+    "chapters/04_2_composition_lower_bound": 50,  # 24.0 CPU-s
+    "chapters/04_3_linear_bandits": 295,  # 155.4 CPU-s
+    "chapters/05_distributed_discrete_gaussian": 95,  # 49.8 CPU-s
+    "chapters/05_2_federated_learning": 150,  # 78.6 CPU-s
+    "chapters/05_3_flower_and_bandits": 210,  # 110.2 CPU-s
+    "chapters/06_side_by_side": 185,  # 97.9 CPU-s
+    "chapters/06_2_regret": 455,  # 240.4 CPU-s
     "chapters/performance": 15,  # 1.4 CPU-s
 }
 
